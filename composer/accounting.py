@@ -1,0 +1,102 @@
+"""Analytic parameter, FLOP and inference-cache accounting of an architecture, without building it.
+
+Conventions (the same as torchtitan / PaLM, so MFU figures are comparable):
+
+* ``params`` counts every weight once (a tied LM head shares the embedding's).
+* ``non_embedding_params`` is all but the token embedding and an untied LM head; the final norm is included.
+  This is the size measure the extrapolator matches across patterns.
+* ``flops_per_token``: training FLOPs (forward + backward) per token at ``seq_len``: each primitive's own count
+  plus ``6 * d_model * vocab`` for the LM head (a real matmul even when tied); the embedding lookup is free.
+* Inference cache: per layer a :class:`~primitives.base.CacheSpec`; ``kv_cache_bytes_per_token`` sums the
+  unbounded per-token parts (full attention), ``cache_bytes_per_sequence`` adds windows and fixed states at
+  ``seq_len``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from composer.config import ArchConfig
+from composer.errors import ConfigError
+from primitives.registry import REGISTRY
+
+DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
+TRAINING_SEQ_LEN = 8192  # the paper's large-scale training context; the default length for FLOP accounting
+
+
+@dataclass(frozen=True)
+class ArchStats:
+    pattern: str
+    compact: str
+    n_layers: int
+    counts: dict[str, int]
+    params: int
+    embedding_params: int
+    non_embedding_params: int
+    flops_per_token: int
+    seq_len: int
+    cache_dtype_bytes: int
+    kv_cache_bytes_per_token: int
+    cache_bytes_per_sequence: int
+    state_bytes_per_sequence: int
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def layer_params(arch: ArchConfig) -> dict[str, int]:
+    """Parameters of one residual layer (pre-norm weight + primitive body) per symbol used."""
+    return {
+        symbol: REGISTRY.get(symbol).param_count(config) + arch.d_model
+        for symbol, config in arch.primitive_configs().items()
+    }
+
+
+def embedding_params(arch: ArchConfig) -> int:
+    """Token embedding plus, when untied, the LM head."""
+    return arch.vocab_size * arch.d_model * (1 if arch.tie_embeddings else 2)
+
+
+def non_embedding_params(arch: ArchConfig) -> int:
+    per_layer = layer_params(arch)
+    return sum(per_layer[symbol] for symbol in arch.pattern) + arch.d_model  # + final norm
+
+
+def default_seq_len(arch: ArchConfig) -> int:
+    """8192 tokens (the paper's training context), or the architecture's maximum when shorter."""
+    return min(arch.max_seq_len, TRAINING_SEQ_LEN)
+
+
+def analyze(arch: ArchConfig, seq_len: int | None = None, cache_dtype_bytes: int = 2) -> ArchStats:
+    """Accounting of ``arch`` at ``seq_len`` (default: :func:`default_seq_len`)."""
+    seq_len = default_seq_len(arch) if seq_len is None else seq_len
+    if seq_len <= 0:
+        raise ConfigError(f"seq_len must be positive, got {seq_len}")
+    configs = arch.primitive_configs()
+    flops = 6 * arch.d_model * arch.vocab_size
+    per_token_cache = cache_total = fixed_total = 0
+    for symbol in arch.pattern:
+        cls, config = REGISTRY.get(symbol), configs[symbol]
+        flops += cls.flops_per_token(config, seq_len)
+        cache = cls.inference_cache(config, cache_dtype_bytes)
+        if cache.window is None:
+            per_token_cache += cache.bytes_per_token
+        cache_total += cache.bytes_at(seq_len)
+        fixed_total += cache.fixed_bytes
+    non_embedding = non_embedding_params(arch)
+    embedding = embedding_params(arch)
+    return ArchStats(
+        pattern=arch.pattern,
+        compact=arch.compact,
+        n_layers=arch.n_layers,
+        counts=arch.counts,
+        params=non_embedding + embedding,
+        embedding_params=embedding,
+        non_embedding_params=non_embedding,
+        flops_per_token=flops,
+        seq_len=seq_len,
+        cache_dtype_bytes=cache_dtype_bytes,
+        kv_cache_bytes_per_token=per_token_cache,
+        cache_bytes_per_sequence=cache_total,
+        state_bytes_per_sequence=fixed_total,
+    )

@@ -1,0 +1,48 @@
+"""``composer`` command line: one module per subcommand, each adding its parser and handler."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from importlib.metadata import PackageNotFoundError, version
+
+from composer.cli import info, presets
+from composer.errors import ComposerUsageError
+
+SUBCOMMANDS = (info, presets)
+
+
+def _version() -> str:
+    try:
+        return version("composer-hnas")
+    except PackageNotFoundError:  # running from a source tree that was not installed
+        return "unknown"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="composer",
+        description="Composer: hybrid LLM architecture search over layer interleavings of primitives.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for module in SUBCOMMANDS:
+        module.add_parser(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.handler(args) or 0
+    except ComposerUsageError as err:
+        print(f"composer {args.command}: error: {err}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:  # e.g. `composer presets | head`
+        return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,37 @@
+"""Small helpers shared by the subcommands' human-readable output."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+
+def human(n: float, unit: str = "") -> str:
+    """``1235814400`` -> ``"1.24B"``; ``4096`` bytes -> ``"4.0 KiB"`` when ``unit == "B"``."""
+    if unit == "B":
+        for suffix in ("B", "KiB", "MiB", "GiB", "TiB"):
+            if abs(n) < 1024 or suffix == "TiB":
+                return f"{n:.0f} {suffix}" if suffix == "B" else f"{n:.1f} {suffix}"
+            n /= 1024
+    for suffix, scale in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if abs(n) >= scale:
+            return f"{n / scale:.2f}{suffix}"
+    return f"{n:g}"
+
+
+def print_json(data: Any) -> None:
+    json.dump(data, sys.stdout, indent=2)
+    sys.stdout.write("\n")
+
+
+def print_rows(rows: list[tuple[str, str]]) -> None:
+    width = max(len(label) for label, _ in rows)
+    for label, value in rows:
+        print(f"{label:<{width}}  {value}")
+
+
+def print_table(header: list[str], rows: list[list[str]]) -> None:
+    widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows)]
+    for row in [header, *rows]:
+        print("  ".join(str(cell).ljust(w) for cell, w in zip(row, widths)).rstrip())

@@ -1,0 +1,83 @@
+"""``composer info SPEC``: the pattern, per-primitive counts, parameters, FLOPs and KV cache of an architecture."""
+
+from __future__ import annotations
+
+import argparse
+
+from composer.accounting import DTYPE_BYTES, analyze
+from composer.cli.format import human, print_json, print_rows
+from composer.config import ArchConfig
+from composer.errors import ConfigError, PatternError
+from composer.presets import PRESETS, get_preset
+from primitives.registry import REGISTRY
+
+DEFAULT_WIDTHS = "llama-3.2-1b"
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "info",
+        help="parameters, FLOPs and KV cache of a preset or pattern",
+        description="Analytic accounting of an architecture (nothing is allocated, any size works).",
+    )
+    parser.add_argument(
+        "spec",
+        metavar="SPEC",
+        help=f"a preset name ({', '.join(PRESETS)}) or a layer pattern such as 'AAMMMM' or '(AM)x16'",
+    )
+    parser.add_argument(
+        "--preset",
+        help=f"widths for a pattern SPEC (default: {DEFAULT_WIDTHS}); not allowed with a preset SPEC",
+    )
+    parser.add_argument("--seq-len", type=int, help="sequence length for FLOPs (default: min(8192, max))")
+    parser.add_argument(
+        "--cache-dtype", choices=sorted(DTYPE_BYTES), default="bf16", help="KV-cache element type (default bf16)"
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.set_defaults(handler=run)
+
+
+def resolve_spec(spec: str, preset_name: str | None) -> tuple[ArchConfig, str]:
+    """A preset name, or a pattern at some preset's widths; returns the config and the widths' preset name."""
+    if spec in PRESETS:
+        if preset_name is not None:
+            raise ConfigError(f"SPEC {spec!r} is a preset already; drop --preset or give a pattern as SPEC")
+        return PRESETS[spec].arch, spec
+    widths = preset_name or DEFAULT_WIDTHS
+    base = get_preset(widths).arch
+    try:
+        return base.with_pattern(spec), widths
+    except PatternError as err:
+        if spec[:1].islower():  # looks like a mistyped preset name rather than a pattern
+            raise ConfigError(
+                f"{spec!r} is neither a preset ({', '.join(PRESETS)}) nor a pattern of {REGISTRY.describe()}"
+            ) from err
+        raise
+
+
+def run(args: argparse.Namespace) -> int:
+    arch, widths = resolve_spec(args.spec, args.preset)
+    if args.seq_len is not None and args.seq_len <= 0:
+        raise ConfigError(f"--seq-len must be a positive integer, got {args.seq_len}")
+    stats = analyze(arch, seq_len=args.seq_len, cache_dtype_bytes=DTYPE_BYTES[args.cache_dtype])
+    if args.json:
+        print_json({"preset": widths, **stats.to_dict(), "arch": arch.to_dict()})
+        return 0
+    counts = ", ".join(f"{symbol} {n} ({REGISTRY.get(symbol).name})" for symbol, n in stats.counts.items())
+    tied = "tied" if arch.tie_embeddings else "untied"
+    print_rows(
+        [
+            ("pattern", stats.pattern),
+            ("compact", stats.compact),
+            ("widths", f"{widths}: d_model {arch.d_model}, heads {arch.n_heads} (kv {arch.n_kv_heads}) x "
+                       f"{arch.head_dim}, ffn {arch.ffn_dim}, vocab {arch.vocab_size} {tied}"),
+            ("layers", f"{stats.n_layers}: {counts}"),
+            ("params", f"{stats.params:,} ({human(stats.params)})"),
+            ("non-embedding", f"{stats.non_embedding_params:,} ({human(stats.non_embedding_params)})"),
+            ("FLOPs/token", f"{stats.flops_per_token:,} ({human(stats.flops_per_token)}, training, "
+                            f"seq len {stats.seq_len})"),
+            ("KV cache/token", f"{stats.kv_cache_bytes_per_token:,} bytes ({args.cache_dtype})"),
+            ("cache/sequence", f"{human(stats.cache_bytes_per_sequence, 'B')} at seq len {stats.seq_len}"),
+        ]
+    )
+    return 0

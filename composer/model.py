@@ -1,0 +1,116 @@
+"""The composed language model: embedding -> pre-norm residual layers (one primitive each) -> norm -> LM head.
+
+Readable top to bottom on purpose; parallelism, activation checkpointing and compilation are applied from the
+outside (training engine), as in torchtitan.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from composer.config import ArchConfig
+from primitives.base import InitScheme, Primitive
+from primitives.registry import REGISTRY
+
+IGNORE_INDEX = -100
+
+
+class CausalLMOutput(NamedTuple):
+    logits: torch.Tensor
+    loss: torch.Tensor | None
+
+
+class ResidualLayer(nn.Module):
+    """``x + primitive(rmsnorm(x))``: the unit every pattern symbol becomes, and the unit FSDP shards."""
+
+    def __init__(self, primitive: Primitive, d_model: int, norm_eps: float) -> None:
+        super().__init__()
+        self.norm = nn.RMSNorm(d_model, eps=norm_eps)
+        self.primitive = primitive
+
+    @property
+    def symbol(self) -> str:
+        return self.primitive.symbol
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.primitive(self.norm(x))
+
+
+class ComposerModel(nn.Module):
+    """A causal language model whose layers follow ``arch.pattern``.
+
+    Built under ``torch.device("meta")`` it allocates nothing (for accounting or before FSDP sharding); call
+    :meth:`init_weights` after ``to_empty(device=...)`` to materialise it.
+    """
+
+    def __init__(self, arch: ArchConfig) -> None:
+        super().__init__()
+        self.arch = arch
+        configs = arch.primitive_configs()
+        self.tok_embeddings = nn.Embedding(arch.vocab_size, arch.d_model)
+        self.layers = nn.ModuleList(
+            ResidualLayer(REGISTRY.get(symbol)(configs[symbol]), arch.d_model, arch.norm_eps)
+            for symbol in arch.pattern
+        )
+        self.norm = nn.RMSNorm(arch.d_model, eps=arch.norm_eps)
+        self.output = None if arch.tie_embeddings else nn.Linear(arch.d_model, arch.vocab_size, bias=False)
+        if not self.tok_embeddings.weight.is_meta:
+            self.init_weights()
+
+    @torch.no_grad()
+    def init_weights(self) -> None:
+        """Initialise every parameter; each primitive initialises its own body."""
+        arch = self.arch
+        init = InitScheme(std=arch.init_std, n_layers=arch.n_layers)
+        nn.init.normal_(self.tok_embeddings.weight, std=arch.init_std)
+        for layer in self.layers:
+            layer.norm.reset_parameters()
+            layer.primitive.reset_parameters(init)
+        self.norm.reset_parameters()
+        if self.output is not None:
+            nn.init.normal_(self.output.weight, std=arch.d_model**-0.5)
+
+    def forward(self, input_ids: torch.Tensor, targets: torch.Tensor | None = None) -> CausalLMOutput:
+        """Logits ``[batch, seq, vocab]`` and, given ``targets`` (``-100`` = ignore), the mean cross-entropy."""
+        h = self.tok_embeddings(input_ids)
+        for layer in self.layers:
+            h = layer(h)
+        h = self.norm(h)
+        head = self.tok_embeddings.weight if self.output is None else self.output.weight
+        logits = F.linear(h, head)
+        loss = None
+        if targets is not None:
+            loss = F.cross_entropy(
+                logits.flatten(0, 1).float(), targets.flatten(), ignore_index=IGNORE_INDEX
+            )
+        return CausalLMOutput(logits, loss)
+
+    def no_weight_decay(self) -> set[str]:
+        """Full names of parameters AdamW must not decay: all norms plus what each primitive names."""
+        names = {"norm.weight"}
+        for i, layer in enumerate(self.layers):
+            names.add(f"layers.{i}.norm.weight")
+            names.update(f"layers.{i}.primitive.{name}" for name in layer.primitive.no_weight_decay())
+        return names
+
+    def parameter_groups(self, weight_decay: float) -> list[dict]:
+        """Two AdamW groups: decayed and not decayed (names from :meth:`no_weight_decay`)."""
+        skip = self.no_weight_decay()
+        decay, no_decay = [], []
+        for name, param in self.named_parameters():
+            if param.requires_grad:
+                (no_decay if name in skip else decay).append(param)
+        return [
+            {"params": decay, "weight_decay": weight_decay},
+            {"params": no_decay, "weight_decay": 0.0},
+        ]
+
+
+def build_model(arch: ArchConfig, device: torch.device | str | None = None) -> ComposerModel:
+    """Build ``arch`` on ``device``; ``"meta"`` gives a shape-only model that allocates no weights."""
+    with torch.device(device or "cpu"):
+        return ComposerModel(arch)

@@ -1,0 +1,97 @@
+"""Named architecture presets: the official Llama 3.x shapes, a ~350M shape, and small search/test widths.
+
+A preset fixes the widths; its pattern is the Llama default for that size. Search and extrapolation swap the
+pattern and keep the widths (``get_preset("llama-3.2-1b").arch.with_pattern("AAMMMM")``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from composer.config import ArchConfig
+from composer.errors import ConfigError
+from primitives.rope import RopeScaling
+
+
+@dataclass(frozen=True)
+class Preset:
+    name: str
+    arch: ArchConfig
+    description: str
+    source: str
+
+
+# Llama 3.2 extends its 8K pretraining context 32x; Llama 3.1 8x (Hugging Face config.json "rope_scaling").
+_LLAMA_3_2_ROPE = RopeScaling(factor=32.0, low_freq_factor=1.0, high_freq_factor=4.0, original_max_seq_len=8192)
+_LLAMA_3_1_ROPE = RopeScaling(factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0, original_max_seq_len=8192)
+_LLAMA_VOCAB = 128_256
+
+_PRESETS: tuple[Preset, ...] = (
+    Preset(
+        name="llama-3.2-1b",
+        arch=ArchConfig(
+            pattern="(AM)x16", d_model=2048, n_heads=32, n_kv_heads=8, head_dim=64, ffn_dim=8192,
+            vocab_size=_LLAMA_VOCAB, tie_embeddings=True, rope_scaling=_LLAMA_3_2_ROPE, max_seq_len=131_072,
+        ),
+        description="Llama 3.2 1B: 16 blocks, tied embeddings (1,235,814,400 parameters)",
+        source="meta-llama/Llama-3.2-1B config.json",
+    ),
+    Preset(
+        name="llama-3.2-3b",
+        arch=ArchConfig(
+            pattern="(AM)x28", d_model=3072, n_heads=24, n_kv_heads=8, head_dim=128, ffn_dim=8192,
+            vocab_size=_LLAMA_VOCAB, tie_embeddings=True, rope_scaling=_LLAMA_3_2_ROPE, max_seq_len=131_072,
+        ),
+        description="Llama 3.2 3B: 28 blocks, tied embeddings (3,212,749,824 parameters)",
+        source="meta-llama/Llama-3.2-3B config.json",
+    ),
+    Preset(
+        name="llama-3.1-8b",
+        arch=ArchConfig(
+            pattern="(AM)x32", d_model=4096, n_heads=32, n_kv_heads=8, head_dim=128, ffn_dim=14336,
+            vocab_size=_LLAMA_VOCAB, tie_embeddings=False, rope_scaling=_LLAMA_3_1_ROPE, max_seq_len=131_072,
+        ),
+        description="Llama 3.1 8B: 32 blocks, untied embeddings (8,030,261,248 parameters)",
+        source="meta-llama/Llama-3.1-8B config.json",
+    ),
+    Preset(
+        # Not an official Llama size. Llama-3.2-1B's depth (16 blocks), head dim 64 and 8 KV heads at half its
+        # width; FFN 3.5x d_model (a multiple of 256) brings the total to ~358M with the Llama-3 vocabulary.
+        name="llama-350m",
+        arch=ArchConfig(
+            pattern="(AM)x16", d_model=1024, n_heads=16, n_kv_heads=8, head_dim=64, ffn_dim=3584,
+            vocab_size=_LLAMA_VOCAB, tie_embeddings=True, rope_scaling=_LLAMA_3_2_ROPE, max_seq_len=131_072,
+        ),
+        description="~350M Llama-3.2-style shape (not an official size): d 1024, 16 blocks, FFN 3584",
+        source="this project (see composer/presets.py)",
+    ),
+    Preset(
+        # Search width: MAD's model width 128 (Poli et al. 2024) with the paper's 6-layer search depth; the
+        # vocabulary is the offline byte tokenizer's size rounded up (MAD tasks override it with their own).
+        name="search-1m",
+        arch=ArchConfig(
+            pattern="(AM)x3", d_model=128, n_heads=4, n_kv_heads=2, head_dim=32, ffn_dim=512,
+            vocab_size=512, tie_embeddings=True, max_seq_len=2048,
+        ),
+        description="search width (~0.8M parameters): d 128, MAD's width, 6 layers",
+        source="this project; width from MAD (Poli et al. 2024)",
+    ),
+    Preset(
+        name="tiny",
+        arch=ArchConfig(
+            pattern="(AM)x2", d_model=64, n_heads=4, n_kv_heads=2, head_dim=16, ffn_dim=256,
+            vocab_size=256, tie_embeddings=True, max_seq_len=1024,
+        ),
+        description="test width (~140K parameters): d 64, 4 layers, for unit tests and CPU smoke runs",
+        source="this project",
+    ),
+)
+
+PRESETS: dict[str, Preset] = {preset.name: preset for preset in _PRESETS}
+
+
+def get_preset(name: str) -> Preset:
+    try:
+        return PRESETS[name]
+    except KeyError:
+        raise ConfigError(f"unknown preset {name!r}; choose one of: {', '.join(PRESETS)}") from None

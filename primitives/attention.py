@@ -1,0 +1,142 @@
+"""``A``: causal grouped-query attention with RoPE (Llama-3 style, no biases).
+
+The kernel is chosen per call: flash-attn when it is installed, the tensors are on CUDA and in half precision;
+otherwise torch's ``scaled_dot_product_attention`` (which picks its own fused CPU/CUDA kernel).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from primitives.base import CacheSpec, InitScheme, Primitive
+from primitives.rope import RopeScaling, apply_rotary, inverse_frequencies, rotary_cos_sin
+
+try:  # optional CUDA extra: pip install "composer-hnas[cuda]"
+    from flash_attn import flash_attn_func
+except (ImportError, OSError):  # not installed, or built against another torch/CUDA
+    flash_attn_func = None
+
+AttentionBackend = Literal["auto", "sdpa", "flash"]
+_BACKENDS = ("auto", "sdpa", "flash")
+
+
+@dataclass(frozen=True)
+class AttentionConfig:
+    d_model: int
+    n_heads: int
+    n_kv_heads: int
+    head_dim: int
+    rope_theta: float = 500_000.0
+    rope_scaling: RopeScaling | None = None
+    backend: AttentionBackend = "auto"
+
+    def __post_init__(self) -> None:
+        if min(self.d_model, self.n_heads, self.n_kv_heads, self.head_dim) <= 0:
+            raise ValueError(f"attention widths must be positive, got {self}")
+        if self.n_heads % self.n_kv_heads:
+            raise ValueError(
+                f"n_heads ({self.n_heads}) must be a multiple of n_kv_heads ({self.n_kv_heads})"
+            )
+        if self.head_dim % 2:
+            raise ValueError(f"head_dim must be even for RoPE, got {self.head_dim}")
+        if self.backend not in _BACKENDS:
+            raise ValueError(f"unknown attention backend {self.backend!r}; choose one of {_BACKENDS}")
+
+    @classmethod
+    def from_arch(cls, arch, **options) -> AttentionConfig:
+        return cls(
+            d_model=arch.d_model,
+            n_heads=arch.n_heads,
+            n_kv_heads=arch.n_kv_heads,
+            head_dim=arch.head_dim,
+            rope_theta=arch.rope_theta,
+            rope_scaling=arch.rope_scaling,
+            **options,
+        )
+
+
+class GroupedQueryAttention(Primitive):
+    """Causal GQA: ``n_heads`` query heads share ``n_kv_heads`` key/value heads."""
+
+    symbol = "A"
+    name = "attention"
+    Config = AttentionConfig
+    description = "causal grouped-query attention with RoPE"
+
+    def __init__(self, config: AttentionConfig) -> None:
+        super().__init__(config)
+        c = config
+        # q, k and v come from one fused projection: one large matmul is faster than three small ones.
+        self.wqkv = nn.Linear(c.d_model, (c.n_heads + 2 * c.n_kv_heads) * c.head_dim, bias=False)
+        self.wo = nn.Linear(c.n_heads * c.head_dim, c.d_model, bias=False)
+        self.register_buffer("inv_freq", torch.empty(c.head_dim // 2), persistent=False)
+        self._fill_inv_freq()
+
+    def _fill_inv_freq(self) -> None:
+        c = self.config
+        if self.inv_freq.is_meta:
+            return
+        with torch.no_grad():
+            self.inv_freq.copy_(inverse_frequencies(c.head_dim, c.rope_theta, c.rope_scaling))
+
+    def reset_parameters(self, init: InitScheme) -> None:
+        nn.init.normal_(self.wqkv.weight, std=init.std)
+        nn.init.normal_(self.wo.weight, std=init.out_std)
+        self._fill_inv_freq()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        c = self.config
+        batch, seq, _ = x.shape
+        qkv = self.wqkv(x).view(batch, seq, c.n_heads + 2 * c.n_kv_heads, c.head_dim)
+        q, k, v = qkv.split((c.n_heads, c.n_kv_heads, c.n_kv_heads), dim=2)
+        cos, sin = rotary_cos_sin(self.inv_freq, seq, x.dtype)
+        q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
+        out = self._attend(q, k, v)
+        return self.wo(out.reshape(batch, seq, c.n_heads * c.head_dim))
+
+    def _attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """Causal attention over ``[batch, seq, heads, head_dim]`` tensors, returned in the same layout."""
+        if self._use_flash(q):
+            return flash_attn_func(q, k, v, causal=True)
+        out = F.scaled_dot_product_attention(
+            q.transpose(1, 2),
+            k.transpose(1, 2),
+            v.transpose(1, 2),
+            is_causal=True,
+            enable_gqa=self.config.n_kv_heads != self.config.n_heads,
+        )
+        return out.transpose(1, 2)
+
+    def _use_flash(self, q: torch.Tensor) -> bool:
+        backend = self.config.backend
+        if backend == "sdpa":
+            return False
+        usable = flash_attn_func is not None and q.is_cuda and q.dtype in (torch.float16, torch.bfloat16)
+        if backend == "flash" and not usable:
+            raise RuntimeError(
+                "attention backend 'flash' needs flash-attn installed (pip install 'composer-hnas[cuda]') "
+                f"and CUDA fp16/bf16 inputs, got device={q.device} dtype={q.dtype}; use backend 'auto'"
+            )
+        return usable
+
+    @classmethod
+    def param_count(cls, config: AttentionConfig) -> int:
+        c = config
+        return c.d_model * (c.n_heads + 2 * c.n_kv_heads) * c.head_dim + c.n_heads * c.head_dim * c.d_model
+
+    @classmethod
+    def flops_per_token(cls, config: AttentionConfig, seq_len: int) -> int:
+        # Projections: 6 FLOPs per weight (fwd 2 + bwd 4). Scores and weighted values: 2 matmuls of
+        # 2 * heads * head_dim FLOPs per attended position; a causal token attends to seq_len / 2 positions
+        # on average, so the forward pass costs 2 * heads * head_dim * seq_len and training 3x that.
+        c = config
+        return 6 * cls.param_count(c) + 6 * c.n_heads * c.head_dim * seq_len
+
+    @classmethod
+    def inference_cache(cls, config: AttentionConfig, dtype_bytes: int = 2) -> CacheSpec:
+        return CacheSpec(bytes_per_token=2 * config.n_kv_heads * config.head_dim * dtype_bytes)

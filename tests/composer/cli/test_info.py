@@ -1,0 +1,67 @@
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from composer.cli import main
+
+
+def run_json(capsys, *argv):
+    assert main([*argv, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_preset_json(capsys):
+    data = run_json(capsys, "info", "llama-3.2-1b")
+    assert data["params"] == 1_235_814_400
+    assert data["counts"] == {"A": 16, "M": 16}
+    assert data["pattern"] == "AM" * 16 and data["compact"] == "(AM)x16"
+    for key in ("non_embedding_params", "flops_per_token", "kv_cache_bytes_per_token"):
+        assert isinstance(data[key], int) and data[key] > 0
+
+
+def test_pattern_at_preset_widths_json(capsys):
+    data = run_json(capsys, "info", "AAMMMM", "--preset", "llama-3.2-1b")
+    assert data["counts"] == {"A": 2, "M": 4}
+    assert data["non_embedding_params"] == 222_312_448
+    assert data["kv_cache_bytes_per_token"] == 4096
+
+
+def test_seq_len_and_cache_dtype(capsys):
+    short = run_json(capsys, "info", "tiny", "--seq-len", "128")
+    long = run_json(capsys, "info", "tiny", "--seq-len", "512", "--cache-dtype", "fp32")
+    assert short["seq_len"] == 128 and long["flops_per_token"] > short["flops_per_token"]
+    assert long["kv_cache_bytes_per_token"] == 2 * short["kv_cache_bytes_per_token"]
+
+
+def test_human_output(capsys):
+    assert main(["info", "(AM)x16", "--preset", "llama-3.2-1b"]) == 0
+    out = capsys.readouterr().out
+    assert "1,235,814,400" in out and "(AM)x16" in out and "32,768 bytes" in out
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["info", "AQM"], "unknown primitive 'Q' at position 1"),
+        (["info", "llama-1b"], "neither a preset"),
+        (["info", "AM", "--preset", "nope"], "unknown preset 'nope'"),
+        (["info", "tiny", "--preset", "tiny"], "is a preset already"),
+        (["info", "tiny", "--seq-len", "0"], "--seq-len must be a positive integer"),
+    ],
+)
+def test_usage_errors_exit_2_with_one_line(capsys, argv, message):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_console_script_help_lists_subcommands():
+    result = subprocess.run([sys.executable, "-m", "composer", "--help"], capture_output=True, text=True)
+    assert result.returncode == 0
+    assert "info" in result.stdout and "presets" in result.stdout
+    bad = subprocess.run([sys.executable, "-m", "composer", "info", "AQM"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr

@@ -1,0 +1,87 @@
+"""Grouped-query attention against a naive reference, and its RoPE against Hugging Face's Llama-3 scaling."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from primitives.attention import AttentionConfig, GroupedQueryAttention
+from primitives.base import InitScheme
+from primitives.rope import RopeScaling, apply_rotary, inverse_frequencies, rotary_cos_sin
+
+
+def naive_attention(module: GroupedQueryAttention, x: torch.Tensor) -> torch.Tensor:
+    c = module.config
+    b, s, _ = x.shape
+    q, k, v = module.wqkv(x).view(b, s, -1, c.head_dim).split((c.n_heads, c.n_kv_heads, c.n_kv_heads), 2)
+    cos, sin = rotary_cos_sin(module.inv_freq, s, x.dtype)
+    q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
+    group = c.n_heads // c.n_kv_heads
+    k, v = k.repeat_interleave(group, dim=2), v.repeat_interleave(group, dim=2)
+    scores = torch.einsum("bqhd,bkhd->bhqk", q, k) / math.sqrt(c.head_dim)
+    mask = torch.ones(s, s, dtype=torch.bool).triu(1)
+    weights = scores.masked_fill(mask, float("-inf")).softmax(-1)
+    out = torch.einsum("bhqk,bkhd->bqhd", weights, v).reshape(b, s, -1)
+    return module.wo(out)
+
+
+@pytest.mark.parametrize("n_kv_heads", [1, 2, 4])
+def test_matches_naive_reference(n_kv_heads):
+    config = AttentionConfig(d_model=32, n_heads=4, n_kv_heads=n_kv_heads, head_dim=8, rope_theta=10_000.0)
+    module = GroupedQueryAttention(config)
+    module.reset_parameters(InitScheme(std=0.2, n_layers=1))
+    x = torch.randn(2, 11, 32)
+    torch.testing.assert_close(module(x), naive_attention(module, x), atol=1e-5, rtol=1e-5)
+
+
+def test_rope_rotation_is_relative():
+    """q.k after RoPE depends only on the distance between positions."""
+    inv_freq = inverse_frequencies(16, 10_000.0, None)
+    cos, sin = rotary_cos_sin(inv_freq, 20, torch.float32)
+    q, k = torch.randn(1, 1, 1, 16), torch.randn(1, 1, 1, 16)
+    rq = apply_rotary(q.expand(1, 20, 1, 16), cos, sin)[0, :, 0]
+    rk = apply_rotary(k.expand(1, 20, 1, 16), cos, sin)[0, :, 0]
+    torch.testing.assert_close(rq[5] @ rk[2], rq[15] @ rk[12], atol=1e-4, rtol=1e-4)
+
+
+def test_llama3_scaling_matches_transformers():
+    transformers = pytest.importorskip("transformers")
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    hf_config = transformers.LlamaConfig(
+        hidden_size=2048, num_attention_heads=32, head_dim=64, max_position_embeddings=131072,
+        rope_theta=500_000.0,
+        rope_scaling={"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                      "original_max_position_embeddings": 8192},
+    )
+    expected, _ = ROPE_INIT_FUNCTIONS["llama3"](hf_config, "cpu")
+    ours = inverse_frequencies(64, 500_000.0, RopeScaling(32.0, 1.0, 4.0, 8192))
+    torch.testing.assert_close(ours, expected.float())
+
+
+def test_flash_backend_refuses_cpu_with_a_clear_message():
+    config = AttentionConfig(d_model=16, n_heads=2, n_kv_heads=1, head_dim=8, backend="flash")
+    module = GroupedQueryAttention(config)
+    with pytest.raises(RuntimeError, match="backend 'auto'"):
+        module(torch.randn(1, 4, 16))
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"n_heads": 6, "n_kv_heads": 4}, "multiple of n_kv_heads"),
+        ({"head_dim": 7}, "even"),
+        ({"backend": "xformers"}, "unknown attention backend"),
+    ],
+)
+def test_invalid_configs(kwargs, message):
+    base = {"d_model": 16, "n_heads": 4, "n_kv_heads": 2, "head_dim": 8}
+    with pytest.raises(ValueError, match=message):
+        AttentionConfig(**{**base, **kwargs})
+
+
+def test_kv_cache_bytes():
+    config = AttentionConfig(d_model=2048, n_heads=32, n_kv_heads=8, head_dim=64)
+    assert GroupedQueryAttention.inference_cache(config, dtype_bytes=2).bytes_per_token == 2048
