@@ -11,6 +11,7 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 
 from composer.config import ArchConfig
 from primitives.base import InitScheme, Primitive
@@ -31,12 +32,20 @@ class ResidualLayer(nn.Module):
         super().__init__()
         self.norm = nn.RMSNorm(d_model, eps=norm_eps)
         self.primitive = primitive
+        # Set by the training engine: recompute this layer's activations in backward. A flag rather than a
+        # wrapper module so parameter names (and so checkpoints and no-weight-decay names) do not change.
+        self.activation_checkpointing = False
 
     @property
     def symbol(self) -> str:
         return self.primitive.symbol
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.activation_checkpointing and self.training and torch.is_grad_enabled():
+            return checkpoint(self._residual, x, use_reentrant=False)
+        return self._residual(x)
+
+    def _residual(self, x: torch.Tensor) -> torch.Tensor:
         return x + self.primitive(self.norm(x))
 
 

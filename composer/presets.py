@@ -95,3 +95,27 @@ def get_preset(name: str) -> Preset:
         return PRESETS[name]
     except KeyError:
         raise ConfigError(f"unknown preset {name!r}; choose one of: {', '.join(PRESETS)}") from None
+
+
+def resolve_architecture(spec: str, preset: str | None, default_preset: str) -> tuple[ArchConfig, str]:
+    """``spec`` is a preset name, or a pattern at the widths of ``preset`` (default ``default_preset``).
+
+    Returns the config and the name of the preset whose widths it uses.
+    """
+    from composer.errors import PatternError
+    from primitives.registry import REGISTRY
+
+    if spec in PRESETS:
+        if preset is not None:
+            raise ConfigError(f"{spec!r} is a preset already; drop --preset or give a pattern instead")
+        return PRESETS[spec].arch, spec
+    widths = preset or default_preset
+    base = get_preset(widths).arch
+    try:
+        return base.with_pattern(spec), widths
+    except PatternError as err:
+        if spec[:1].islower():  # looks like a mistyped preset name rather than a pattern
+            raise ConfigError(
+                f"{spec!r} is neither a preset ({', '.join(PRESETS)}) nor a pattern of {REGISTRY.describe()}"
+            ) from err
+        raise

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from primitives.base import CacheSpec, InitScheme, Primitive
-from primitives.rope import RopeScaling, apply_rotary, inverse_frequencies, rotary_cos_sin
+from primitives.rope import RopeScaling, inverse_frequencies, rotary_cos_sin, rotary_split_qkv
 
 try:  # optional CUDA extra: pip install "composer-hnas[cuda]"
     from flash_attn import flash_attn_func
@@ -93,9 +93,8 @@ class GroupedQueryAttention(Primitive):
         c = self.config
         batch, seq, _ = x.shape
         qkv = self.wqkv(x).view(batch, seq, c.n_heads + 2 * c.n_kv_heads, c.head_dim)
-        q, k, v = qkv.split((c.n_heads, c.n_kv_heads, c.n_kv_heads), dim=2)
         cos, sin = rotary_cos_sin(self.inv_freq, seq, x.dtype)
-        q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
+        q, k, v = rotary_split_qkv(qkv, cos, sin, c.n_heads, c.n_kv_heads)
         out = self._attend(q, k, v)
         return self.wo(out.reshape(batch, seq, c.n_heads * c.head_dim))
 

@@ -7,10 +7,10 @@ import sys
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 
-from composer.cli import info, presets
+from composer.cli import info, presets, train
 from composer.errors import ComposerUsageError
 
-SUBCOMMANDS = (info, presets)
+SUBCOMMANDS = (info, presets, train)
 
 
 def _version() -> str:

@@ -6,9 +6,8 @@ import argparse
 
 from composer.accounting import DTYPE_BYTES, analyze
 from composer.cli.format import human, print_json, print_rows
-from composer.config import ArchConfig
-from composer.errors import ConfigError, PatternError
-from composer.presets import PRESETS, get_preset
+from composer.errors import ConfigError
+from composer.presets import PRESETS, resolve_architecture
 from primitives.registry import REGISTRY
 
 DEFAULT_WIDTHS = "llama-3.2-1b"
@@ -37,26 +36,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=run)
 
 
-def resolve_spec(spec: str, preset_name: str | None) -> tuple[ArchConfig, str]:
-    """A preset name, or a pattern at some preset's widths; returns the config and the widths' preset name."""
-    if spec in PRESETS:
-        if preset_name is not None:
-            raise ConfigError(f"SPEC {spec!r} is a preset already; drop --preset or give a pattern as SPEC")
-        return PRESETS[spec].arch, spec
-    widths = preset_name or DEFAULT_WIDTHS
-    base = get_preset(widths).arch
-    try:
-        return base.with_pattern(spec), widths
-    except PatternError as err:
-        if spec[:1].islower():  # looks like a mistyped preset name rather than a pattern
-            raise ConfigError(
-                f"{spec!r} is neither a preset ({', '.join(PRESETS)}) nor a pattern of {REGISTRY.describe()}"
-            ) from err
-        raise
-
-
 def run(args: argparse.Namespace) -> int:
-    arch, widths = resolve_spec(args.spec, args.preset)
+    arch, widths = resolve_architecture(args.spec, args.preset, DEFAULT_WIDTHS)
     if args.seq_len is not None and args.seq_len <= 0:
         raise ConfigError(f"--seq-len must be a positive integer, got {args.seq_len}")
     stats = analyze(arch, seq_len=args.seq_len, cache_dtype_bytes=DTYPE_BYTES[args.cache_dtype])

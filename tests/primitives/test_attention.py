@@ -85,3 +85,19 @@ def test_invalid_configs(kwargs, message):
 def test_kv_cache_bytes():
     config = AttentionConfig(d_model=2048, n_heads=32, n_kv_heads=8, head_dim=64)
     assert GroupedQueryAttention.inference_cache(config, dtype_bytes=2).bytes_per_token == 2048
+
+
+def test_fused_rotary_split_matches_autograd_reference_in_float64():
+    from primitives.rope import rotary_split_qkv
+
+    n_heads, n_kv, head_dim, seq = 4, 2, 8, 7
+    qkv = torch.randn(2, seq, n_heads + 2 * n_kv, head_dim, dtype=torch.float64, requires_grad=True)
+    cos, sin = rotary_cos_sin(inverse_frequencies(head_dim, 10_000.0, None), seq, torch.float64)
+
+    def reference(x):
+        q, k, v = x.split((n_heads, n_kv, n_kv), dim=2)
+        return apply_rotary(q, cos, sin), apply_rotary(k, cos, sin), v
+
+    for ours, ref in zip(rotary_split_qkv(qkv, cos, sin, n_heads, n_kv), reference(qkv)):
+        torch.testing.assert_close(ours, ref)
+    assert torch.autograd.gradcheck(lambda x: rotary_split_qkv(x, cos, sin, n_heads, n_kv), (qkv,))

@@ -1,0 +1,80 @@
+"""``composer train``: train an architecture (preset or pattern) on a text source and write <out>/summary.json."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+
+from composer.cli.format import print_json
+from composer.training.config import PRECISIONS, STRATEGIES, WANDB_MODES, TrainConfig
+
+HELP = {
+    "arch": "a preset name or a layer pattern such as '(AM)x2' (widths from --preset; default tiny)",
+    "preset": "widths for a pattern --arch",
+    "data": "Hugging Face dataset name, or a local .txt/.jsonl/.parquet file, glob or directory "
+    "(default: the offline corpus)",
+    "tokenizer": "Hugging Face tokenizer name or path (default: the offline byte-level tokenizer)",
+    "tokens": "training tokens (rounded down to whole optimizer steps)",
+    "batch_size": "global batch in sequences",
+    "micro_batch_size": "sequences per device and forward pass (default: batch size / devices)",
+    "strategy": "auto (single device, or FSDP2 on several), single, ddp or fsdp",
+    "precision": "auto: bf16-mixed on GPUs with bf16, else 32-true",
+    "warmup": "warmup: a fraction of the steps (< 1) or a number of steps",
+    "wandb": "auto: online with an API key, else offline; off disables W&B",
+    "devices": "devices per node, or 'auto'",
+    "max_documents": "use only the first N documents (quick smoke runs)",
+}
+CHOICES = {"strategy": STRATEGIES, "precision": PRECISIONS, "wandb": WANDB_MODES, "schedule": ("cosine", "wsd", "constant")}
+
+
+def _scalar_type(annotation: str):
+    """The parser type of a TrainConfig field annotation such as ``'int | None'``."""
+    for name, kind in (("bool", bool), ("int | str", str), ("int", int), ("float", float)):
+        if annotation.startswith(name):
+            return kind
+    return str
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "train",
+        help="train an architecture and measure loss and throughput",
+        description="Train a preset or pattern with Lightning (single device, DDP or FSDP2). Options override "
+        "--recipe; with no --data it trains offline on the default corpus.",
+    )
+    parser.add_argument("--recipe", help="YAML recipe whose keys are these options (see recipes/train/)")
+    parser.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in --out")
+    parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+    for field in dataclasses.fields(TrainConfig):
+        flag = "--" + field.name.replace("_", "-")
+        kind = _scalar_type(str(field.type))
+        kwargs = {"dest": field.name, "default": None, "help": HELP.get(field.name)}
+        if kind is bool:
+            parser.add_argument(flag, action=argparse.BooleanOptionalAction, **kwargs)
+        else:
+            parser.add_argument(flag, type=kind, choices=CHOICES.get(field.name), **kwargs)
+    parser.set_defaults(handler=run)
+
+
+def config_from_args(args: argparse.Namespace) -> TrainConfig:
+    given = {f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig)}
+    if args.recipe:
+        return TrainConfig.from_recipe(args.recipe, **given)
+    return TrainConfig(**{k: v for k, v in given.items() if v is not None})
+
+
+def run(args: argparse.Namespace) -> int:
+    from composer.training.run import train
+
+    config = config_from_args(args)
+    summary = train(config, resume=args.resume)
+    if args.json:
+        print_json(summary)
+    else:
+        keys = ("pattern", "params", "tokens", "val_loss", "val_ppl", "tokens_per_s", "mfu", "wall_time_s")
+        for key in keys:
+            if summary.get(key) is not None:
+                value = summary[key]
+                print(f"{key:<13} {value:,.4f}" if isinstance(value, float) else f"{key:<13} {value}")
+        print(f"summary       {config.out}/summary.json")
+    return 0

@@ -1,0 +1,131 @@
+"""Atomic periodic and final checkpoints, the latest-checkpoint lookup for ``--resume``, and weight export.
+
+A checkpoint is written under a temporary name and renamed into place once complete (``os.replace`` is atomic),
+so a run killed mid-save leaves the previous checkpoints intact and never a half-written ``step-*.ckpt``.
+Under FSDP2 a checkpoint is a directory of sharded tensors (torch.distributed.checkpoint); otherwise a file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+
+import lightning as L
+import torch
+from lightning.pytorch.utilities import rank_zero_only
+
+from composer.config import ArchConfig
+from composer.errors import ConfigError
+from composer.model import ComposerModel
+
+_NAME = re.compile(r"^step-(\d+)\.ckpt$")
+
+
+def checkpoint_name(step: int) -> str:
+    return f"step-{step:08d}.ckpt"
+
+
+def list_checkpoints(directory: str | Path) -> list[Path]:
+    """Complete checkpoints in ``directory``, oldest first (temporary ones are ignored)."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        return []
+    found = [(int(m.group(1)), p) for p in directory.iterdir() if (m := _NAME.match(p.name))]
+    return [p for _, p in sorted(found)]
+
+
+def latest_checkpoint(directory: str | Path) -> Path | None:
+    found = list_checkpoints(directory)
+    return found[-1] if found else None
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir():
+        shutil.rmtree(path, ignore_errors=True)
+    elif path.exists():
+        path.unlink()
+
+
+class AtomicCheckpoint(L.Callback):
+    """Saves every ``every_n_steps`` optimizer steps and at the end; keeps the newest ``keep``."""
+
+    def __init__(self, directory: str | Path, every_n_steps: int, keep: int = 2) -> None:
+        self.directory = Path(directory)
+        self.every_n_steps = max(1, every_n_steps)
+        self.keep = max(1, keep)
+        self._saved_step = -1
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._saved_step = trainer.global_step  # a resumed run does not re-save the step it resumed from
+
+    def on_train_batch_end(self, trainer: L.Trainer, *_) -> None:
+        step = trainer.global_step
+        if step != self._saved_step and step % self.every_n_steps == 0 and step < trainer.max_steps:
+            self.save(trainer)
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if trainer.global_step != self._saved_step:
+            self.save(trainer)
+
+    def save(self, trainer: L.Trainer) -> Path:
+        step = trainer.global_step
+        final = self.directory / checkpoint_name(step)
+        temporary = self.directory / f".tmp-{checkpoint_name(step)}"
+        if trainer.is_global_zero:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            _remove(temporary)
+        trainer.strategy.barrier("checkpoint-prepare")
+        trainer.save_checkpoint(temporary)
+        trainer.strategy.barrier("checkpoint-written")
+        if trainer.is_global_zero:
+            _remove(final)
+            os.replace(temporary, final)
+            for old in list_checkpoints(self.directory)[: -self.keep]:
+                _remove(old)
+        trainer.strategy.barrier("checkpoint-renamed")
+        self._saved_step = step
+        return final
+
+
+def full_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """Unsharded CPU state dict; gathers FSDP2 (DTensor) shards (a collective: call on every rank)."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+    options = StateDictOptions(full_state_dict=True, cpu_offload=True)
+    return get_model_state_dict(model, options=options)
+
+
+@rank_zero_only
+def export_weights(state: dict[str, torch.Tensor], arch: ArchConfig, directory: str | Path) -> Path:
+    """Write ``model.safetensors`` and ``config.json`` (the architecture) atomically into ``directory``."""
+    from safetensors.torch import save_file
+
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    tensors = {name: tensor.detach().contiguous().cpu() for name, tensor in state.items()}
+    tmp_weights, tmp_config = directory / ".model.safetensors.tmp", directory / ".config.json.tmp"
+    save_file(tensors, str(tmp_weights), metadata={"format": "pt", "pattern": arch.pattern})
+    tmp_config.write_text(json.dumps({"arch": arch.to_dict()}, indent=2))
+    os.replace(tmp_weights, directory / "model.safetensors")
+    os.replace(tmp_config, directory / "config.json")
+    return directory
+
+
+def load_pretrained(directory: str | Path, device: str | torch.device = "cpu") -> ComposerModel:
+    """Load a model exported by :func:`export_weights` (``composer train`` writes one to ``<out>/model``)."""
+    from safetensors.torch import load_file
+
+    directory = Path(directory)
+    config_path, weights_path = directory / "config.json", directory / "model.safetensors"
+    if not (config_path.is_file() and weights_path.is_file()):
+        raise ConfigError(
+            f"{str(directory)!r} is not an exported model; expected config.json and model.safetensors in it"
+        )
+    arch = ArchConfig.from_dict(json.loads(config_path.read_text())["arch"])
+    with torch.device(device):
+        model = ComposerModel(arch)
+    model.load_state_dict(load_file(str(weights_path), device=str(device)))
+    return model.eval()

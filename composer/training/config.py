@@ -1,0 +1,116 @@
+"""``TrainConfig``: every knob of a training run, flat, so a YAML recipe and the CLI flags share one namespace.
+
+Recipes (``recipes/train/*.yaml``) set any subset of these fields; command-line flags override the recipe.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from composer.errors import ConfigError
+
+STRATEGIES = ("auto", "single", "ddp", "fsdp")
+PRECISIONS = ("auto", "32-true", "bf16-mixed", "bf16-true", "16-mixed")
+WANDB_MODES = ("auto", "online", "offline", "off")
+
+
+@dataclass
+class TrainConfig:
+    # what to train
+    arch: str = "(AM)x2"  # a preset name or a pattern (widths from `preset`)
+    preset: str | None = None  # widths for a pattern `arch` (default: tiny)
+    # data (see composer.data.DataConfig)
+    data: str | None = None  # None: the offline default corpus
+    tokenizer: str | None = None  # None: the offline byte-level tokenizer
+    text_field: str = "text"
+    val_fraction: float = 0.02  # of documents, for local sources (streamed ones hold out their first documents)
+    max_documents: int | None = None
+    num_workers: int = 0
+    data_cache: str | None = None
+    # budget and batch
+    tokens: int = 1_000_000  # training tokens (rounded down to whole optimizer steps)
+    seq_len: int = 256
+    batch_size: int = 16  # global batch, in sequences
+    micro_batch_size: int | None = None  # per device and forward pass; default: batch_size / world size
+    # optimiser
+    lr: float = 3e-3
+    min_lr_ratio: float = 0.1
+    schedule: str = "cosine"  # cosine | wsd | constant
+    warmup: float = 0.05  # < 1: fraction of the steps; >= 1: number of steps
+    decay_fraction: float = 0.2  # wsd: share of the steps spent decaying
+    weight_decay: float = 0.1
+    beta1: float = 0.9
+    beta2: float = 0.95
+    eps: float = 1e-8
+    grad_clip: float = 1.0  # max global gradient norm; 0 disables clipping
+    # hardware and parallelism
+    accelerator: str = "auto"
+    devices: int | str = 1
+    num_nodes: int = 1
+    strategy: str = "auto"  # auto | single | ddp | fsdp (FSDP2 through ModelParallelStrategy)
+    precision: str = "auto"  # auto: bf16-mixed where the GPU supports bf16, else 32-true
+    compile: bool = False
+    activation_checkpointing: bool = False
+    # evaluation, logging, checkpoints
+    val_interval: int | None = None  # optimizer steps between validations; default: 10 per run
+    val_batches: int = 50  # micro-batches per validation (per device)
+    log_interval: int = 10
+    checkpoint_interval: int | None = None  # optimizer steps; default: 5 per run; the end always saves
+    keep_checkpoints: int = 2
+    wandb: str = "auto"  # auto: online with an API key, else offline; off disables W&B
+    wandb_project: str = "composer"
+    run_name: str | None = None
+    seed: int = 0
+    out: str | None = None
+
+    def __post_init__(self) -> None:
+        checks = [
+            (self.strategy in STRATEGIES, f"strategy must be one of {STRATEGIES}, got {self.strategy!r}"),
+            (self.precision in PRECISIONS, f"precision must be one of {PRECISIONS}, got {self.precision!r}"),
+            (self.wandb in WANDB_MODES, f"wandb must be one of {WANDB_MODES}, got {self.wandb!r}"),
+            (self.tokens > 0, f"tokens must be positive, got {self.tokens}"),
+            (self.seq_len > 0, f"seq_len must be positive, got {self.seq_len}"),
+            (self.batch_size > 0, f"batch_size must be positive, got {self.batch_size}"),
+            (self.lr > 0, f"lr must be positive, got {self.lr}"),
+            (self.warmup >= 0, f"warmup must be >= 0, got {self.warmup}"),
+            (self.grad_clip >= 0, f"grad_clip must be >= 0, got {self.grad_clip}"),
+            (self.num_nodes >= 1, f"num_nodes must be >= 1, got {self.num_nodes}"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise ConfigError(message)
+
+    @classmethod
+    def field_names(cls) -> list[str]:
+        return [f.name for f in dataclasses.fields(cls)]
+
+    @classmethod
+    def from_recipe(cls, path: str | Path, **overrides: Any) -> TrainConfig:
+        """Load a YAML recipe; ``overrides`` (e.g. CLI flags that were given) win over its values."""
+        values = load_recipe(path, cls.field_names())
+        values.update({key: value for key, value in overrides.items() if value is not None})
+        return cls(**values)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def load_recipe(path: str | Path, allowed: list[str]) -> dict[str, Any]:
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"recipe {str(path)!r} does not exist; pass the path of a YAML file (see recipes/)")
+    try:
+        values = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as err:
+        raise ConfigError(f"recipe {str(path)!r} is not valid YAML: {str(err).splitlines()[0]}") from err
+    if not isinstance(values, dict):
+        raise ConfigError(f"recipe {str(path)!r} must be a mapping of option: value")
+    unknown = sorted(set(values) - set(allowed))
+    if unknown:
+        raise ConfigError(f"recipe {str(path)!r} has unknown option(s) {unknown}; valid: {', '.join(allowed)}")
+    return values

@@ -1,0 +1,108 @@
+"""``ComposerLM``: the LightningModule that trains a :class:`~composer.model.ComposerModel`.
+
+The model is built in ``configure_model`` (Lightning's hook for sharded models), directly on the training
+device, so FSDP2 shards it there; every rank seeds identically, so a sharded run starts from the same weights as
+a single-device run. Parallelisation is applied from the outside (``parallelize.py``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import lightning as L
+import torch
+
+from composer.config import ArchConfig
+from composer.model import ComposerModel
+from composer.training import parallelize
+from composer.training.schedule import ScheduleConfig, lr_multiplier
+
+
+@dataclass(frozen=True)
+class OptimConfig:
+    lr: float = 3e-3
+    weight_decay: float = 0.1
+    betas: tuple[float, float] = (0.9, 0.95)
+    eps: float = 1e-8
+    grad_clip: float = 1.0
+    schedule: ScheduleConfig = ScheduleConfig()
+
+
+@dataclass(frozen=True)
+class ParallelConfig:
+    fsdp: bool = False
+    fsdp_param_dtype: torch.dtype | None = None  # bf16 for bf16 training under FSDP2
+    compile: bool = False
+    activation_checkpointing: bool = False
+
+
+class ComposerLM(L.LightningModule):
+    def __init__(self, arch: ArchConfig, optim: OptimConfig, parallel: ParallelConfig = ParallelConfig()) -> None:
+        super().__init__()
+        self.arch = arch
+        self.optim = optim
+        self.parallel = parallel
+        self.model: ComposerModel | None = None
+        self._val_sum: torch.Tensor | None = None
+        self._val_count: torch.Tensor | None = None
+        self.save_hyperparameters({"arch": arch.to_dict()})
+
+    # -- model --------------------------------------------------------------------------------------------
+    def configure_model(self) -> None:
+        if self.model is not None:
+            return
+        with torch.device(self.trainer.strategy.root_device if self._trainer else "cpu"):
+            model = ComposerModel(self.arch)
+        if self.parallel.activation_checkpointing:
+            parallelize.apply_activation_checkpointing(model)
+        if self.parallel.compile:
+            parallelize.apply_compile(model)
+        if self.parallel.fsdp:
+            parallelize.apply_fsdp(model, self.device_mesh["data_parallel"], self.parallel.fsdp_param_dtype)
+        self.model = model
+
+    def forward(self, input_ids: torch.Tensor, targets: torch.Tensor | None = None):
+        return self.model(input_ids, targets)
+
+    # -- steps --------------------------------------------------------------------------------------------
+    def training_step(self, batch: torch.Tensor, batch_idx: int) -> torch.Tensor:
+        loss = self.model(batch[:, :-1], batch[:, 1:]).loss
+        self.log("train/loss", loss.detach(), prog_bar=True, sync_dist=True, batch_size=batch.size(0))
+        return loss
+
+    def on_validation_epoch_start(self) -> None:
+        self._val_sum = torch.zeros((), device=self.device, dtype=torch.float64)
+        self._val_count = torch.zeros((), device=self.device, dtype=torch.float64)
+
+    def validation_step(self, batch: torch.Tensor, batch_idx: int) -> None:
+        targets = batch[:, 1:]
+        loss = self.model(batch[:, :-1], targets).loss
+        n = targets.numel()
+        self._val_sum += loss.detach().double() * n
+        self._val_count += n
+
+    def on_validation_epoch_end(self) -> None:
+        total = self.trainer.strategy.reduce(self._val_sum, reduce_op="sum")
+        count = self.trainer.strategy.reduce(self._val_count, reduce_op="sum")
+        val_loss = (total / count.clamp(min=1)).float()
+        self.log("val/loss", val_loss, prog_bar=True, rank_zero_only=True)
+        self.log("val/ppl", val_loss.exp(), rank_zero_only=True)
+        self.log("val/tokens", count.float(), rank_zero_only=True)
+
+    # -- optimisation -------------------------------------------------------------------------------------
+    def configure_optimizers(self):
+        o = self.optim
+        optimizer = torch.optim.AdamW(
+            self.model.parameter_groups(o.weight_decay), lr=o.lr, betas=o.betas, eps=o.eps
+        )
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_multiplier(o.schedule))
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+    def configure_gradient_clipping(self, optimizer, gradient_clip_val=None, gradient_clip_algorithm=None) -> None:
+        """Clip the global gradient norm (DTensor-aware under FSDP2) and log the norm before clipping."""
+        max_norm = self.optim.grad_clip if self.optim.grad_clip > 0 else float("inf")
+        norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm)
+        if hasattr(norm, "full_tensor"):
+            norm = norm.full_tensor()
+        self.log("train/grad_norm", norm, rank_zero_only=True)
+        self.log("train/lr", optimizer.param_groups[0]["lr"], rank_zero_only=True)

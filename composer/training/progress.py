@@ -1,0 +1,69 @@
+"""Progress display: a step-based bar on a terminal, periodic log lines otherwise (CI logs, batch jobs)."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import lightning as L
+from lightning.pytorch.callbacks import TQDMProgressBar
+from lightning.pytorch.utilities import rank_zero_only
+
+
+_SHOWN = {"train/loss": "loss {:.4f}", "val/loss": "val {:.4f}", "tok/s": "tok/s {:,.0f}"}
+
+
+def _fmt_metrics(metrics: dict) -> str:
+    return "  ".join(fmt.format(float(metrics[key])) for key, fmt in _SHOWN.items() if key in metrics)
+
+
+def _fmt_seconds(seconds: float) -> str:
+    seconds = int(seconds)
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"
+
+
+class StepProgressBar(TQDMProgressBar):
+    """tqdm bar over optimizer steps (the dataloader is endless, so Lightning's own bar has no total/ETA)."""
+
+    def on_train_epoch_start(self, trainer: L.Trainer, *_) -> None:
+        super().on_train_epoch_start(trainer)
+        self.train_progress_bar.reset(total=trainer.max_steps)
+        self.train_progress_bar.n = trainer.global_step
+        self.train_progress_bar.set_description("train steps")
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, *_) -> None:
+        bar = self.train_progress_bar
+        if trainer.global_step != bar.n:
+            bar.n = trainer.global_step
+            bar.set_postfix(self.get_metrics(trainer, pl_module), refresh=False)
+            bar.refresh()
+
+
+class LogProgress(L.Callback):
+    """One line every ``every`` optimizer steps: step, loss, tokens/s and ETA."""
+
+    def __init__(self, every: int) -> None:
+        self.every = max(1, every)
+        self._start: float | None = None
+        self._start_step = 0
+
+    @rank_zero_only
+    def on_train_start(self, trainer: L.Trainer, *_) -> None:
+        self._start, self._start_step = time.perf_counter(), trainer.global_step
+
+    @rank_zero_only
+    def on_train_batch_end(self, trainer: L.Trainer, *_) -> None:
+        step = trainer.global_step
+        if step == 0 or (step % self.every and step != trainer.max_steps) or getattr(self, "_last", -1) == step:
+            return
+        self._last = step
+        elapsed = time.perf_counter() - self._start
+        done = step - self._start_step
+        eta = elapsed / done * (trainer.max_steps - step) if done else 0.0
+        metrics = _fmt_metrics(trainer.progress_bar_metrics)
+        print(f"step {step}/{trainer.max_steps}  {metrics}  eta {_fmt_seconds(eta)}", file=sys.stderr, flush=True)
+
+
+def progress_callback(log_interval: int) -> L.Callback:
+    return StepProgressBar() if sys.stderr.isatty() else LogProgress(log_interval)

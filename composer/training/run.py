@@ -1,0 +1,329 @@
+"""Trainer factory and the ``composer train`` job: config -> Lightning Trainer + module + data -> summary.json.
+
+Layout of a run directory ``<out>``::
+
+    config.json          the resolved TrainConfig and architecture
+    checkpoints/         step-XXXXXXXX.ckpt (atomic; --resume continues from the newest)
+    logs/version_N/      CSV metrics (always; one version per start or resume)
+    wandb/               the W&B run (unless --wandb off; offline without an API key)
+    model/               model.safetensors + config.json (composer.training.load_pretrained)
+    summary.json         val_loss, tokens, tokens_per_s, params, mfu (where the peak is known), ...
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import torch
+from lightning.pytorch.callbacks import ProgressBar
+from lightning.pytorch.loggers import CSVLogger, Logger, WandbLogger
+from lightning.pytorch.strategies import DDPStrategy, ModelParallelStrategy
+
+from composer.accounting import analyze
+from composer.config import ArchConfig
+from composer.errors import ConfigError
+from composer.presets import resolve_architecture
+from composer.training.checkpoint import AtomicCheckpoint, export_weights, full_state_dict, latest_checkpoint
+from composer.training.config import TrainConfig
+from composer.training.module import ComposerLM, OptimConfig, ParallelConfig
+from composer.training.progress import progress_callback
+from composer.training.schedule import ScheduleConfig
+from composer.training.throughput import ThroughputMonitor, peak_memory_bytes
+
+DEFAULT_WIDTHS = "tiny"
+
+# Lightning's start-up chatter that says nothing about this run.
+for _pattern in (".*weights_only.*", ".*LeafSpec.*", ".*does not have many workers.*"):
+    warnings.filterwarnings("ignore", message=_pattern)
+logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(
+    lambda record: "litlogger" not in record.getMessage()
+)
+VOCAB_MULTIPLE = 64
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """How a token budget and a global batch map onto devices and steps."""
+
+    world_size: int
+    micro_batch_size: int
+    accumulate: int
+    steps: int
+    tokens_per_step: int
+    warmup_steps: int
+    val_interval: int
+    checkpoint_interval: int
+
+    @property
+    def tokens(self) -> int:
+        return self.steps * self.tokens_per_step
+
+
+def world_size_of(config: TrainConfig) -> int:
+    devices = config.devices
+    if devices in ("auto", -1, "-1"):
+        cuda = config.accelerator in ("auto", "gpu", "cuda") and torch.cuda.is_available()
+        devices = torch.cuda.device_count() if cuda else 1
+    try:
+        devices = int(devices)
+    except (TypeError, ValueError):
+        raise ConfigError(f"devices must be a number or 'auto', got {config.devices!r}") from None
+    if devices < 1:
+        raise ConfigError(f"devices must be at least 1, got {devices}")
+    return devices * config.num_nodes
+
+
+def plan_run(config: TrainConfig, world_size: int) -> RunPlan:
+    if config.batch_size % world_size:
+        raise ConfigError(
+            f"batch_size {config.batch_size} is not divisible by the {world_size} devices; "
+            f"use a multiple of {world_size}"
+        )
+    micro = config.micro_batch_size or config.batch_size // world_size
+    if config.batch_size % (micro * world_size):
+        raise ConfigError(
+            f"batch_size {config.batch_size} must be a multiple of micro_batch_size x devices "
+            f"({micro} x {world_size})"
+        )
+    tokens_per_step = config.batch_size * config.seq_len
+    steps = config.tokens // tokens_per_step
+    if steps < 1:
+        raise ConfigError(
+            f"tokens {config.tokens:,} is less than one step of batch_size x seq_len = {tokens_per_step:,}; "
+            "raise --tokens or lower --batch-size / --seq-len"
+        )
+    warmup = round(config.warmup * steps) if config.warmup < 1 else int(config.warmup)
+    return RunPlan(
+        world_size=world_size,
+        micro_batch_size=micro,
+        accumulate=config.batch_size // (micro * world_size),
+        steps=steps,
+        tokens_per_step=tokens_per_step,
+        warmup_steps=min(warmup, steps),
+        # ~10 validations per run, but not more often than every 50 steps (the end always validates)
+        val_interval=config.val_interval or min(steps, max(steps // 10, 50)),
+        checkpoint_interval=config.checkpoint_interval or max(1, math.ceil(steps / 5)),
+    )
+
+
+def resolve_precision(config: TrainConfig) -> str:
+    if config.precision != "auto":
+        return config.precision
+    cuda = config.accelerator in ("auto", "gpu", "cuda") and torch.cuda.is_available()
+    return "bf16-mixed" if cuda and torch.cuda.is_bf16_supported() else "32-true"
+
+
+def resolve_strategy(config: TrainConfig, world_size: int):
+    name = config.strategy
+    if name == "auto":
+        name = "fsdp" if world_size > 1 else "single"
+    if name == "single":
+        if world_size > 1:
+            raise ConfigError(f"strategy 'single' runs on one device, but {world_size} were requested")
+        return name, "auto"
+    if name == "ddp":
+        return name, DDPStrategy()
+    return name, ModelParallelStrategy(data_parallel_size=world_size, tensor_parallel_size=1)
+
+
+def wandb_mode(requested: str) -> str:
+    """``auto``: online when an API key is configured (env or ~/.netrc), else offline."""
+    if requested != "auto":
+        return requested
+    if os.environ.get("WANDB_MODE") in ("offline", "disabled", "dryrun"):
+        return "offline"
+    netrc = Path.home() / ".netrc"
+    has_key = bool(os.environ.get("WANDB_API_KEY")) or (netrc.is_file() and "api.wandb.ai" in netrc.read_text())
+    return "online" if has_key else "offline"
+
+
+def build_loggers(config: TrainConfig, out: Path, arch: ArchConfig, plan: RunPlan) -> list[Logger]:
+    # a new logs/version_N per start, so a resumed run never overwrites the metrics of the run it continues
+    loggers: list[Logger] = [CSVLogger(out, name="logs")]
+    mode = wandb_mode(config.wandb)
+    if mode != "off":
+        loggers.append(
+            WandbLogger(
+                project=config.wandb_project,
+                name=config.run_name or out.name,
+                save_dir=str(out),
+                offline=mode == "offline",
+                config={**config.to_dict(), "pattern": arch.pattern, "plan": plan.__dict__},
+            )
+        )
+    return loggers
+
+
+def model_vocab_size(tokenizer_vocab: int) -> int:
+    """Embedding rows for a tokenizer: rounded up to a multiple of 64 (faster matmuls; unused rows are inert)."""
+    return math.ceil(tokenizer_vocab / VOCAB_MULTIPLE) * VOCAB_MULTIPLE
+
+
+def build(config: TrainConfig) -> tuple[L.Trainer, ComposerLM, Any, dict[str, Any]]:
+    """The trainer factory: a configured Trainer, LightningModule and DataModule for ``config``."""
+    from composer.data import DataConfig, TokenDataModule, load_tokenizer
+
+    if config.out is None:
+        raise ConfigError("an output directory is required: pass --out DIR")
+    out = Path(config.out)
+    arch, widths = resolve_architecture(config.arch, config.preset, DEFAULT_WIDTHS)
+    arch = arch.replace(max_seq_len=max(arch.max_seq_len, config.seq_len))
+    tokenizer = load_tokenizer(config.tokenizer)
+    vocab = model_vocab_size(tokenizer.vocab_size)
+    if vocab != arch.vocab_size:
+        arch = arch.replace(vocab_size=vocab)
+    world_size = world_size_of(config)
+    plan = plan_run(config, world_size)
+    precision = resolve_precision(config)
+    strategy_name, strategy = resolve_strategy(config, world_size)
+
+    L.seed_everything(config.seed, workers=True, verbose=False)
+    fsdp_bf16 = strategy_name == "fsdp" and precision == "bf16-mixed"
+    module = ComposerLM(
+        arch,
+        OptimConfig(
+            lr=config.lr,
+            weight_decay=config.weight_decay,
+            betas=(config.beta1, config.beta2),
+            eps=config.eps,
+            grad_clip=config.grad_clip,
+            schedule=ScheduleConfig(
+                name=config.schedule,
+                warmup_steps=plan.warmup_steps,
+                total_steps=plan.steps,
+                min_lr_ratio=config.min_lr_ratio,
+                decay_fraction=config.decay_fraction,
+            ),
+        ),
+        ParallelConfig(
+            fsdp=strategy_name == "fsdp",
+            # FSDP2 does bf16 itself (bf16 all-gathers and compute, fp32 master weights and reductions)
+            fsdp_param_dtype=torch.bfloat16 if fsdp_bf16 else None,
+            compile=config.compile,
+            activation_checkpointing=config.activation_checkpointing,
+        ),
+    )
+    datamodule = TokenDataModule(
+        DataConfig(
+            source=config.data,
+            tokenizer=config.tokenizer,
+            text_field=config.text_field,
+            seq_len=config.seq_len,
+            val_fraction=config.val_fraction,
+            seed=config.seed,
+            cache_dir=config.data_cache,
+            num_workers=config.num_workers,
+            max_documents=config.max_documents,
+        ),
+        micro_batch_size=plan.micro_batch_size,
+    )
+    stats = analyze(arch, seq_len=config.seq_len)
+    throughput = ThroughputMonitor(plan.tokens_per_step, stats.flops_per_token, precision)
+    progress = [progress_callback(config.log_interval)]
+    trainer = L.Trainer(
+        accelerator=config.accelerator,
+        devices=config.devices,
+        num_nodes=config.num_nodes,
+        strategy=strategy,
+        precision="32-true" if fsdp_bf16 else precision,
+        max_steps=plan.steps,
+        accumulate_grad_batches=plan.accumulate,
+        val_check_interval=plan.val_interval * plan.accumulate,
+        check_val_every_n_epoch=None,
+        limit_val_batches=config.val_batches,
+        num_sanity_val_steps=0,
+        log_every_n_steps=config.log_interval,
+        logger=build_loggers(config, out, arch, plan),
+        callbacks=[
+            throughput,
+            AtomicCheckpoint(out / "checkpoints", plan.checkpoint_interval, config.keep_checkpoints),
+            *progress,
+        ],
+        enable_checkpointing=False,  # AtomicCheckpoint replaces ModelCheckpoint
+        enable_progress_bar=any(isinstance(callback, ProgressBar) for callback in progress),
+        enable_model_summary=False,
+        default_root_dir=out,
+        use_distributed_sampler=False,  # the datamodule shards by rank itself
+    )
+    context = {
+        "arch": arch,
+        "widths": widths,
+        "plan": plan,
+        "precision": precision,
+        "strategy": strategy_name,
+        "stats": stats,
+        "throughput": throughput,
+        "tokenizer": tokenizer.name,
+    }
+    return trainer, module, datamodule, context
+
+
+def train(config: TrainConfig, resume: bool = False) -> dict[str, Any]:
+    """Run ``config`` to the end and return (and write) the summary."""
+    out = Path(config.out) if config.out else None
+    checkpoint = latest_checkpoint(out / "checkpoints") if out else None
+    if checkpoint is not None and not resume:
+        raise ConfigError(
+            f"{str(out)!r} already holds checkpoints; pass --resume to continue that run or choose another --out"
+        )
+    trainer, module, datamodule, context = build(config)
+    out.mkdir(parents=True, exist_ok=True)
+    arch, plan = context["arch"], context["plan"]
+    if trainer.is_global_zero:
+        (out / "config.json").write_text(
+            json.dumps({"train": config.to_dict(), "arch": arch.to_dict(), "plan": plan.__dict__}, indent=2)
+        )
+    started = time.perf_counter()
+    trainer.fit(module, datamodule=datamodule, ckpt_path=str(checkpoint) if resume and checkpoint else None)
+    train_loss = trainer.callback_metrics.get("train/loss")
+    validation = trainer.validate(module, datamodule=datamodule, verbose=False)
+    state = full_state_dict(module.model)
+    export_weights(state, arch, out / "model")
+    summary = _summary(trainer, context, validation, train_loss, time.perf_counter() - started, out)
+    if trainer.is_global_zero:
+        tmp = out / ".summary.json.tmp"
+        tmp.write_text(json.dumps(summary, indent=2))
+        os.replace(tmp, out / "summary.json")
+    return summary
+
+
+def _summary(trainer, context, validation, train_loss, wall_time, out: Path) -> dict[str, Any]:
+    arch, plan, stats = context["arch"], context["plan"], context["stats"]
+    val = validation[0] if validation else {}
+    perf = context["throughput"].metrics(plan.world_size)
+    summary = {
+        "pattern": arch.pattern,
+        "compact": arch.compact,
+        "widths": context["widths"],
+        "params": stats.params,
+        "non_embedding_params": stats.non_embedding_params,
+        "val_loss": float(val["val/loss"]) if "val/loss" in val else None,
+        "val_ppl": float(val["val/ppl"]) if "val/ppl" in val else None,
+        "train_loss": float(train_loss) if train_loss is not None else None,
+        "tokens": trainer.global_step * plan.tokens_per_step,
+        "steps": trainer.global_step,
+        "tokens_per_s": perf.get("tokens_per_s"),
+        "tokens_per_s_per_device": perf.get("tokens_per_s_per_device"),
+        "flops_per_token": stats.flops_per_token,
+        "peak_memory_bytes": peak_memory_bytes(trainer.strategy.root_device),
+        "world_size": plan.world_size,
+        "strategy": context["strategy"],
+        "precision": context["precision"],
+        "tokenizer": context["tokenizer"],
+        "seq_len": stats.seq_len,
+        "batch_size": plan.tokens_per_step // stats.seq_len,
+        "wall_time_s": wall_time,
+        "model_dir": str(out / "model"),
+    }
+    if "mfu" in perf:
+        summary["mfu"] = perf["mfu"]
+    return summary

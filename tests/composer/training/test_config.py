@@ -1,0 +1,73 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from composer.errors import ConfigError
+from composer.training.config import TrainConfig
+from composer.training.run import plan_run
+
+RECIPES = sorted((Path(__file__).resolve().parents[3] / "recipes" / "train").glob("*.yaml"))
+
+
+def test_plan_maps_batch_onto_devices_and_steps():
+    plan = plan_run(TrainConfig(tokens=100_000, seq_len=128, batch_size=16, micro_batch_size=4), world_size=2)
+    assert (plan.micro_batch_size, plan.accumulate, plan.tokens_per_step) == (4, 2, 2048)
+    assert plan.steps == 48 and plan.tokens == 48 * 2048
+    assert plan.warmup_steps == 2 and plan.val_interval == 48  # short runs validate at the end only
+    long = plan_run(TrainConfig(tokens=10_000_000, seq_len=100, batch_size=10), world_size=1)
+    assert long.steps == 10_000 and long.val_interval == 1000 and long.checkpoint_interval == 2000
+
+
+@pytest.mark.parametrize(
+    "kwargs, world, message",
+    [
+        ({"batch_size": 6}, 4, "not divisible by the 4 devices"),
+        ({"batch_size": 8, "micro_batch_size": 3}, 2, "multiple of micro_batch_size x devices"),
+        ({"tokens": 100}, 1, "less than one step"),
+    ],
+)
+def test_plan_errors(kwargs, world, message):
+    with pytest.raises(ConfigError, match=message):
+        plan_run(TrainConfig(**kwargs), world_size=world)
+
+
+def test_invalid_values():
+    with pytest.raises(ConfigError, match="strategy must be one of"):
+        TrainConfig(strategy="deepspeed")
+
+
+@pytest.mark.parametrize("recipe", RECIPES, ids=[r.stem for r in RECIPES])
+def test_every_recipe_loads_and_builds_its_architecture(recipe):
+    from composer.presets import resolve_architecture
+
+    config = TrainConfig.from_recipe(recipe)
+    arch, _ = resolve_architecture(config.arch, config.preset, "tiny")
+    assert arch.n_layers > 0
+    plan_run(config, world_size=int(config.devices) * config.num_nodes)
+
+
+def test_recipe_errors(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("tokens: 10\nlearning_rate: 3\n")
+    with pytest.raises(ConfigError, match=r"unknown option\(s\) \['learning_rate'\]"):
+        TrainConfig.from_recipe(bad)
+    with pytest.raises(ConfigError, match="does not exist"):
+        TrainConfig.from_recipe(tmp_path / "missing.yaml")
+
+
+def test_cli_flags_override_the_recipe(tmp_path):
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("tokens: 1000\nlr: 0.1\n")
+    config = TrainConfig.from_recipe(recipe, lr=0.5, tokens=None)
+    assert (config.tokens, config.lr) == (1000, 0.5)
+
+
+def test_paper_depths_in_the_1b_recipes():
+    from composer.presets import resolve_architecture
+
+    for name, layers, attention in (("composite-stacked-1b", 27, 9), ("composite-stretched-1b", 29, 10)):
+        config = TrainConfig.from_recipe(next(r for r in RECIPES if r.stem == name))
+        arch, _ = resolve_architecture(config.arch, config.preset, "tiny")
+        assert (arch.n_layers, arch.counts["A"]) == (layers, attention)

@@ -1,0 +1,165 @@
+"""End-to-end training on CPU: offline default, W&B offline, resume, export, FSDP2 and DDP with 2 processes."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from composer.cli import main
+from composer.training.config import TrainConfig
+from composer.training.run import train
+
+# Small and fast: 512 tokens per step; the corpus is capped so tokenising it takes a moment.
+FAST = dict(arch="(AM)x2", preset="tiny", seq_len=64, batch_size=8, max_documents=200, val_batches=4, lr=3e-3)
+
+
+def train_losses(out: Path) -> dict[int, float]:
+    """Per-step training loss from the always-written CSV metrics (all segments of a resumed run)."""
+    losses = {}
+    for metrics in sorted((out / "logs").glob("version_*/metrics.csv")):
+        with open(metrics) as f:
+            for row in csv.DictReader(f):
+                if row.get("train/loss"):
+                    losses[int(row["step"])] = float(row["train/loss"])
+    return losses
+
+
+@pytest.fixture(autouse=True)
+def _isolated(tmp_path, monkeypatch):
+    monkeypatch.setenv("COMPOSER_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+
+
+def test_offline_default_trains_lowers_the_loss_and_logs_to_wandb_offline(tmp_path):
+    out = tmp_path / "run"
+    summary = train(TrainConfig(**FAST, tokens=60 * 512, log_interval=1, wandb="auto", out=str(out)))
+    for key in ("val_loss", "tokens", "tokens_per_s", "params"):
+        assert summary[key] is not None, key
+    assert summary["tokens"] == 60 * 512 and summary["tokens_per_s"] > 0
+    assert "mfu" not in summary  # no known peak for a CPU
+    assert json.loads((out / "summary.json").read_text()) == summary
+    losses = train_losses(out)
+    first, last = sum(list(losses.values())[:5]) / 5, sum(list(losses.values())[-5:]) / 5
+    assert last < first - 1.0, losses
+    assert summary["val_loss"] < math.log(summary_vocab(out))
+    runs = list((out / "wandb").glob("offline-run-*"))
+    assert runs, "no offline W&B run directory"
+    assert list(runs[0].glob("run-*.wandb")), "the offline W&B run holds no data"
+
+
+def summary_vocab(out: Path) -> int:
+    return json.loads((out / "model" / "config.json").read_text())["arch"]["vocab_size"]
+
+
+def test_export_loads_back_with_the_trained_weights(tmp_path):
+    from composer.training import latest_checkpoint, load_pretrained
+
+    out = tmp_path / "run"
+    train(TrainConfig(**FAST, tokens=6 * 512, wandb="off", out=str(out)))
+    model = load_pretrained(out / "model")
+    state = torch.load(latest_checkpoint(out / "checkpoints"), weights_only=False)["state_dict"]
+    for name, tensor in model.state_dict().items():
+        torch.testing.assert_close(tensor, state[f"model.{name}"], msg=name)
+    ids = torch.randint(0, 256, (1, 16))
+    assert torch.isfinite(model(ids).logits).all()
+
+
+class _Crash(Exception):
+    pass
+
+
+def test_resumed_run_reproduces_the_uninterrupted_losses(tmp_path, monkeypatch):
+    import lightning as L
+
+    config = dict(FAST, tokens=12 * 512, checkpoint_interval=5, wandb="off", log_interval=1)
+    reference = tmp_path / "reference"
+    train(TrainConfig(**config, out=str(reference)))
+
+    class CrashAfter(L.Callback):
+        def on_train_batch_end(self, trainer, *_):
+            if trainer.global_step == 7:  # after the checkpoint at step 5
+                raise _Crash
+
+    import composer.training.run as run
+
+    real_build = run.build
+
+    def build_with_crash(cfg):
+        trainer, *rest = real_build(cfg)
+        trainer.callbacks.append(CrashAfter())
+        return (trainer, *rest)
+
+    interrupted = tmp_path / "interrupted"
+    monkeypatch.setattr(run, "build", build_with_crash)
+    with pytest.raises(_Crash):
+        train(TrainConfig(**config, out=str(interrupted)))
+    monkeypatch.setattr(run, "build", real_build)
+    assert not (interrupted / "summary.json").exists()
+
+    with pytest.raises(Exception, match="pass --resume"):
+        train(TrainConfig(**config, out=str(interrupted)))
+    summary = train(TrainConfig(**config, out=str(interrupted)), resume=True)
+
+    expected, resumed = train_losses(reference), train_losses(interrupted)
+    assert sorted(resumed) == sorted(expected), "steps logged before the crash were lost"
+    assert len(list((interrupted / "logs").glob("version_*"))) == 2
+    for step in expected:
+        assert resumed[step] == pytest.approx(expected[step], rel=1e-5), step
+    assert summary["tokens"] == 12 * 512
+    reference_summary = json.loads((reference / "summary.json").read_text())
+    assert summary["val_loss"] == pytest.approx(reference_summary["val_loss"], rel=1e-5)
+
+
+def run_cli(out: Path, *extra: str) -> dict:
+    argv = [
+        "train", "--arch", FAST["arch"], "--preset", FAST["preset"], "--seq-len", "64", "--batch-size", "8",
+        "--max-documents", "200", "--val-batches", "4", "--tokens", str(10 * 512), "--wandb", "off",
+        "--log-interval", "1", "--out", str(out), *extra,
+    ]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    result = subprocess.run(
+        [sys.executable, "-m", "composer", *argv], capture_output=True, text=True, env=env, timeout=600
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    return json.loads((out / "summary.json").read_text())
+
+
+@pytest.mark.parametrize("strategy", ["fsdp", "ddp"])
+def test_two_processes_match_one_with_the_same_global_batch(tmp_path, strategy):
+    """2 CPU processes (gloo) with 4 sequences each follow the single-process run of 8 sequences.
+
+    Tolerance: 1e-4 relative on every step's loss; the only difference is the order of floating-point
+    reductions (gradients all-reduced / reduce-scattered across ranks).
+    """
+    single = run_cli(tmp_path / "single", "--devices", "1", "--accelerator", "cpu")
+    double = run_cli(tmp_path / strategy, "--devices", "2", "--accelerator", "cpu", "--strategy", strategy)
+    assert double["world_size"] == 2 and double["strategy"] == strategy
+    one, two = train_losses(tmp_path / "single"), train_losses(tmp_path / strategy)
+    assert one.keys() == two.keys() and len(one) == 10
+    for step in one:
+        assert two[step] == pytest.approx(one[step], rel=1e-4), step
+    assert double["val_loss"] == pytest.approx(single["val_loss"], rel=1e-4)
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--data", "does/not/exist.jsonl"], "does/not/exist.jsonl"),
+        (["--tokenizer", "/no/such/tokenizer"], "/no/such/tokenizer"),
+        (["--arch", "AQM"], "unknown primitive 'Q'"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, argv, message):
+    code = main(["train", "--out", str(tmp_path / "run"), "--wandb", "off", *argv])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert message in err and err.strip().count("\n") == 0 and "Traceback" not in err
