@@ -25,6 +25,8 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
+from composer.data.errors import DataError
+
 
 def worker_slot() -> tuple[int, int]:
     """(worker id, number of workers) of the calling process; (0, 1) outside dataloader workers."""
@@ -69,6 +71,20 @@ class ResumableStream(IterableDataset):
         self._record(self.batches_yielded, int(worker), snapshot)
         self.batches_yielded += 1
         return batch
+
+    def _check_state(self, state: dict[str, Any], kind: str, version: int, expected: dict[str, Any]) -> None:
+        """Refuse a saved position of another kind, version or data (``expected``: field -> current value)."""
+        if state.get("kind") != kind or state.get("version") != version:
+            raise DataError(
+                f"data state of kind {state.get('kind')!r} (version {state.get('version')}) cannot resume "
+                f"a {kind} dataset; resume with the data config the checkpoint was trained with"
+            )
+        changed = [f"{k} {state.get(k)!r} -> {v!r}" for k, v in expected.items() if state.get(k) != v]
+        if changed:
+            raise DataError(
+                f"the checkpoint's data position is for other data ({', '.join(changed)}); resume with the "
+                f"same source, tokenizer and {', '.join(k for k in expected if k != 'fingerprint')}"
+            )
 
     def _consumed(self, batches_consumed: int | None) -> int:
         consumed = self.batches_yielded if batches_consumed is None else int(batches_consumed)

@@ -147,23 +147,12 @@ class PackedTokenDataset(ResumableStream):
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        if state.get("kind") != "packed" or state.get("version") != STATE_VERSION:
-            raise DataError(
-                f"data state of kind {state.get('kind')!r} (version {state.get('version')}) cannot resume "
-                "a packed dataset; resume with the data config the checkpoint was trained with"
-            )
-        expected = {
-            "seq_len": self.seq_len,
-            "seed": self.seed,
-            "n_chunks": self.n_chunks,
-            "fingerprint": self.fingerprint,
-        }
-        changed = [f"{k} {state.get(k)!r} -> {v!r}" for k, v in expected.items() if state.get(k) != v]
-        if changed:
-            raise DataError(
-                f"the checkpoint's data position is for other data ({', '.join(changed)}); resume with "
-                "the same source, tokenizer, seq_len and seed"
-            )
+        self._check_state(
+            state,
+            "packed",
+            STATE_VERSION,
+            {"seq_len": self.seq_len, "seed": self.seed, "n_chunks": self.n_chunks, "fingerprint": self.fingerprint},
+        )
         self.start_chunk = int(state["chunks_consumed"])
         self.batches_yielded = 0
 

@@ -270,22 +270,12 @@ class StreamingTokenDataset(ResumableStream):
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        if state.get("kind") != "streaming" or state.get("version") != STATE_VERSION:
-            raise DataError(
-                f"data state of kind {state.get('kind')!r} (version {state.get('version')}) cannot resume "
-                "a streamed dataset; resume with the data config the checkpoint was trained with"
-            )
-        expected = {
-            "seq_len": self.seq_len,
-            "micro_batch_size": self.micro_batch_size,
-            "fingerprint": self.fingerprint,
-        }
-        changed = [f"{k} {state.get(k)!r} -> {v!r}" for k, v in expected.items() if state.get(k) != v]
-        if changed:
-            raise DataError(
-                f"the checkpoint's stream position is for other data ({', '.join(changed)}); resume with "
-                "the same source, tokenizer, seq_len and micro-batch size"
-            )
+        self._check_state(
+            state,
+            "streaming",
+            STATE_VERSION,
+            {"seq_len": self.seq_len, "micro_batch_size": self.micro_batch_size, "fingerprint": self.fingerprint},
+        )
         self._history.clear()
         self.batches_yielded = 0
         self._dropped = 0
