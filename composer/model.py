@@ -14,10 +14,10 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from composer.config import ArchConfig
+from composer.loss import IGNORE_INDEX, cross_entropy
 from primitives.base import InitScheme, Primitive
 from primitives.registry import REGISTRY
 
-IGNORE_INDEX = -100
 
 
 class CausalLMOutput(NamedTuple):
@@ -93,9 +93,7 @@ class ComposerModel(nn.Module):
         logits = F.linear(h, head)
         loss = None
         if targets is not None:
-            loss = F.cross_entropy(
-                logits.flatten(0, 1).float(), targets.flatten(), ignore_index=IGNORE_INDEX
-            )
+            loss = cross_entropy(logits, targets, IGNORE_INDEX)
         return CausalLMOutput(logits, loss)
 
     def no_weight_decay(self) -> set[str]:
