@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import shlex
 import subprocess
@@ -45,3 +47,18 @@ def test_readme_python_example_runs():
     namespace: dict = {}
     exec(compile(code, "README.md", "exec"), namespace)
     assert namespace["loss"].item() > 0
+
+
+def test_readme_training_example_runs(tmp_path):
+    """The first `composer train` line of README.md (the offline CPU example) runs as written."""
+    block = next(b for b in fenced_blocks("bash") if b.lstrip().startswith("composer train"))
+    command = block.strip().splitlines()[0].split("#")[0]
+    argv = shlex.split(command)[1:]
+    argv[argv.index("--out") + 1] = str(tmp_path / "run")
+    env = {**os.environ, "COMPOSER_CACHE": str(tmp_path / "cache"), "WANDB_MODE": "offline"}
+    result = subprocess.run(
+        [sys.executable, "-m", "composer", *argv], capture_output=True, text=True, env=env, cwd=tmp_path
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["val_loss"] > 0 and summary["tokens"] > 0 and summary["tokens_per_s"] > 0

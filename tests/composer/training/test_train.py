@@ -119,16 +119,14 @@ def test_resumed_run_reproduces_the_uninterrupted_losses(tmp_path, monkeypatch):
     assert summary["val_loss"] == pytest.approx(reference_summary["val_loss"], rel=1e-5)
 
 
-def run_cli(out: Path, *extra: str) -> dict:
+def run_cli(out: Path, *extra: str, launcher: tuple[str, ...] = (sys.executable, "-m", "composer")) -> dict:
     argv = [
         "train", "--arch", FAST["arch"], "--preset", FAST["preset"], "--seq-len", "64", "--batch-size", "8",
         "--max-documents", "200", "--val-batches", "4", "--tokens", str(10 * 512), "--wandb", "off",
         "--log-interval", "1", "--out", str(out), *extra,
     ]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    result = subprocess.run(
-        [sys.executable, "-m", "composer", *argv], capture_output=True, text=True, env=env, timeout=600
-    )
+    result = subprocess.run([*launcher, *argv], capture_output=True, text=True, env=env, timeout=600)
     assert result.returncode == 0, result.stderr[-4000:]
     return json.loads((out / "summary.json").read_text())
 
@@ -163,3 +161,15 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, argv, message):
     err = capsys.readouterr().err
     assert code == 2
     assert message in err and err.strip().count("\n") == 0 and "Traceback" not in err
+
+
+def test_torchrun_launch_matches_one_process(tmp_path):
+    """Launched by torchrun (as on clusters) rather than by Lightning itself: same losses as one process."""
+    single = run_cli(tmp_path / "single", "--devices", "1", "--accelerator", "cpu")
+    torchrun = (sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "-m", "composer")
+    double = run_cli(tmp_path / "torchrun", "--devices", "2", "--accelerator", "cpu", "--strategy", "fsdp",
+                     launcher=torchrun)
+    assert double["world_size"] == 2
+    one, two = train_losses(tmp_path / "single"), train_losses(tmp_path / "torchrun")
+    for step in one:
+        assert two[step] == pytest.approx(one[step], rel=1e-4), step
