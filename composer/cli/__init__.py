@@ -7,10 +7,10 @@ import sys
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 
-from composer.cli import info, presets, train
+from composer.cli import info, presets, search, train
 from composer.errors import ComposerUsageError
 
-SUBCOMMANDS = (info, presets, train)
+SUBCOMMANDS = (search, train, info, presets)
 
 
 def _version() -> str:

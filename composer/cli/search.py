@@ -1,0 +1,85 @@
+"""``composer search``: Optuna search over layer interleavings; prints the leaderboard, writes results to --out."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from composer.cli.format import print_json
+from composer.errors import ConfigError
+
+FLAGS = {
+    # option: (type, help)
+    "layers": (int, "searched layers (default 6; the paper also uses 16)"),
+    "primitives": (str, "allowed primitive symbols (default AM)"),
+    "strategy": (str, "one-shot (default), end-incremental or middle-incremental"),
+    "depth": (int, "final depth of incremental strategies (default 2 x --layers)"),
+    "sampler": (str, "gp (default, Bayesian optimisation), tpe, random, brute, nsga2 (default with 2+ objectives)"),
+    "objectives": (str, "comma-separated: score[,kv][,tokens_per_s] (kv: KV-cache bytes at --target widths)"),
+    "trials": (int, "number of trials (default 20)"),
+    "timeout": (float, "stop starting trials after this many seconds"),
+    "evaluator": (str, "mad (default, synthetic tasks) or lm (validation loss on text)"),
+    "budget": (str, "named evaluation budget: smoke, cpu (default), gpu, ..."),
+    "widths": (str, "preset whose widths candidates train at (default search-1m)"),
+    "target": (str, "preset for the KV-cache objective and reports (default llama-3.2-1b)"),
+    "data": (str, "lm evaluator: text source (default: the offline corpus)"),
+    "tokenizer": (str, "lm evaluator: tokenizer (default: the offline byte tokenizer)"),
+    "min_share": (str, "minimum shares per primitive, e.g. A=0.2"),
+    "max_share": (str, "maximum shares per primitive, e.g. A=0.5"),
+    "max_params": (int, "maximum non-embedding parameters at the search widths"),
+    "workers": (int, "local worker processes (one GPU each when there are GPUs)"),
+    "storage": (str, "Optuna storage URL or journal file (default: sqlite in --out)"),
+    "study": (str, "study name (default: derived from the settings, so re-running resumes)"),
+    "seed": (int, "sampler and training seed"),
+    "wandb": (str, "auto (default: online with an API key, else offline), online, offline, off"),
+    "out": (str, "output directory (default runs/search)"),
+}
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "search",
+        help="search layer interleavings with Optuna (the main job)",
+        description="Bayesian-optimisation search over layer patterns, scored by a small-scale proxy. With no "
+        "arguments: MAD tasks, 6 layers, GP sampler, 20 trials on the CPU. Options override --recipe.",
+    )
+    parser.add_argument("--recipe", help="YAML recipe whose keys are these options (see recipes/search/)")
+    for name, (kind, text) in FLAGS.items():
+        parser.add_argument("--" + name.replace("_", "-"), dest=name, type=kind, default=None, help=text)
+    parser.add_argument("--no-prune", dest="prune", action="store_false", default=None,
+                        help="do not stop unpromising trials early")
+    parser.add_argument("--json", action="store_true", help="print the leaderboard as JSON")
+    parser.set_defaults(handler=run)
+
+
+def parse_shares(text: str | None, flag: str) -> dict[str, float] | None:
+    if text is None:
+        return None
+    shares = {}
+    for part in text.split(","):
+        symbol, _, value = part.partition("=")
+        try:
+            shares[symbol.strip()] = float(value)
+        except ValueError:
+            raise ConfigError(f"--{flag} expects SYMBOL=FRACTION[,...], e.g. A=0.25, got {text!r}") from None
+    return shares
+
+
+def run(args: argparse.Namespace) -> int:
+    from search.config import SearchConfig
+    from search.run import run_search, summary_text
+
+    given = {name: getattr(args, name) for name in FLAGS}
+    given["prune"] = args.prune
+    given["min_share"] = parse_shares(args.min_share, "min-share")
+    given["max_share"] = parse_shares(args.max_share, "max-share")
+    if args.recipe:
+        config = SearchConfig.from_recipe(args.recipe, **given)
+    else:
+        config = SearchConfig(**{k: v for k, v in given.items() if v is not None})
+    result = run_search(config, echo=lambda line: print(line, file=sys.stderr))
+    if args.json:
+        print_json(result["leaderboard"])
+    else:
+        print(summary_text(result))
+    return 0

@@ -1,0 +1,97 @@
+"""``SearchConfig``: every knob of ``composer search``; YAML recipes (recipes/search/) use the same names."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from composer.errors import ConfigError
+
+STRATEGIES = ("one-shot", "end-incremental", "middle-incremental")
+SAMPLERS = ("gp", "tpe", "random", "brute", "nsga2")
+OBJECTIVES = ("score", "kv", "tokens_per_s")
+
+
+@dataclass
+class SearchConfig:
+    layers: int = 6  # searched layers per stage (the paper: 6 or 16)
+    primitives: str = "AM"
+    strategy: str = "one-shot"
+    depth: int | None = None  # final depth of incremental strategies (default: 2 x layers)
+    sampler: str | None = None  # default: gp (the paper's GP Bayesian optimisation); nsga2 for several objectives
+    objectives: list[str] = field(default_factory=lambda: ["score"])  # + "kv" / "tokens_per_s": multi-objective
+    trials: int = 20
+    timeout: float | None = None  # seconds for the whole search
+    evaluator: str = "mad"  # mad | lm
+    budget: str = "cpu"  # a named budget of the evaluator (smoke, cpu, gpu, ...)
+    widths: str = "search-1m"  # preset whose widths candidates are trained at
+    target: str = "llama-3.2-1b"  # preset whose widths the KV-cache objective and reports use
+    data: str | None = None  # lm evaluator: text source (default: the offline corpus)
+    tokenizer: str | None = None
+    min_share: dict[str, float] = field(default_factory=dict)
+    max_share: dict[str, float] = field(default_factory=dict)
+    max_params: int | None = None  # non-embedding parameters at the search widths
+    prune: bool = True  # stop unpromising trials early (single objective only)
+    workers: int = 1
+    storage: str | None = None  # default: sqlite:///<out>/study.db
+    study: str | None = None  # default: derived from the search settings, so re-running resumes
+    seed: int = 0
+    wandb: str = "auto"
+    wandb_project: str = "composer-search"
+    out: str = "runs/search"
+
+    def __post_init__(self) -> None:
+        if isinstance(self.objectives, str):
+            self.objectives = [part.strip() for part in self.objectives.split(",") if part.strip()]
+        checks = [
+            (self.strategy in STRATEGIES, f"strategy must be one of {', '.join(STRATEGIES)}, got {self.strategy!r}"),
+            (self.sampler is None or self.sampler in SAMPLERS,
+             f"sampler must be one of {', '.join(SAMPLERS)}, got {self.sampler!r}"),
+            (self.objectives[:1] == ["score"] and set(self.objectives) <= set(OBJECTIVES),
+             f"objectives must start with 'score' and use {', '.join(OBJECTIVES)}, got {self.objectives}"),
+            (self.trials >= 1, f"trials must be at least 1, got {self.trials}"),
+            (self.workers >= 1, f"workers must be at least 1, got {self.workers}"),
+            (self.timeout is None or self.timeout > 0, f"timeout must be positive, got {self.timeout}"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise ConfigError(message)
+        if self.strategy != "one-shot" and self.final_depth <= self.layers:
+            raise ConfigError(f"depth ({self.final_depth}) must exceed layers ({self.layers}) for {self.strategy}")
+
+    @property
+    def sampler_name(self) -> str:
+        return self.sampler or ("nsga2" if self.multi_objective else "gp")
+
+    @property
+    def multi_objective(self) -> bool:
+        return len(self.objectives) > 1
+
+    @property
+    def final_depth(self) -> int:
+        return self.depth or 2 * self.layers
+
+    @property
+    def study_name(self) -> str:
+        if self.study:
+            return self.study
+        objectives = "+".join(self.objectives)
+        return (f"{self.evaluator}-{self.budget}-{self.strategy}-{self.layers}L-{self.primitives}-"
+                f"{self.sampler_name}-{objectives}-seed{self.seed}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def field_names(cls) -> list[str]:
+        return [f.name for f in dataclasses.fields(cls)]
+
+    @classmethod
+    def from_recipe(cls, path: str | Path, **overrides: Any) -> SearchConfig:
+        from composer.training.config import load_recipe
+
+        values = load_recipe(path, cls.field_names())
+        values.update({key: value for key, value in overrides.items() if value is not None})
+        return cls(**values)

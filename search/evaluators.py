@@ -1,0 +1,128 @@
+"""Evaluators: the proxy that scores a candidate pattern after small-scale training.
+
+* ``mad`` (default, the paper's winning proxy): mean test accuracy over MAD synthetic tasks, trained at the
+  search widths (``search.mad``). Higher is better.
+* ``lm``: validation loss after a fixed token budget on a text source, through the training engine. Lower is
+  better.
+
+An evaluator is called with the pattern, a seed and a ``report(step, value)`` callback for intermediate values
+(used for pruning); it returns an :class:`Evaluation` or raises ``CandidateFailed`` with a reason.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from composer.errors import ConfigError
+
+Report = Callable[[int, float], None]
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    score: float
+    details: dict[str, Any] = field(default_factory=dict)
+    seconds: float = 0.0
+
+
+class Evaluator(Protocol):
+    name: str
+    direction: str  # "maximize" or "minimize"
+    budget: str
+
+    def __call__(self, pattern: str, seed: int, report: Report) -> Evaluation: ...
+
+
+class MadEvaluator:
+    """Mean test accuracy over the budget's MAD tasks at the search widths."""
+
+    name = "mad"
+    direction = "maximize"
+
+    def __init__(self, budget: str = "cpu", widths: str = "search-1m") -> None:
+        from search.mad import BUDGETS
+
+        if budget not in BUDGETS:
+            raise ConfigError(f"unknown MAD budget {budget!r}; choose one of: {', '.join(BUDGETS)}")
+        self.budget = budget
+        self.widths = widths
+
+    def __call__(self, pattern: str, seed: int, report: Report) -> Evaluation:
+        from search.mad import BUDGETS, evaluate_pattern
+
+        budget = BUDGETS[self.budget]
+        result = evaluate_pattern(pattern, widths=self.widths, tasks=budget.tasks, budget=budget, seed=seed, report=report)
+        return Evaluation(score=result.score, details={"accuracy": dict(result.accuracies)}, seconds=result.seconds)
+
+
+LM_BUDGETS = {
+    # name: (training tokens, sequence length, global batch)
+    "smoke": (40_000, 128, 8),
+    "cpu": (400_000, 128, 16),
+    "gpu": (50_000_000, 1024, 64),
+}
+
+
+class LanguageModelEvaluator:
+    """Validation loss of the pattern after ``tokens`` training tokens on ``data`` (the training engine)."""
+
+    name = "lm"
+    direction = "minimize"
+
+    def __init__(self, budget: str = "cpu", widths: str = "search-1m", data: str | None = None,
+                 tokenizer: str | None = None) -> None:
+        if budget not in LM_BUDGETS:
+            raise ConfigError(f"unknown LM budget {budget!r}; choose one of: {', '.join(LM_BUDGETS)}")
+        self.budget = budget
+        self.widths = widths
+        self.data = data
+        self.tokenizer = tokenizer
+
+    def __call__(self, pattern: str, seed: int, report: Report) -> Evaluation:
+        import math
+
+        from composer.training import TrainConfig, train
+
+        tokens, seq_len, batch = LM_BUDGETS[self.budget]
+        started = time.perf_counter()
+        with tempfile.TemporaryDirectory(prefix="composer-lm-eval-") as out:
+            summary = train(
+                TrainConfig(
+                    arch=pattern, preset=self.widths, data=self.data, tokenizer=self.tokenizer, tokens=tokens,
+                    seq_len=seq_len, batch_size=batch, seed=seed, wandb="off", out=out, val_batches=20,
+                    checkpoint_interval=10**9, keep_checkpoints=1,
+                )
+            )
+        loss = summary["val_loss"]
+        if loss is None or not math.isfinite(loss):
+            from search.mad import CandidateFailed
+
+            raise CandidateFailed(f"validation loss is {loss}")
+        return Evaluation(
+            score=loss,
+            details={"val_ppl": summary["val_ppl"], "tokens_per_s": summary["tokens_per_s"]},
+            seconds=time.perf_counter() - started,
+        )
+
+
+def make_evaluator(name: str, budget: str, widths: str, data: str | None = None,
+                   tokenizer: str | None = None) -> Evaluator:
+    """``mad``, ``lm``, or your own as ``module:factory`` (called with budget=, widths=, data=, tokenizer=)."""
+    if name == "mad":
+        return MadEvaluator(budget, widths)
+    if name == "lm":
+        return LanguageModelEvaluator(budget, widths, data, tokenizer)
+    if ":" in name:
+        import importlib
+
+        module_name, _, attribute = name.partition(":")
+        try:
+            factory = getattr(importlib.import_module(module_name), attribute)
+        except (ImportError, AttributeError) as err:
+            raise ConfigError(f"cannot load evaluator {name!r}: {err}") from err
+        return factory(budget=budget, widths=widths, data=data, tokenizer=tokenizer)
+    raise ConfigError(f"unknown evaluator {name!r}; choose 'mad', 'lm' or a 'module:factory' of your own")

@@ -1,0 +1,100 @@
+"""Leaderboard of a study: one row per scored pattern, best first; written as JSON and CSV next to best.json."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import optuna
+from optuna.trial import TrialState
+
+from composer.pattern import compact_pattern
+from search.engine import is_substitute
+
+
+def leaderboard(study: optuna.Study, maximize: bool) -> list[dict[str, Any]]:
+    """Completed, trained trials (cached repeats folded into their original), sorted by score."""
+    pareto = set()
+    if len(study.directions) > 1:
+        pareto = {t.number for t in study.best_trials}
+    rows = []
+    for trial in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+        attrs = trial.user_attrs
+        if "pattern" not in attrs or is_substitute(attrs):
+            continue
+        pattern = attrs["pattern"]
+        row = {
+            "pattern": pattern,
+            "compact": compact_pattern(pattern),
+            "score": trial.values[0],
+            "params": attrs.get("params"),
+            "non_embedding_params": attrs.get("non_embedding_params"),
+            "attention_share": pattern.count("A") / len(pattern),
+            "kv_cache_bytes_per_token": attrs.get("kv_cache_bytes_per_token"),
+            "trial": trial.number,
+            "seconds": attrs.get("seconds"),
+            "details": attrs.get("details", {}),
+        }
+        if len(trial.values) > 1:
+            row["objectives"] = list(trial.values)
+            row["pareto"] = trial.number in pareto
+        if "tokens_per_s" in attrs:
+            row["tokens_per_s"] = attrs["tokens_per_s"]
+        rows.append(row)
+    rows.sort(key=lambda r: (-r["score"] if maximize else r["score"], r["trial"]))
+    for rank, row in enumerate(rows, start=1):
+        row["rank"] = rank
+    return [{"rank": row.pop("rank"), **row} for row in rows]
+
+
+def failures(study: optuna.Study) -> list[dict[str, Any]]:
+    """Failed and skipped trials with their reasons (nothing is silently dropped)."""
+    out = []
+    for trial in study.get_trials(deepcopy=False):
+        attrs = trial.user_attrs
+        stopped = any(key in attrs for key in ("pruned_at", "skip_reason", "fail_reason"))
+        if trial.state not in (TrialState.FAIL, TrialState.PRUNED) and not stopped:
+            continue
+        reason = attrs.get("fail_reason") or attrs.get("skip_reason") or (
+            "pruned: below the median of earlier trials" if trial.state == TrialState.PRUNED else "failed"
+        )
+        state = ("failed" if "fail_reason" in attrs else "pruned" if "pruned_at" in attrs
+                 else "skipped" if "skip_reason" in attrs else trial.state.name.lower())
+        out.append({"trial": trial.number, "pattern": attrs.get("pattern"), "state": state, "reason": reason})
+    return out
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def write_leaderboard(rows: list[dict[str, Any]], out: Path, extra: dict[str, Any]) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    _atomic_write(out / "leaderboard.json", json.dumps(rows, indent=2))
+    columns = ["rank", "pattern", "compact", "score", "params", "non_embedding_params", "attention_share",
+               "kv_cache_bytes_per_token", "trial", "seconds"]
+    tmp = out / ".leaderboard.csv.tmp"
+    with open(tmp, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=columns, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+    os.replace(tmp, out / "leaderboard.csv")
+    best = {**rows[0], **extra} if rows else {"pattern": None, **extra}
+    _atomic_write(out / "best.json", json.dumps(best, indent=2))
+
+
+def format_table(rows: list[dict[str, Any]], limit: int = 10) -> str:
+    header = f"{'rank':>4}  {'pattern':<20} {'score':>8}  {'params':>9}  {'attn':>5}  trial"
+    lines = [header]
+    for row in rows[:limit]:
+        pattern = row["pattern"] if len(row["pattern"]) <= 20 else row["compact"][:20]
+        lines.append(
+            f"{row['rank']:>4}  {pattern:<20} {row['score']:>8.4f}  {row['params'] or 0:>9,}  "
+            f"{row['attention_share']:>5.2f}  {row['trial']}"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,70 @@
+"""PNG plots of a search: optimisation history, score against attention share, per-layer primitive frequency
+among the top trials, and the Pareto front of multi-objective runs (Optuna's own matplotlib plots where they exist).
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import optuna  # noqa: E402
+
+
+def _save(figure, path: Path) -> Path:
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+    return path
+
+
+def plot_all(study: optuna.Study, rows: list[dict[str, Any]], out: Path, primitives: str, top_k: int = 10) -> list[Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # Optuna marks its matplotlib plots experimental
+        if len(study.directions) == 1 and rows:
+            ax = optuna.visualization.matplotlib.plot_optimization_history(study)
+            written.append(_save(ax.figure, out / "optimization_history.png"))
+        if len(study.directions) > 1 and rows:
+            names = ["score", *[f"objective {i}" for i in range(1, len(study.directions))]]
+            ax = optuna.visualization.matplotlib.plot_pareto_front(study, target_names=names)
+            written.append(_save(ax.figure, out / "pareto_front.png"))
+    if rows:
+        written.append(_score_vs_attention(rows, out / "score_vs_attention_share.png"))
+        written.append(_layer_frequency(rows[:top_k], primitives, out / "layer_frequency_top.png"))
+    return written
+
+
+def _score_vs_attention(rows: list[dict[str, Any]], path: Path) -> Path:
+    figure, ax = plt.subplots(figsize=(6, 4))
+    ax.scatter([r["attention_share"] for r in rows], [r["score"] for r in rows], alpha=0.7)
+    best = rows[0]
+    ax.annotate(best["compact"], (best["attention_share"], best["score"]), textcoords="offset points",
+                xytext=(5, 5), fontsize=8)
+    ax.set_xlabel("attention share of layers")
+    ax.set_ylabel("score")
+    ax.set_title("Score against attention share")
+    return _save(figure, path)
+
+
+def _layer_frequency(rows: list[dict[str, Any]], primitives: str, path: Path) -> Path:
+    """Heat map: how often each primitive sits at each layer among the top patterns."""
+    depth = max(len(r["pattern"]) for r in rows)
+    counts = [[0.0] * depth for _ in primitives]
+    for row in rows:
+        for layer, symbol in enumerate(row["pattern"]):
+            if symbol in primitives:
+                counts[primitives.index(symbol)][layer] += 1 / len(rows)
+    figure, ax = plt.subplots(figsize=(max(4, depth * 0.45), 0.6 * len(primitives) + 1.5))
+    image = ax.imshow(counts, vmin=0, vmax=1, cmap="viridis", aspect="auto")
+    ax.set_yticks(range(len(primitives)), list(primitives))
+    ax.set_xticks(range(depth), [str(i) for i in range(depth)])
+    ax.set_xlabel("layer (bottom first)")
+    ax.set_title(f"Primitive frequency per layer, top {len(rows)} patterns")
+    figure.colorbar(image, ax=ax, fraction=0.046)
+    return _save(figure, path)

@@ -1,0 +1,82 @@
+"""The search space: one categorical choice of primitive per layer, with optional constraints.
+
+The Optuna parameters are ``layer_0 .. layer_{n-1}``; a trial's pattern is their concatenation (plus any frozen
+head/tail from an incremental strategy). Constraints are checked on the whole pattern; a violating sample is
+recorded as pruned with its reason, so model-based samplers learn to avoid it without a fake score.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+
+import optuna
+
+from composer.errors import ConfigError
+from composer.pattern import parse_pattern
+
+
+@dataclass(frozen=True)
+class SearchSpace:
+    n_layers: int = 6
+    primitives: str = "AM"
+    min_share: dict[str, float] = field(default_factory=dict)  # symbol -> minimum fraction of layers
+    max_share: dict[str, float] = field(default_factory=dict)  # symbol -> maximum fraction of layers
+    max_params: int | None = None  # non-embedding parameters at the search widths
+    head: str = ""  # frozen layers before the searched ones (incremental strategies)
+    tail: str = ""  # frozen layers after them
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.n_layers, int) or self.n_layers < 1:
+            raise ConfigError(f"layers must be a positive integer, got {self.n_layers!r}")
+        symbols = parse_pattern(self.primitives)
+        if len(set(symbols)) != len(symbols):
+            raise ConfigError(f"primitives {self.primitives!r} repeats a symbol; list each once, e.g. 'AM'")
+        for name, shares in (("min_share", self.min_share), ("max_share", self.max_share)):
+            for symbol, share in shares.items():
+                if symbol not in symbols:
+                    raise ConfigError(f"{name} names {symbol!r}, which is not among the primitives {symbols!r}")
+                if not 0.0 <= share <= 1.0:
+                    raise ConfigError(f"{name} of {symbol} must be between 0 and 1, got {share}")
+
+    @property
+    def choices(self) -> list[str]:
+        return list(self.primitives)
+
+    @property
+    def size(self) -> int:
+        return len(self.primitives) ** self.n_layers
+
+    def param_name(self, index: int) -> str:
+        return f"layer_{index}"
+
+    def suggest(self, trial: optuna.Trial) -> str:
+        """Sample the searched layers and return the full pattern."""
+        searched = "".join(
+            trial.suggest_categorical(self.param_name(i), self.choices) for i in range(self.n_layers)
+        )
+        return self.head + searched + self.tail
+
+    def pattern_of(self, params: dict[str, str]) -> str:
+        return self.head + "".join(params[self.param_name(i)] for i in range(self.n_layers)) + self.tail
+
+    def params_of(self, pattern: str) -> dict[str, str]:
+        searched = pattern[len(self.head) : len(pattern) - len(self.tail)]
+        return {self.param_name(i): symbol for i, symbol in enumerate(searched)}
+
+    def violation(self, pattern: str, non_embedding_params: int | None = None) -> str | None:
+        """Why ``pattern`` is outside the constraints, or None."""
+        n = len(pattern)
+        for symbol, share in self.min_share.items():
+            if pattern.count(symbol) < share * n - 1e-9:
+                return f"{symbol} share {pattern.count(symbol) / n:.2f} is below the minimum {share:.2f}"
+        for symbol, share in self.max_share.items():
+            if pattern.count(symbol) > share * n + 1e-9:
+                return f"{symbol} share {pattern.count(symbol) / n:.2f} is above the maximum {share:.2f}"
+        if self.max_params is not None and non_embedding_params is not None and non_embedding_params > self.max_params:
+            return f"{non_embedding_params:,} non-embedding parameters exceed the maximum {self.max_params:,}"
+        return None
+
+    def enumerate(self) -> list[str]:
+        """Every pattern of the space (for brute force; only sensible for small spaces)."""
+        return [self.head + "".join(p) + self.tail for p in itertools.product(self.primitives, repeat=self.n_layers)]

@@ -1,0 +1,64 @@
+"""Optuna storages for a search: SQLite in the output directory by default, any RDB URL, or a journal file.
+
+RDB storages get heartbeats, so a trial whose worker was killed is marked failed after the grace period and
+re-run once with the same pattern (``RetryFailedTrialCallback``). SQLite waits on its lock instead of failing
+("database is locked") when several local workers write at once; for many workers or machines prefer
+PostgreSQL/MySQL or a journal file on a shared filesystem.
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import optuna
+from optuna.storages import JournalStorage, RDBStorage
+from optuna.storages.journal import JournalFileBackend
+
+from composer.errors import ConfigError
+
+HEARTBEAT_S = 30
+GRACE_S = 120
+JOURNAL_SUFFIXES = (".log", ".journal", ".jsonl")
+
+
+def default_storage_url(out: str | Path) -> str:
+    return f"sqlite:///{Path(out).resolve() / 'study.db'}"
+
+
+def _retry_stale_trials() -> dict:
+    """Re-run (once) a trial whose worker stopped heart-beating; the callback was renamed in Optuna 4.9."""
+    from optuna import storages
+
+    if hasattr(storages, "RetryHeartbeatStaleTrialCallback"):
+        return {"heartbeat_stale_trial_callback": storages.RetryHeartbeatStaleTrialCallback(max_retry=1)}
+    return {"failed_trial_callback": storages.RetryFailedTrialCallback(max_retry=1)}
+
+
+def make_storage(url: str | None, out: str | Path) -> optuna.storages.BaseStorage:
+    url = url or default_storage_url(out)
+    if url.startswith("journal:") or url.endswith(JOURNAL_SUFFIXES):
+        path = Path(url.removeprefix("journal:"))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return JournalStorage(JournalFileBackend(str(path)))
+    if "://" not in url:
+        raise ConfigError(
+            f"storage {url!r} is neither a database URL (sqlite:///study.db, postgresql://user@host/db) "
+            f"nor a journal file ending in {', '.join(JOURNAL_SUFFIXES)}"
+        )
+    engine_kwargs = {"connect_args": {"timeout": 60}} if url.startswith("sqlite") else {"pool_pre_ping": True}
+    if url.startswith("sqlite:///"):
+        Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            return RDBStorage(
+                url,
+                engine_kwargs=engine_kwargs,
+                heartbeat_interval=HEARTBEAT_S,
+                grace_period=GRACE_S,
+                **_retry_stale_trials(),
+            )
+    except Exception as err:  # driver missing, server unreachable, bad credentials
+        message = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ConfigError(f"cannot open storage {url!r}: {message}") from err

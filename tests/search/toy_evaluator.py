@@ -1,0 +1,41 @@
+"""A cheap, deterministic evaluator for engine tests (importable by spawned workers as ``toy_evaluator:make``).
+
+Score = how well a pattern matches the hidden optimum ``AAMMMM...`` layer by layer, plus a small bonus for
+attention early; patterns containing ``"MMMMM"`` fail (to test failure handling), and ``AMAMAM`` returns NaN.
+Each call appends the pattern to the file named by ``$TOY_EVAL_LOG`` so tests can count trainings.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from search.evaluators import Evaluation
+
+
+class ToyEvaluator:
+    name = "toy"
+    direction = "maximize"
+
+    def __init__(self, budget: str = "smoke", **_) -> None:
+        self.budget = budget
+        self.delay = float(os.environ.get("TOY_EVAL_DELAY", "0"))
+
+    def __call__(self, pattern: str, seed: int, report) -> Evaluation:
+        log = os.environ.get("TOY_EVAL_LOG")
+        if log:
+            with open(log, "a") as f:
+                f.write(pattern + "\n")
+        time.sleep(self.delay)
+        if "MMMMM" in pattern:
+            raise RuntimeError("toy failure: five MLPs in a row")
+        if pattern.startswith("AMAMAM"):
+            return Evaluation(score=float("nan"))
+        optimum = ("AAMMMM" * 4)[: len(pattern)]
+        score = sum(a == b for a, b in zip(pattern, optimum)) / len(pattern)
+        report(0, score)
+        return Evaluation(score=score, details={"accuracy": {"toy": score}}, seconds=self.delay)
+
+
+def make(**kwargs) -> ToyEvaluator:
+    return ToyEvaluator(**kwargs)
