@@ -78,7 +78,7 @@ class AtomicCheckpoint(L.Callback):
             self.directory.mkdir(parents=True, exist_ok=True)
             _remove(temporary)
         trainer.strategy.barrier("checkpoint-prepare")
-        trainer.save_checkpoint(temporary)
+        trainer.save_checkpoint(temporary, weights_only=False)  # full state: optimizer, loops, data position
         trainer.strategy.barrier("checkpoint-written")
         if trainer.is_global_zero:
             _remove(final)

@@ -42,7 +42,7 @@ from composer.training.throughput import ThroughputMonitor, peak_memory_bytes
 DEFAULT_WIDTHS = "tiny"
 
 # Lightning's start-up chatter that says nothing about this run.
-for _pattern in (".*weights_only.*", ".*LeafSpec.*", ".*does not have many workers.*"):
+for _pattern in (".*LeafSpec.*", ".*does not have many workers.*"):
     warnings.filterwarnings("ignore", message=_pattern)
 logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(
     lambda record: "litlogger" not in record.getMessage()
