@@ -12,6 +12,7 @@ import math
 import multiprocessing
 import os
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -45,11 +46,13 @@ def make_sampler(config: SearchConfig, space: SearchSpace, worker: int = 0) -> o
         return optuna.samplers.GPSampler(seed=seed, n_startup_trials=min(10, max(2, config.trials // 3)),
                                          warn_independent_sampling=False)
     if name == "tpe":
-        return optuna.samplers.TPESampler(seed=seed, multivariate=True, warn_independent_sampling=False)
+        return optuna.samplers.TPESampler(seed=seed, multivariate=True)
     if name == "random":
         return optuna.samplers.RandomSampler(seed=seed)
     if name == "brute":
-        return optuna.samplers.BruteForceSampler(seed=seed)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            return optuna.samplers.BruteForceSampler(seed=seed)
     return optuna.samplers.NSGAIISampler(seed=seed, population_size=max(4, min(20, config.trials // 4)))
 
 
@@ -91,26 +94,27 @@ def is_substitute(attrs: dict) -> bool:
     return any(key in attrs for key in SUBSTITUTE_KEYS)
 
 
-def failed_before(study: optuna.Study, pattern: str, exclude: int) -> FrozenTrial | None:
-    for trial in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL)):
+def failed_before(history: list[FrozenTrial], pattern: str, exclude: int) -> FrozenTrial | None:
+    """An earlier trial in which ``pattern`` failed (training is deterministic: it would fail again)."""
+    for trial in history:
         attrs = trial.user_attrs
         if trial.number != exclude and attrs.get("pattern") == pattern and "fail_reason" in attrs:
             return trial
     return None
 
 
-def scored_trial(study: optuna.Study, pattern: str, exclude: int) -> FrozenTrial | None:
-    """A completed trial of ``study`` that already trained ``pattern`` (not itself a cached answer)."""
-    for trial in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+def scored_trial(history: list[FrozenTrial], pattern: str, exclude: int) -> FrozenTrial | None:
+    """A completed trial that already trained ``pattern`` (not itself a substitute answer)."""
+    for trial in history:
         attrs = trial.user_attrs
-        if trial.number != exclude and attrs.get("pattern") == pattern and not is_substitute(attrs):
+        if (trial.state == TrialState.COMPLETE and trial.number != exclude and attrs.get("pattern") == pattern
+                and not is_substitute(attrs)):
             return trial
     return None
 
 
-def worst_score(study: optuna.Study, direction: str) -> float | None:
-    scores = [t.value for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-              if not is_substitute(t.user_attrs)]
+def worst_score(history: list[FrozenTrial], direction: str) -> float | None:
+    scores = [t.value for t in history if t.state == TrialState.COMPLETE and not is_substitute(t.user_attrs)]
     if not scores:
         return None
     return min(scores) if direction == "maximize" else max(scores)
@@ -133,27 +137,29 @@ def make_objective(config: SearchConfig, stage: Stage, evaluator: Evaluator, stu
         trial.set_user_attr("non_embedding_params", search_stats.non_embedding_params)
         trial.set_user_attr("kv_cache_bytes_per_token", target_stats.kv_cache_bytes_per_token)
         trial.set_user_attr("worker", os.getpid())
+        # one read of the storage per trial: earlier results answer repeats, failures and penalties
+        history = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL))
         reason = stage.space.violation(pattern, search_stats.non_embedding_params)
         if reason:
             trial.set_user_attr("skip_reason", reason)
             if not learns_from_pruned:
-                penalty = worst_score(study, evaluator.direction)
+                penalty = worst_score(history, evaluator.direction)
                 if penalty is not None:  # tell GP this region is bad, without a leaderboard entry
                     return penalty
             raise optuna.TrialPruned(f"{pattern}: {reason}")
         def fail(reason: str, error: Exception):
             """Record why; GP gets the worst score so far (it ignores failed trials), others a failed trial."""
             trial.set_user_attr("fail_reason", reason[:500])
-            penalty = None if learns_from_pruned else worst_score(study, evaluator.direction)
+            penalty = None if learns_from_pruned else worst_score(history, evaluator.direction)
             if penalty is None:
                 raise error
             return penalty
 
-        earlier_failure = failed_before(study, pattern, exclude=trial.number)
+        earlier_failure = failed_before(history, pattern, exclude=trial.number)
         if earlier_failure is not None:  # deterministic training: the same pattern would fail the same way
             return fail(f"as in trial {earlier_failure.number}: {earlier_failure.user_attrs['fail_reason']}",
                         RuntimeError(earlier_failure.user_attrs["fail_reason"]))
-        cached = scored_trial(study, pattern, exclude=trial.number)
+        cached = scored_trial(history, pattern, exclude=trial.number)
         if cached is not None:
             trial.set_user_attr("cached_from", cached.number)
             for key in ("score", "details", "seconds", "tokens_per_s"):
@@ -239,7 +245,6 @@ def run_worker(config: SearchConfig, stage: Stage, worker: int, callbacks: list 
             WandbTrialLogger(config, stage.study_name),
             *(callbacks or []),
         ],
-        gc_after_trial=True,
     )
 
 

@@ -40,7 +40,7 @@ class SearchProgress:
 
     def _print(self, study: optuna.Study, trial: FrozenTrial) -> None:
         self.seen.add(trial.number)
-        finished = [t for t in study.get_trials(deepcopy=False, states=FINISHED)]
+        finished = study.get_trials(deepcopy=False, states=FINISHED)
         done = len(finished)
         if self.done_before is None:
             self.done_before = done - 1

@@ -15,7 +15,7 @@ from search.config import SearchConfig
 
 
 def _mode(config: SearchConfig) -> str:
-    from composer.training.run import wandb_mode
+    from composer.training.config import wandb_mode
 
     return wandb_mode(config.wandb)
 

@@ -6,6 +6,7 @@ Recipes (``recipes/train/*.yaml``) set any subset of these fields; command-line 
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -114,3 +115,14 @@ def load_recipe(path: str | Path, allowed: list[str]) -> dict[str, Any]:
     if unknown:
         raise ConfigError(f"recipe {str(path)!r} has unknown option(s) {unknown}; valid: {', '.join(allowed)}")
     return values
+
+
+def wandb_mode(requested: str) -> str:
+    """``auto``: online when an API key is configured (env or ~/.netrc), else offline."""
+    if requested != "auto":
+        return requested
+    if os.environ.get("WANDB_MODE") in ("offline", "disabled", "dryrun"):
+        return "offline"
+    netrc = Path.home() / ".netrc"
+    has_key = bool(os.environ.get("WANDB_API_KEY")) or (netrc.is_file() and "api.wandb.ai" in netrc.read_text())
+    return "online" if has_key else "offline"

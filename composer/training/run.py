@@ -33,7 +33,7 @@ from composer.config import ArchConfig
 from composer.errors import ConfigError
 from composer.presets import resolve_architecture
 from composer.training.checkpoint import AtomicCheckpoint, export_weights, full_state_dict, latest_checkpoint
-from composer.training.config import TrainConfig
+from composer.training.config import TrainConfig, wandb_mode
 from composer.training.module import ComposerLM, OptimConfig, ParallelConfig
 from composer.training.progress import progress_callback
 from composer.training.schedule import ScheduleConfig
@@ -133,17 +133,6 @@ def resolve_strategy(config: TrainConfig, world_size: int):
     if name == "ddp":
         return name, DDPStrategy()
     return name, ModelParallelStrategy(data_parallel_size=world_size, tensor_parallel_size=1)
-
-
-def wandb_mode(requested: str) -> str:
-    """``auto``: online when an API key is configured (env or ~/.netrc), else offline."""
-    if requested != "auto":
-        return requested
-    if os.environ.get("WANDB_MODE") in ("offline", "disabled", "dryrun"):
-        return "offline"
-    netrc = Path.home() / ".netrc"
-    has_key = bool(os.environ.get("WANDB_API_KEY")) or (netrc.is_file() and "api.wandb.ai" in netrc.read_text())
-    return "online" if has_key else "offline"
 
 
 def build_loggers(config: TrainConfig, out: Path, arch: ArchConfig, plan: RunPlan) -> list[Logger]:

@@ -1,0 +1,374 @@
+"""Score a layer pattern on MAD tasks: train the candidate briefly on each task, measure test accuracy.
+
+``evaluate_pattern("AAMMMM", budget="cpu", seed=0)`` builds, for every task of the budget,
+``get_preset(widths).arch.with_pattern(pattern)`` with the task's vocabulary (rounded up to a multiple of 8) and
+sequence length, trains it with AdamW (linear warmup, cosine decay) on the task's train split, and measures exact
+token accuracy on the scored positions of the test split. The score is the mean accuracy over the tasks.
+
+BUDGETS_DOC
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from composer.config import ArchConfig
+from composer.errors import ConfigError
+from composer.loss import IGNORE_INDEX
+from composer.presets import get_preset
+from search.mad.models import build_task_model, round_up
+from search.mad.tasks import MadDataset, TaskConfig, make_dataset
+
+Report = Callable[[int, float], None]
+
+
+class CandidateFailed(RuntimeError):
+    """Training a candidate produced a non-finite loss or gradient; ``reason`` says where."""
+
+    def __init__(self, reason: str, *, task: str | None = None, step: int | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.task = task
+        self.step = step
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How much training each candidate gets, and on which tasks.
+
+    Training length per task is ``steps`` optimizer steps, or else ``epochs`` passes over the train split
+    (at least ``min_steps``). Every (lr, weight decay) cell of ``lrs`` x ``weight_decays`` is trained and each
+    task keeps its best cell (MAD's protocol); one cell is the cheap default.
+    """
+
+    name: str
+    tasks: tuple[TaskConfig, ...]
+    steps: int | None = None
+    epochs: float | None = None
+    min_steps: int = 0
+    batch_size: int = 32
+    lrs: tuple[float, ...] = (1e-3,)
+    weight_decays: tuple[float, ...] = (0.0,)
+    warmup_fraction: float = 0.1
+    min_lr_ratio: float = 0.01
+    grad_clip: float | None = 1.0
+    eval_batch_size: int = 256
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "tasks", tuple(self.tasks))
+        object.__setattr__(self, "lrs", tuple(float(v) for v in self.lrs))
+        object.__setattr__(self, "weight_decays", tuple(float(v) for v in self.weight_decays))
+        if (self.steps is None) == (self.epochs is None):
+            raise ConfigError(f"budget {self.name!r}: give exactly one of steps and epochs")
+        if (self.steps is not None and self.steps < 1) or (self.epochs is not None and self.epochs <= 0):
+            raise ConfigError(f"budget {self.name!r}: steps / epochs must be positive")
+        if self.batch_size < 1 or self.eval_batch_size < 1:
+            raise ConfigError(f"budget {self.name!r}: batch sizes must be positive")
+        if not self.lrs or not self.weight_decays or min(self.lrs) <= 0 or min(self.weight_decays) < 0:
+            raise ConfigError(f"budget {self.name!r}: needs positive lrs and non-negative weight decays")
+        if not 0 <= self.warmup_fraction < 1 or not 0 <= self.min_lr_ratio <= 1:
+            raise ConfigError(f"budget {self.name!r}: warmup_fraction must be in [0, 1), min_lr_ratio in [0, 1]")
+
+    @property
+    def lr(self) -> float:
+        return self.lrs[0]
+
+    @property
+    def weight_decay(self) -> float:
+        return self.weight_decays[0]
+
+    def steps_for(self, task: TaskConfig) -> int:
+        if self.steps is not None:
+            return self.steps
+        return max(self.min_steps, math.ceil(self.epochs * task.num_train_examples / self.batch_size))
+
+    def replace(self, **changes: Any) -> Budget:
+        import dataclasses
+
+        return dataclasses.replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class TaskResult:
+    task: TaskConfig
+    accuracy: float
+    train_loss: float  # mean of the last 10% of steps, best cell
+    steps: int
+    seconds: float
+    lr: float
+    weight_decay: float
+
+    @property
+    def label(self) -> str:
+        return self.task.label
+
+
+@dataclass(frozen=True)
+class MadResult:
+    """Per-task test accuracies and their mean (``score``, higher is better) for one pattern."""
+
+    pattern: str
+    score: float
+    accuracies: dict[str, float]
+    tasks: tuple[TaskResult, ...]
+    train_seconds: float  # optimizer steps and evaluation only
+    seconds: float  # everything, data generation and model building included
+    budget: str
+    seed: int
+    nonfinite: bool = False  # a task stopped at a non-finite loss (only with on_nonfinite="record")
+    failures: dict[str, str] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "pattern": self.pattern, "score": self.score, "accuracies": dict(self.accuracies),
+            "train_seconds": self.train_seconds, "seconds": self.seconds, "budget": self.budget, "seed": self.seed,
+            "nonfinite": self.nonfinite, "failures": dict(self.failures),
+            "tasks": [
+                {"task": r.task.to_dict(), "accuracy": r.accuracy, "train_loss": r.train_loss, "steps": r.steps,
+                 "seconds": r.seconds, "lr": r.lr, "weight_decay": r.weight_decay}
+                for r in self.tasks
+            ],
+        }
+
+
+# -- budgets ---------------------------------------------------------------------------------------------------
+
+_CPU_TASKS = (
+    TaskConfig("in-context-recall", seq_len=64, num_train_examples=4000, num_test_examples=500),
+    TaskConfig("noisy-in-context-recall", seq_len=64, num_train_examples=4000, num_test_examples=500),
+    TaskConfig("selective-copying", seq_len=64, num_tokens_to_copy=8, num_train_examples=4000, num_test_examples=500),
+    TaskConfig("memorization", vocab_size=64, seq_len=32, num_train_examples=256, num_test_examples=500),
+)
+
+BUDGETS: dict[str, Budget] = {
+    budget.name: budget
+    for budget in (
+        Budget(
+            name="smoke", tasks=_CPU_TASKS[:2], steps=60, batch_size=32, lrs=(3e-3,),
+            description="plumbing check, ~10-15 s per candidate on 2 CPU cores",
+        ),
+        Budget(
+            name="cpu", tasks=_CPU_TASKS, steps=150, batch_size=32, lrs=(3e-3,),
+            description="the default: ranks patterns on CPU, ~15-25 s per candidate on 2 cores",
+        ),
+        Budget(
+            name="gpu", tasks=tuple(TaskConfig(name) for name in (
+                "in-context-recall", "fuzzy-in-context-recall", "noisy-in-context-recall", "selective-copying",
+                "compression", "memorization")),
+            epochs=20, min_steps=1000, batch_size=128, lrs=(1e-3,),
+            description="MAD's six baseline tasks at MAD's sizes, 20 epochs, one lr/wd cell",
+        ),
+        Budget(
+            name="paper", tasks=tuple(TaskConfig(name) for name in (
+                "in-context-recall", "fuzzy-in-context-recall", "noisy-in-context-recall", "selective-copying",
+                "compression", "memorization")),
+            epochs=200, batch_size=128, lrs=(1e-4, 5e-4, 1e-3), weight_decays=(0.0, 0.1), warmup_fraction=0.0,
+            min_lr_ratio=0.002,
+            description="MAD's protocol: six baseline tasks, 200 epochs, best of lr {1e-4,5e-4,1e-3} x wd {0,0.1}",
+        ),
+    )
+}
+
+
+def get_budget(budget: Budget | str) -> Budget:
+    if isinstance(budget, Budget):
+        return budget
+    try:
+        return BUDGETS[budget]
+    except KeyError:
+        raise ConfigError(f"unknown MAD budget {budget!r}; choose one of: {', '.join(BUDGETS)}") from None
+
+
+# -- training --------------------------------------------------------------------------------------------------
+
+
+def _lr_lambda(steps: int, warmup_fraction: float, min_ratio: float) -> Callable[[int], float]:
+    warmup = int(warmup_fraction * steps)
+
+    def factor(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        progress = (step - warmup) / max(1, steps - warmup)
+        return min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * min(progress, 1.0)))
+
+    return factor
+
+
+def _batches(n: int, batch_size: int, steps: int, generator: torch.Generator):
+    """Indices of ``steps`` batches: shuffled epochs, cycled; a short last batch of an epoch is dropped."""
+    batch_size = min(batch_size, n)
+    per_epoch = n // batch_size
+    done = 0
+    while done < steps:
+        order = torch.randperm(n, generator=generator)
+        for b in range(per_epoch):
+            if done == steps:
+                return
+            yield order[b * batch_size : (b + 1) * batch_size]
+            done += 1
+
+
+class _NonFinite(Exception):
+    def __init__(self, reason: str, step: int) -> None:
+        super().__init__(reason)
+        self.reason, self.step = reason, step
+
+
+def _train_and_test(
+    arch: ArchConfig, data: MadDataset, budget: Budget, lr: float, weight_decay: float, seed: int,
+    device: torch.device,
+) -> tuple[float, float, int]:
+    """Accuracy on the test split, mean late training loss, steps. Raises ``_NonFinite``."""
+    task = data.task
+    steps = budget.steps_for(task)
+    with torch.random.fork_rng(devices=[]):  # leave the caller's global RNG alone
+        torch.manual_seed(seed)
+        model = build_task_model(arch, task.spec.model, device)
+    generator = torch.Generator().manual_seed(seed + 1)
+    optimizer = torch.optim.AdamW(model.parameter_groups(weight_decay), lr=lr)
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, _lr_lambda(steps, budget.warmup_fraction, budget.min_lr_ratio)
+    )
+    inputs, targets = data.train_inputs, data.train_targets
+    tail = max(1, steps // 10)
+    late_losses: list[float] = []
+    model.train()
+    for step, idx in enumerate(_batches(len(inputs), budget.batch_size, steps, generator)):
+        x, y = inputs[idx].to(device), targets[idx].to(device)
+        loss = model(x, targets=y).loss
+        value = loss.item()
+        if not math.isfinite(value):
+            raise _NonFinite(f"training loss is {value} at step {step}", step)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if budget.grad_clip is not None:
+            norm = torch.nn.utils.clip_grad_norm_(model.parameters(), budget.grad_clip)
+            if not torch.isfinite(norm):
+                raise _NonFinite(f"gradient norm is {norm.item()} at step {step}", step)
+        optimizer.step()
+        schedule.step()
+        if step >= steps - tail:
+            late_losses.append(value)
+    return _accuracy(model, data, budget.eval_batch_size, device), sum(late_losses) / len(late_losses), steps
+
+
+@torch.no_grad()
+def _accuracy(model: torch.nn.Module, data: MadDataset, batch_size: int, device: torch.device) -> float:
+    """Exact token accuracy over the scored positions (argmax among the task's own tokens)."""
+    model.eval()
+    correct = total = 0
+    vocab = data.vocab_size
+    for start in range(0, len(data.test_inputs), batch_size):
+        x = data.test_inputs[start : start + batch_size].to(device)
+        y = data.test_targets[start : start + batch_size].to(device)
+        logits = model(x).logits[..., :vocab]
+        if not torch.isfinite(logits).all():
+            raise _NonFinite("non-finite logits on the test split", -1)
+        mask = y != IGNORE_INDEX
+        correct += (logits.argmax(-1)[mask] == y[mask]).sum().item()
+        total += mask.sum().item()
+    return correct / max(total, 1)
+
+
+def _resolve_widths(widths: str | ArchConfig) -> ArchConfig:
+    if isinstance(widths, ArchConfig):
+        return widths
+    return get_preset(widths).arch
+
+
+def evaluate_pattern(
+    pattern: str,
+    *,
+    widths: str | ArchConfig = "search-1m",
+    tasks: Sequence[TaskConfig] | None = None,
+    budget: Budget | str = "cpu",
+    seed: int = 0,
+    report: Report | None = None,
+    device: torch.device | str | None = None,
+    on_nonfinite: str = "raise",
+) -> MadResult:
+    """Train ``pattern`` on every task (default: the budget's) and return test accuracies and their mean.
+
+    ``widths`` is a preset name or an :class:`ArchConfig` whose widths are used (its pattern, vocabulary and
+    length are replaced). ``seed`` fixes the data (``make_dataset(task, seed)``), the initialisation and the
+    batch order: the same call gives the same result. ``report(task_index, mean_accuracy_so_far)`` is called after
+    each task; whatever it raises (e.g. ``optuna.TrialPruned``) propagates. A non-finite loss, gradient norm or
+    test logit raises :class:`CandidateFailed`, or with ``on_nonfinite="record"`` scores that task 0 and sets
+    ``nonfinite``. Thread count is the caller's (``torch.set_num_threads``).
+    """
+    if on_nonfinite not in ("raise", "record"):
+        raise ConfigError(f"on_nonfinite must be 'raise' or 'record', got {on_nonfinite!r}")
+    started = time.perf_counter()
+    budget = get_budget(budget)
+    tasks = tuple(budget.tasks if tasks is None else tasks)
+    if not tasks:
+        raise ConfigError("no MAD tasks to evaluate")
+    for task in tasks:
+        if not isinstance(task, TaskConfig):
+            raise ConfigError(f"tasks must be TaskConfig objects, got {task!r}")
+    base = _resolve_widths(widths).with_pattern(pattern)
+    device = torch.device(device or "cpu")
+
+    results: list[TaskResult] = []
+    failures: dict[str, str] = {}
+    train_seconds = 0.0
+    for index, task in enumerate(tasks):
+        data = make_dataset(task, seed)
+        arch = base.replace(vocab_size=round_up(task.vocab_size, 8), max_seq_len=task.seq_len)
+        best: TaskResult | None = None
+        task_started = time.perf_counter()
+        for lr in budget.lrs:
+            for wd in budget.weight_decays:
+                cell_started = time.perf_counter()
+                try:
+                    accuracy, loss, steps = _train_and_test(arch, data, budget, lr, wd, seed * 1_000 + index, device)
+                except _NonFinite as err:
+                    reason = f"{task.label} (lr {lr:g}, wd {wd:g}): {err.reason}"
+                    if on_nonfinite == "raise":
+                        raise CandidateFailed(f"{pattern}: {reason}", task=task.label, step=err.step) from None
+                    failures[task.label] = reason
+                    accuracy, loss, steps = 0.0, float("nan"), err.step
+                train_seconds += time.perf_counter() - cell_started
+                if best is None or accuracy > best.accuracy:
+                    best = TaskResult(task, accuracy, loss, steps, 0.0, lr, wd)
+        assert best is not None
+        results.append(TaskResult(best.task, best.accuracy, best.train_loss, best.steps,
+                                  time.perf_counter() - task_started, best.lr, best.weight_decay))
+        if report is not None:
+            report(index, sum(r.accuracy for r in results) / len(results))
+
+    accuracies = _labelled(results)
+    return MadResult(
+        pattern=base.pattern, score=sum(r.accuracy for r in results) / len(results), accuracies=accuracies,
+        tasks=tuple(results), train_seconds=train_seconds, seconds=time.perf_counter() - started,
+        budget=budget.name, seed=seed, nonfinite=bool(failures), failures=failures,
+    )
+
+
+def _labelled(results: Sequence[TaskResult]) -> dict[str, float]:
+    """Keyed by task name; by label (name plus changed knobs) where a name repeats."""
+    names = [r.task.name for r in results]
+    accuracies: dict[str, float] = {}
+    for r in results:
+        label = r.task.name if names.count(r.task.name) == 1 else r.label
+        suffix = 2
+        while label in accuracies:  # the same task twice: keep both
+            label, suffix = f"{r.label}#{suffix}", suffix + 1
+        accuracies[label] = r.accuracy
+    return accuracies
+
+
+def describe_budgets(budgets: Mapping[str, Budget] | None = None) -> str:
+    lines = []
+    for b in (budgets or BUDGETS).values():
+        length = f"{b.steps} steps" if b.steps is not None else f"{b.epochs:g} epochs (>= {b.min_steps} steps)"
+        lines.append(f"{b.name}: {length}, batch {b.batch_size}, lr {b.lrs}, wd {b.weight_decays}; "
+                     + ", ".join(t.label for t in b.tasks))
+    return "\n".join(lines)

@@ -1,0 +1,162 @@
+"""The search engine on a cheap deterministic evaluator (toy_evaluator.py): samplers, resume, failures, workers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import optuna
+import pytest
+
+from composer.cli import main
+from search.config import SearchConfig
+from search.run import run_search
+
+TOY = "toy_evaluator:make"
+
+
+def config(tmp_path: Path, **kwargs) -> SearchConfig:
+    return SearchConfig(**{"evaluator": TOY, "budget": "smoke", "wandb": "off", "out": str(tmp_path / "out"), **kwargs})
+
+
+def trained(log: Path) -> list[str]:
+    return log.read_text().split() if log.exists() else []
+
+
+@pytest.mark.parametrize("sampler", ["gp", "tpe", "random", "brute"])
+def test_each_sampler_finds_good_patterns_and_writes_results(tmp_path, monkeypatch, sampler):
+    log = tmp_path / "trained.log"
+    monkeypatch.setenv("TOY_EVAL_LOG", str(log))
+    result = run_search(config(tmp_path, sampler=sampler, trials=14), echo=lambda _: None)
+    out = Path(result["out"])
+    rows = json.loads((out / "leaderboard.json").read_text())
+    assert [r["rank"] for r in rows] == list(range(1, len(rows) + 1))
+    assert all({"rank", "pattern", "score", "params"} <= set(r) for r in rows)
+    assert [r["score"] for r in rows] == sorted((r["score"] for r in rows), reverse=True)
+    assert json.loads((out / "best.json").read_text())["pattern"] == rows[0]["pattern"]
+    assert (out / "leaderboard.csv").read_text().splitlines()[0].startswith("rank,pattern,compact,score,params")
+    for plot in ("optimization_history", "score_vs_attention_share", "layer_frequency_top"):
+        assert (out / f"{plot}.png").stat().st_size > 1000
+    assert len(trained(log)) == len(set(trained(log))), "a pattern was trained twice"
+    if sampler in ("gp", "tpe"):  # model-based samplers get close to the optimum within 14 of 64 patterns
+        assert rows[0]["score"] >= 0.8
+
+
+def test_failures_are_recorded_with_reasons_and_the_search_goes_on(tmp_path):
+    space_with_failures = config(tmp_path, sampler="brute", trials=64, min_share={}, max_share={})
+    result = run_search(space_with_failures, echo=lambda _: None)
+    failures = json.loads((Path(result["out"]) / "failures.json").read_text())
+    reasons = {f["pattern"]: f["reason"] for f in failures}
+    assert "five MLPs in a row" in reasons["MMMMMM"]
+    assert "non-finite score nan" in reasons["AMAMAM"]
+    assert len(result["leaderboard"]) == 64 - len(failures)
+    assert result["best"]["pattern"] == "AAMMMM"
+
+
+def test_interrupted_search_resumes_without_losing_or_repeating_trials(tmp_path, monkeypatch):
+    log = tmp_path / "trained.log"
+    monkeypatch.setenv("TOY_EVAL_LOG", str(log))
+    cfg = config(tmp_path, sampler="tpe", trials=12)
+
+    import search.engine as engine
+
+    real_objective = engine.make_objective
+
+    def interrupting_objective(*args, **kwargs):
+        objective = real_objective(*args, **kwargs)
+        calls = {"n": 0}
+
+        def wrapped(trial):
+            calls["n"] += 1
+            if calls["n"] == 6:
+                raise KeyboardInterrupt  # Ctrl-C in the middle of the sixth trial
+            return objective(trial)
+
+        return wrapped
+
+    monkeypatch.setattr(engine, "make_objective", interrupting_objective)
+    with pytest.raises(KeyboardInterrupt):
+        run_search(cfg, echo=lambda _: None)
+    storage = f"sqlite:///{tmp_path / 'out' / 'study.db'}"
+    before = optuna.load_study(study_name=cfg.study_name, storage=storage)
+    completed_before = {t.number: t.value for t in before.get_trials(states=(optuna.trial.TrialState.COMPLETE,))}
+    assert len(completed_before) >= 4
+
+    monkeypatch.setattr(engine, "make_objective", real_objective)
+    run_search(cfg, echo=lambda _: None)  # the same command again
+    after = optuna.load_study(study_name=cfg.study_name, storage=storage)
+    completed_after = {t.number: t.value for t in after.get_trials(states=(optuna.trial.TrialState.COMPLETE,))}
+    assert completed_before.items() <= completed_after.items(), "a completed trial was lost or changed"
+    finished = [t for t in after.trials if t.state != optuna.trial.TrialState.RUNNING]
+    assert len(finished) == 12  # the budget counts the interrupted trial, recorded as failed
+    assert sum(t.state == optuna.trial.TrialState.FAIL for t in finished) == 1
+    assert len(trained(log)) == len(set(trained(log))), "a pattern was trained twice"
+
+
+@pytest.mark.parametrize("strategy", ["end-incremental", "middle-incremental"])
+def test_incremental_strategies_grow_the_best_pattern(tmp_path, strategy):
+    cfg = config(tmp_path, strategy=strategy, layers=3, depth=6, sampler="brute", trials=16)
+    result = run_search(cfg, echo=lambda _: None)
+    best = result["best"]["pattern"]
+    assert len(best) == 6
+    stage0 = optuna.load_study(study_name=f"{cfg.study_name}-stage0",
+                               storage=f"sqlite:///{tmp_path / 'out' / 'study.db'}")
+    stage0_best = max((t for t in stage0.trials if t.value is not None), key=lambda t: t.value).user_attrs["pattern"]
+    if strategy == "end-incremental":
+        assert best.startswith(stage0_best)
+    else:
+        assert best[:1] == stage0_best[:1] and best.endswith(stage0_best[1:])
+
+
+def test_constraints_keep_patterns_inside_the_shares(tmp_path):
+    result = run_search(config(tmp_path, sampler="brute", trials=64, max_share={"A": 0.34}), echo=lambda _: None)
+    assert all(r["pattern"].count("A") <= 2 for r in result["leaderboard"])
+    skipped = [f for f in json.loads((Path(result["out"]) / "failures.json").read_text()) if f["state"] == "skipped"]
+    assert skipped and all("above the maximum" in f["reason"] for f in skipped)
+
+
+def test_multi_objective_writes_a_pareto_front(tmp_path):
+    result = run_search(config(tmp_path, objectives=["score", "kv"], trials=12), echo=lambda _: None)
+    assert (Path(result["out"]) / "pareto_front.png").exists()
+    assert any(row["pareto"] for row in result["leaderboard"])
+    assert all(len(row["objectives"]) == 2 for row in result["leaderboard"])
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_two_workers_share_one_storage(tmp_path, request, backend):
+    from conftest import run_cli
+
+    storage = None if backend == "sqlite" else request.getfixturevalue("postgres_url")
+    log = tmp_path / "trained.log"
+    argv = ["search", "--evaluator", TOY, "--budget", "smoke", "--trials", "10", "--workers", "2", "--sampler",
+            "tpe", "--wandb", "off", "--out", str(tmp_path / "out"), "--json"]
+    if storage:
+        argv += ["--storage", storage]
+    result = run_cli(*argv, env={"TOY_EVAL_LOG": str(log), "TOY_EVAL_DELAY": "0.3"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = json.loads(result.stdout)
+    assert rows and rows[0]["score"] > 0
+    study = optuna.load_study(study_name=json.loads((tmp_path / "out" / "best.json").read_text())["study"],
+                              storage=storage or f"sqlite:///{tmp_path / 'out' / 'study.db'}")
+    workers = {t.user_attrs.get("worker") for t in study.trials}
+    assert len(workers) == 2, "both workers should have run trials"
+    finished = [t for t in study.trials if t.state.is_finished()]
+    assert 10 <= len(finished) <= 11  # each worker stops at the shared budget; one may overshoot by a trial
+    assert len(trained(log)) == len(set(trained(log)))
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--sampler", "cmaes"], "sampler must be one of"),
+        (["--strategy", "greedy"], "strategy must be one of"),
+        (["--budget", "huge"], "unknown MAD budget 'huge'"),
+        (["--evaluator", "nope:thing"], "cannot load evaluator"),
+        (["--min-share", "A:0.5"], "--min-share expects SYMBOL=FRACTION"),
+        (["--storage", "nonsense"], "neither a database URL"),
+    ],
+)
+def test_usage_errors_are_one_line_exit_2(tmp_path, capsys, argv, message):
+    code = main(["search", "--out", str(tmp_path / "out"), "--wandb", "off", *argv])
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and "Traceback" not in err
