@@ -1,0 +1,43 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from composer.errors import ConfigError
+from search.config import SearchConfig
+
+RECIPES = sorted((Path(__file__).resolve().parents[2] / "recipes" / "search").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("recipe", RECIPES, ids=[r.stem for r in RECIPES])
+def test_every_search_recipe_loads_with_an_existing_budget(recipe):
+    from search.evaluators import make_evaluator
+
+    config = SearchConfig.from_recipe(recipe)
+    evaluator = make_evaluator(config.evaluator, config.budget, config.widths, config.data, config.tokenizer)
+    assert evaluator.direction in ("maximize", "minimize")
+
+
+def test_defaults_are_the_paper_setting():
+    config = SearchConfig()
+    assert (config.layers, config.primitives, config.sampler_name, config.evaluator) == (6, "AM", "gp", "mad")
+    assert SearchConfig(objectives="score,kv").sampler_name == "nsga2"
+
+
+def test_study_name_is_stable_so_reruns_resume():
+    assert SearchConfig(seed=1).study_name == SearchConfig(seed=1).study_name != SearchConfig(seed=2).study_name
+    assert SearchConfig(study="mine").study_name == "mine"
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"objectives": "kv"}, "objectives must start with 'score'"),
+        ({"strategy": "end-incremental", "layers": 6, "depth": 6}, "must exceed layers"),
+        ({"trials": 0}, "trials must be at least 1"),
+    ],
+)
+def test_invalid(kwargs, message):
+    with pytest.raises(ConfigError, match=message):
+        SearchConfig(**kwargs)
