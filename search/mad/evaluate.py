@@ -5,11 +5,29 @@
 sequence length, trains it with AdamW (linear warmup, cosine decay) on the task's train split, and measures exact
 token accuracy on the scored positions of the test split. The score is the mean accuracy over the tasks.
 
-BUDGETS_DOC
+Budgets (``BUDGETS``; measured times and scores in ``docs/mad.md``):
+
+* ``smoke`` (~10 s per 6-layer candidate on 2 CPU cores): the ``cpu`` recall and copying tasks plus MAD's
+  memorization (vocab 256), 60 steps each. Checks the plumbing; its scores are rough.
+* ``cpu`` (the default, ~15-25 s per candidate on 2 cores): 130 AdamW steps (batch 32, lr 1e-3) on each of
+  in-context recall (vocab 16, seq len 32, 4,000 train / 256 test examples), selective copying (vocab 16, seq len
+  32, 4 tokens to copy) and memorization (vocab 2048, 2,048 train examples). Recall and copying need sequence
+  mixing and reward attention; memorization needs a one-token look-back and then MLP capacity, so attention-only
+  patterns lose there. Left out, measured at the cpu budget's 130 steps (AAMMMM / AAAAAA / MMMMMM): noisy recall
+  (0.37 / 0.31 / 0.12) tracks plain recall, the same mechanism, for a third more time; compression (0.18 / 0.19 /
+  0.09, chance 0.07) trains an extra decoder for little separation; fuzzy recall (0.00 / 0.00 / 0.06) is not
+  learnt at all in this budget.
+* ``gpu``: MAD's six baseline tasks at MAD's sizes (12,800 / 1,280 examples), batch 128, 20 epochs (at least
+  1,000 steps, for memorization's 256 examples), lr 1e-3, bf16 autocast on CUDA.
+* ``paper``: MAD's protocol: the six baseline tasks, 200 epochs, the best of lr {1e-4, 5e-4, 1e-3} x weight decay
+  {0, 0.1} per task (six trainings per task), cosine decay to lr / 500, no warm-up.
+
+MAD's full 66-setting sweep is ``search.mad.tasks.mad_benchmark_tasks()``; pass it as ``tasks=``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -59,6 +77,7 @@ class Budget:
     min_lr_ratio: float = 0.01
     grad_clip: float | None = 1.0
     eval_batch_size: int = 256
+    precision: str = "fp32"  # "bf16": autocast to bfloat16 on CUDA (MAD trains in bf16); CPU always runs fp32
     description: str = ""
 
     def __post_init__(self) -> None:
@@ -73,8 +92,14 @@ class Budget:
             raise ConfigError(f"budget {self.name!r}: batch sizes must be positive")
         if not self.lrs or not self.weight_decays or min(self.lrs) <= 0 or min(self.weight_decays) < 0:
             raise ConfigError(f"budget {self.name!r}: needs positive lrs and non-negative weight decays")
+        if self.precision not in ("fp32", "bf16"):
+            raise ConfigError(
+                f"budget {self.name!r}: precision must be 'fp32' or 'bf16', got {self.precision!r}"
+            )
         if not 0 <= self.warmup_fraction < 1 or not 0 <= self.min_lr_ratio <= 1:
-            raise ConfigError(f"budget {self.name!r}: warmup_fraction must be in [0, 1), min_lr_ratio in [0, 1]")
+            raise ConfigError(
+                f"budget {self.name!r}: warmup_fraction must be in [0, 1), min_lr_ratio in [0, 1]"
+            )
 
     @property
     def lr(self) -> float:
@@ -127,12 +152,25 @@ class MadResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "pattern": self.pattern, "score": self.score, "accuracies": dict(self.accuracies),
-            "train_seconds": self.train_seconds, "seconds": self.seconds, "budget": self.budget, "seed": self.seed,
-            "nonfinite": self.nonfinite, "failures": dict(self.failures),
+            "pattern": self.pattern,
+            "score": self.score,
+            "accuracies": dict(self.accuracies),
+            "train_seconds": self.train_seconds,
+            "seconds": self.seconds,
+            "budget": self.budget,
+            "seed": self.seed,
+            "nonfinite": self.nonfinite,
+            "failures": dict(self.failures),
             "tasks": [
-                {"task": r.task.to_dict(), "accuracy": r.accuracy, "train_loss": r.train_loss, "steps": r.steps,
-                 "seconds": r.seconds, "lr": r.lr, "weight_decay": r.weight_decay}
+                {
+                    "task": r.task.to_dict(),
+                    "accuracy": r.accuracy,
+                    "train_loss": r.train_loss,
+                    "steps": r.steps,
+                    "seconds": r.seconds,
+                    "lr": r.lr,
+                    "weight_decay": r.weight_decay,
+                }
                 for r in self.tasks
             ],
         }
@@ -141,36 +179,73 @@ class MadResult:
 # -- budgets ---------------------------------------------------------------------------------------------------
 
 _CPU_TASKS = (
-    TaskConfig("in-context-recall", seq_len=64, num_train_examples=4000, num_test_examples=500),
-    TaskConfig("noisy-in-context-recall", seq_len=64, num_train_examples=4000, num_test_examples=500),
-    TaskConfig("selective-copying", seq_len=64, num_tokens_to_copy=8, num_train_examples=4000, num_test_examples=500),
-    TaskConfig("memorization", vocab_size=64, seq_len=32, num_train_examples=256, num_test_examples=500),
+    TaskConfig("in-context-recall", seq_len=32, num_train_examples=4000, num_test_examples=256),
+    TaskConfig(
+        "selective-copying", seq_len=32, num_tokens_to_copy=4, num_train_examples=4000, num_test_examples=256
+    ),
+    TaskConfig("memorization", vocab_size=2048, seq_len=32, num_train_examples=2048, num_test_examples=256),
 )
+_SMOKE_TASKS = (*_CPU_TASKS[:2], TaskConfig("memorization", seq_len=32, num_test_examples=256))
 
 BUDGETS: dict[str, Budget] = {
     budget.name: budget
     for budget in (
         Budget(
-            name="smoke", tasks=_CPU_TASKS[:2], steps=60, batch_size=32, lrs=(3e-3,),
-            description="plumbing check, ~10-15 s per candidate on 2 CPU cores",
+            name="smoke",
+            tasks=_SMOKE_TASKS,
+            steps=60,
+            batch_size=32,
+            lrs=(1e-3,),
+            description="plumbing check, ~10 s per candidate on 2 CPU cores",
         ),
         Budget(
-            name="cpu", tasks=_CPU_TASKS, steps=150, batch_size=32, lrs=(3e-3,),
+            name="cpu",
+            tasks=_CPU_TASKS,
+            steps=130,
+            batch_size=32,
+            lrs=(1e-3,),
             description="the default: ranks patterns on CPU, ~15-25 s per candidate on 2 cores",
         ),
         Budget(
-            name="gpu", tasks=tuple(TaskConfig(name) for name in (
-                "in-context-recall", "fuzzy-in-context-recall", "noisy-in-context-recall", "selective-copying",
-                "compression", "memorization")),
-            epochs=20, min_steps=1000, batch_size=128, lrs=(1e-3,),
+            name="gpu",
+            tasks=tuple(
+                TaskConfig(name)
+                for name in (
+                    "in-context-recall",
+                    "fuzzy-in-context-recall",
+                    "noisy-in-context-recall",
+                    "selective-copying",
+                    "compression",
+                    "memorization",
+                )
+            ),
+            epochs=20,
+            min_steps=1000,
+            batch_size=128,
+            lrs=(1e-3,),
+            precision="bf16",
             description="MAD's six baseline tasks at MAD's sizes, 20 epochs, one lr/wd cell",
         ),
         Budget(
-            name="paper", tasks=tuple(TaskConfig(name) for name in (
-                "in-context-recall", "fuzzy-in-context-recall", "noisy-in-context-recall", "selective-copying",
-                "compression", "memorization")),
-            epochs=200, batch_size=128, lrs=(1e-4, 5e-4, 1e-3), weight_decays=(0.0, 0.1), warmup_fraction=0.0,
+            name="paper",
+            tasks=tuple(
+                TaskConfig(name)
+                for name in (
+                    "in-context-recall",
+                    "fuzzy-in-context-recall",
+                    "noisy-in-context-recall",
+                    "selective-copying",
+                    "compression",
+                    "memorization",
+                )
+            ),
+            epochs=200,
+            batch_size=128,
+            lrs=(1e-4, 5e-4, 1e-3),
+            weight_decays=(0.0, 0.1),
+            warmup_fraction=0.0,
             min_lr_ratio=0.002,
+            precision="bf16",
             description="MAD's protocol: six baseline tasks, 200 epochs, best of lr {1e-4,5e-4,1e-3} x wd {0,0.1}",
         ),
     )
@@ -222,13 +297,23 @@ class _NonFinite(Exception):
 
 
 def _train_and_test(
-    arch: ArchConfig, data: MadDataset, budget: Budget, lr: float, weight_decay: float, seed: int,
+    arch: ArchConfig,
+    data: MadDataset,
+    budget: Budget,
+    lr: float,
+    weight_decay: float,
+    seed: int,
     device: torch.device,
 ) -> tuple[float, float, int]:
     """Accuracy on the test split, mean late training loss, steps. Raises ``_NonFinite``."""
     task = data.task
     steps = budget.steps_for(task)
-    with torch.random.fork_rng(devices=[]):  # leave the caller's global RNG alone
+    cuda = (
+        [device.index if device.index is not None else torch.cuda.current_device()]
+        if device.type == "cuda"
+        else []
+    )
+    with torch.random.fork_rng(devices=cuda):  # leave the caller's global RNG alone
         torch.manual_seed(seed)
         model = build_task_model(arch, task.spec.model, device)
     generator = torch.Generator().manual_seed(seed + 1)
@@ -236,13 +321,15 @@ def _train_and_test(
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, _lr_lambda(steps, budget.warmup_fraction, budget.min_lr_ratio)
     )
-    inputs, targets = data.train_inputs, data.train_targets
+    inputs, targets = data.train_inputs.to(device), data.train_targets.to(device)
+    autocast = _autocast(budget, device)
     tail = max(1, steps // 10)
     late_losses: list[float] = []
     model.train()
     for step, idx in enumerate(_batches(len(inputs), budget.batch_size, steps, generator)):
-        x, y = inputs[idx].to(device), targets[idx].to(device)
-        loss = model(x, targets=y).loss
+        idx = idx.to(device)
+        with autocast():
+            loss = model(inputs[idx], targets=targets[idx]).loss
         value = loss.item()
         if not math.isfinite(value):
             raise _NonFinite(f"training loss is {value} at step {step}", step)
@@ -256,11 +343,24 @@ def _train_and_test(
         schedule.step()
         if step >= steps - tail:
             late_losses.append(value)
-    return _accuracy(model, data, budget.eval_batch_size, device), sum(late_losses) / len(late_losses), steps
+    accuracy = _accuracy(model, data, budget.eval_batch_size, device, autocast)
+    return accuracy, sum(late_losses) / len(late_losses), steps
+
+
+def _autocast(budget: Budget, device: torch.device) -> Callable[[], Any]:
+    if budget.precision == "bf16" and device.type == "cuda":
+        return lambda: torch.autocast("cuda", dtype=torch.bfloat16)
+    return contextlib.nullcontext
 
 
 @torch.no_grad()
-def _accuracy(model: torch.nn.Module, data: MadDataset, batch_size: int, device: torch.device) -> float:
+def _accuracy(
+    model: torch.nn.Module,
+    data: MadDataset,
+    batch_size: int,
+    device: torch.device,
+    autocast: Callable[[], Any] = contextlib.nullcontext,
+) -> float:
     """Exact token accuracy over the scored positions (argmax among the task's own tokens)."""
     model.eval()
     correct = total = 0
@@ -268,7 +368,8 @@ def _accuracy(model: torch.nn.Module, data: MadDataset, batch_size: int, device:
     for start in range(0, len(data.test_inputs), batch_size):
         x = data.test_inputs[start : start + batch_size].to(device)
         y = data.test_targets[start : start + batch_size].to(device)
-        logits = model(x).logits[..., :vocab]
+        with autocast():
+            logits = model(x).logits[..., :vocab].float()
         if not torch.isfinite(logits).all():
             raise _NonFinite("non-finite logits on the test split", -1)
         mask = y != IGNORE_INDEX
@@ -301,7 +402,8 @@ def evaluate_pattern(
     batch order: the same call gives the same result. ``report(task_index, mean_accuracy_so_far)`` is called after
     each task; whatever it raises (e.g. ``optuna.TrialPruned``) propagates. A non-finite loss, gradient norm or
     test logit raises :class:`CandidateFailed`, or with ``on_nonfinite="record"`` scores that task 0 and sets
-    ``nonfinite``. Thread count is the caller's (``torch.set_num_threads``).
+    ``nonfinite`` (with an lr x wd grid, a diverged cell just scores 0; the task fails when every cell does).
+    ``device`` defaults to CUDA when available. Thread count is the caller's (``torch.set_num_threads``).
     """
     if on_nonfinite not in ("raise", "record"):
         raise ConfigError(f"on_nonfinite must be 'raise' or 'record', got {on_nonfinite!r}")
@@ -314,7 +416,7 @@ def evaluate_pattern(
         if not isinstance(task, TaskConfig):
             raise ConfigError(f"tasks must be TaskConfig objects, got {task!r}")
     base = _resolve_widths(widths).with_pattern(pattern)
-    device = torch.device(device or "cpu")
+    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
 
     results: list[TaskResult] = []
     failures: dict[str, str] = {}
@@ -324,31 +426,52 @@ def evaluate_pattern(
         arch = base.replace(vocab_size=round_up(task.vocab_size, 8), max_seq_len=task.seq_len)
         best: TaskResult | None = None
         task_started = time.perf_counter()
+        cell_failures: list[tuple[str, int]] = []
         for lr in budget.lrs:
             for wd in budget.weight_decays:
                 cell_started = time.perf_counter()
                 try:
-                    accuracy, loss, steps = _train_and_test(arch, data, budget, lr, wd, seed * 1_000 + index, device)
-                except _NonFinite as err:
-                    reason = f"{task.label} (lr {lr:g}, wd {wd:g}): {err.reason}"
-                    if on_nonfinite == "raise":
-                        raise CandidateFailed(f"{pattern}: {reason}", task=task.label, step=err.step) from None
-                    failures[task.label] = reason
+                    accuracy, loss, steps = _train_and_test(
+                        arch, data, budget, lr, wd, seed * 1_000 + index, device
+                    )
+                except _NonFinite as err:  # a diverged cell scores 0; the task fails when every cell diverged
+                    cell_failures.append((f"{task.label} (lr {lr:g}, wd {wd:g}): {err.reason}", err.step))
                     accuracy, loss, steps = 0.0, float("nan"), err.step
                 train_seconds += time.perf_counter() - cell_started
                 if best is None or accuracy > best.accuracy:
                     best = TaskResult(task, accuracy, loss, steps, 0.0, lr, wd)
+        if len(cell_failures) == len(budget.lrs) * len(budget.weight_decays):
+            reason, step = cell_failures[0]
+            if on_nonfinite == "raise":
+                raise CandidateFailed(f"{pattern}: {reason}", task=task.label, step=step)
+            failures[task.label] = reason
         assert best is not None
-        results.append(TaskResult(best.task, best.accuracy, best.train_loss, best.steps,
-                                  time.perf_counter() - task_started, best.lr, best.weight_decay))
+        results.append(
+            TaskResult(
+                best.task,
+                best.accuracy,
+                best.train_loss,
+                best.steps,
+                time.perf_counter() - task_started,
+                best.lr,
+                best.weight_decay,
+            )
+        )
         if report is not None:
             report(index, sum(r.accuracy for r in results) / len(results))
 
     accuracies = _labelled(results)
     return MadResult(
-        pattern=base.pattern, score=sum(r.accuracy for r in results) / len(results), accuracies=accuracies,
-        tasks=tuple(results), train_seconds=train_seconds, seconds=time.perf_counter() - started,
-        budget=budget.name, seed=seed, nonfinite=bool(failures), failures=failures,
+        pattern=base.pattern,
+        score=sum(r.accuracy for r in results) / len(results),
+        accuracies=accuracies,
+        tasks=tuple(results),
+        train_seconds=train_seconds,
+        seconds=time.perf_counter() - started,
+        budget=budget.name,
+        seed=seed,
+        nonfinite=bool(failures),
+        failures=failures,
     )
 
 
@@ -368,7 +491,11 @@ def _labelled(results: Sequence[TaskResult]) -> dict[str, float]:
 def describe_budgets(budgets: Mapping[str, Budget] | None = None) -> str:
     lines = []
     for b in (budgets or BUDGETS).values():
-        length = f"{b.steps} steps" if b.steps is not None else f"{b.epochs:g} epochs (>= {b.min_steps} steps)"
-        lines.append(f"{b.name}: {length}, batch {b.batch_size}, lr {b.lrs}, wd {b.weight_decays}; "
-                     + ", ".join(t.label for t in b.tasks))
+        length = (
+            f"{b.steps} steps" if b.steps is not None else f"{b.epochs:g} epochs (>= {b.min_steps} steps)"
+        )
+        lines.append(
+            f"{b.name}: {length}, batch {b.batch_size}, lr {b.lrs}, wd {b.weight_decays}; "
+            + ", ".join(t.label for t in b.tasks)
+        )
     return "\n".join(lines)

@@ -38,8 +38,12 @@ class CompressionAutoEncoder(nn.Module):
         d = arch.d_model
         self.encoder = ComposerModel(arch)
         self.decoder = nn.Sequential(
-            nn.RMSNorm(d, eps=arch.norm_eps), nn.Linear(d, d), nn.GELU(),
-            nn.RMSNorm(d, eps=arch.norm_eps), nn.Linear(d, d), nn.GELU(),
+            nn.RMSNorm(d, eps=arch.norm_eps),
+            nn.Linear(d, d),
+            nn.GELU(),
+            nn.RMSNorm(d, eps=arch.norm_eps),
+            nn.Linear(d, d),
+            nn.GELU(),
         )
         self.unembed = nn.Sequential(nn.RMSNorm(d, eps=arch.norm_eps), nn.Linear(d, arch.vocab_size))
         self.register_buffer("positions", sincos_positions(arch.max_seq_len, d), persistent=False)
@@ -71,7 +75,9 @@ class CompressionAutoEncoder(nn.Module):
         return groups
 
 
-def build_task_model(arch: ArchConfig, kind: str = "lm", device: torch.device | str | None = None) -> nn.Module:
+def build_task_model(
+    arch: ArchConfig, kind: str = "lm", device: torch.device | str | None = None
+) -> nn.Module:
     """``lm``: the pattern as a causal LM (:class:`ComposerModel`); ``autoencoder``: :class:`CompressionAutoEncoder`."""
     with torch.device(device or "cpu"):
         if kind == "lm":

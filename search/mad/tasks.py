@@ -9,14 +9,20 @@ output at input position ``t`` (next-token convention: the model sees ``inputs[n
 nothing is scored. ``vocab_size`` always counts every token id a task uses (data, special and noise tokens), as in
 MAD. ``seed`` is an int or a ``numpy.random.Generator``.
 
-| task | what is scored | MAD defaults (vocab, seq len, train / test examples, knobs) |
-|---|---|---|
-| ``in-context-recall`` | the value of every key seen before in the sequence (MAD's multi-query form) | 16, 128, 12800 / 1280 |
-| ``fuzzy-in-context-recall`` | the (1-3 token) value of every (1-3 token) key seen before | 16, 128, 12800 / 1280, motif sizes 3 / 3 |
-| ``noisy-in-context-recall`` | as recall, with 20% of the pairs replaced by noise tokens of a separate vocabulary | 32 (16 noise), 128, 12800 / 1280 |
-| ``selective-copying`` | the 16 data tokens scattered among blanks, in order, after a copy token | 16, 256, 12800 / 1280 |
-| ``compression`` | every token of the sequence, decoded from the compression token's state alone | 16, 32, 12800 / 1280 |
-| ``memorization`` | the value of each key under one fixed key->value map shared by every example | 256, 32, 256 / 1280 |
+MAD defaults (vocab, seq len, train / test examples) and what is scored:
+
+* ``in-context-recall`` (16, 128, 12800 / 1280): the value of every key seen before in the sequence (MAD's
+  multi-query form).
+* ``fuzzy-in-context-recall`` (16, 128, 12800 / 1280, motif sizes 3 / 3): the 1-3 token value of every 1-3 token
+  key seen before.
+* ``noisy-in-context-recall`` (32 with 16 noise tokens, 128, 12800 / 1280): as recall, with 20% of the pairs
+  replaced by noise tokens of a separate vocabulary.
+* ``selective-copying`` (16, 256, 12800 / 1280): the 16 data tokens scattered among blanks, in order, after a
+  copy token.
+* ``compression`` (16, 32, 12800 / 1280): every token of the sequence, decoded from the compression token's
+  state alone.
+* ``memorization`` (256, 32, 256 / 1280): the value of each key under one fixed key->value map shared by every
+  example.
 
 Layouts (``V`` = vocab size, ``T`` = seq len, ``-`` = not scored):
 
@@ -107,7 +113,7 @@ def language_model_targets(inputs: torch.Tensor) -> torch.Tensor:
 def recall_vocab(vocab_size: int, noise_vocab_size: int = 0) -> tuple[range, range, range]:
     """(keys, values, noise) token ranges of (noisy) in-context recall."""
     n = vocab_size - noise_vocab_size
-    return range(0, n // 2), range(n // 2, n), range(n, vocab_size)
+    return range(n // 2), range(n // 2, n), range(n, vocab_size)
 
 
 def generate_in_context_recall(
@@ -126,7 +132,9 @@ def generate_in_context_recall(
     _check_noise(frac_noise, noise_vocab_size)
     keys_r, values_r, noise_r = recall_vocab(vocab_size, noise_vocab_size)
     if len(keys_r) < 1 or len(values_r) < 1:
-        raise ConfigError(f"vocab_size {vocab_size} leaves no key/value tokens (noise_vocab_size {noise_vocab_size})")
+        raise ConfigError(
+            f"vocab_size {vocab_size} leaves no key/value tokens (noise_vocab_size {noise_vocab_size})"
+        )
     if seq_len < 4 or seq_len % 2:
         raise ConfigError(f"recall needs an even seq_len >= 4, got {seq_len}")
     rng = _rng(seed)
@@ -137,7 +145,9 @@ def generate_in_context_recall(
     noise = np.zeros((n, pairs), dtype=bool)
     if frac_noise > 0:
         noise = rng.random((n, pairs)) < frac_noise
-        noise[np.arange(n), rng.integers(0, pairs - 1, size=n)] = False  # at least one real pair before the probe
+        noise[np.arange(n), rng.integers(0, pairs - 1, size=n)] = (
+            False  # at least one real pair before the probe
+        )
         noise[:, -1] = False
     # The last pair queries a key presented (as a real pair) earlier, uniformly among the distinct ones.
     presented = np.zeros((n, n_keys), dtype=bool)
@@ -180,8 +190,14 @@ def generate_noisy_in_context_recall(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """In-context recall with pairs replaced by noise tokens from a separate vocabulary (MAD's defaults)."""
     return generate_in_context_recall(
-        num_examples, seed, split=split, vocab_size=vocab_size, seq_len=seq_len,
-        noise_vocab_size=noise_vocab_size, frac_noise=frac_noise, train_on_all_tokens=train_on_all_tokens,
+        num_examples,
+        seed,
+        split=split,
+        vocab_size=vocab_size,
+        seq_len=seq_len,
+        noise_vocab_size=noise_vocab_size,
+        frac_noise=frac_noise,
+        train_on_all_tokens=train_on_all_tokens,
     )
 
 
@@ -192,7 +208,7 @@ def fuzzy_recall_vocab(vocab_size: int, noise_vocab_size: int = 0) -> tuple[rang
     """(keys, values, noise) token ranges and the pad token of fuzzy recall."""
     pad = vocab_size - 1
     n = vocab_size - 1 - noise_vocab_size
-    return range(0, n // 2), range(n // 2, n), range(n, pad), pad
+    return range(n // 2), range(n // 2, n), range(n, pad), pad
 
 
 @lru_cache(maxsize=64)
@@ -345,7 +361,9 @@ def generate_compression(
     _check_noise(frac_noise, noise_vocab_size)
     data_vocab = vocab_size - 1 - noise_vocab_size
     if data_vocab < 1 or seq_len < 2:
-        raise ConfigError(f"compression needs data tokens and seq_len >= 2 (vocab {vocab_size}, seq len {seq_len})")
+        raise ConfigError(
+            f"compression needs data tokens and seq_len >= 2 (vocab {vocab_size}, seq len {seq_len})"
+        )
     rng = _rng(seed)
     inputs = np.empty((num_examples, seq_len), dtype=np.int64)
     inputs[:, :-1] = rng.integers(0, data_vocab, size=(num_examples, seq_len - 1))
@@ -446,45 +464,93 @@ TASKS: dict[str, TaskSpec] = {
     spec.name: spec
     for spec in (
         _spec(
-            "in-context-recall", "CR", generate_in_context_recall,
+            "in-context-recall",
+            "CR",
+            generate_in_context_recall,
             "key-value pairs in context; predict the value of every key seen before",
             sweeps={"vocab_size": (32, 64, 128), "seq_len": (256, 512, 1024), **_SIZE_SWEEP},
-            vocab_size=16, seq_len=128, **_EXAMPLES, noise_vocab_size=0, frac_noise=0.0, train_on_all_tokens=True,
+            vocab_size=16,
+            seq_len=128,
+            **_EXAMPLES,
+            noise_vocab_size=0,
+            frac_noise=0.0,
+            train_on_all_tokens=True,
         ),
         _spec(
-            "fuzzy-in-context-recall", "FR", generate_fuzzy_in_context_recall,
+            "fuzzy-in-context-recall",
+            "FR",
+            generate_fuzzy_in_context_recall,
             "recall with keys and values of 1-3 tokens each",
             sweeps={"vocab_size": (32, 64, 128), "seq_len": (256, 512, 1024), **_SIZE_SWEEP},
-            vocab_size=16, seq_len=128, **_EXAMPLES, k_motif_size=3, v_motif_size=3, noise_vocab_size=0,
-            frac_noise=0.0, train_on_all_tokens=True,
+            vocab_size=16,
+            seq_len=128,
+            **_EXAMPLES,
+            k_motif_size=3,
+            v_motif_size=3,
+            noise_vocab_size=0,
+            frac_noise=0.0,
+            train_on_all_tokens=True,
         ),
         _spec(
-            "noisy-in-context-recall", "NR", generate_noisy_in_context_recall,
+            "noisy-in-context-recall",
+            "NR",
+            generate_noisy_in_context_recall,
             "recall with pairs replaced by tokens of a separate noise vocabulary",
-            sweeps={"vocab_size": (48, 80, 144), "seq_len": (256, 512, 1024), **_SIZE_SWEEP,
-                    "frac_noise": (0.4, 0.6, 0.8)},
-            vocab_size=32, seq_len=128, **_EXAMPLES, noise_vocab_size=16, frac_noise=0.2, train_on_all_tokens=True,
+            sweeps={
+                "vocab_size": (48, 80, 144),
+                "seq_len": (256, 512, 1024),
+                **_SIZE_SWEEP,
+                "frac_noise": (0.4, 0.6, 0.8),
+            },
+            vocab_size=32,
+            seq_len=128,
+            **_EXAMPLES,
+            noise_vocab_size=16,
+            frac_noise=0.2,
+            train_on_all_tokens=True,
         ),
         _spec(
-            "selective-copying", "SC", generate_selective_copying,
+            "selective-copying",
+            "SC",
+            generate_selective_copying,
             "copy the data tokens scattered among blanks, in order, after a copy token",
-            sweeps={"vocab_size": (32, 64, 128), "seq_len": (512, 1024), **_SIZE_SWEEP,
-                    "num_tokens_to_copy": (32, 64, 96)},
-            vocab_size=16, seq_len=256, **_EXAMPLES, num_tokens_to_copy=16,
+            sweeps={
+                "vocab_size": (32, 64, 128),
+                "seq_len": (512, 1024),
+                **_SIZE_SWEEP,
+                "num_tokens_to_copy": (32, 64, 96),
+            },
+            vocab_size=16,
+            seq_len=256,
+            **_EXAMPLES,
+            num_tokens_to_copy=16,
         ),
         _spec(
-            "compression", "C", generate_compression,
+            "compression",
+            "C",
+            generate_compression,
             "encode the sequence into the compression token's state; decode every token from it",
             model="autoencoder",
             sweeps={"vocab_size": (32, 64, 128), "seq_len": (64, 128, 256), **_SIZE_SWEEP},
-            vocab_size=16, seq_len=32, **_EXAMPLES, noise_vocab_size=0, frac_noise=0.0,
+            vocab_size=16,
+            seq_len=32,
+            **_EXAMPLES,
+            noise_vocab_size=0,
+            frac_noise=0.0,
         ),
         _spec(
-            "memorization", "M", generate_memorization,
+            "memorization",
+            "M",
+            generate_memorization,
             "one fixed key->value map for every example, learnt into the weights",
             sweeps={"vocab_size": (512, 1024, 2048, 4096, 8192)},
-            vocab_size=256, seq_len=32, num_train_examples=256, num_test_examples=1_280, noise_vocab_size=0,
-            frac_noise=0.0, kv_map_seed=None,
+            vocab_size=256,
+            seq_len=32,
+            num_train_examples=256,
+            num_test_examples=1_280,
+            noise_vocab_size=0,
+            frac_noise=0.0,
+            kv_map_seed=None,
         ),
     )
 }
