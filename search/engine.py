@@ -59,7 +59,9 @@ def make_sampler(config: SearchConfig, space: SearchSpace, worker: int = 0) -> o
 def make_pruner(config: SearchConfig) -> optuna.pruners.BasePruner:
     if not config.prune or config.multi_objective:
         return optuna.pruners.NopPruner()
-    return optuna.pruners.MedianPruner(n_startup_trials=5, n_warmup_steps=0)
+    # Intermediate values are the running mean accuracy over the tasks done so far. Tasks differ in difficulty,
+    # so one task says little: a trial is compared with the median only from its second report on.
+    return optuna.pruners.MedianPruner(n_startup_trials=5, n_warmup_steps=1)
 
 
 def directions(config: SearchConfig, evaluator: Evaluator) -> list[str]:

@@ -25,6 +25,7 @@ from search.leaderboard import failures, format_table, leaderboard, write_leader
 from search.plots import plot_all
 from search.progress import SearchProgress
 from search.space import SearchSpace
+from search.storage import default_storage_url
 from search.tracking import log_summary
 
 MAX_BRUTE_FORCE = 4096
@@ -83,7 +84,7 @@ def run_search(config: SearchConfig, echo=print) -> dict[str, Any]:
     plots = plot_all(study, rows, out, config.primitives)
     log_summary(config, study.study_name, rows, plots)
     return {"leaderboard": rows, "best": rows[0], "plots": [str(p) for p in plots], "study": study.study_name,
-            "out": str(out)}
+            "storage": config.storage or default_storage_url(out), "out": str(out)}
 
 
 def summary_text(result: dict[str, Any]) -> str:

@@ -93,6 +93,26 @@ def test_interrupted_search_resumes_without_losing_or_repeating_trials(tmp_path,
     assert len(trained(log)) == len(set(trained(log))), "a pattern was trained twice"
 
 
+@pytest.mark.parametrize("sampler", ["random", "gp"])
+def test_pruner_stops_trials_below_the_median_and_keeps_them_off_the_leaderboard(tmp_path, monkeypatch, sampler):
+    monkeypatch.setenv("TOY_EVAL_STEPS", "3")
+    result = run_search(config(tmp_path, sampler=sampler, trials=24, min_share={}, max_share={}), echo=lambda _: None)
+    study = optuna.load_study(study_name=result["study"], storage=result["storage"])
+    pruned = [t for t in study.trials if "pruned_at" in t.user_attrs]
+    assert pruned, "nothing was pruned"
+    # never on the first report (warm-up), and only below the median of the earlier trials at that step
+    assert all(t.user_attrs["pruned_at"]["step"] >= 1 for t in pruned)
+    for t in pruned:
+        earlier = [u.intermediate_values[t.user_attrs["pruned_at"]["step"]] for u in study.trials
+                   if u.number < t.number and t.user_attrs["pruned_at"]["step"] in u.intermediate_values]
+        assert t.user_attrs["pruned_at"]["value"] < sorted(earlier)[len(earlier) // 2] + 1e-9
+    # random learns from PRUNED trials; GP gets a completed substitute, flagged and kept off the leaderboard
+    expected_state = optuna.trial.TrialState.PRUNED if sampler == "random" else optuna.trial.TrialState.COMPLETE
+    assert {t.state for t in pruned} == {expected_state}
+    board = {row["trial"] for row in result["leaderboard"]}
+    assert not board & {t.number for t in pruned}
+
+
 @pytest.mark.parametrize("strategy", ["end-incremental", "middle-incremental"])
 def test_incremental_strategies_grow_the_best_pattern(tmp_path, strategy):
     cfg = config(tmp_path, strategy=strategy, layers=3, depth=6, sampler="brute", trials=16)
