@@ -21,8 +21,19 @@ from primitives.registry import REGISTRY
 
 
 class CausalLMOutput(NamedTuple):
+    """Output of a causal LM forward.
+
+    ``loss`` is the training objective, ``lm_loss + aux_loss``, so any loop that calls ``loss.backward()`` also
+    trains the auxiliary terms (MoE load balancing); ``lm_loss`` is the cross-entropy alone, the number to
+    compare across architectures (validation). ``aux_loss`` is the sum of the layers' auxiliary losses (a zero
+    tensor when no layer has one). The last two default to ``None`` so ``CausalLMOutput(logits, loss)`` still works
+    for models without auxiliary losses.
+    """
+
     logits: torch.Tensor
     loss: torch.Tensor | None
+    lm_loss: torch.Tensor | None = None
+    aux_loss: torch.Tensor | None = None
 
 
 class ResidualLayer(nn.Module):
@@ -84,17 +95,43 @@ class ComposerModel(nn.Module):
             nn.init.normal_(self.output.weight, std=arch.d_model**-0.5)
 
     def forward(self, input_ids: torch.Tensor, targets: torch.Tensor | None = None) -> CausalLMOutput:
-        """Logits ``[batch, seq, vocab]`` and, given ``targets`` (``-100`` = ignore), the mean cross-entropy."""
+        """Logits ``[batch, seq, vocab]`` and, given ``targets`` (``-100`` = ignore), the losses.
+
+        ``lm_loss`` is the mean cross-entropy; ``loss`` adds the layers' auxiliary losses (see
+        :class:`CausalLMOutput`).
+        """
         h = self.tok_embeddings(input_ids)
         for layer in self.layers:
             h = layer(h)
         h = self.norm(h)
         head = self.tok_embeddings.weight if self.output is None else self.output.weight
         logits = F.linear(h, head)
-        loss = None
+        aux_loss = self.collect_aux_loss()
+        lm_loss = loss = None
         if targets is not None:
-            loss = cross_entropy(logits, targets, IGNORE_INDEX)
-        return CausalLMOutput(logits, loss)
+            lm_loss = cross_entropy(logits, targets, IGNORE_INDEX)
+            loss = lm_loss if aux_loss is None else lm_loss + aux_loss
+        if aux_loss is None:
+            aux_loss = torch.zeros((), device=logits.device)
+        return CausalLMOutput(logits, loss, lm_loss, aux_loss)
+
+    @property
+    def has_aux_loss(self) -> bool:
+        """Whether some layer's primitive adds an auxiliary training loss (e.g. ``E``'s load balancing)."""
+        return any(hasattr(layer.primitive, "aux_loss") for layer in self.layers)
+
+    def collect_aux_loss(self) -> torch.Tensor | None:
+        """Sum of the auxiliary losses the layers stored in their latest forward; ``None`` when none has one.
+
+        Protocol: a primitive with an auxiliary loss has an ``aux_loss`` attribute and sets it to a scalar tensor
+        (already scaled by its coefficient) in every forward. Read here right after the layers ran, it is the
+        tensor of the graph being built. Under activation checkpointing the backward pass recomputes the
+        layer's forward and overwrites the attribute, but the sum used in the loss was taken before, so the
+        recomputation neither changes nor double-counts it.
+        """
+        terms = [layer.primitive.aux_loss for layer in self.layers if hasattr(layer.primitive, "aux_loss")]
+        terms = [term for term in terms if term is not None]
+        return torch.stack(terms).sum() if terms else None
 
     def no_weight_decay(self) -> set[str]:
         """Full names of parameters AdamW must not decay: all norms plus what each primitive names."""

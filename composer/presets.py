@@ -77,6 +77,18 @@ _PRESETS: tuple[Preset, ...] = (
         source="this project; width from MAD (Poli et al. 2024)",
     ),
     Preset(
+        # The CPU demo pipeline's target: what the searched search-1m pattern is extrapolated to and pretrained at
+        # on a laptop. Wider than the search (d 192 vs 128) and Llama-3.2-1B's 16 layers, ~4.3M non-embedding
+        # parameters: big enough that stacking is not a no-op, small enough to train four models in minutes.
+        name="demo-4m",
+        arch=ArchConfig(
+            pattern="(AM)x8", d_model=192, n_heads=6, n_kv_heads=2, head_dim=32, ffn_dim=768,
+            vocab_size=512, tie_embeddings=True, max_seq_len=2048,
+        ),
+        description="CPU demo target (~4.4M parameters): d 192, 16 layers, for the end-to-end demo pipeline",
+        source="this project",
+    ),
+    Preset(
         name="tiny",
         arch=ArchConfig(
             pattern="(AM)x2", d_model=64, n_heads=4, n_kv_heads=2, head_dim=16, ffn_dim=256,

@@ -102,12 +102,16 @@ class GroupedQueryAttention(Primitive):
         """Causal attention over ``[batch, seq, heads, head_dim]`` tensors, returned in the same layout."""
         if self._use_flash(q):
             return flash_attn_func(q, k, v, causal=True)
+        return self._sdpa(q, k, v, is_causal=True)
+
+    def _sdpa(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, **mask) -> torch.Tensor:
+        """torch SDPA on ``[batch, seq, heads, head_dim]`` tensors; ``mask``: ``is_causal`` or ``attn_mask``."""
         out = F.scaled_dot_product_attention(
             q.transpose(1, 2),
             k.transpose(1, 2),
             v.transpose(1, 2),
-            is_causal=True,
             enable_gqa=self.config.n_kv_heads != self.config.n_heads,
+            **mask,
         )
         return out.transpose(1, 2)
 

@@ -11,10 +11,14 @@ from collections.abc import Iterator
 from primitives.attention import GroupedQueryAttention
 from primitives.base import Primitive
 from primitives.mlp import SwiGLU
+from primitives.moe import MoESwiGLU
+from primitives.sliding_window import SlidingWindowAttention
 
 _BUILTIN: tuple[type[Primitive], ...] = (
     GroupedQueryAttention,  # A
     SwiGLU,  # M
+    SlidingWindowAttention,  # W
+    MoESwiGLU,  # E
 )
 
 

@@ -66,9 +66,18 @@ class ComposerLM(L.LightningModule):
 
     # -- steps --------------------------------------------------------------------------------------------
     def training_step(self, batch: torch.Tensor, batch_idx: int) -> torch.Tensor:
-        loss = self.model(batch[:, :-1], batch[:, 1:]).loss
-        self.log("train/loss", loss.detach(), prog_bar=True, sync_dist=True, batch_size=batch.size(0))
-        return loss
+        """Minimise ``loss`` (cross-entropy + auxiliary losses); log it as ``train/loss``.
+
+        Models with auxiliary losses (MoE) also log the two parts, ``train/lm_loss`` (comparable with a dense
+        model's ``train/loss``) and ``train/aux_loss``; dense models skip them (no extra all-reduces per step).
+        """
+        out = self.model(batch[:, :-1], batch[:, 1:])
+        size = batch.size(0)
+        self.log("train/loss", out.loss.detach(), prog_bar=True, sync_dist=True, batch_size=size)
+        if self.model.has_aux_loss:
+            self.log("train/lm_loss", out.lm_loss.detach(), sync_dist=True, batch_size=size)
+            self.log("train/aux_loss", out.aux_loss.detach(), sync_dist=True, batch_size=size)
+        return out.loss
 
     def on_validation_epoch_start(self) -> None:
         self._val_sum = torch.zeros((), device=self.device, dtype=torch.float64)
@@ -76,7 +85,7 @@ class ComposerLM(L.LightningModule):
 
     def validation_step(self, batch: torch.Tensor, batch_idx: int) -> None:
         targets = batch[:, 1:]
-        loss = self.model(batch[:, :-1], targets).loss
+        loss = self.model(batch[:, :-1], targets).lm_loss  # the pure LM loss: comparable across architectures
         n = targets.numel()
         self._val_sum += loss.detach().double() * n
         self._val_count += n

@@ -63,8 +63,13 @@ class CompressionAutoEncoder(nn.Module):
         code = self.encode(input_ids)
         x = code[:, None, :] + self.positions[: input_ids.shape[1]].to(code.dtype)
         logits = self.unembed(self.decoder(x))
-        loss = cross_entropy(logits, targets, IGNORE_INDEX) if targets is not None else None
-        return CausalLMOutput(logits, loss)
+        if targets is None:
+            return CausalLMOutput(logits, None)
+        lm_loss = cross_entropy(logits, targets, IGNORE_INDEX)
+        aux_loss = self.encoder.collect_aux_loss()  # e.g. E's load balancing, which the encoder's layers set
+        if aux_loss is None:
+            aux_loss = lm_loss.new_zeros(())
+        return CausalLMOutput(logits, lm_loss + aux_loss, lm_loss, aux_loss)
 
     def parameter_groups(self, weight_decay: float) -> list[dict]:
         """The encoder's own groups; the decoder's norms and biases are not decayed."""

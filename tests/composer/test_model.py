@@ -106,3 +106,15 @@ def test_llama_pattern_equals_transformers_llama(tied):
         _copy_into_hf(model, hf_model)
         ids = torch.randint(0, 300, (2, 40))
         torch.testing.assert_close(model(ids).logits, hf_model(ids).logits, atol=2e-5, rtol=1e-4)
+
+
+def test_dense_model_has_a_zero_aux_loss_and_an_unchanged_loss():
+    """Without auxiliary losses ``loss`` is the cross-entropy itself; ``aux_loss`` is a zero tensor."""
+    model = build_model(get_preset("tiny").arch.with_pattern("AMAM"))
+    ids = torch.randint(0, 256, (2, 9))
+    out = model(ids[:, :-1], targets=ids[:, 1:])
+    assert out.loss is out.lm_loss and out.aux_loss.item() == 0.0 and not model.has_aux_loss
+    no_targets = model(ids)
+    assert no_targets.loss is None and no_targets.lm_loss is None
+    logits, loss = out[:2]  # still unpacks like the two-field output
+    assert logits is out.logits and loss is out.loss

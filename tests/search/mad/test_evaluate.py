@@ -162,7 +162,8 @@ def test_compression_auto_encoder_decodes_every_position_from_the_last_state():
     arch = get_preset("tiny").arch.with_pattern("AM").replace(vocab_size=16, max_seq_len=8)
     model = CompressionAutoEncoder(arch)
     ids = torch.randint(0, 16, (3, 8))
-    logits, loss = model(ids, targets=ids)
+    out = model(ids, targets=ids)
+    logits, loss = out.logits, out.loss
     assert logits.shape == (3, 8, 16) and torch.isfinite(loss)
     loss.backward()
     assert model.encoder.layers[0].primitive.wqkv.weight.grad.abs().sum() > 0

@@ -1,0 +1,135 @@
+"""``composer extrapolate PATTERN --to PRESET``: grow a searched pattern to a target size (stacking or stretching)."""
+
+from __future__ import annotations
+
+import argparse
+import re
+
+from composer.accounting import analyze
+from composer.cli.format import human, print_json, print_rows, print_table
+from composer.errors import ConfigError
+from composer.presets import PRESETS
+from primitives.registry import REGISTRY
+
+_SUFFIXES = {"": 1, "K": 10**3, "M": 10**6, "B": 10**9, "G": 10**9, "T": 10**12}
+_COUNT = re.compile(r"([0-9][0-9_,]*(?:\.[0-9]+)?(?:[eE][0-9]+)?)\s*([KMBGT]?)", re.IGNORECASE)
+
+
+def parse_count(text: str) -> int:
+    """``"973146112"``, ``"973_146_112"``, ``"1e9"``, ``"1.2B"``, ``"350M"`` -> an integer number of parameters."""
+    match = _COUNT.fullmatch(text.strip())
+    if not match:
+        raise ConfigError(f"--params must be a number of parameters such as 973146112, 1e9 or 1.2B, got {text!r}")
+    number, suffix = match.groups()
+    value = round(float(number.replace("_", "").replace(",", "")) * _SUFFIXES[suffix.upper()])
+    if value <= 0:
+        raise ConfigError(f"--params must be positive, got {text!r}")
+    return value
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "extrapolate",
+        help="grow a searched pattern to a target model size (stacking or stretching)",
+        description=(
+            "Extrapolate a small searched pattern to the size of a target model at its widths (method.md): "
+            "'stack' repeats the pattern and fills the remainder with a shrunk copy, 'stretch' scales every run "
+            "of one primitive, 'auto' stacks patterns of at most 8 layers and stretches longer ones. Size is "
+            "non-embedding parameters at the target widths."
+        ),
+    )
+    parser.add_argument("pattern", metavar="PATTERN", help="the searched pattern, e.g. 'AAMMMM' or '2A4M'")
+    parser.add_argument(
+        "--to", dest="target", required=True, metavar="PRESET",
+        help=f"target preset: its widths, and its size unless --params is given ({', '.join(PRESETS)})",
+    )
+    parser.add_argument(
+        "--params", metavar="N",
+        help="target size in non-embedding parameters (e.g. 973146112, 1e9, 1.2B); default: the preset's own",
+    )
+    parser.add_argument("--method", choices=("stack", "stretch", "auto"), default="auto", help="default: auto")
+    parser.add_argument(
+        "--rounding", choices=("ceil", "nearest"), default="ceil",
+        help="ceil: the paper's rule, never below the target (default); nearest: within half a layer of it",
+    )
+    parser.add_argument(
+        "--baselines", action="store_true",
+        help="also list the matched baselines (Llama, Sandwich, striped 1:2, random) at the target widths",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="seed of the random baseline (default 0)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.set_defaults(handler=run)
+
+
+def _baselines(arch, seed: int, reference: int) -> dict[str, dict]:
+    from scaling.baselines import DEFAULT_NAMES, matched_baselines
+
+    # The sandwich is an attention/MLP construction: leave it out for composites of other primitives.
+    names = [n for n in DEFAULT_NAMES if n != "sandwich" or set(arch.counts) <= {"A", "M"}]
+    out = {}
+    for name, baseline in matched_baselines(arch, names, seed=seed, reference=reference).items():
+        stats = analyze(baseline)
+        out[name] = {
+            "pattern": stats.pattern,
+            "compact": stats.compact,
+            "n_layers": stats.n_layers,
+            "counts": stats.counts,
+            "params": stats.params,
+            "non_embedding_params": stats.non_embedding_params,
+            "kv_cache_bytes_per_token": stats.kv_cache_bytes_per_token,
+        }
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    from scaling.extrapolate import extrapolate
+
+    target_params = None if args.params is None else parse_count(args.params)
+    result = extrapolate(
+        args.pattern, args.target, method=args.method, target_params=target_params, rounding=args.rounding
+    )
+    data = result.to_dict()
+    # Llama and striped are matched to the extrapolation's target size (the preset's own unless --params).
+    baselines = _baselines(result.arch, args.seed, result.target_non_embedding_params) if args.baselines else None
+    if args.json:
+        if baselines is not None:
+            data["baselines"] = baselines
+        print_json(data)
+        return 0
+    if result.method == "stack":
+        remainder = result.scale - result.repeats
+        how = f"stack: {result.repeats} x {result.source_pattern} + remainder stretched x{remainder:.4f}"
+    else:
+        how = f"stretch: every run x{result.scale:.4f}"
+    counts = ", ".join(f"{symbol} {n} ({REGISTRY.get(symbol).name})" for symbol, n in result.counts.items())
+    target = result.target_non_embedding_params
+    origin = f"{args.target}'s own" if args.params is None else f"--params, at {args.target} widths"
+    print_rows(
+        [
+            ("pattern", result.pattern),
+            ("compact", result.compact),
+            ("method", f"{how}, rounding {result.rounding}"),
+            ("layers", f"{result.n_layers}: {counts}"),
+            ("params", f"{data['params']:,} ({human(data['params'])})"),
+            ("non-embedding", f"{result.non_embedding_params:,} ({human(result.non_embedding_params)})"),
+            ("target", f"{target:,} non-embedding ({origin})"),
+            ("difference", f"{result.difference:+,} ({result.relative_error:+.2%}), bound {result.bound:,}"),
+            ("KV cache/token", f"{data['kv_cache_bytes_per_token']:,} bytes (bf16)"),
+        ]
+    )
+    if baselines is not None:
+        print()
+        rows = [
+            [
+                name,
+                row["compact"],
+                str(row["n_layers"]),
+                " ".join(f"{s}{n}" for s, n in row["counts"].items()),
+                f"{row['non_embedding_params']:,}",
+                f"{(row['non_embedding_params'] - result.non_embedding_params) / result.non_embedding_params:+.2%}",
+                f"{row['kv_cache_bytes_per_token']:,}",
+            ]
+            for name, row in baselines.items()
+        ]
+        print_table(["baseline", "compact", "layers", "counts", "non-embedding", "vs composite", "KV B/token"], rows)
+    return 0

@@ -1,0 +1,46 @@
+"""``composer pipeline --recipe FILE``: search -> aggregate -> extrapolate -> train composite and baselines -> compare."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from composer.cli.format import print_json
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "pipeline",
+        help="the whole method: search, aggregate, extrapolate, train against baselines, compare",
+        description="Run a pipeline recipe (recipes/pipeline/) end to end. Every stage writes its result under "
+                    "--out and is skipped when re-run, so a killed pipeline resumes where it stopped.",
+    )
+    parser.add_argument("--recipe", required=True, help="pipeline YAML (e.g. recipes/pipeline/cpu-demo.yaml)")
+    parser.add_argument("--out", help="output directory (default: the recipe's out)")
+    parser.add_argument("--stages", help="comma-separated subset of search,aggregate,extrapolate,train,compare "
+                                         "(default: all; later stages read earlier results from --out)")
+    parser.add_argument("--trials", type=int, help="override search.trials")
+    parser.add_argument("--budget", help="override search.budget (e.g. smoke)")
+    parser.add_argument("--tokens", type=int, help="override train.tokens (every model)")
+    parser.add_argument("--to", help="override extrapolate.to (target preset)")
+    parser.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from composer.pipeline import STAGES, Pipeline, PipelineConfig, format_comparison
+
+    config = PipelineConfig.from_recipe(
+        args.recipe, out=args.out, **{"search.trials": args.trials, "search.budget": args.budget,
+                                      "train.tokens": args.tokens, "extrapolate.to": args.to},
+    )
+    stages = tuple(s.strip() for s in args.stages.split(",")) if args.stages else STAGES
+    result = Pipeline(config, echo=lambda line: print(line, file=sys.stderr)).run(stages)
+    if args.json:
+        print_json(result)
+    elif "comparison" in result:
+        print(format_comparison(result["comparison"]))
+        print(f"\ncomparison.{{md,csv,json}} and loss_curves.png in {result['out']}")
+    else:
+        print(f"aggregated {result['aggregate']['pattern']} -> extrapolated {result['extrapolate']['pattern']}")
+    return 0

@@ -1,0 +1,82 @@
+"""``W``: causal sliding-window grouped-query attention with RoPE (Mistral / Gemma-2 local attention).
+
+Each query attends to itself and the ``window - 1`` keys before it, so compute grows linearly with the context
+and the inference KV cache is bounded by ``window`` tokens (the local layers of Gemma 2/3, Mistral 7B v0.1,
+Samba). Everything else (fused qkv projection, GQA, RoPE, initialisation, parameter names) is ``A``'s, so a
+checkpointed ``A`` layer loads into a ``W`` layer and vice versa.
+
+``window`` (option ``arch.options["W"]["window"]``) defaults to 4096, the window of Mistral 7B v0.1 and of
+Gemma 2's local layers. It counts the query's own position: ``window=1`` sees only the token itself. When the
+window covers the whole sequence the layer computes exactly ``A``'s full causal attention (same kernel call).
+At search widths (MAD sequences of 32-256 tokens) the default is full attention: set a window below the
+search sequence length there, e.g. ``{"W": {"window": 32}}``, for ``W`` to differ from ``A``.
+
+Kernels: flash-attn with ``window_size=(window - 1, 0)`` when it is installed and the tensors are CUDA fp16/bf16
+(the same automatic choice as ``A``); otherwise torch SDPA with a banded causal boolean mask. (torch's
+``flex_attention`` has no CPU backward in torch 2.13, and SDPA with the mask costs about the same as SDPA's causal
+kernel on CPU at seq 256 / window 64: 6.4 ms vs 6.3 ms forward+backward.)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from primitives import attention as _attention
+from primitives.attention import AttentionConfig, GroupedQueryAttention
+from primitives.base import CacheSpec
+
+DEFAULT_WINDOW = 4096
+
+
+@dataclass(frozen=True)
+class SlidingWindowConfig(AttentionConfig):
+    window: int = DEFAULT_WINDOW
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not isinstance(self.window, int) or isinstance(self.window, bool) or self.window < 1:
+            raise ValueError(
+                f"window must be a positive integer (tokens, including the query's own), got {self.window!r}"
+            )
+
+
+def sliding_window_mask(seq_len: int, window: int, device: torch.device | str | None = None) -> torch.Tensor:
+    """Boolean ``[seq_len, seq_len]`` mask, True where query ``i`` may attend key ``j``: ``i - window < j <= i``."""
+    positions = torch.arange(seq_len, device=device)
+    distance = positions[:, None] - positions[None, :]
+    return (distance >= 0) & (distance < window)
+
+
+class SlidingWindowAttention(GroupedQueryAttention):
+    """Causal GQA restricted to the last ``window`` positions (the query's own included)."""
+
+    symbol = "W"
+    name = "sliding_window_attention"
+    Config = SlidingWindowConfig
+    description = "causal sliding-window grouped-query attention with RoPE"
+
+    def _attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        window, seq = self.config.window, q.shape[1]
+        if window >= seq:  # nothing falls out of the window: exactly full causal attention
+            return super()._attend(q, k, v)
+        if self._use_flash(q):
+            return _attention.flash_attn_func(q, k, v, causal=True, window_size=(window - 1, 0))
+        return self._sdpa(q, k, v, attn_mask=sliding_window_mask(seq, window, q.device))
+
+    @classmethod
+    def flops_per_token(cls, config: SlidingWindowConfig, seq_len: int) -> int:
+        # As A: 6 FLOPs per projection weight, plus scores and weighted values, 2 matmuls of 2 * heads *
+        # head_dim FLOPs per attended key in the forward pass, 3x for training: 12 * heads * head_dim * keys.
+        # Keys per query, averaged over positions in A's continuous approximation: A counts seq_len / 2 (the
+        # mean of min(t, seq_len) over t in [0, seq_len]); with w = min(window, seq_len) the mean of min(t, w)
+        # is w - w^2 / (2 seq_len): A's count at w = seq_len, tending to w for sequences much longer than w.
+        w = min(config.window, seq_len)
+        attention = 6 * config.n_heads * config.head_dim * (2 * w * seq_len - w * w) // seq_len
+        return 6 * cls.param_count(config) + attention
+
+    @classmethod
+    def inference_cache(cls, config: SlidingWindowConfig, dtype_bytes: int = 2) -> CacheSpec:
+        per_token = GroupedQueryAttention.inference_cache(config, dtype_bytes).bytes_per_token
+        return CacheSpec(bytes_per_token=per_token, window=config.window)

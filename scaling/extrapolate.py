@@ -1,0 +1,270 @@
+"""Extrapolate a searched layer pattern to a target model size: stacking and stretching (method.md, "Extrapolator").
+
+The search runs small patterns (6 or 16 layers); the winner is grown to the size of a target model at the
+target's widths. Size is counted in parameters at the *target width*, so a pattern is compared with the target
+by what it would weigh there, not by its depth.
+
+Definitions (``size(p)`` = parameters of one residual layer of primitive ``p`` at the target widths, its pre-norm
+included, from :func:`composer.accounting.layer_params`; any registered primitive works):
+
+* ``m`` = the source pattern's layer parameters, ``sum(size(p) for p in pattern)``;
+* ``M`` = the target's layer parameters: the non-embedding parameters of the target preset's own pattern (or of
+  ``target_params`` when given), minus the final norm.
+
+The final norm is left out of ``m`` and ``M`` because every model has exactly one whatever its depth: it does
+not scale with the pattern. With it, the scale would drift by ``d_model / m`` (2e-6 at 1B) and the bounds below
+would pick up a ``(s - 1) * d_model`` term; the paper's checks come out the same either way. Reported sizes
+(``non_embedding_params``, ``target_non_embedding_params``) include it, as everywhere else in Composer.
+
+* **stretching**: split the pattern into maximal runs ``(p_g, h_g)``; ``s = M / m``; each run becomes
+  ``(p_g, ceil(s * h_g))``. The order of the runs is kept and their ratio up to rounding. Because ``s * h_g > 0``,
+  ``ceil`` never drops a run.
+* **stacking**: repeat the pattern ``k = floor(M / m)`` times, then append the pattern stretched by the remainder
+  factor ``t = (M - k * m) / m`` (``0 <= t < 1``). When the remainder is exactly zero, ``ceil(0) = 0`` for every
+  run and no partial copy is added. With ``M < m`` (``k = 0``) stacking is stretching by ``t = M / m``.
+* **auto**: stack patterns of at most :data:`STACK_MAX_LAYERS` layers, stretch longer ones, as the paper did
+  (it stacked its 6-layer winner and stretched its 16-layer one).
+
+All arithmetic is exact (:class:`fractions.Fraction`), so ``s * h_g`` that lands on an integer is not pushed one
+layer up by floating-point error.
+
+How close to the target (``diff = result - M``, ``size(g)`` the layer size of run ``g`` of the pattern that is
+stretched: the whole pattern for stretching, the remainder copy for stacking):
+
+* ``rounding="ceil"`` (the paper's rule, the default): ``0 <= diff < sum(size(g) for every run g)``: never below
+  the target, above by less than one layer *per run*. A single-run remainder is within one layer; the paper's
+  16-layer winner (6 runs) stretched to 1B lands 1.7 MLP layers above (+9.1%).
+* ``rounding="nearest"``: start from ``floor(s * h_g)`` and add one layer to runs in order of their largest
+  fractional part while that brings the total closer to the target, never beyond ``ceil(s * h_g)``. Then
+  ``|diff| <= max(size) / 2``: within half of one (largest) layer either side. Stretching keeps every run (at
+  least one layer each), which can break this bound only when shrinking (``s * h_g < 1``); the remainder copy of
+  stacking may lose runs whose share rounds to zero.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+from composer.accounting import analyze, layer_params, non_embedding_params
+from composer.config import ArchConfig
+from composer.errors import ConfigError
+from composer.pattern import MAX_LAYERS, compact_pattern, parse_pattern, runs
+from composer.presets import PRESETS, get_preset
+
+METHODS = ("stack", "stretch", "auto")
+ROUNDINGS = ("ceil", "nearest")
+STACK_MAX_LAYERS = 8
+"""``auto`` stacks patterns up to this depth and stretches longer ones (the paper: 6 stacked, 16 stretched)."""
+
+
+@dataclass(frozen=True)
+class Extrapolation:
+    """The result of :func:`extrapolate`: the grown pattern at the target widths and how close it lands."""
+
+    pattern: str
+    source_pattern: str
+    method: str
+    rounding: str
+    scale: float
+    repeats: int
+    target: str | None
+    source_non_embedding_params: int
+    target_non_embedding_params: int
+    non_embedding_params: int
+    bound: int
+    arch: ArchConfig
+
+    @property
+    def compact(self) -> str:
+        return compact_pattern(self.pattern)
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return self.arch.counts
+
+    @property
+    def n_layers(self) -> int:
+        return len(self.pattern)
+
+    @property
+    def difference(self) -> int:
+        """``non_embedding_params - target_non_embedding_params``; positive when above the target."""
+        return self.non_embedding_params - self.target_non_embedding_params
+
+    @property
+    def relative_error(self) -> float:
+        """``difference / target_non_embedding_params``."""
+        return self.difference / self.target_non_embedding_params
+
+    def to_dict(self) -> dict[str, Any]:
+        stats = analyze(self.arch)
+        return {
+            "pattern": self.pattern,
+            "compact": self.compact,
+            "source_pattern": self.source_pattern,
+            "method": self.method,
+            "rounding": self.rounding,
+            "scale": self.scale,
+            "repeats": self.repeats,
+            "target": self.target,
+            "n_layers": self.n_layers,
+            "counts": self.counts,
+            "params": stats.params,
+            "non_embedding_params": self.non_embedding_params,
+            "kv_cache_bytes_per_token": stats.kv_cache_bytes_per_token,
+            "source_non_embedding_params": self.source_non_embedding_params,
+            "target_non_embedding_params": self.target_non_embedding_params,
+            "difference": self.difference,
+            "relative_error": self.relative_error,
+            "bound": self.bound,
+            "arch": self.arch.to_dict(),
+        }
+
+
+def resolve_target(target: str | ArchConfig) -> tuple[ArchConfig, str | None]:
+    """The target's architecture and its preset name (``None`` for an :class:`ArchConfig`)."""
+    if isinstance(target, ArchConfig):
+        return target, None
+    if isinstance(target, str):
+        return get_preset(target).arch, target
+    raise ConfigError(f"target must be a preset name ({', '.join(PRESETS)}) or an ArchConfig, got {target!r}")
+
+
+def round_runs(
+    pattern_runs: list[tuple[str, int]],
+    factor: Fraction,
+    sizes: dict[str, int],
+    rounding: str = "ceil",
+    keep_every_run: bool = True,
+) -> list[tuple[str, int]]:
+    """Scale each run's length by ``factor`` and round to whole layers (see the module docstring).
+
+    Runs rounded to zero layers are dropped. ``keep_every_run`` (``nearest`` only; ``ceil`` keeps every run
+    whenever ``factor > 0``) rounds runs up to at least one layer.
+    """
+    exact = [factor * length for _, length in pattern_runs]
+    if rounding == "ceil":
+        counts = [math.ceil(x) for x in exact]
+    elif rounding == "nearest":
+        counts = [math.floor(x) for x in exact]
+        if keep_every_run:
+            counts = [max(1, n) for n in counts]
+        target = sum(x * sizes[p] for x, (p, _) in zip(exact, pattern_runs))
+        deficit = target - sum(n * sizes[p] for n, (p, _) in zip(counts, pattern_runs))
+        by_fraction = sorted(range(len(exact)), key=lambda g: (-(exact[g] - math.floor(exact[g])), g))
+        for g in by_fraction:
+            size = sizes[pattern_runs[g][0]]
+            if counts[g] < math.ceil(exact[g]) and deficit >= Fraction(size, 2):
+                counts[g] += 1
+                deficit -= size
+    else:
+        raise ConfigError(f"rounding must be one of {ROUNDINGS}, got {rounding!r}")
+    return [(p, n) for (p, _), n in zip(pattern_runs, counts) if n > 0]
+
+
+def _expand(scaled_runs: list[tuple[str, int]]) -> str:
+    return "".join(symbol * n for symbol, n in scaled_runs)
+
+
+def _check_depth(n_layers: int, what: str) -> None:
+    if n_layers > MAX_LAYERS:
+        raise ConfigError(f"{what} would have {n_layers:,} layers, more than the {MAX_LAYERS:,} a pattern may have")
+
+
+def stretch(
+    pattern: str, factor: Fraction, sizes: dict[str, int], rounding: str = "ceil", keep_every_run: bool = True
+) -> str:
+    """Stretch ``pattern`` by ``factor``: each maximal run ``(p, h)`` becomes ``(p, round(factor * h))``."""
+    pattern_runs = runs(pattern)
+    _check_depth(sum(math.ceil(factor * h) for _, h in pattern_runs), "the stretched pattern")
+    return _expand(round_runs(pattern_runs, factor, sizes, rounding, keep_every_run))
+
+
+def stack(pattern: str, factor: Fraction, sizes: dict[str, int], rounding: str = "ceil") -> tuple[str, int]:
+    """Stack ``pattern`` ``floor(factor)`` times plus a copy stretched by the remainder; returns (pattern, repeats)."""
+    repeats = math.floor(factor)
+    _check_depth(repeats * len(pattern), "the stacked pattern")
+    # Below one copy there is nothing to stack onto: keep every run, as stretching does.
+    remainder = stretch(pattern, factor - repeats, sizes, rounding, keep_every_run=repeats == 0)
+    return pattern * repeats + remainder, repeats
+
+
+def _layer_size(pattern: str, sizes: dict[str, int]) -> int:
+    return sum(sizes[symbol] for symbol in pattern)
+
+
+def _bound(pattern: str, factor: Fraction, sizes: dict[str, int], rounding: str, keep_every_run: bool) -> int:
+    """The guaranteed ``|result - M|`` (module docstring) when ``pattern`` is rounded at ``factor``.
+
+    0 when every ``factor * h_g`` is whole (nothing is rounded); one layer per run for ``ceil``, and for
+    ``nearest`` when a kept run had to be rounded up from zero; half the largest layer otherwise.
+    """
+    pattern_runs = runs(pattern)
+    exact = [factor * h for _, h in pattern_runs]
+    if all(x.denominator == 1 for x in exact):
+        return 0
+    if rounding == "ceil" or (keep_every_run and any(x < 1 for x in exact)):
+        return sum(sizes[symbol] for symbol, _ in pattern_runs)
+    return max(sizes[symbol] for symbol in pattern) // 2
+
+
+def extrapolate(
+    pattern: str,
+    target: str | ArchConfig,
+    *,
+    method: str = "auto",
+    target_params: int | None = None,
+    rounding: str = "ceil",
+) -> Extrapolation:
+    """Grow ``pattern`` to the size of ``target`` at the target's widths (see the module docstring).
+
+    ``target`` is a preset name or an :class:`ArchConfig` (its widths, options and its own pattern's size);
+    ``target_params`` overrides the size to reach, in non-embedding parameters (final norm included, as
+    :func:`composer.accounting.non_embedding_params` counts them).
+    """
+    if method not in METHODS:
+        raise ConfigError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
+    if rounding not in ROUNDINGS:
+        raise ConfigError(f"rounding must be one of {', '.join(ROUNDINGS)}, got {rounding!r}")
+    source = parse_pattern(pattern)
+    target_arch, target_name = resolve_target(target)
+    source_arch = target_arch.with_pattern(source)
+    final_norm = target_arch.d_model
+    if target_params is None:
+        target_non_embedding = non_embedding_params(target_arch)
+    else:
+        if not isinstance(target_params, int) or isinstance(target_params, bool) or target_params <= final_norm:
+            raise ConfigError(
+                f"target params must be an integer above the final norm's {final_norm} parameters "
+                f"(non-embedding), got {target_params!r}"
+            )
+        target_non_embedding = target_params
+    sizes = layer_params(source_arch)
+    m = _layer_size(source, sizes)
+    big_m = target_non_embedding - final_norm
+    factor = Fraction(big_m, m)
+    chosen = method if method != "auto" else ("stack" if len(source) <= STACK_MAX_LAYERS else "stretch")
+    if chosen == "stack":
+        result, repeats = stack(source, factor, sizes, rounding)
+        bound = _bound(source, factor - repeats, sizes, rounding, keep_every_run=repeats == 0)
+    else:
+        result, repeats = stretch(source, factor, sizes, rounding), 0
+        bound = _bound(source, factor, sizes, rounding, keep_every_run=True)
+    arch = target_arch.with_pattern(result)
+    return Extrapolation(
+        pattern=result,
+        source_pattern=source,
+        method=chosen,
+        rounding=rounding,
+        scale=float(factor),
+        repeats=repeats,
+        target=target_name,
+        source_non_embedding_params=non_embedding_params(source_arch),
+        target_non_embedding_params=target_non_embedding,
+        non_embedding_params=non_embedding_params(arch),
+        bound=bound,
+        arch=arch,
+    )

@@ -1,0 +1,75 @@
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from composer.cli import main
+from composer.cli.extrapolate import parse_count
+
+
+def run_json(capsys, *argv):
+    assert main(["extrapolate", *argv, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_paper_checks_json(capsys):
+    stacked = run_json(capsys, "AAMMMM", "--to", "llama-3.2-1b")
+    assert (stacked["method"], stacked["n_layers"], stacked["counts"]) == ("stack", 27, {"A": 9, "M": 18})
+    assert stacked["compact"] == "(AA4M)x4 AMM"
+    stretched = run_json(capsys, "AAMMMMMAAMMMAMMM", "--to", "llama-3.2-1b")
+    assert (stretched["method"], stretched["n_layers"], stretched["counts"]) == ("stretch", 29, {"A": 10, "M": 19})
+    for data in (stacked, stretched):
+        for key in ("pattern", "counts", "params", "non_embedding_params", "kv_cache_bytes_per_token"):
+            assert key in data
+        assert data["target_non_embedding_params"] == 973_146_112
+        assert data["relative_error"] == pytest.approx(data["difference"] / 973_146_112)
+
+
+def test_method_params_rounding_and_baselines_json(capsys):
+    forced = run_json(capsys, "AAMMMM", "--to", "llama-3.2-1b", "--method", "stretch")
+    assert forced["method"] == "stretch" and forced["pattern"] == "A" * 9 + "M" * 18
+    sized = run_json(capsys, "AAMMMM", "--to", "llama-350m", "--params", "1.5B", "--rounding", "nearest")
+    assert sized["target_non_embedding_params"] == 1_500_000_000 and sized["rounding"] == "nearest"
+    with_baselines = run_json(capsys, "AAMMMM", "--to", "llama-3.2-1b", "--baselines")
+    assert set(with_baselines["baselines"]) == {"llama", "sandwich", "striped-1:2", "random"}
+    assert with_baselines["baselines"]["llama"]["compact"] == "(AM)x16"
+
+
+def test_human_output(capsys):
+    assert main(["extrapolate", "AAMMMM", "--to", "llama-3.2-1b", "--baselines"]) == 0
+    out = capsys.readouterr().out
+    assert "(AA4M)x4 AMM" in out and "1,000,398,848" in out and "+2.80%" in out and "18,432 bytes" in out
+    assert "sandwich" in out and "(AM)x16" in out
+
+
+def test_parse_count():
+    assert parse_count("973146112") == parse_count("973_146_112") == 973_146_112
+    assert parse_count("1e9") == parse_count("1B") == parse_count("1000m") == 1_000_000_000
+    assert parse_count("1.5B") == 1_500_000_000
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["AQM", "--to", "llama-3.2-1b"], "unknown primitive 'Q' at position 1"),
+        (["AM", "--to", "nope"], "unknown preset 'nope'"),
+        (["AM", "--to", "tiny", "--params", "lots"], "--params must be a number"),
+        (["AM", "--to", "tiny", "--params", "10"], "above the final norm"),
+        (["AM", "--to", "tiny", "--params", "1e12"], "more than the 10,000"),
+    ],
+)
+def test_usage_errors_exit_2_with_one_line(capsys, argv, message):
+    assert main(["extrapolate", *argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_console_entry_point():
+    result = subprocess.run(
+        [sys.executable, "-m", "composer", "extrapolate", "AAMMMMMAAMMMAMMM", "--to", "llama-3.2-1b", "--json"],
+        capture_output=True, text=True, check=False,
+    )
+    assert result.returncode == 0 and json.loads(result.stdout)["counts"] == {"A": 10, "M": 19}

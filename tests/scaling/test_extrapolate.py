@@ -1,0 +1,175 @@
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from composer.accounting import layer_params, non_embedding_params
+from composer.errors import ConfigError, PatternError
+from composer.pattern import runs
+from composer.presets import PRESETS, get_preset
+from scaling.extrapolate import STACK_MAX_LAYERS, extrapolate
+
+LLAMA_PRESETS = ("llama-350m", "llama-3.2-1b", "llama-3.2-3b", "llama-3.1-8b")
+STACKED, STRETCHED = "AAMMMM", "AAMMMMMAAMMMAMMM"
+
+
+def test_paper_check_stacking_aammmm_to_1b():
+    result = extrapolate(STACKED, "llama-3.2-1b", method="stack")
+    assert (result.n_layers, result.counts) == (27, {"A": 9, "M": 18})
+    assert result.pattern == STACKED * 4 + "AMM" and result.repeats == 4
+    assert result.target_non_embedding_params == 973_146_112
+    assert result.non_embedding_params == 1_000_398_848
+    # One residual MLP layer at 1B is 50,333,696 parameters: this stack is within one layer of the target.
+    assert 0 <= result.difference < layer_params(result.arch)["M"]
+
+
+def test_paper_check_stretching_16_layers_to_1b():
+    result = extrapolate(STRETCHED, "llama-3.2-1b", method="stretch")
+    assert (result.n_layers, result.counts) == (29, {"A": 10, "M": 19})
+    assert result.pattern == "A" * 4 + "M" * 9 + "A" * 4 + "M" * 5 + "A" * 2 + "M" * 5
+    assert result.non_embedding_params == 1_061_220_352
+    assert result.relative_error == pytest.approx(0.0905, abs=1e-4)
+
+
+def test_size_is_measured_at_the_target_width_without_the_final_norm():
+    arch = get_preset("llama-3.2-1b").arch
+    result = extrapolate(STRETCHED, arch)
+    sizes = layer_params(arch)
+    m = 5 * sizes["A"] + 11 * sizes["M"]
+    assert result.scale == pytest.approx((973_146_112 - arch.d_model) / m)
+    assert result.source_non_embedding_params == m + arch.d_model == non_embedding_params(arch.with_pattern(STRETCHED))
+    assert result.target is None and result.arch.d_model == arch.d_model
+
+
+def test_auto_stacks_short_patterns_and_stretches_long_ones():
+    assert extrapolate(STACKED, "llama-3.2-1b").method == "stack"
+    assert extrapolate(STRETCHED, "llama-3.2-1b").method == "stretch"
+    assert extrapolate("AM" * (STACK_MAX_LAYERS // 2), "llama-3.2-1b").method == "stack"
+    assert extrapolate("AM" * (STACK_MAX_LAYERS // 2) + "M", "llama-3.2-1b").method == "stretch"
+
+
+def test_exact_multiple_stacks_without_a_remainder_copy():
+    arch = get_preset("llama-3.2-1b").arch
+    three = non_embedding_params(arch.with_pattern(STACKED * 3))
+    result = extrapolate(STACKED, "llama-3.2-1b", method="stack", target_params=three)
+    assert result.pattern == STACKED * 3 and result.difference == 0 and result.bound == 0
+    stretched = extrapolate("AMM", "llama-3.2-1b", method="stretch", target_params=three)
+    assert stretched.pattern == "A" * 6 + "M" * 12 and stretched.difference == 0
+
+
+def test_shrinking_keeps_every_run():
+    result = extrapolate(STRETCHED, "tiny", method="stretch", target_params=200_000)
+    assert [p for p, _ in runs(result.pattern)] == [p for p, _ in runs(STRETCHED)]
+    stacked = extrapolate(STACKED, "tiny", method="stack", target_params=100_000, rounding="nearest")
+    assert stacked.repeats == 0 and set(stacked.counts) == {"A", "M"}
+
+
+def test_target_params_and_to_dict():
+    result = extrapolate(STACKED, "llama-3.2-1b", target_params=1_500_000_000)
+    data = result.to_dict()
+    for key in ("pattern", "counts", "params", "non_embedding_params", "kv_cache_bytes_per_token"):
+        assert key in data
+    assert data["target_non_embedding_params"] == 1_500_000_000
+    assert data["params"] == data["non_embedding_params"] + 128_256 * 2048
+    assert data["kv_cache_bytes_per_token"] == 2048 * result.counts["A"]  # 2 x 8 heads x 64 x bf16 per layer
+    assert data["arch"]["pattern"] == result.pattern
+
+
+def test_other_primitives_use_their_own_sizes():
+    arch = get_preset("llama-3.2-1b").arch
+    result = extrapolate("AWEM", arch, method="stretch", target_params=2_000_000_000)
+    sizes = layer_params(arch.with_pattern("AWEM"))
+    assert set(result.counts) == {"A", "W", "E", "M"}
+    assert 0 <= result.difference < sum(sizes.values())
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, message",
+    [
+        ({"pattern": "AQM", "target": "llama-3.2-1b"}, PatternError, "unknown primitive 'Q'"),
+        ({"pattern": "AM", "target": "nope"}, ConfigError, "unknown preset 'nope'"),
+        ({"pattern": "AM", "target": "tiny", "method": "grow"}, ConfigError, "method must be one of"),
+        ({"pattern": "AM", "target": "tiny", "rounding": "up"}, ConfigError, "rounding must be one of"),
+        ({"pattern": "AM", "target": "tiny", "target_params": 10}, ConfigError, "above the final norm"),
+        ({"pattern": "AM", "target": "tiny", "target_params": 10**12}, ConfigError, "more than the 10,000"),
+        ({"pattern": "AM", "target": 3}, ConfigError, "target must be a preset name"),
+    ],
+)
+def test_bad_input(kwargs, error, message):
+    with pytest.raises(error, match=message):
+        extrapolate(**kwargs)
+
+
+# -- properties ----------------------------------------------------------------------------------------------
+patterns_am = st.text(alphabet="AM", min_size=1, max_size=24)
+presets = st.sampled_from(LLAMA_PRESETS + ("search-1m", "tiny"))
+
+
+def _run_sizes(result) -> int:
+    sizes = layer_params(result.arch.with_pattern(result.source_pattern))
+    return sum(sizes[p] for p, _ in runs(result.source_pattern))
+
+
+def _largest(result) -> int:
+    return max(layer_params(result.arch.with_pattern(result.source_pattern)).values())
+
+
+@settings(max_examples=150, deadline=None)
+@given(pattern=patterns_am, preset=presets, method=st.sampled_from(["stack", "stretch"]))
+def test_ceil_never_undershoots_and_overshoots_by_less_than_one_layer_per_run(pattern, preset, method):
+    result = extrapolate(pattern, preset, method=method)
+    assert 0 <= result.difference < _run_sizes(result) or result.difference == 0
+    assert abs(result.difference) <= result.bound
+
+
+@settings(max_examples=150, deadline=None)
+@given(pattern=patterns_am, preset=presets, method=st.sampled_from(["stack", "stretch"]))
+def test_nearest_lands_within_half_a_layer(pattern, preset, method):
+    result = extrapolate(pattern, preset, method=method, rounding="nearest")
+    assert abs(result.difference) <= result.bound
+    # Shrinking below one copy keeps every run, which can cost up to one layer per run instead.
+    shrinking = (method == "stretch" or result.repeats == 0) and result.scale * min(h for _, h in runs(pattern)) < 1
+    if not shrinking:
+        assert abs(result.difference) <= _largest(result) // 2
+
+
+@settings(max_examples=100, deadline=None)
+@given(pattern=patterns_am, preset=presets)
+def test_stretching_keeps_run_order_and_ratio(pattern, preset):
+    result = extrapolate(pattern, preset, method="stretch")
+    source, grown = runs(pattern), runs(result.pattern)
+    # Adjacent runs have different symbols, so stretching cannot merge them: same runs, same order.
+    assert [p for p, _ in grown] == [p for p, _ in source]
+    for (_, h), (_, n) in zip(source, grown):
+        assert n == math.ceil(result.scale * h - 1e-9) or n == math.ceil(result.scale * h)
+    # Counts per symbol keep the source's ratio up to one layer per run of that symbol.
+    for symbol in set(pattern):
+        exact = result.scale * pattern.count(symbol)
+        n_runs = sum(1 for p, _ in source if p == symbol)
+        assert exact - 1e-6 <= result.counts[symbol] < exact + n_runs + 1e-6
+
+
+@settings(max_examples=100, deadline=None)
+@given(pattern=patterns_am, preset=presets)
+def test_stacking_repeats_the_pattern_then_a_shrunk_copy(pattern, preset):
+    result = extrapolate(pattern, preset, method="stack")
+    body = pattern * result.repeats
+    assert result.repeats == math.floor(result.scale + 1e-12) or result.repeats == math.floor(result.scale)
+    assert result.pattern.startswith(body)
+    tail = result.pattern[len(body):]
+    assert len(tail) <= len(pattern)
+    assert [p for p, _ in runs(tail)] == ([p for p, _ in runs(pattern)] if tail else [])
+
+
+@pytest.mark.parametrize("preset", LLAMA_PRESETS)
+@pytest.mark.parametrize("pattern", [STACKED, STRETCHED, "AMM", "AMMMMMMM", "MAAM"])
+def test_every_preset_within_the_documented_bound(pattern, preset):
+    for method in ("stack", "stretch"):
+        ceil = extrapolate(pattern, preset, method=method)
+        assert 0 <= ceil.difference <= ceil.bound <= _run_sizes(ceil)
+        nearest = extrapolate(pattern, preset, method=method, rounding="nearest")
+        assert abs(nearest.difference) <= _largest(nearest) // 2
+        assert ceil.arch.d_model == PRESETS[preset].arch.d_model
