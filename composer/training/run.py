@@ -282,7 +282,20 @@ def train(config: TrainConfig, resume: bool = False) -> dict[str, Any]:
         tmp = out / ".summary.json.tmp"
         tmp.write_text(json.dumps(summary, indent=2))
         os.replace(tmp, out / "summary.json")
+    _finish_wandb(trainer, summary)
     return summary
+
+
+def _finish_wandb(trainer, summary: dict[str, Any]) -> None:
+    """Close this run's W&B run with the summary, so the next ``train`` in this process (the pipeline trains
+    several models one after another) starts a run of its own instead of Lightning reusing this one."""
+    if not any(isinstance(logger, WandbLogger) for logger in trainer.loggers):
+        return
+    import wandb
+
+    if wandb.run is not None:
+        wandb.run.summary.update({k: v for k, v in summary.items() if isinstance(v, (int, float))})
+        wandb.finish()
 
 
 def _summary(trainer, context, validation, train_loss, wall_time, out: Path) -> dict[str, Any]:
