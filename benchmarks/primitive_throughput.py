@@ -1,0 +1,182 @@
+"""Training throughput of every registered primitive against attention, and on CUDA of each kernel against its
+pure-PyTorch reference.
+
+One residual layer (``x + primitive(RMSNorm(x))``) per primitive, built from the same architecture widths, runs
+forward + backward on random activations; tokens/s = batch x seq / median step. The named peer is ``A`` (causal
+grouped-query attention through torch's scaled_dot_product_attention), measured in the same run with steps
+interleaved round-robin across primitives so that drifting machine load hits all of them alike.
+
+On CUDA, primitives whose config has a ``backend`` option (S, D: "torch" vs "cuda"; A, W: "sdpa" vs "flash")
+are also timed with each backend, and the outputs and input gradients of the two are compared (max abs error
+relative to the reference's max abs value), so a kernel that is fast but wrong shows up.
+
+    python benchmarks/primitive_throughput.py                      # CPU, d 128, seq 256, batch 8
+    python benchmarks/primitive_throughput.py --device cuda --d-model 2048 --seq-len 4096 --batch-size 4
+    python benchmarks/primitive_throughput.py --primitives ASDW --window 64 --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import gc
+import json
+import statistics
+import sys
+import time
+
+import torch
+
+from composer.config import ArchConfig
+from composer.model import ResidualLayer
+from primitives.base import InitScheme
+from primitives.registry import REGISTRY
+
+KERNEL_BACKENDS = {"A": ("sdpa", "flash"), "W": ("sdpa", "flash"), "S": ("torch", "cuda"), "D": ("torch", "cuda")}
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--primitives", default=REGISTRY.symbols, help="symbols to time (default: all registered)")
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--d-model", type=int, default=128)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--kv-heads", type=int, default=2)
+    p.add_argument("--head-dim", type=int, default=32)
+    p.add_argument("--ffn", type=int, default=512)
+    p.add_argument("--window", type=int, default=64, help="W's window (default 64, a quarter of the sequence)")
+    p.add_argument("--seq-len", type=int, default=256)
+    p.add_argument("--batch-size", type=int, default=8)
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--json", action="store_true")
+    return p.parse_args(argv)
+
+
+def make_arch(args) -> ArchConfig:
+    return ArchConfig(
+        pattern=args.primitives, d_model=args.d_model, n_heads=args.heads, n_kv_heads=args.kv_heads,
+        head_dim=args.head_dim, ffn_dim=args.ffn, vocab_size=256, max_seq_len=max(args.seq_len, 2048),
+        options={"W": {"window": args.window}} if "W" in args.primitives else {},
+    )
+
+
+def build_layer(arch: ArchConfig, symbol: str, device, dtype, backend: str | None = None) -> ResidualLayer:
+    cls = REGISTRY.get(symbol)
+    config = arch.primitive_configs()[symbol]
+    if backend is not None:
+        config = dataclasses.replace(config, backend=backend)
+    torch.manual_seed(0)
+    with torch.device(device):
+        layer = ResidualLayer(cls(config), arch.d_model, arch.norm_eps)
+        layer.primitive.reset_parameters(InitScheme(std=arch.init_std, n_layers=arch.n_layers))
+    return layer.to(dtype)
+
+
+def sync(device) -> None:
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize()
+
+
+def step(layer: ResidualLayer, x: torch.Tensor) -> None:
+    layer.zero_grad(set_to_none=True)
+    layer(x).float().square().mean().backward()
+
+
+def time_round_robin(layers: dict[str, ResidualLayer], x: torch.Tensor, steps: int, warmup: int, device) -> dict:
+    times: dict[str, list[float]] = {name: [] for name in layers}
+    for _ in range(warmup):
+        for layer in layers.values():
+            step(layer, x)
+    sync(device)
+    gc.disable()
+    try:
+        for i in range(steps):
+            names = list(layers) if i % 2 == 0 else list(reversed(layers))
+            for name in names:
+                sync(device)
+                start = time.perf_counter()
+                step(layers[name], x)
+                sync(device)
+                times[name].append(time.perf_counter() - start)
+    finally:
+        gc.enable()
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
+def agreement(reference: ResidualLayer, kernel: ResidualLayer, x: torch.Tensor) -> dict[str, float]:
+    """Relative max error of the kernel's output and input gradient against the reference, same weights."""
+    kernel.load_state_dict(reference.state_dict())
+    results = []
+    for layer in (reference, kernel):
+        xi = x.detach().clone().requires_grad_(True)
+        out = layer(xi)
+        out.float().square().mean().backward()
+        results.append((out.detach().float(), xi.grad.detach().float()))
+    (out_r, grad_r), (out_k, grad_k) = results
+    return {"output": ((out_k - out_r).abs().max() / out_r.abs().max()).item(),
+            "input_grad": ((grad_k - grad_r).abs().max() / grad_r.abs().max()).item()}
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    unknown = [s for s in args.primitives if s not in REGISTRY]
+    if unknown:
+        print(f"unknown primitive(s) {unknown}; registered: {REGISTRY.describe()}", file=sys.stderr)
+        return 2
+    device = torch.device(args.device)
+    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    arch = make_arch(args)
+    symbols = list(dict.fromkeys(("A", *args.primitives)))
+    layers = {s: build_layer(arch, s, device, dtype) for s in symbols}
+    x = torch.randn(args.batch_size, args.seq_len, args.d_model, device=device, dtype=dtype)
+    tokens = args.batch_size * args.seq_len
+    medians = time_round_robin(layers, x, args.steps, args.warmup, device)
+    rows = [{"primitive": s, "name": REGISTRY.get(s).name, "median_ms": medians[s] * 1e3,
+             "tokens_per_s": tokens / medians[s], "vs_attention": medians["A"] / medians[s]} for s in symbols]
+
+    kernels = []
+    if device.type == "cuda":
+        for symbol in symbols:
+            if symbol not in KERNEL_BACKENDS:
+                continue
+            ref_backend, fast_backend = KERNEL_BACKENDS[symbol]
+            try:
+                pair = {b: build_layer(arch, symbol, device, dtype, b) for b in (ref_backend, fast_backend)}
+                t = time_round_robin(pair, x, args.steps, args.warmup, device)
+                err = agreement(pair[ref_backend], pair[fast_backend], x)
+            except Exception as exc:  # the kernel's package is missing or refuses this shape
+                kernels.append({"primitive": symbol, "error": f"{type(exc).__name__}: {exc}"[:200]})
+                continue
+            kernels.append({"primitive": symbol, "reference": ref_backend, "kernel": fast_backend,
+                            "reference_ms": t[ref_backend] * 1e3, "kernel_ms": t[fast_backend] * 1e3,
+                            "speedup": t[ref_backend] / t[fast_backend], **{f"rel_err_{k}": v for k, v in err.items()}})
+
+    result = {"device": str(device), "dtype": str(dtype).removeprefix("torch."), "torch": torch.__version__,
+              "threads": torch.get_num_threads(), "shape": [args.batch_size, args.seq_len, args.d_model],
+              "peer": "A (causal GQA, torch scaled_dot_product_attention)", "primitives": rows, "kernels": kernels}
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    print(f"one residual layer, forward + backward, {args.batch_size} x {args.seq_len} x d {args.d_model}, "
+          f"{result['dtype']} on {device} ({result['threads']} threads), torch {torch.__version__}; "
+          f"peer: {result['peer']}")
+    print(f"{'primitive':<28}{'median ms':>10}{'tokens/s':>12}{'vs A':>8}")
+    for r in rows:
+        print(f"{r['primitive'] + ' ' + r['name']:<28}{r['median_ms']:>10.2f}{r['tokens_per_s']:>12,.0f}"
+              f"{r['vs_attention']:>8.2f}")
+    for k in kernels:
+        if "error" in k:
+            print(f"kernel {k['primitive']}: not run ({k['error']})")
+        else:
+            print(f"kernel {k['primitive']}: {k['kernel']} {k['kernel_ms']:.2f} ms vs {k['reference']} "
+                  f"{k['reference_ms']:.2f} ms = {k['speedup']:.2f}x; rel. error output {k['rel_err_output']:.1e}, "
+                  f"input grad {k['rel_err_input_grad']:.1e}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
