@@ -14,7 +14,7 @@ Conventions (the same as torchtitan / PaLM, so MFU figures are comparable):
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 from composer.config import ArchConfig
 from composer.errors import ConfigError
@@ -39,6 +39,9 @@ class ArchStats:
     kv_cache_bytes_per_token: int
     cache_bytes_per_sequence: int
     state_bytes_per_sequence: int
+    # symbol -> one layer of it: params (with its pre-norm), training FLOPs/token, and its inference cache
+    # (``kv_bytes_per_token`` growing with the context, ``window`` bounding it, ``state_bytes`` fixed)
+    per_primitive: dict[str, dict] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -85,6 +88,21 @@ def analyze(arch: ArchConfig, seq_len: int | None = None, cache_dtype_bytes: int
         fixed_total += cache.fixed_bytes
     non_embedding = non_embedding_params(arch)
     embedding = embedding_params(arch)
+    per_layer = layer_params(arch)
+    per_primitive = {}
+    for symbol, n in arch.counts.items():
+        cls, config = REGISTRY.get(symbol), configs[symbol]
+        cache = cls.inference_cache(config, cache_dtype_bytes)
+        per_primitive[symbol] = {
+            "name": cls.name,
+            "layers": n,
+            "params_per_layer": per_layer[symbol],
+            "flops_per_token_per_layer": cls.flops_per_token(config, seq_len),
+            "kv_bytes_per_token": cache.bytes_per_token,
+            "window": cache.window,
+            "state_bytes": cache.fixed_bytes,
+            "cache_bytes_per_layer": cache.bytes_at(seq_len),
+        }
     return ArchStats(
         pattern=arch.pattern,
         compact=arch.compact,
@@ -99,4 +117,5 @@ def analyze(arch: ArchConfig, seq_len: int | None = None, cache_dtype_bytes: int
         kv_cache_bytes_per_token=per_token_cache,
         cache_bytes_per_sequence=cache_total,
         state_bytes_per_sequence=fixed_total,
+        per_primitive=per_primitive,
     )

@@ -61,4 +61,21 @@ def run(args: argparse.Namespace) -> int:
             ("cache/sequence", f"{human(stats.cache_bytes_per_sequence, 'B')} at seq len {stats.seq_len}"),
         ]
     )
+    if len(stats.per_primitive) > 1 or any(p["state_bytes"] or p["window"] for p in stats.per_primitive.values()):
+        print()
+        print(f"{'per layer':<36}{'params':>12}{'FLOPs/token':>14}  inference cache ({args.cache_dtype})")
+        for symbol, p in stats.per_primitive.items():
+            print(f"{symbol + ' ' + p['name'] + ' x' + str(p['layers']):<36}{p['params_per_layer']:>12,}"
+                  f"{p['flops_per_token_per_layer']:>14,}  {cache_text(p)}")
     return 0
+
+
+def cache_text(p: dict) -> str:
+    """``"256 B/token"``, ``"256 B/token over a 4096-token window"``, ``"20.2 KiB state"`` or ``"none"``."""
+    parts = []
+    if p["kv_bytes_per_token"]:
+        window = f" over a {p['window']:,}-token window" if p["window"] is not None else ""
+        parts.append(f"KV {p['kv_bytes_per_token']:,} B/token{window}")
+    if p["state_bytes"]:
+        parts.append(f"state {human(p['state_bytes'], 'B')}")
+    return ", ".join(parts) or "none"

@@ -65,3 +65,24 @@ def test_console_script_help_lists_subcommands():
     assert "info" in result.stdout and "presets" in result.stdout
     bad = subprocess.run([sys.executable, "-m", "composer", "info", "AQM"], capture_output=True, text=True)
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
+
+
+def test_every_primitive_reports_its_own_cache_or_state(capsys):
+    """Issue 6's check: one JSON object with counts for every registered symbol and, per mixing primitive, a
+    KV cache per token (bounded by a window for W) or a fixed recurrent state (S, D)."""
+    from primitives.registry import REGISTRY
+
+    symbols = REGISTRY.symbols
+    assert main(["info", symbols, "--preset", "tiny", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["counts"] == {symbol: 1 for symbol in symbols}
+    per = data["per_primitive"]
+    assert set(per) == set(symbols)
+    assert sum(p["params_per_layer"] for p in per.values()) + 64 == data["non_embedding_params"]
+    assert per["A"]["kv_bytes_per_token"] > 0 and per["A"]["window"] is None and per["A"]["state_bytes"] == 0
+    assert per["M"]["kv_bytes_per_token"] == 0 and per["M"]["state_bytes"] == 0
+    if "W" in per:
+        assert per["W"]["kv_bytes_per_token"] == per["A"]["kv_bytes_per_token"] and per["W"]["window"] > 0
+    for recurrent in set("SD") & set(per):
+        assert per[recurrent]["state_bytes"] > 0 and per[recurrent]["kv_bytes_per_token"] == 0
+    assert data["state_bytes_per_sequence"] == sum(p["state_bytes"] * p["layers"] for p in per.values())
