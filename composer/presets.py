@@ -72,6 +72,9 @@ _PRESETS: tuple[Preset, ...] = (
         arch=ArchConfig(
             pattern="(AM)x3", d_model=128, n_heads=4, n_kv_heads=2, head_dim=32, ffn_dim=512,
             vocab_size=512, tie_embeddings=True, max_seq_len=2048,
+            # MAD sequences are 32-256 tokens: W's default 4096-token window would make it full attention
+            # there. 64 keeps it local at search scale, as 4096 is at the 8K training context.
+            options={"W": {"window": 64}},
         ),
         description="search width (~0.8M parameters): d 128, MAD's width, 6 layers",
         source="this project; width from MAD (Poli et al. 2024)",
