@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 from primitives.attention import GroupedQueryAttention
 from primitives.base import Primitive
+from primitives.mamba2 import Mamba2
 from primitives.mlp import SwiGLU
 from primitives.moe import MoESwiGLU
 from primitives.sliding_window import SlidingWindowAttention
@@ -17,6 +18,7 @@ from primitives.sliding_window import SlidingWindowAttention
 _BUILTIN: tuple[type[Primitive], ...] = (
     GroupedQueryAttention,  # A
     SwiGLU,  # M
+    Mamba2,  # S
     SlidingWindowAttention,  # W
     MoESwiGLU,  # E
 )

@@ -1,0 +1,477 @@
+"""``S``: the Mamba-2 block (Dao & Gu 2024, "Transformers are SSMs"), a selective state-space sequence mixer.
+
+Layout follows the reference block ``mamba_ssm/modules/mamba2.py`` (state-spaces/mamba), with the same
+parameter names so its state dicts load:
+
+* ``in_proj`` (no bias) maps ``d_model`` to ``[z, x, B, C, dt]``: gate ``z`` and input ``x`` of width
+  ``d_inner = expand * d_model``, ``B`` and ``C`` of width ``n_groups * d_state``, one ``dt`` per head;
+* a causal depthwise ``conv1d`` (kernel ``d_conv``, with bias) and SiLU over ``xBC``;
+* the SSD scan, per head ``h`` with a scalar decay ``A_h = -exp(A_log_h)`` and step
+  ``dt = softplus(dt + dt_bias)``::
+
+      state_t = exp(dt_t A_h) * state_{t-1} + dt_t * x_t B_t^T        # [head_dim, d_state]
+      y_t     = state_t C_t + D_h * x_t
+
+  (``n_heads / n_groups`` heads share one ``B``/``C``, like grouped-query attention's key/value heads);
+* a gated grouped RMSNorm ``norm(y * silu(z))`` (one norm group per ``B``/``C`` group) and ``out_proj``
+  (no bias).
+
+Kernels, chosen per call (``backend="auto"``): with tensors on CUDA and the optional CUDA extra installed,
+``mamba_ssm``'s Triton ``mamba_chunk_scan_combined`` and gated ``rmsnorm_fn`` and ``causal_conv1d``'s
+``causal_conv1d_fn``; each falls back on its own to pure PyTorch when it does not import. The PyTorch scan is
+the chunked SSD algorithm of the paper's ``ssd_minimal`` listing (:func:`ssd_chunked`): quadratic
+attention-like blocks inside chunks of ``chunk_size`` tokens, a linear recurrence between chunk states. It
+runs anywhere (CPU, MPS, CUDA without the extra) and is the reference the CUDA path is tested against.
+
+Options (``arch.options["S"]``): ``d_state`` (64), ``expand`` (2), ``head_dim`` (default: the largest divisor
+of ``d_inner`` not above 64, i.e. Mamba-2's 64 at any width that is a multiple of 32; smaller widths get
+smaller heads instead of an error), ``n_groups`` (1), ``d_conv`` (4), ``chunk_size`` (64), the dt
+initialisation ``dt_min`` / ``dt_max`` / ``dt_init_floor`` (1e-3 / 0.1 / 1e-4), ``A_init_range`` ((1, 16))
+and ``backend`` (``"auto"`` | ``"torch"`` | ``"cuda"``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from primitives.base import CacheSpec, InitScheme, Primitive
+
+try:  # optional CUDA extra: pip install "composer-hnas[cuda]"
+    from mamba_ssm.ops.triton.layernorm_gated import rmsnorm_fn as _gated_rmsnorm_kernel
+    from mamba_ssm.ops.triton.ssd_combined import mamba_chunk_scan_combined as _ssd_kernel
+except (ImportError, OSError):  # not installed, or built against another torch/CUDA
+    _ssd_kernel = _gated_rmsnorm_kernel = None
+try:
+    from causal_conv1d import causal_conv1d_fn as _conv_kernel
+except (ImportError, OSError):
+    _conv_kernel = None
+
+Mamba2Backend = Literal["auto", "torch", "cuda"]
+_BACKENDS = ("auto", "torch", "cuda")
+_MAX_AUTO_HEAD_DIM = 64  # Mamba-2's head dimension at every published size
+_CONV_KERNEL_WIDTHS = (2, 3, 4)  # kernel sizes causal_conv1d's CUDA kernel implements
+
+
+@dataclass(frozen=True)
+class Mamba2Config:
+    d_model: int
+    d_state: int = 64
+    expand: int = 2
+    head_dim: int | None = None  # None: the largest divisor of d_inner <= 64 (resolved on construction)
+    n_groups: int = 1
+    d_conv: int = 4
+    chunk_size: int = 64
+    dt_min: float = 1e-3
+    dt_max: float = 0.1
+    dt_init_floor: float = 1e-4
+    A_init_range: tuple[float, float] = (1.0, 16.0)
+    norm_eps: float = 1e-5
+    backend: Mamba2Backend = "auto"
+
+    def __post_init__(self) -> None:
+        for name in ("d_model", "d_state", "expand", "n_groups", "d_conv", "chunk_size"):
+            _check_positive_int(name, getattr(self, name))
+        if self.head_dim is None:
+            object.__setattr__(self, "head_dim", default_head_dim(self.d_inner))
+        _check_positive_int("head_dim", self.head_dim)
+        if self.d_inner % self.head_dim:
+            raise ValueError(
+                f"head_dim ({self.head_dim}) must divide d_inner = expand * d_model = {self.d_inner}"
+            )
+        if self.n_heads % self.n_groups:
+            raise ValueError(
+                f"n_groups ({self.n_groups}) must divide the number of heads "
+                f"d_inner / head_dim = {self.n_heads}"
+            )
+        if not 0 < self.dt_min <= self.dt_max:
+            raise ValueError(f"need 0 < dt_min <= dt_max, got dt_min={self.dt_min}, dt_max={self.dt_max}")
+        if not self.dt_init_floor > 0:
+            raise ValueError(f"dt_init_floor must be positive, got {self.dt_init_floor}")
+        try:
+            low, high = (float(v) for v in self.A_init_range)
+        except (TypeError, ValueError):
+            raise ValueError(
+                f"A_init_range must be two numbers (low, high), got {self.A_init_range!r}"
+            ) from None
+        if not 0 < low <= high:
+            raise ValueError(f"A_init_range must satisfy 0 < low <= high, got {self.A_init_range!r}")
+        object.__setattr__(self, "A_init_range", (low, high))
+        if not self.norm_eps > 0:
+            raise ValueError(f"norm_eps must be positive, got {self.norm_eps}")
+        if self.backend not in _BACKENDS:
+            raise ValueError(f"unknown mamba2 backend {self.backend!r}; choose one of {_BACKENDS}")
+
+    @classmethod
+    def from_arch(cls, arch, **options) -> Mamba2Config:
+        """``d_model`` and ``norm_eps`` from the architecture; everything else from ``arch.options["S"]``."""
+        valid = sorted(f.name for f in dataclasses.fields(cls) if f.name not in ("d_model", "norm_eps"))
+        unknown = sorted(set(options) - set(valid))
+        if unknown:
+            raise ValueError(f"unknown option(s) {unknown}; valid: {valid}")
+        return cls(d_model=arch.d_model, norm_eps=arch.norm_eps, **options)
+
+    # -- derived widths -----------------------------------------------------------------------------------
+    @property
+    def d_inner(self) -> int:
+        return self.expand * self.d_model
+
+    @property
+    def n_heads(self) -> int:
+        return self.d_inner // self.head_dim
+
+    @property
+    def conv_dim(self) -> int:
+        """Channels of the depthwise convolution: ``x``, ``B`` and ``C``."""
+        return self.d_inner + 2 * self.n_groups * self.d_state
+
+    @property
+    def in_proj_dim(self) -> int:
+        """Output width of ``in_proj``: ``z``, ``x``, ``B``, ``C`` and one ``dt`` per head."""
+        return self.d_inner + self.conv_dim + self.n_heads
+
+
+def _check_positive_int(name: str, value: object) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+
+
+def default_head_dim(d_inner: int) -> int:
+    """The largest divisor of ``d_inner`` that is at most 64 (64 whenever ``d_inner`` is a multiple of 64)."""
+    return max(d for d in range(1, min(d_inner, _MAX_AUTO_HEAD_DIM) + 1) if d_inner % d == 0)
+
+
+# -- the SSD scan in pure PyTorch ----------------------------------------------------------------------------
+
+
+def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
+    """Scans accumulate products of many decays: run them in at least float32 (float64 stays float64)."""
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+def _segsum(a: torch.Tensor) -> torch.Tensor:
+    """``out[..., i, j] = a[..., j+1] + ... + a[..., i]`` for ``j <= i``, ``-inf`` above the diagonal.
+
+    ``exp`` of it is the decay from position ``j`` to ``i``. Summing the masked values directly (rather than
+    subtracting two cumulative sums) keeps it exact when the cumulative sum is large (ssd_minimal's stable
+    form).
+    """
+    length = a.shape[-1]
+    a = a[..., None].expand(*a.shape, length)  # [..., i, j] = a[i]
+    strictly_lower = torch.ones(length, length, dtype=torch.bool, device=a.device).tril(-1)
+    sums = a.masked_fill(~strictly_lower, 0).cumsum(dim=-2)
+    lower = torch.ones(length, length, dtype=torch.bool, device=a.device).tril()
+    return sums.masked_fill(~lower, -torch.inf)
+
+
+def _intra_chunk_decay(a_cum: torch.Tensor) -> torch.Tensor:
+    """``exp(a_cum[i] - a_cum[j])`` for ``j <= i``, 0 above the diagonal: ``exp(_segsum(a))`` within a chunk.
+
+    The difference of cumulative sums is what the Triton kernels use inside a chunk; it costs one broadcast
+    subtraction where :func:`_segsum` needs a masked cumulative sum over a ``[q, q]`` copy (3x the block's
+    scan time on CPU). Chunks are short (64), so the cumulative sums stay small enough for float32.
+    """
+    length = a_cum.shape[-1]
+    upper = torch.ones(length, length, dtype=torch.bool, device=a_cum.device).triu(1)
+    return torch.exp((a_cum[..., :, None] - a_cum[..., None, :]).masked_fill(upper, -torch.inf))
+
+
+def ssd_chunked(
+    x: torch.Tensor,
+    dt: torch.Tensor,
+    A: torch.Tensor,
+    B: torch.Tensor,
+    C: torch.Tensor,
+    chunk_size: int,
+    D: torch.Tensor | None = None,
+    initial_state: torch.Tensor | None = None,
+    return_final_state: bool = False,
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    """The SSD scan by chunks (the Mamba-2 paper's ``ssd_minimal``), any sequence length, any device.
+
+    Shapes: ``x`` ``[batch, seq, heads, head_dim]``; ``dt`` ``[batch, seq, heads]`` (already positive, i.e.
+    after softplus); ``A`` ``[heads]`` (negative); ``B``, ``C`` ``[batch, seq, groups, d_state]``; ``D``
+    ``[heads]``;
+    ``initial_state`` ``[batch, heads, head_dim, d_state]``. Returns ``y`` like ``x`` (and the final state).
+
+    The sequence is cut into chunks of ``min(chunk_size, seq)`` tokens (zero-padded at the end: a zero ``dt``
+    neither decays nor writes the state, so padding changes nothing). Inside a chunk the output is a masked,
+    decay-weighted ``(C B^T) x`` product (the "attention" form); each chunk's final state is a decay-weighted
+    ``B^T x``; states pass between chunks through the decays of whole chunks; and every position reads the
+    state that entered its chunk through ``C``.
+    """
+    out_dtype = x.dtype
+    f = _compute_dtype(x.dtype)
+    batch, seq, heads, head_dim = x.shape
+    groups, d_state = B.shape[-2:]
+    if heads % groups:
+        raise ValueError(f"{groups} B/C groups do not divide {heads} heads")
+    rep = heads // groups
+    q = min(chunk_size, seq)
+    pad = -seq % q
+    x_in = x
+    x, dt, B, C = (F.pad(t.to(f), (0, 0) * (t.dim() - 2) + (0, pad)) for t in (x, dt, B, C))
+    chunks = (seq + pad) // q
+
+    # Layout [batch, groups, rep, chunks, q, ...] throughout, so every step below is one batched matmul;
+    # B and C are shared by the rep = heads / groups heads of their group (a broadcast dimension of size 1).
+    xdt = (x * dt[..., None]).view(batch, chunks, q, groups, rep, head_dim).permute(0, 3, 4, 1, 2, 5)
+    B = B.view(batch, chunks, q, groups, 1, d_state).permute(0, 3, 4, 1, 2, 5)
+    C = C.view(batch, chunks, q, groups, 1, d_state).permute(0, 3, 4, 1, 2, 5)
+    a = (dt * A.to(f)).view(batch, chunks, q, groups, rep).permute(0, 3, 4, 1, 2)
+    a_cum = a.cumsum(dim=-1)
+
+    # 1. within chunks: y_l = sum_{s<=l} (C_l . B_s) exp(a_{s+1} + ... + a_l) dt_s x_s
+    scores = (C @ B.transpose(-1, -2)) * _intra_chunk_decay(a_cum)
+    y = scores @ xdt
+
+    # Steps 2-4 carry state across chunk boundaries; a sequence of one chunk with no state in or out needs
+    # none of them (every MAD task at the cpu budget: seq 32 <= chunk 64), which saves a third of the scan.
+    final_state = None
+    if chunks > 1 or initial_state is not None or return_final_state:
+        # 2. state at the end of each chunk from that chunk's inputs alone, as [d_state, head_dim]
+        decay_to_end = torch.exp(a_cum[..., -1:] - a_cum)
+        states = (B * decay_to_end[..., None]).transpose(-1, -2) @ xdt
+
+        # 3. between chunks: the state entering chunk c is the decayed sum of all earlier chunks' states
+        if initial_state is None:
+            first = states.new_zeros(batch, groups, rep, 1, d_state, head_dim)
+        else:
+            first = initial_state.to(f).view(batch, groups, rep, 1, head_dim, d_state).transpose(-1, -2)
+        states = torch.cat([first, states], dim=3).flatten(-2)
+        chunk_decay = torch.exp(
+            _segsum(F.pad(a_cum[..., -1], (1, 0)))
+        )  # [b, groups, rep, chunks+1, chunks+1]
+        states = (chunk_decay @ states).unflatten(-1, (d_state, head_dim))
+        states, final_state = states[:, :, :, :-1], states[:, :, :, -1]
+
+        # 4. what each position reads from the state entering its chunk
+        y = y + (C @ states) * torch.exp(a_cum)[..., None]
+
+    y = y.permute(0, 3, 4, 1, 2, 5)
+    y = y.reshape(batch, chunks * q, heads, head_dim)[:, :seq]
+    if D is not None:
+        y = y + x_in.to(f) * D.to(f)[:, None]
+    y = y.to(out_dtype)
+    if return_final_state:
+        return y, final_state.transpose(-1, -2).reshape(batch, heads, head_dim, d_state)
+    return y
+
+
+def ssd_recurrent_reference(
+    x: torch.Tensor,
+    dt: torch.Tensor,
+    A: torch.Tensor,
+    B: torch.Tensor,
+    C: torch.Tensor,
+    D: torch.Tensor | None = None,
+    initial_state: torch.Tensor | None = None,
+    return_final_state: bool = False,
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    """The SSD recurrence one token at a time (slow; the definition the chunked scan and kernels must match).
+
+    Same arguments as :func:`ssd_chunked` without ``chunk_size``. It is also the token-by-token form an
+    inference step uses, which is why the cache holds ``heads * head_dim * d_state`` numbers per layer.
+    """
+    batch, seq, heads, head_dim = x.shape
+    groups, d_state = B.shape[-2:]
+    rep = heads // groups
+    B, C = B.repeat_interleave(rep, dim=2), C.repeat_interleave(rep, dim=2)
+    state = x.new_zeros(batch, heads, head_dim, d_state) if initial_state is None else initial_state.clone()
+    outputs = []
+    for t in range(seq):
+        decay = torch.exp(dt[:, t] * A)[..., None, None]
+        write = (dt[:, t, :, None] * x[:, t])[..., None] * B[:, t, :, None, :]
+        state = decay * state + write
+        outputs.append(torch.einsum("bhpn,bhn->bhp", state, C[:, t]))
+    y = torch.stack(outputs, dim=1)
+    if D is not None:
+        y = y + x * D[:, None]
+    return (y, state) if return_final_state else y
+
+
+# -- the block's smaller pieces ------------------------------------------------------------------------------
+
+
+def causal_depthwise_conv1d(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """Causal depthwise convolution of ``[batch, seq, channels]`` with ``weight [channels, 1, width]``.
+
+    Position ``t`` sees ``t - width + 1 .. t`` (left zero padding), so no output depends on a later input.
+    """
+    width = weight.shape[-1]
+    out = F.conv1d(F.pad(x.transpose(1, 2), (width - 1, 0)), weight, bias, groups=x.shape[-1])
+    return out.transpose(1, 2)
+
+
+class GatedRMSNorm(nn.Module):
+    """``rmsnorm(y * silu(z)) * weight`` with one RMS per ``group_size`` channels (mamba_ssm's
+    ``RMSNormGated`` with ``norm_before_gate=False``), computed in at least float32."""
+
+    def __init__(self, dim: int, group_size: int, eps: float) -> None:
+        super().__init__()
+        self.group_size, self.eps = group_size, eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def reset_parameters(self) -> None:
+        nn.init.ones_(self.weight)
+
+    def forward(self, y: torch.Tensor, z: torch.Tensor, use_kernel: bool = False) -> torch.Tensor:
+        if use_kernel:
+            return _gated_rmsnorm_kernel(
+                y, self.weight, None, z=z, eps=self.eps, group_size=self.group_size, norm_before_gate=False
+            )
+        f = _compute_dtype(y.dtype)
+        gated = y.to(f) * F.silu(z.to(f))
+        grouped = gated.unflatten(-1, (-1, self.group_size))
+        normed = grouped * torch.rsqrt(grouped.square().mean(dim=-1, keepdim=True) + self.eps)
+        return (normed.flatten(-2) * self.weight).to(y.dtype)
+
+
+# -- the primitive -------------------------------------------------------------------------------------------
+
+
+class Mamba2(Primitive):
+    """Mamba-2 block: in_proj -> causal conv + SiLU -> SSD scan (+ D skip) -> gated RMSNorm -> out_proj."""
+
+    symbol = "S"
+    name = "mamba2"
+    Config = Mamba2Config
+    description = "Mamba-2 selective state-space block (SSD)"
+
+    def __init__(self, config: Mamba2Config) -> None:
+        super().__init__(config)
+        c = config
+        self.in_proj = nn.Linear(c.d_model, c.in_proj_dim, bias=False)
+        # Padding is applied in forward (left only, for causality); the weight layout is mamba_ssm's.
+        self.conv1d = nn.Conv1d(c.conv_dim, c.conv_dim, c.d_conv, groups=c.conv_dim, bias=True)
+        self.dt_bias = nn.Parameter(torch.empty(c.n_heads))
+        self.A_log = nn.Parameter(torch.empty(c.n_heads))
+        self.D = nn.Parameter(torch.empty(c.n_heads))
+        self.norm = GatedRMSNorm(c.d_inner, group_size=c.d_inner // c.n_groups, eps=c.norm_eps)
+        self.out_proj = nn.Linear(c.d_inner, c.d_model, bias=False)
+        if not self.A_log.is_meta:  # usable on its own; a model re-initialises it with its InitScheme
+            self.reset_parameters(InitScheme())
+
+    @torch.no_grad()
+    def reset_parameters(self, init: InitScheme) -> None:
+        c = self.config
+        nn.init.normal_(self.in_proj.weight, std=init.std)
+        nn.init.normal_(self.out_proj.weight, std=init.out_std)
+        self.conv1d.reset_parameters()
+        self.norm.reset_parameters()
+        device = self.dt_bias.device
+        # dt log-uniform in [dt_min, dt_max] (floored), stored through the inverse of softplus: a per-head
+        # spread of time scales is what lets some heads remember long and others react fast.
+        log_min, log_max = math.log(c.dt_min), math.log(c.dt_max)
+        dt = torch.exp(torch.rand(c.n_heads, device=device) * (log_max - log_min) + log_min)
+        dt = dt.clamp(min=c.dt_init_floor)
+        self.dt_bias.copy_(dt + torch.log(-torch.expm1(-dt)))
+        low, high = c.A_init_range
+        self.A_log.copy_(torch.log(torch.empty(c.n_heads, device=device).uniform_(low, high)))
+        nn.init.ones_(self.D)
+
+    def no_weight_decay(self) -> set[str]:
+        # Decaying A_log / dt_bias would pull the time scales toward exp(0) / softplus(0), D toward no skip.
+        return {"A_log", "D", "dt_bias", "conv1d.bias", "norm.weight"}
+
+    def forward(self, u: torch.Tensor) -> torch.Tensor:
+        c = self.config
+        batch, seq, _ = u.shape
+        kernels = self._kernels(u)
+        z, xbc, dt = self.in_proj(u).split([c.d_inner, c.conv_dim, c.n_heads], dim=-1)
+        xbc = self._conv(xbc, kernels["conv"])
+        x, B, C = xbc.split([c.d_inner, c.n_groups * c.d_state, c.n_groups * c.d_state], dim=-1)
+        x = x.unflatten(-1, (c.n_heads, c.head_dim))
+        B = B.unflatten(-1, (c.n_groups, c.d_state))
+        C = C.unflatten(-1, (c.n_groups, c.d_state))
+        f = _compute_dtype(u.dtype)
+        A = -torch.exp(self.A_log.to(f))
+        if kernels["ssd"]:
+            y = _ssd_kernel(x, dt, A, B, C, c.chunk_size, D=self.D, dt_bias=self.dt_bias, dt_softplus=True)
+        else:
+            dt = F.softplus(dt.to(f) + self.dt_bias.to(f))
+            y = ssd_chunked(x, dt, A, B, C, c.chunk_size, D=self.D)
+        y = self.norm(y.reshape(batch, seq, c.d_inner), z, use_kernel=kernels["norm"])
+        return self.out_proj(y)
+
+    def _conv(self, xbc: torch.Tensor, use_kernel: bool) -> torch.Tensor:
+        if use_kernel:
+            xt = xbc.transpose(
+                1, 2
+            )  # [batch, channels, seq], channel-last in memory (a slice of in_proj's output)
+            if (
+                xt.stride(0) % 8 or xt.stride(2) % 8
+            ):  # causal_conv1d's channel-last path needs 8-aligned strides
+                xt = xt.contiguous()
+            out = _conv_kernel(xt, self.conv1d.weight.squeeze(1), self.conv1d.bias, activation="silu")
+            return out.transpose(1, 2)
+        return F.silu(causal_depthwise_conv1d(xbc, self.conv1d.weight, self.conv1d.bias))
+
+    def _kernels(self, u: torch.Tensor) -> dict[str, bool]:
+        """Which CUDA kernels this call uses: each that imported, on CUDA tensors, unless backend='torch'."""
+        backend = self.config.backend
+        if backend == "torch":
+            return {"ssd": False, "norm": False, "conv": False}
+        on_cuda = u.is_cuda
+        kernels = {
+            "ssd": on_cuda and _ssd_kernel is not None,
+            "norm": on_cuda and _gated_rmsnorm_kernel is not None,
+            "conv": on_cuda and _conv_kernel is not None and self.config.d_conv in _CONV_KERNEL_WIDTHS,
+        }
+        if backend == "cuda" and not all(kernels.values()):
+            missing = [name for name, used in kernels.items() if not used]
+            raise RuntimeError(
+                f"mamba2 backend 'cuda' needs CUDA tensors, mamba-ssm and causal-conv1d installed "
+                f"(pip install 'composer-hnas[cuda]') and d_conv in {_CONV_KERNEL_WIDTHS}; unavailable here: "
+                f"{missing} (device={u.device}); use backend 'auto'"
+            )
+        return kernels
+
+    # -- analytic accounting ------------------------------------------------------------------------------
+    @classmethod
+    def param_count(cls, config: Mamba2Config) -> int:
+        c = config
+        return (
+            c.d_model * c.in_proj_dim  # in_proj
+            + c.conv_dim * (c.d_conv + 1)  # depthwise conv weight + bias
+            + 3 * c.n_heads  # dt_bias, A_log, D
+            + c.d_inner  # gated norm weight
+            + c.d_inner * c.d_model  # out_proj
+        )
+
+    @classmethod
+    def flops_per_token(cls, config: Mamba2Config, seq_len: int) -> int:
+        """``6 * (in_proj + out_proj + conv weights) + 3 * SSD forward``, the SSD counted as the chunked scan.
+
+        Forward SSD FLOPs per token, with chunk length ``Q = min(chunk_size, seq_len)``, ``H`` heads of dim
+        ``P``, ``G`` groups and state size ``N``:
+
+        * within a chunk, ``C B^T`` (per group) and its product with ``x`` (per head) over the causal half of
+          the chunk (``Q / 2`` positions on average, as attention counts ``seq_len / 2``):
+          ``2 * Q/2 * (G*N + H*P) = Q * (G*N + H*P)``;
+        * each chunk's state ``B^T x`` and each position's read ``C state``: ``2 * H*P*N`` each.
+
+        The chunk-to-chunk state passing is a scaled add per chunk (elementwise, not counted; the torch path's
+        small ``(chunks+1)^2`` matrix of ssd_minimal is an implementation detail the kernel does linearly).
+        """
+        c = config
+        q = min(c.chunk_size, seq_len)
+        matmul_params = c.d_model * c.in_proj_dim + c.d_inner * c.d_model + c.conv_dim * c.d_conv
+        ssd_forward = (
+            q * (c.n_groups * c.d_state + c.n_heads * c.head_dim) + 4 * c.n_heads * c.head_dim * c.d_state
+        )
+        return 6 * matmul_params + 3 * ssd_forward
+
+    @classmethod
+    def inference_cache(cls, config: Mamba2Config, dtype_bytes: int = 2) -> CacheSpec:
+        """A fixed-size state per sequence: the SSM state ``[heads, head_dim, d_state]`` plus the last
+        ``d_conv - 1`` inputs of the convolution; nothing grows with the context."""
+        c = config
+        numbers = c.n_heads * c.head_dim * c.d_state + (c.d_conv - 1) * c.conv_dim
+        return CacheSpec(fixed_bytes=numbers * dtype_bytes)
