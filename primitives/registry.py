@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 from primitives.attention import GroupedQueryAttention
 from primitives.base import Primitive
+from primitives.gated_deltanet import GatedDeltaNet
 from primitives.mamba2 import Mamba2
 from primitives.mlp import SwiGLU
 from primitives.moe import MoESwiGLU
@@ -19,6 +20,7 @@ _BUILTIN: tuple[type[Primitive], ...] = (
     GroupedQueryAttention,  # A
     SwiGLU,  # M
     Mamba2,  # S
+    GatedDeltaNet,  # D
     SlidingWindowAttention,  # W
     MoESwiGLU,  # E
 )
