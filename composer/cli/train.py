@@ -23,6 +23,7 @@ HELP = {
     "wandb": "auto: online with an API key, else offline; off disables W&B",
     "devices": "devices per node, or 'auto'",
     "max_documents": "use only the first N documents (quick smoke runs)",
+    "options": "per-primitive options as JSON, e.g. '{\"W\": {\"window\": 1024}}' (see docs/primitives.md)",
 }
 CHOICES = {"strategy": STRATEGIES, "precision": PRECISIONS, "wandb": WANDB_MODES, "schedule": ("cosine", "wsd", "constant")}
 

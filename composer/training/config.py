@@ -6,6 +6,7 @@ Recipes (``recipes/train/*.yaml``) set any subset of these fields; command-line 
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,9 @@ class TrainConfig:
     # what to train
     arch: str = "(AM)x2"  # a preset name or a pattern (widths from `preset`)
     preset: str | None = None  # widths for a pattern `arch` (default: tiny)
+    # per-primitive options merged over the preset's, e.g. {"W": {"window": 1024}, "E": {"n_experts": 16}};
+    # on the command line as JSON: --options '{"W": {"window": 1024}}'
+    options: dict[str, dict[str, Any]] | None = None
     # data (see composer.data.DataConfig)
     data: str | None = None  # None: the offline default corpus
     tokenizer: str | None = None  # None: the offline byte-level tokenizer
@@ -70,6 +74,15 @@ class TrainConfig:
     out: str | None = None
 
     def __post_init__(self) -> None:
+        if isinstance(self.options, str):
+            try:
+                self.options = json.loads(self.options)
+            except json.JSONDecodeError as err:
+                raise ConfigError(f"options must be JSON such as '{{\"W\": {{\"window\": 1024}}}}': {err}") from None
+        if self.options is not None and not (
+            isinstance(self.options, dict) and all(isinstance(v, dict) for v in self.options.values())
+        ):
+            raise ConfigError(f"options must map a primitive symbol to its options, got {self.options!r}")
         checks = [
             (self.strategy in STRATEGIES, f"strategy must be one of {STRATEGIES}, got {self.strategy!r}"),
             (self.precision in PRECISIONS, f"precision must be one of {PRECISIONS}, got {self.precision!r}"),

@@ -166,6 +166,9 @@ def build(config: TrainConfig) -> tuple[L.Trainer, ComposerLM, Any, dict[str, An
     out = Path(config.out)
     arch, widths = resolve_architecture(config.arch, config.preset, DEFAULT_WIDTHS)
     arch = arch.replace(max_seq_len=max(arch.max_seq_len, config.seq_len))
+    if config.options:
+        merged = {symbol: {**arch.options.get(symbol, {}), **values} for symbol, values in config.options.items()}
+        arch = arch.replace(options={**arch.options, **merged})
     tokenizer = load_tokenizer(config.tokenizer)
     vocab = model_vocab_size(tokenizer.vocab_size)
     if vocab != arch.vocab_size:

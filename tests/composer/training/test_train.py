@@ -154,6 +154,8 @@ def test_two_processes_match_one_with_the_same_global_batch(tmp_path, strategy):
         (["--data", "does/not/exist.jsonl"], "does/not/exist.jsonl"),
         (["--tokenizer", "/no/such/tokenizer"], "/no/such/tokenizer"),
         (["--arch", "AQM"], "unknown primitive 'Q'"),
+        (["--arch", "AW", "--options", "{W: 3}"], "options must be JSON"),
+        (["--arch", "AW", "--options", '{"W": {"windw": 8}}'], "windw"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, argv, message):
@@ -161,6 +163,18 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, argv, message):
     err = capsys.readouterr().err
     assert code == 2
     assert message in err and err.strip().count("\n") == 0 and "Traceback" not in err
+
+
+def test_per_primitive_options_reach_the_model_and_its_export(tmp_path):
+    out = tmp_path / "run"
+    train(TrainConfig(**{**FAST, "arch": "AWAW"}, options={"W": {"window": 8}}, tokens=2 * 512, wandb="off",
+                      out=str(out)))
+    saved = json.loads((out / "config.json").read_text())["arch"]
+    assert saved["options"]["W"] == {"window": 8}
+    from composer.training.checkpoint import load_pretrained
+
+    model = load_pretrained(out / "model")
+    assert model.layers[1].primitive.config.window == 8
 
 
 def test_torchrun_launch_matches_one_process(tmp_path):
