@@ -1,4 +1,4 @@
-"""The Lightning module with auxiliary losses (MoE): what it logs, what it optimises, what it validates on."""
+"""The Lightning module with auxiliary losses (MoE) and the new primitives under FSDP2 + activation checkpointing."""
 
 from __future__ import annotations
 
@@ -67,11 +67,11 @@ def test_dense_run_logs_no_aux_loss(tmp_path):
     assert "train/loss" in keys and "train/aux_loss" not in keys and "train/lm_loss" not in keys
 
 
-def run_cli(out: Path, *extra: str) -> dict:
+def run_cli(out: Path, *extra: str, arch: str = MOE["arch"]) -> dict:
     argv = [
         "train",
         "--arch",
-        MOE["arch"],
+        arch,
         "--preset",
         MOE["preset"],
         "--seq-len",
@@ -132,4 +132,20 @@ def test_moe_under_fsdp_and_activation_checkpointing_matches_one_process(tmp_pat
     for step in one:
         assert two[step] == pytest.approx(one[step], rel=1e-4), step
     assert train_metric(tmp_path / "fsdp", "train/aux_loss")
+    assert double["val_loss"] == pytest.approx(single["val_loss"], rel=1e-4)
+
+
+def test_recurrent_and_windowed_primitives_under_fsdp_and_activation_checkpointing_match_one_process(tmp_path):
+    """S (Mamba-2), D (Gated DeltaNet) and W (window 16) shard per layer with FSDP2 and recompute under AC: two
+    CPU processes follow one process with the same global batch, step by step."""
+    arch = "SDWM"
+    options = ("--options", '{"W": {"window": 16}}')
+    single = run_cli(tmp_path / "single", "--devices", "1", "--accelerator", "cpu", *options, arch=arch)
+    double = run_cli(tmp_path / "fsdp", "--devices", "2", "--accelerator", "cpu", "--strategy", "fsdp", *options,
+                     arch=arch)
+    assert double["world_size"] == 2 and double["strategy"] == "fsdp"
+    one, two = (train_metric(tmp_path / run, "train/grad_norm") for run in ("single", "fsdp"))
+    assert one.keys() == two.keys() and len(one) == 6
+    for step in one:
+        assert two[step] == pytest.approx(one[step], rel=1e-4), step
     assert double["val_loss"] == pytest.approx(single["val_loss"], rel=1e-4)
