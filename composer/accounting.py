@@ -4,6 +4,7 @@ Conventions (the same as torchtitan / PaLM, so MFU figures are comparable):
 
 * ``params`` counts every weight once (a tied LM head shares the embedding's).
 * ``non_embedding_params`` is all but the token embedding and an untied LM head; the final norm is included.
+* ``active_params`` is what one token uses: all of ``params`` but the experts an MoE layer does not route it to.
   This is the size measure the extrapolator matches across patterns.
 * ``flops_per_token``: training FLOPs (forward + backward) per token at ``seq_len``: each primitive's own count
   plus ``6 * d_model * vocab`` for the LM head (a real matmul even when tied); the embedding lookup is free.
@@ -34,6 +35,7 @@ class ArchStats:
     embedding_params: int
     non_embedding_params: int
     flops_per_token: int
+    active_params: int  # parameters one token uses: differs from params only with sparse layers (E)
     seq_len: int
     cache_dtype_bytes: int
     kv_cache_bytes_per_token: int
@@ -97,6 +99,7 @@ def analyze(arch: ArchConfig, seq_len: int | None = None, cache_dtype_bytes: int
             "name": cls.name,
             "layers": n,
             "params_per_layer": per_layer[symbol],
+            "active_params_per_layer": cls.active_param_count(config) + arch.d_model,
             "flops_per_token_per_layer": cls.flops_per_token(config, seq_len),
             "kv_bytes_per_token": cache.bytes_per_token,
             "window": cache.window,
@@ -112,6 +115,8 @@ def analyze(arch: ArchConfig, seq_len: int | None = None, cache_dtype_bytes: int
         embedding_params=embedding,
         non_embedding_params=non_embedding,
         flops_per_token=flops,
+        active_params=non_embedding + embedding
+        - sum(p["layers"] * (p["params_per_layer"] - p["active_params_per_layer"]) for p in per_primitive.values()),
         seq_len=seq_len,
         cache_dtype_bytes=cache_dtype_bytes,
         kv_cache_bytes_per_token=per_token_cache,

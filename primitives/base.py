@@ -93,6 +93,12 @@ class Primitive(nn.Module, ABC):
         """Exact number of parameters of one layer body (the residual layer's norm is counted by the model)."""
 
     @classmethod
+    def active_param_count(cls, config: Any) -> int:
+        """Parameters one token actually uses (sparse layers such as MoE use fewer than they hold); the default,
+        for dense primitives, is all of them."""
+        return cls.param_count(config)
+
+    @classmethod
     @abstractmethod
     def flops_per_token(cls, config: Any, seq_len: int) -> int:
         """Training FLOPs per token (forward + backward = 3x forward) at sequence length ``seq_len``.

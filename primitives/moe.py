@@ -159,7 +159,12 @@ class MoESwiGLU(Primitive):
         return c.n_experts * 3 * c.d_model * c.expert_ffn_dim + c.d_model * c.n_experts
 
     @classmethod
+    def active_param_count(cls, config: MoEConfig) -> int:
+        """The router and the ``top_k`` experts a token is sent to."""
+        c = config
+        return c.top_k * 3 * c.d_model * c.expert_ffn_dim + c.d_model * c.n_experts
+
+    @classmethod
     def flops_per_token(cls, config: MoEConfig, seq_len: int) -> int:
         # Only the top_k experts a token is routed to (and the router) do work for it: 6 FLOPs per active weight.
-        c = config
-        return 6 * (c.top_k * 3 * c.d_model * c.expert_ffn_dim + c.d_model * c.n_experts)
+        return 6 * cls.active_param_count(config)

@@ -55,6 +55,8 @@ def run(args: argparse.Namespace) -> int:
             ("layers", f"{stats.n_layers}: {counts}"),
             ("params", f"{stats.params:,} ({human(stats.params)})"),
             ("non-embedding", f"{stats.non_embedding_params:,} ({human(stats.non_embedding_params)})"),
+            *([("active", f"{stats.active_params:,} ({human(stats.active_params)}) used per token")]
+              if stats.active_params != stats.params else []),
             ("FLOPs/token", f"{stats.flops_per_token:,} ({human(stats.flops_per_token)}, training, "
                             f"seq len {stats.seq_len})"),
             ("KV cache/token", f"{stats.kv_cache_bytes_per_token:,} bytes ({args.cache_dtype})"),

@@ -44,3 +44,19 @@ def test_counts_equal_numel_for_mixed_patterns():
         arch = get_preset("tiny").arch.with_pattern(pattern)
         model = build_model(arch, device="meta")
         assert sum(p.numel() for p in model.parameters()) == analyze(arch).params
+
+
+def test_active_params_count_only_the_routed_experts():
+    from composer.presets import get_preset
+    from primitives.moe import MoESwiGLU
+
+    dense = analyze(get_preset("tiny").arch.with_pattern("AMAM"))
+    assert dense.active_params == dense.params
+    arch = get_preset("tiny").arch.with_pattern("AEAE")
+    stats = analyze(arch)
+    config = arch.primitive_configs()["E"]
+    unused_per_layer = (config.n_experts - config.top_k) * 3 * config.d_model * config.expert_ffn_dim
+    assert stats.active_params == stats.params - 2 * unused_per_layer
+    assert stats.per_primitive["E"]["active_params_per_layer"] == MoESwiGLU.active_param_count(config) + arch.d_model
+    assert stats.flops_per_token - dense.flops_per_token == 2 * (
+        6 * MoESwiGLU.active_param_count(config) - 6 * (3 * arch.d_model * arch.ffn_dim))
