@@ -58,6 +58,9 @@ class SearchConfig:
         for ok, message in checks:
             if not ok:
                 raise ConfigError(message)
+        from composer.pattern import parse_pattern
+
+        parse_pattern(self.primitives)  # unknown symbols fail here, before anything is written to --out
         if self.strategy != "one-shot" and self.final_depth <= self.layers:
             raise ConfigError(f"depth ({self.final_depth}) must exceed layers ({self.layers}) for {self.strategy}")
 

@@ -38,7 +38,8 @@ def test_mad_smoke_search_over_ams_then_aggregate_and_extrapolate(tmp_path, caps
     capsys.readouterr()
 
 
-def test_search_cli_rejects_an_unknown_primitive(capsys):
-    assert main(["search", "--primitives", "AMX", "--out", "unused"]) == 2
+def test_search_cli_rejects_an_unknown_primitive_before_writing_anything(tmp_path, capsys):
+    assert main(["search", "--primitives", "AMX", "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
     assert "X" in err and "S (mamba2)" in err
+    assert not (tmp_path / "out").exists()
