@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 
 import pytest
 import torch
@@ -12,23 +11,8 @@ from primitives.base import InitScheme
 from primitives.rope import RopeScaling, apply_rotary, inverse_frequencies, rotary_cos_sin
 
 
-def naive_attention(module: GroupedQueryAttention, x: torch.Tensor) -> torch.Tensor:
-    c = module.config
-    b, s, _ = x.shape
-    q, k, v = module.wqkv(x).view(b, s, -1, c.head_dim).split((c.n_heads, c.n_kv_heads, c.n_kv_heads), 2)
-    cos, sin = rotary_cos_sin(module.inv_freq, s, x.dtype)
-    q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
-    group = c.n_heads // c.n_kv_heads
-    k, v = k.repeat_interleave(group, dim=2), v.repeat_interleave(group, dim=2)
-    scores = torch.einsum("bqhd,bkhd->bhqk", q, k) / math.sqrt(c.head_dim)
-    mask = torch.ones(s, s, dtype=torch.bool).triu(1)
-    weights = scores.masked_fill(mask, float("-inf")).softmax(-1)
-    out = torch.einsum("bhqk,bkhd->bqhd", weights, v).reshape(b, s, -1)
-    return module.wo(out)
-
-
 @pytest.mark.parametrize("n_kv_heads", [1, 2, 4])
-def test_matches_naive_reference(n_kv_heads):
+def test_matches_naive_reference(n_kv_heads, naive_attention):
     config = AttentionConfig(d_model=32, n_heads=4, n_kv_heads=n_kv_heads, head_dim=8, rope_theta=10_000.0)
     module = GroupedQueryAttention(config)
     module.reset_parameters(InitScheme(std=0.2, n_layers=1))

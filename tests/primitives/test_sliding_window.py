@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import math
 
 import pytest
 import torch
@@ -14,7 +13,6 @@ from composer.errors import ConfigError
 from composer.presets import get_preset
 from primitives.attention import AttentionConfig, GroupedQueryAttention
 from primitives.base import InitScheme
-from primitives.rope import apply_rotary, rotary_cos_sin
 from primitives.sliding_window import SlidingWindowAttention, SlidingWindowConfig, sliding_window_mask
 
 WIDTHS = {"d_model": 32, "n_heads": 4, "n_kv_heads": 2, "head_dim": 8, "rope_theta": 10_000.0}
@@ -24,22 +22,6 @@ def make(window: int, **overrides) -> SlidingWindowAttention:
     module = SlidingWindowAttention(SlidingWindowConfig(**{**WIDTHS, **overrides}, window=window))
     module.reset_parameters(InitScheme(std=0.2, n_layers=1))
     return module
-
-
-def naive_window_attention(module: SlidingWindowAttention, x: torch.Tensor) -> torch.Tensor:
-    """Masked softmax over explicit scores, keys ``i - window < j <= i``."""
-    c = module.config
-    b, s, _ = x.shape
-    q, k, v = module.wqkv(x).view(b, s, -1, c.head_dim).split((c.n_heads, c.n_kv_heads, c.n_kv_heads), 2)
-    cos, sin = rotary_cos_sin(module.inv_freq, s, x.dtype)
-    q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
-    group = c.n_heads // c.n_kv_heads
-    k, v = k.repeat_interleave(group, dim=2), v.repeat_interleave(group, dim=2)
-    scores = torch.einsum("bqhd,bkhd->bhqk", q, k) / math.sqrt(c.head_dim)
-    i, j = torch.arange(s)[:, None], torch.arange(s)[None, :]
-    allowed = (j <= i) & (j > i - c.window)
-    weights = scores.masked_fill(~allowed, float("-inf")).softmax(-1)
-    return module.wo(torch.einsum("bhqk,bkhd->bqhd", weights, v).reshape(b, s, -1))
 
 
 def test_mask_is_banded_and_causal():
@@ -62,10 +44,10 @@ def test_window_covering_the_sequence_is_exactly_full_attention(window):
 
 
 @pytest.mark.parametrize("window, n_kv_heads", [(1, 2), (3, 2), (4, 1), (6, 4)])
-def test_matches_naive_reference(window, n_kv_heads):
+def test_matches_naive_reference(window, n_kv_heads, naive_attention):
     module = make(window, n_kv_heads=n_kv_heads)
     x = torch.randn(2, 13, 32)
-    torch.testing.assert_close(module(x), naive_window_attention(module, x), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(module(x), naive_attention(module, x), atol=1e-5, rtol=1e-5)
 
 
 def test_window_one_sees_only_the_token_itself():
@@ -98,11 +80,11 @@ def test_causal_and_blind_beyond_the_window():
     assert not torch.allclose(y_inside[:, t], base[:, t])
 
 
-def test_gradients_match_the_reference():
+def test_gradients_match_the_reference(naive_attention):
     module = make(3)
     x = torch.randn(2, 9, 32, requires_grad=True)
     (grad_ours,) = torch.autograd.grad(module(x).square().sum(), x)
-    (grad_ref,) = torch.autograd.grad(naive_window_attention(module, x).square().sum(), x)
+    (grad_ref,) = torch.autograd.grad(naive_attention(module, x).square().sum(), x)
     torch.testing.assert_close(grad_ours, grad_ref, atol=1e-5, rtol=1e-5)
 
 
