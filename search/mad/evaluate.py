@@ -185,6 +185,18 @@ _CPU_TASKS = (
     ),
     TaskConfig("memorization", vocab_size=2048, seq_len=32, num_train_examples=2048, num_test_examples=256),
 )
+# MAD's six baseline tasks at MAD's own sizes (Poli et al. 2024), for the GPU budgets
+_MAD_TASKS = tuple(
+    TaskConfig(name)
+    for name in (
+        "in-context-recall",
+        "fuzzy-in-context-recall",
+        "noisy-in-context-recall",
+        "selective-copying",
+        "compression",
+        "memorization",
+    )
+)
 _SMOKE_TASKS = (*_CPU_TASKS[:2], TaskConfig("memorization", seq_len=32, num_test_examples=256))
 
 BUDGETS: dict[str, Budget] = {
@@ -208,17 +220,7 @@ BUDGETS: dict[str, Budget] = {
         ),
         Budget(
             name="gpu",
-            tasks=tuple(
-                TaskConfig(name)
-                for name in (
-                    "in-context-recall",
-                    "fuzzy-in-context-recall",
-                    "noisy-in-context-recall",
-                    "selective-copying",
-                    "compression",
-                    "memorization",
-                )
-            ),
+            tasks=_MAD_TASKS,
             epochs=20,
             min_steps=1000,
             batch_size=128,
@@ -228,17 +230,7 @@ BUDGETS: dict[str, Budget] = {
         ),
         Budget(
             name="paper",
-            tasks=tuple(
-                TaskConfig(name)
-                for name in (
-                    "in-context-recall",
-                    "fuzzy-in-context-recall",
-                    "noisy-in-context-recall",
-                    "selective-copying",
-                    "compression",
-                    "memorization",
-                )
-            ),
+            tasks=_MAD_TASKS,
             epochs=200,
             batch_size=128,
             lrs=(1e-4, 5e-4, 1e-3),
