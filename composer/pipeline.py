@@ -22,7 +22,6 @@ from __future__ import annotations
 import csv
 import dataclasses
 import json
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +31,7 @@ import yaml
 
 from composer.accounting import analyze
 from composer.errors import ConfigError
+from composer.files import atomic_write_csv, atomic_write_json, atomic_write_text
 from composer.training.config import TrainConfig
 
 STAGES = ("search", "aggregate", "extrapolate", "train", "compare")
@@ -96,13 +96,6 @@ def _check_keys(where: str, values: dict, allowed: list[str]) -> None:
         raise ConfigError(f"{where} has unknown option(s) {unknown}; valid: {', '.join(allowed)}")
 
 
-def _write_json(path: Path, data: Any) -> None:
-    """Atomic: a kill mid-write leaves the previous file (or none), never half a file a resume would trust."""
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2))
-    os.replace(tmp, path)
-
-
 def _read_json(path: Path) -> Any | None:
     return json.loads(path.read_text()) if path.is_file() else None
 
@@ -134,7 +127,7 @@ class Pipeline:
         result = aggregate(self.out / "search", **self.config.aggregate).to_dict()
         self.echo(f"== aggregate: {result['pattern']} from {len(result['members'])} member(s) of the top cluster "
                   f"(N_{result['c']}, k={result['k']}; best single trial {result['best']['pattern']})")
-        _write_json(path, result)
+        atomic_write_json(path, result)
         return result
 
     def run_extrapolate(self, pattern: str) -> dict[str, Any]:
@@ -152,7 +145,7 @@ class Pipeline:
         data = {**result.to_dict(), "baselines": {name: arch.pattern for name, arch in baselines.items()}}
         self.echo(f"== extrapolate: {pattern} -> {result.compact} ({result.method}, {result.n_layers} layers, "
                   f"{result.non_embedding_params:,} non-embedding params at {options['to']} widths)")
-        _write_json(path, data)
+        atomic_write_json(path, data)
         return data
 
     def models(self, extrapolation: dict[str, Any]) -> dict[str, str]:
@@ -224,7 +217,7 @@ class Pipeline:
         if unknown:
             raise ConfigError(f"unknown stage(s) {unknown}; choose from {', '.join(STAGES)}")
         self.out.mkdir(parents=True, exist_ok=True)
-        _write_json(self.out / "pipeline.json", self.config.to_dict())
+        atomic_write_json(self.out / "pipeline.json", self.config.to_dict())
         result: dict[str, Any] = {"out": str(self.out)}
         if "search" in stages:
             result["search"] = self.run_search()
@@ -270,12 +263,9 @@ def format_comparison(rows: list[dict[str, Any]]) -> str:
 
 
 def write_comparison(rows: list[dict[str, Any]], out: Path) -> None:
-    _write_json(out / "comparison.json", rows)
-    with open(out / "comparison.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows(rows)
-    (out / "comparison.md").write_text(format_comparison(rows) + "\n")
+    atomic_write_json(out / "comparison.json", rows)
+    atomic_write_csv(out / "comparison.csv", rows, COLUMNS)
+    atomic_write_text(out / "comparison.md", format_comparison(rows) + "\n")
 
 
 def read_loss_curve(run_dir: Path, column: str = "val/loss") -> list[tuple[float, float]]:

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import csv
-import json
-import os
 from pathlib import Path
 from typing import Any
 
 import optuna
 from optuna.trial import TrialState
 
+from composer.files import atomic_write_csv, atomic_write_json
 from composer.pattern import compact_pattern
 from search.engine import is_substitute
 
@@ -67,25 +65,14 @@ def failures(study: optuna.Study) -> list[dict[str, Any]]:
     return out
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
 def write_leaderboard(rows: list[dict[str, Any]], out: Path, extra: dict[str, Any]) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    _atomic_write(out / "leaderboard.json", json.dumps(rows, indent=2))
+    atomic_write_json(out / "leaderboard.json", rows)
     columns = ["rank", "pattern", "compact", "score", "params", "non_embedding_params", "attention_share",
                "kv_cache_bytes_per_token", "trial", "seconds"]
-    tmp = out / ".leaderboard.csv.tmp"
-    with open(tmp, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=columns, extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows(rows)
-    os.replace(tmp, out / "leaderboard.csv")
+    atomic_write_csv(out / "leaderboard.csv", rows, columns)
     best = {**rows[0], **extra} if rows else {"pattern": None, **extra}
-    _atomic_write(out / "best.json", json.dumps(best, indent=2))
+    atomic_write_json(out / "best.json", best)
 
 
 def format_table(rows: list[dict[str, Any]], limit: int = 10) -> str:

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
-import os
 from pathlib import Path
 
 from composer.cli.format import print_json, print_rows, print_table
 from composer.errors import ConfigError
+from composer.files import atomic_write_json
 
 DEFAULT_OUT = "runs/search"  # composer search's default --out
 
@@ -58,11 +57,7 @@ def _source_and_target(args: argparse.Namespace) -> tuple[str, Path | None]:
 
 def _write(target: Path, data: dict) -> Path:
     target.mkdir(parents=True, exist_ok=True)
-    path = target / "aggregate.json"
-    tmp = target / ".aggregate.json.tmp"
-    tmp.write_text(json.dumps(data, indent=2))
-    os.replace(tmp, path)
-    return path
+    return atomic_write_json(target / "aggregate.json", data)
 
 
 def _describe(source: dict, excluded: dict[str, int]) -> str:

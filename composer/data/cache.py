@@ -14,11 +14,12 @@ import hashlib
 import json
 import os
 import struct
-import uuid
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from composer.files import atomic_write_text, temporary_path
 
 # Bump when the token layout or anything else that changes cached bytes changes; old entries are then ignored.
 PIPELINE_VERSION = 1
@@ -32,10 +33,6 @@ def cache_key(identity: dict[str, Any]) -> str:
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]
 
 
-def _temporary(path: Path) -> Path:
-    return path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")
-
-
 class NpyWriter:
     """Append 1-D chunks to a ``.npy`` file of unknown final length; ``commit`` publishes it atomically.
 
@@ -46,7 +43,7 @@ class NpyWriter:
         self.path = Path(path)
         self.dtype = np.dtype(dtype)
         self.length = 0
-        self._tmp = _temporary(self.path)
+        self._tmp = temporary_path(self.path)
         self._file = open(self._tmp, "wb")  # noqa: SIM115 - closed by commit/abort
         self._file.write(b"\0" * _HEADER_BYTES)
 
@@ -97,13 +94,7 @@ def save_array(path: Path, array: np.ndarray) -> Path:
 
 def write_json(path: Path, data: dict[str, Any]) -> Path:
     """Write JSON atomically (the completion marker of a cache entry)."""
-    tmp = _temporary(Path(path))
-    try:
-        tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return Path(path)
+    return atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
 def read_meta(directory: Path) -> dict[str, Any] | None:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 import time
 import warnings
 from dataclasses import dataclass
@@ -31,6 +30,7 @@ from lightning.pytorch.strategies import DDPStrategy, ModelParallelStrategy
 from composer.accounting import analyze
 from composer.config import ArchConfig
 from composer.errors import ConfigError
+from composer.files import atomic_write_json
 from composer.presets import resolve_architecture
 from composer.training.checkpoint import AtomicCheckpoint, export_weights, full_state_dict, latest_checkpoint
 from composer.training.config import TrainConfig, wandb_mode
@@ -282,9 +282,7 @@ def train(config: TrainConfig, resume: bool = False) -> dict[str, Any]:
     export_weights(state, arch, out / "model")
     summary = _summary(trainer, context, validation, train_loss, time.perf_counter() - started, out)
     if trainer.is_global_zero:
-        tmp = out / ".summary.json.tmp"
-        tmp.write_text(json.dumps(summary, indent=2))
-        os.replace(tmp, out / "summary.json")
+        atomic_write_json(out / "summary.json", summary)
     _finish_wandb(trainer, summary)
     return summary
 

@@ -1,0 +1,45 @@
+"""Atomic file writes: every result file (summaries, leaderboards, cache markers, pipeline stages) is written
+under a unique temporary name in its directory and renamed into place, so a process killed mid-write leaves
+the previous file (or none), never half a file that a resume or a reader would trust. The temporary name is
+unique per process and call, so concurrent writers (ranks, workers) never interleave in one temporary file."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import uuid
+from pathlib import Path
+from typing import Any
+
+
+def temporary_path(path: Path) -> Path:
+    """A hidden sibling of ``path`` no other process or call uses."""
+    path = Path(path)
+    return path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")
+
+
+def atomic_write_text(path: str | Path, text: str) -> Path:
+    path = Path(path)
+    tmp = temporary_path(path)
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
+
+
+def atomic_write_json(path: str | Path, data: Any, **dumps: Any) -> Path:
+    """``json.dumps(data, indent=2, **dumps)`` written atomically."""
+    return atomic_write_text(path, json.dumps(data, **{"indent": 2, **dumps}))
+
+
+def atomic_write_csv(path: str | Path, rows: list[dict[str, Any]], columns: list[str] | tuple[str, ...]) -> Path:
+    """``rows`` as CSV with a header of ``columns`` (other keys are left out), written atomically."""
+    buffer = io.StringIO(newline="")
+    writer = csv.DictWriter(buffer, fieldnames=list(columns), extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows(rows)
+    return atomic_write_text(path, buffer.getvalue())
