@@ -9,9 +9,10 @@ A pipeline recipe (recipes/pipeline/*.yaml) has one section per stage::
     baselines: [llama, sandwich, striped-1:2]        # scaling.baselines names, matched to the composite
     train: {...}                # TrainConfig fields shared by every model (arch/preset/out are set per model)
 
-Every stage writes its result before the next starts and is skipped when its result is already there, so a killed
-pipeline re-run with the same recipe resumes: the search resumes its Optuna study, finished trainings are kept
-(their summary.json), an interrupted one continues from its last checkpoint. All models train on the same data,
+Every stage writes its result before the next starts, so a killed pipeline re-run with the same recipe resumes:
+the search resumes its Optuna study, aggregation and extrapolation are recomputed from it (cheap and
+deterministic), finished trainings are kept (their summary.json), an interrupted one continues from its last
+checkpoint. All models train on the same data,
 tokens, batch and schedule; the comparison table (comparison.json/.csv/.md) holds validation loss, tokens/s,
 parameters and KV-cache bytes per token at the target widths, and loss_curves.png plots validation loss against
 tokens for every model.
@@ -121,9 +122,9 @@ class Pipeline:
     def run_aggregate(self) -> dict[str, Any]:
         from search.aggregate import aggregate
 
+        # Always recomputed (it reads the study in well under a second): a search resumed with more trials must
+        # not be aggregated from the previous run's file.
         path = self.out / "aggregate.json"
-        if (done := _read_json(path)) is not None:
-            return done
         result = aggregate(self.out / "search", **self.config.aggregate).to_dict()
         self.echo(f"== aggregate: {result['pattern']} from {len(result['members'])} member(s) of the top cluster "
                   f"(N_{result['c']}, k={result['k']}; best single trial {result['best']['pattern']})")

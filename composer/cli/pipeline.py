@@ -13,7 +13,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "pipeline",
         help="the whole method: search, aggregate, extrapolate, train against baselines, compare",
         description="Run a pipeline recipe (recipes/pipeline/) end to end. Every stage writes its result under "
-                    "--out and is skipped when re-run, so a killed pipeline resumes where it stopped.",
+                    "--out; finished trials and trainings are not redone, so a killed pipeline resumes where it stopped.",
     )
     parser.add_argument("--recipe", required=True, help="pipeline YAML (e.g. recipes/pipeline/cpu-demo.yaml)")
     parser.add_argument("--out", help="output directory (default: the recipe's out)")
