@@ -78,20 +78,8 @@ def analyze(arch: ArchConfig, seq_len: int | None = None, cache_dtype_bytes: int
     if seq_len <= 0:
         raise ConfigError(f"seq_len must be positive, got {seq_len}")
     configs = arch.primitive_configs()
-    flops = 6 * arch.d_model * arch.vocab_size
-    per_token_cache = cache_total = fixed_total = 0
-    for symbol in arch.pattern:
-        cls, config = REGISTRY.get(symbol), configs[symbol]
-        flops += cls.flops_per_token(config, seq_len)
-        cache = cls.inference_cache(config, cache_dtype_bytes)
-        if cache.window is None:
-            per_token_cache += cache.bytes_per_token
-        cache_total += cache.bytes_at(seq_len)
-        fixed_total += cache.fixed_bytes
-    non_embedding = non_embedding_params(arch)
-    embedding = embedding_params(arch)
     per_layer = layer_params(arch)
-    per_primitive = {}
+    per_primitive = {}  # one entry per symbol; every layer of a symbol costs the same
     for symbol, n in arch.counts.items():
         cls, config = REGISTRY.get(symbol), configs[symbol]
         cache = cls.inference_cache(config, cache_dtype_bytes)
@@ -106,6 +94,12 @@ def analyze(arch: ArchConfig, seq_len: int | None = None, cache_dtype_bytes: int
             "state_bytes": cache.fixed_bytes,
             "cache_bytes_per_layer": cache.bytes_at(seq_len),
         }
+
+    def total(key: str, only=lambda p: True) -> int:
+        return sum(p["layers"] * p[key] for p in per_primitive.values() if only(p))
+
+    non_embedding = non_embedding_params(arch)
+    embedding = embedding_params(arch)
     return ArchStats(
         pattern=arch.pattern,
         compact=arch.compact,
@@ -114,13 +108,12 @@ def analyze(arch: ArchConfig, seq_len: int | None = None, cache_dtype_bytes: int
         params=non_embedding + embedding,
         embedding_params=embedding,
         non_embedding_params=non_embedding,
-        flops_per_token=flops,
-        active_params=non_embedding + embedding
-        - sum(p["layers"] * (p["params_per_layer"] - p["active_params_per_layer"]) for p in per_primitive.values()),
+        flops_per_token=6 * arch.d_model * arch.vocab_size + total("flops_per_token_per_layer"),
+        active_params=non_embedding + embedding - total("params_per_layer") + total("active_params_per_layer"),
         seq_len=seq_len,
         cache_dtype_bytes=cache_dtype_bytes,
-        kv_cache_bytes_per_token=per_token_cache,
-        cache_bytes_per_sequence=cache_total,
-        state_bytes_per_sequence=fixed_total,
+        kv_cache_bytes_per_token=total("kv_bytes_per_token", only=lambda p: p["window"] is None),
+        cache_bytes_per_sequence=total("cache_bytes_per_layer"),
+        state_bytes_per_sequence=total("state_bytes"),
         per_primitive=per_primitive,
     )
