@@ -22,6 +22,10 @@ HELP = {
     "warmup": "warmup: a fraction of the steps (< 1) or a number of steps",
     "wandb": "auto: online with an API key, else offline; off disables W&B",
     "devices": "devices per node, or 'auto'",
+    "seed": "training seed: initialisation and data order (never the validation split)",
+    "data_seed": "chooses the held-out validation documents (default 0; the same for every --seed)",
+    "val_tokens": "tokens scored by the final validation (default: the whole held-out split)",
+    "val_batches": "micro-batches per validation during training (the loss curve; the final one reads them all)",
     "max_documents": "use only the first N documents (quick smoke runs)",
     "options": "per-primitive options as JSON, e.g. '{\"W\": {\"window\": 1024}}' (see docs/primitives.md)",
 }
@@ -72,7 +76,8 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json(summary)
     else:
-        keys = ("pattern", "params", "tokens", "val_loss", "val_ppl", "tokens_per_s", "mfu", "wall_time_s")
+        keys = ("pattern", "params", "tokens", "val_loss", "val_ppl", "val_tokens", "val_fingerprint",
+                "tokens_per_s", "mfu", "wall_time_s")
         for key in keys:
             if summary.get(key) is not None:
                 value = summary[key]

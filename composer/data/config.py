@@ -2,8 +2,8 @@
 
 A ``DataConfig`` says nothing about the model or the optimiser; the micro-batch size belongs to the trainer
 and is passed to ``TokenDataModule`` separately. Everything that changes the token stream (source, tokenizer,
-text field, text unit, document cap, seed, validation fraction) is part of the cache key, so two configs never
-share a stale cache.
+text field, text unit, document cap, split seed, validation fraction) is part of the cache key, so two configs
+never share a stale cache. The shuffle ``seed`` is not: it only changes the order in which cached chunks are read.
 """
 
 from __future__ import annotations
@@ -38,8 +38,12 @@ class DataConfig:
     materialised).
 
     Validation is held out at document level: ``val_fraction`` of the documents of a materialised source
-    (chosen by a hash of the document index and ``seed``), or the first ``val_documents`` documents of a
+    (chosen by a hash of the document index and ``split_seed``), or the first ``val_documents`` documents of a
     streamed one; ``val_sequences`` caps the number of held-out sequences evaluated.
+
+    ``seed`` shuffles the training order; ``split_seed`` chooses the held-out documents. They are separate so
+    that runs differing only in their training seed are scored on exactly the same validation text (a mean
+    over seeds is then a mean over models, not over validation sets).
 
     ``text_unit`` is what a document is in a ``.txt`` file: a paragraph (blank-line separated, the default, so
     a single text file still has documents to hold out), a line, or the whole file. ``max_documents`` reads
@@ -55,6 +59,7 @@ class DataConfig:
     val_fraction: float = 0.005
     val_sequences: int | None = None
     seed: int = 0
+    split_seed: int = 0
     cache_dir: str | None = None
     streaming: bool | None = None
     num_workers: int = 0
@@ -74,6 +79,7 @@ class DataConfig:
             raise DataError(f"text_field must be a non-empty column name, got {self.text_field!r}")
         _check_int("seq_len", self.seq_len, minimum=1)
         _check_int("seed", self.seed, minimum=0)
+        _check_int("split_seed", self.split_seed, minimum=0)
         _check_int("num_workers", self.num_workers, minimum=0)
         _check_int("shuffle_buffer", self.shuffle_buffer, minimum=0)
         _check_int("val_documents", self.val_documents, minimum=0)

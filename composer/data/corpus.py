@@ -1,6 +1,6 @@
-"""Materialised corpora: tokenise a source once, split it once per seed, memory-map it ever after.
+"""Materialised corpora: tokenise a source once, split it once per split seed, memory-map it ever after.
 
-Two cache levels, so that changing the seed or the validation fraction never re-tokenises:
+Two cache levels, so that changing the split seed or the validation fraction never re-tokenises:
 
 ``<cache_root>/<slug>-<key>/``: ``tokens.npy`` (every document in source order, EOS after each, uint16 for
 vocabularies up to 65,536 ids else uint32), ``doc_lengths.npy`` (tokens per document, EOS included) and
@@ -9,7 +9,8 @@ default corpus; the hub name and config), the tokenizer fingerprint, the text fi
 files, ``max_documents`` and the pipeline version.
 
 ``.../split-<key>/``: ``train.npy`` and ``val.npy``, the training and held-out documents (chosen by
-``holdout.validation_mask`` from the seed and ``val_fraction``) each concatenated in source order, and
+``holdout.validation_mask`` from ``split_seed`` and ``val_fraction``; the training seed plays no part, so
+every training seed sees the same held-out text) each concatenated in source order, and
 ``meta.json`` with the counts.
 """
 
@@ -63,7 +64,9 @@ def token_cache_dir(config: DataConfig, source: Source, tokenizer: Tokenizer) ->
 
 
 def split_cache_dir(token_dir: Path, config: DataConfig) -> Path:
-    return token_dir / f"split-{cache_key({'seed': config.seed, 'val_fraction': float(config.val_fraction)})}"
+    # the key's name stays "seed" so that caches built before the split seed had a name of its own still match
+    key = cache_key({"seed": config.split_seed, "val_fraction": float(config.val_fraction)})
+    return token_dir / f"split-{key}"
 
 
 @dataclass(frozen=True)
@@ -185,7 +188,7 @@ def prepare_corpus(config: DataConfig, source: Source, tokenizer: Tokenizer) -> 
     split_dir = split_cache_dir(token_dir, config)
     if read_meta(split_dir) is None:
         build_tokens(config, source, tokenizer, token_dir)
-        build_split(token_dir, split_dir, config.seed, float(config.val_fraction))
+        build_split(token_dir, split_dir, config.split_seed, float(config.val_fraction))
     return split_dir
 
 

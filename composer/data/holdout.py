@@ -1,10 +1,13 @@
 """Which documents are held out for validation.
 
 Validation is split at document level, never inside a document, so no held-out text leaks into training
-through a shared document. For a materialised source the choice is a hash of (seed, document index):
+through a shared document. For a materialised source the choice is a hash of (split seed, document index):
 deterministic, order preserving, and independent of how documents are batched, read or tokenised. A streamed
 source holds out its first documents and the training stream drops every document whose content hash is in
 that set (which also drops exact duplicates of validation documents elsewhere in the stream).
+
+The split seed is the data's, never the training run's: runs that differ only in their training seed must be
+scored on the same text, or a mean over seeds mixes model noise with validation-set noise.
 """
 
 from __future__ import annotations

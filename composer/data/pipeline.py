@@ -16,6 +16,7 @@ and packed on the fly (``streaming``).
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from pathlib import Path
 from typing import Any
@@ -151,6 +152,27 @@ class DataPipeline:
             world_size=world_size,
             max_sequences=self.config.val_sequences,
         )
+
+    def validation_identity(self, max_sequences: int | None = None) -> dict[str, Any]:
+        """What a validation pass scores: ``val_sequences``, ``val_tokens`` (predicted tokens, ``seq_len`` per
+        sequence) and ``val_fingerprint``, a hash of the token ids of exactly those sequences.
+
+        Two runs with equal fingerprints were scored on the same text, so their losses can be compared and
+        averaged; this is what makes a mean over training seeds mean something. ``max_sequences`` caps the
+        sequences as ``val_dataset`` does (``None``: ``config.val_sequences``, else the whole split).
+        """
+        cap = self.config.val_sequences if max_sequences is None else max_sequences
+        seq_len = self.config.seq_len
+        tokens = open_tokens(self._val_path())
+        available = num_chunks(int(tokens.shape[0]), seq_len)
+        n = available if cap is None else min(available, cap)
+        digest = hashlib.blake2b(digest_size=16)
+        digest.update(f"seq_len={seq_len};sequences={n};".encode())
+        block = 1 << 22  # hash in bounded blocks: the held-out split of a large corpus need not fit in memory
+        end = n * (seq_len + 1)
+        for start in range(0, end, block):
+            digest.update(np.ascontiguousarray(tokens[start : min(start + block, end)], dtype="<i8").tobytes())
+        return {"val_sequences": n, "val_tokens": n * seq_len, "val_fingerprint": digest.hexdigest()}
 
     # -- reporting -------------------------------------------------------------------------------------------
     def stats(self) -> dict[str, Any]:

@@ -34,6 +34,8 @@ class TrainConfig:
     tokenizer: str | None = None  # None: the offline byte-level tokenizer
     text_field: str = "text"
     val_fraction: float = 0.02  # of documents, for local sources (streamed ones hold out their first documents)
+    # chooses the held-out documents; `seed` never does, so runs differing only in `seed` share their validation text
+    data_seed: int = 0
     max_documents: int | None = None
     num_workers: int = 0
     data_cache: str | None = None
@@ -63,7 +65,9 @@ class TrainConfig:
     activation_checkpointing: bool = False
     # evaluation, logging, checkpoints
     val_interval: int | None = None  # optimizer steps between validations; default: 10 per run
-    val_batches: int = 50  # micro-batches per validation (per device)
+    val_batches: int = 50  # micro-batches per validation during training (per device): the loss curve
+    # the final validation (summary.json's val_loss) scores the whole held-out split, or its first `val_tokens`
+    val_tokens: int | None = None
     log_interval: int = 10
     checkpoint_interval: int | None = None  # optimizer steps; default: 5 per run; the end always saves
     keep_checkpoints: int = 2
@@ -94,6 +98,10 @@ class TrainConfig:
             (self.warmup >= 0, f"warmup must be >= 0, got {self.warmup}"),
             (self.grad_clip >= 0, f"grad_clip must be >= 0, got {self.grad_clip}"),
             (self.num_nodes >= 1, f"num_nodes must be >= 1, got {self.num_nodes}"),
+            (self.val_batches >= 1, f"val_batches must be >= 1, got {self.val_batches}"),
+            (self.val_tokens is None or self.val_tokens >= 1,
+             f"val_tokens must be a positive token count (or unset for the whole split), got {self.val_tokens}"),
+            (self.seed >= 0 and self.data_seed >= 0, f"seed and data_seed must be >= 0, got {self.seed}, {self.data_seed}"),
         ]
         for ok, message in checks:
             if not ok:

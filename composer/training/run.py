@@ -211,7 +211,9 @@ def build(config: TrainConfig) -> tuple[L.Trainer, ComposerLM, Any, dict[str, An
             text_field=config.text_field,
             seq_len=config.seq_len,
             val_fraction=config.val_fraction,
-            seed=config.seed,
+            seed=config.seed,  # training order only
+            split_seed=config.data_seed,  # the held-out documents: the same for every training seed
+            val_sequences=None if config.val_tokens is None else math.ceil(config.val_tokens / config.seq_len),
             cache_dir=config.data_cache,
             num_workers=config.num_workers,
             max_documents=config.max_documents,
@@ -255,6 +257,8 @@ def build(config: TrainConfig) -> tuple[L.Trainer, ComposerLM, Any, dict[str, An
         "stats": stats,
         "throughput": throughput,
         "tokenizer": tokenizer.name,
+        "seed": config.seed,
+        "data_seed": config.data_seed,
     }
     return trainer, module, datamodule, context
 
@@ -277,7 +281,9 @@ def train(config: TrainConfig, resume: bool = False) -> dict[str, Any]:
     started = time.perf_counter()
     trainer.fit(module, datamodule=datamodule, ckpt_path=str(checkpoint) if resume and checkpoint else None)
     train_loss = trainer.callback_metrics.get("train/loss")
+    trainer.limit_val_batches = 1.0  # the final score reads the whole held-out split (or val_tokens of it)
     validation = trainer.validate(module, datamodule=datamodule, verbose=False)
+    context["validation"] = datamodule.pipeline.validation_identity()
     state = full_state_dict(module.model)
     export_weights(state, arch, out / "model")
     summary = _summary(trainer, context, validation, train_loss, time.perf_counter() - started, out)
@@ -311,6 +317,12 @@ def _summary(trainer, context, validation, train_loss, wall_time, out: Path) -> 
         "non_embedding_params": stats.non_embedding_params,
         "val_loss": float(val["val/loss"]) if "val/loss" in val else None,
         "val_ppl": float(val["val/ppl"]) if "val/ppl" in val else None,
+        # what val_loss was measured on: equal fingerprints mean the same held-out text
+        "val_tokens": int(val["val/tokens"]) if "val/tokens" in val else context["validation"]["val_tokens"],
+        "val_sequences": context["validation"]["val_sequences"],
+        "val_fingerprint": context["validation"]["val_fingerprint"],
+        "seed": context["seed"],
+        "data_seed": context["data_seed"],
         "train_loss": float(train_loss) if train_loss is not None else None,
         "tokens": trainer.global_step * plan.tokens_per_step,
         "steps": trainer.global_step,

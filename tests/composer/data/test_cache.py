@@ -52,8 +52,8 @@ def test_cache_is_built_once_and_memory_mapped(config, monkeypatch):
     second.prepare()
     assert isinstance(second.corpus.train, np.memmap)
     assert np.array_equal(second.corpus.train, expected)
-    # another seed re-splits the cached tokens without tokenising again
-    other = DataPipeline(config.replace(seed=1))
+    # another split seed re-splits the cached tokens without tokenising again
+    other = DataPipeline(config.replace(split_seed=1))
     assert other.stats()["tokens"] == first.stats()["tokens"]
     assert other.corpus.directory != first.corpus.directory
 

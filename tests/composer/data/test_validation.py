@@ -22,8 +22,34 @@ def test_validation_is_disjoint_from_training_at_document_level(config, corpus):
     assert 3 <= len(val) <= 24  # ~20% of 60, chosen by hash
     again = DataPipeline(config.replace(val_fraction=0.2))
     assert decoded_documents(again.corpus.val) == val  # deterministic
-    other_seed = DataPipeline(config.replace(val_fraction=0.2, seed=5))
-    assert decoded_documents(other_seed.corpus.val) != val
+    other_split = DataPipeline(config.replace(val_fraction=0.2, split_seed=5))
+    assert decoded_documents(other_split.corpus.val) != val
+
+
+def test_training_seed_never_moves_the_validation_split(config):
+    """Runs that differ only in their training seed are scored on the same text (same fingerprint)."""
+    base = DataPipeline(config.replace(val_fraction=0.2))
+    reseeded = DataPipeline(config.replace(val_fraction=0.2, seed=7))
+    assert np.array_equal(base.corpus.val, reseeded.corpus.val)
+    assert base.corpus.directory == reseeded.corpus.directory  # one cache serves every training seed
+    assert base.validation_identity() == reseeded.validation_identity()
+    # ... while the training order does follow the seed
+    first = next(iter(base.train_dataset(4)))
+    assert not torch.equal(first, next(iter(reseeded.train_dataset(4))))
+    moved = DataPipeline(config.replace(val_fraction=0.2, split_seed=5)).validation_identity()
+    assert moved["val_fingerprint"] != base.validation_identity()["val_fingerprint"]
+
+
+def test_validation_identity_counts_and_hashes_exactly_the_scored_sequences(config):
+    pipeline = DataPipeline(config.replace(val_fraction=0.2))
+    whole = pipeline.validation_identity()
+    dataset = pipeline.val_dataset(micro_batch_size=3)
+    scored = torch.cat(list(dataset))
+    assert whole["val_sequences"] == scored.shape[0] > 2
+    assert whole["val_tokens"] == scored.shape[0] * config.seq_len  # predicted tokens, as val/tokens counts them
+    capped = pipeline.validation_identity(max_sequences=2)
+    assert capped["val_sequences"] == 2 and capped["val_fingerprint"] != whole["val_fingerprint"]
+    assert DataPipeline(config.replace(val_fraction=0.2, val_sequences=2)).validation_identity() == capped
 
 
 def test_validation_mask_keeps_both_splits_non_empty():

@@ -187,3 +187,21 @@ def test_torchrun_launch_matches_one_process(tmp_path):
     one, two = train_losses(tmp_path / "single"), train_losses(tmp_path / "torchrun")
     for step in one:
         assert two[step] == pytest.approx(one[step], rel=1e-4), step
+
+
+def test_seed_changes_the_model_but_not_the_validation_text(tmp_path):
+    """Issue 10: two runs differing only in --seed report the same val_fingerprint and val_tokens, and the final
+    validation scores the whole held-out split, not the training-time cap of val_batches micro-batches."""
+    runs = {}
+    for seed in (0, 1):
+        runs[seed] = train(TrainConfig(**FAST, tokens=4 * 512, seed=seed, wandb="off", out=str(tmp_path / f"s{seed}")))
+    a, b = runs[0], runs[1]
+    assert (a["seed"], b["seed"], a["data_seed"], b["data_seed"]) == (0, 1, 0, 0)
+    assert a["val_fingerprint"] == b["val_fingerprint"] and a["val_tokens"] == b["val_tokens"]
+    assert a["val_loss"] != b["val_loss"]  # the seed did change the model
+    per_pass = FAST["val_batches"] * FAST["batch_size"] * FAST["seq_len"]
+    assert a["val_tokens"] == a["val_sequences"] * FAST["seq_len"] > per_pass  # more than the periodic cap
+    capped = train(TrainConfig(**FAST, tokens=4 * 512, val_tokens=5 * 64, wandb="off", out=str(tmp_path / "cap")))
+    assert capped["val_tokens"] == 5 * 64 and capped["val_fingerprint"] != a["val_fingerprint"]
+    other = train(TrainConfig(**FAST, tokens=4 * 512, data_seed=3, wandb="off", out=str(tmp_path / "split3")))
+    assert other["val_fingerprint"] != a["val_fingerprint"]
