@@ -7,15 +7,20 @@ A pipeline recipe (recipes/pipeline/*.yaml) has one section per stage::
     aggregate: {c: 0, k: 5}     # N_c voting over the top K-means cluster (search.aggregate)
     extrapolate: {to: llama-3.2-1b, method: auto}   # or params: N (non-embedding) instead of the preset's size
     baselines: [llama, sandwich, striped-1:2]        # scaling.baselines names, matched to the composite
-    train: {...}                # TrainConfig fields shared by every model (arch/preset/out are set per model)
+    train: {...}                # TrainConfig fields shared by every model (arch/preset/out/seed set per run)
+    seeds: [0, 1, 2]            # every model trains once per seed (--seeds 0,1,2)
 
 Every stage writes its result before the next starts, so a killed pipeline re-run with the same recipe resumes:
 the search resumes its Optuna study, aggregation and extrapolation are recomputed from it (cheap and
-deterministic), finished trainings are kept (their summary.json), an interrupted one continues from its last
-checkpoint. All models train on the same data,
-tokens, batch and schedule; the comparison table (comparison.json/.csv/.md) holds validation loss, tokens/s,
-parameters and KV-cache bytes per token at the target widths, and loss_curves.png plots validation loss against
-tokens for every model.
+deterministic), finished (model, seed) trainings are kept (their summary.json), an interrupted one continues
+from its last checkpoint.
+
+All models train on the same data, tokens, batch and schedule, once per seed, and are scored on the same
+held-out text (the validation split follows the data, not the seed; summary.json's val_fingerprint proves it).
+The comparison (comparison.json/.csv/.md) gives per model the mean, std and a Student-t 95% interval of the
+validation loss over seeds, and the paired per-seed difference to the matched Llama with its interval and a
+verdict in words ("lower", "higher", "within noise"); plus tokens/s, parameters and KV-cache bytes per token at
+the target widths. loss_curves.png plots each model's mean curve over seeds with the seeds' range as a band.
 """
 
 from __future__ import annotations
@@ -32,12 +37,24 @@ import yaml
 
 from composer.accounting import analyze
 from composer.errors import ConfigError
+from composer.evidence import format_interval, paired_difference, seed_summary
 from composer.files import atomic_write_csv, atomic_write_json, atomic_write_text
+from composer.replicates import (
+    Replicate,
+    finished_summary,
+    parse_seeds,
+    plan_replicates,
+    run_dir,
+    run_replicates,
+    validation_identity,
+)
 from composer.training.config import TrainConfig
 
 STAGES = ("search", "aggregate", "extrapolate", "train", "compare")
 COMPOSITE = "composite"
-_PER_MODEL = ("arch", "preset", "out", "run_name")  # set by the pipeline for each model
+REFERENCE = "llama"  # the paired differences are to the matched Llama when it is trained
+CONFIDENCE = 0.95
+_PER_MODEL = ("arch", "preset", "out", "run_name", "seed")  # set by the pipeline for each run
 
 
 @dataclass
@@ -48,7 +65,8 @@ class PipelineConfig:
     extrapolate: dict[str, Any] = field(default_factory=lambda: {"to": "llama-3.2-1b", "method": "auto"})
     baselines: list[str] = field(default_factory=lambda: ["llama", "sandwich", "striped-1:2"])
     train: dict[str, Any] = field(default_factory=dict)
-    seed: int = 0
+    seed: int = 0  # the search's seed (and the random baseline's)
+    seeds: list[int] = field(default_factory=lambda: [0, 1, 2])  # every model trains once per seed
 
     def __post_init__(self) -> None:
         from search.config import SearchConfig
@@ -64,6 +82,8 @@ class PipelineConfig:
             raise ConfigError("pipeline section 'extrapolate' needs 'to': the target preset (e.g. llama-3.2-1b)")
         if isinstance(self.baselines, str):
             self.baselines = [self.baselines]
+        self.seeds = parse_seeds(self.seeds)
+
 
     @classmethod
     def from_recipe(cls, path: str | Path, **overrides: Any) -> PipelineConfig:
@@ -160,57 +180,81 @@ class Pipeline:
             models[name] = pattern
         return models
 
-    def train_config(self, name: str, pattern: str) -> TrainConfig:
-        return TrainConfig(**{"seed": self.config.seed, **self.config.train, "arch": pattern,
-                              "preset": self.config.extrapolate["to"], "out": str(self.out / "train" / name),
-                              "run_name": f"{self.out.name}-{name}"})
+    def plan(self, models: dict[str, str]) -> list[Replicate]:
+        """Every (model, seed) training, seed-major, under ``<out>/train/<model>/seed-<s>``."""
+        return plan_replicates(models, self.config.seeds, self.out / "train", self.config.train,
+                               self.config.extrapolate["to"], run_prefix=f"{self.out.name}-")
 
-    def run_train(self, models: dict[str, str]) -> dict[str, dict[str, Any]]:
-        from composer.training.run import train
+    def run_train(self, models: dict[str, str]) -> dict[tuple[str, int], dict[str, Any]]:
+        plan = self.plan(models)
+        seeds = ", ".join(map(str, self.config.seeds))
+        self.echo(f"== train: {len(models)} models x seeds {seeds} = {len(plan)} runs")
+        return run_replicates(plan, echo=self.echo)
 
+    def finished(self, models: dict[str, str]) -> dict[tuple[str, int], dict[str, Any]]:
+        """Summaries of a train stage that ran earlier (``--stages compare``); every run must have finished."""
         summaries = {}
-        for i, (name, pattern) in enumerate(models.items(), 1):
-            config = self.train_config(name, pattern)
-            run_dir = Path(config.out)
-            summary = _read_json(run_dir / "summary.json")
-            if summary is None or summary.get("pattern") != pattern:
-                resume = (run_dir / "checkpoints").is_dir() and any((run_dir / "checkpoints").glob("*.ckpt"))
-                self.echo(f"== train {i}/{len(models)}: {name} {pattern} ({config.tokens:,} tokens"
-                          f"{', resuming' if resume else ''})")
-                summary = train(config, resume=resume)
-            else:
-                self.echo(f"== train {i}/{len(models)}: {name} done (val_loss {summary['val_loss']:.4f})")
-            summaries[name] = summary
+        for replicate in self.plan(models):
+            summary = finished_summary(replicate)
+            if summary is None:
+                raise ConfigError(f"{replicate.out / 'summary.json'} does not exist; run the train stage first")
+            summaries[(replicate.name, replicate.seed)] = summary
         return summaries
 
-    def compare(self, models: dict[str, str], summaries: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    def reference(self, models: dict[str, str]) -> str:
+        """The model every other is compared with, seed by seed: Llama when it is trained, else the composite."""
+        return REFERENCE if REFERENCE in models else COMPOSITE
+
+    def compare(self, models: dict[str, str], summaries: dict[tuple[str, int], dict[str, Any]]) -> dict[str, Any]:
         from composer.presets import get_preset
 
         target = get_preset(self.config.extrapolate["to"]).arch
+        seeds = list(self.config.seeds)
+        reference = self.reference(models)
+        losses = {name: {seed: summaries[(name, seed)]["val_loss"] for seed in seeds} for name in models}
+        speeds = {name: seed_summary([summaries[(name, s)]["tokens_per_s"] for s in seeds])["mean"]
+                  for name in models}
         rows = []
         for name, pattern in models.items():
-            summary = summaries[name]
+            first = summaries[(name, seeds[0])]
             stats = analyze(target.with_pattern(pattern))
+            loss = seed_summary([losses[name][s] for s in seeds])
+            diff = paired_difference(losses[name], losses[reference])
             rows.append({
                 "model": name,
                 "pattern": stats.compact,
                 "layers": stats.n_layers,
                 "counts": stats.counts,
-                "val_loss": summary["val_loss"],
-                "tokens": summary["tokens"],
-                "tokens_per_s": summary["tokens_per_s"],
-                "params": summary["params"],
-                "non_embedding_params": summary["non_embedding_params"],
+                "seeds": seeds,
+                "val_losses": {str(s): losses[name][s] for s in seeds},
+                "val_loss": loss["mean"],
+                "val_loss_std": loss["std"],
+                "val_loss_ci": loss["ci"],
+                "diff_vs_reference": diff["mean"],
+                "diff_ci": diff["ci"],
+                "diff_per_seed": {str(s): d for s, d in zip(diff["seeds"], diff["differences"], strict=True)},
+                "verdict": "reference" if name == reference else diff["verdict"],
+                "tokens": first["tokens"],
+                "tokens_per_s": speeds[name],
+                "tokens_per_s_ratio": speeds[name] / speeds[reference],
+                "params": first["params"],
+                "non_embedding_params": first["non_embedding_params"],
                 "kv_cache_bytes_per_token": stats.kv_cache_bytes_per_token,
-                "run": str(self.out / "train" / name),
+                "runs": [str(run_dir(self.out / "train", name, s)) for s in seeds],
             })
-        composite = rows[0]
-        for row in rows:
-            row["val_loss_vs_composite"] = row["val_loss"] - composite["val_loss"]
-            row["tokens_per_s_ratio"] = row["tokens_per_s"] / composite["tokens_per_s"]
-        write_comparison(rows, self.out)
-        plot_loss_curves({name: self.out / "train" / name for name in models}, self.out / "loss_curves.png")
-        return rows
+        validation = validation_identity(summaries.values())
+        comparison = {
+            "reference": reference,
+            "seeds": seeds,
+            "confidence": CONFIDENCE,
+            "validation": validation,
+            "notes": comparison_notes(seeds, validation),
+            "models": rows,
+        }
+        write_comparison(comparison, self.out)
+        plot_loss_curves({name: [run_dir(self.out / "train", name, s) for s in seeds] for name in models},
+                         self.out / "loss_curves.png")
+        return comparison
 
     # -- all ----------------------------------------------------------------------------------------------
     def run(self, stages: tuple[str, ...] = STAGES) -> dict[str, Any]:
@@ -230,8 +274,7 @@ class Pipeline:
         result["extrapolate"] = {k: extrapolation[k] for k in ("pattern", "method", "counts", "baselines")}
         models = self.models(extrapolation)
         if "train" in stages or "compare" in stages:
-            summaries = self.run_train(models) if "train" in stages else {
-                name: _require(self.out / "train" / name / "summary.json") for name in models}
+            summaries = self.run_train(models) if "train" in stages else self.finished(models)
             if "compare" in stages:
                 result["comparison"] = self.compare(models, summaries)
         return result
@@ -244,29 +287,74 @@ def _require(path: Path) -> Any:
     return data
 
 
-COLUMNS = ("model", "pattern", "layers", "val_loss", "val_loss_vs_composite", "tokens_per_s", "tokens_per_s_ratio",
-           "params", "non_embedding_params", "kv_cache_bytes_per_token")
+CSV_COLUMNS = ("model", "pattern", "layers", "seeds", "val_loss", "val_loss_std", "val_loss_ci_low",
+               "val_loss_ci_high", "diff_vs_reference", "diff_ci_low", "diff_ci_high", "verdict", "tokens_per_s",
+               "tokens_per_s_ratio", "params", "non_embedding_params", "kv_cache_bytes_per_token")
 
 
-def format_comparison(rows: list[dict[str, Any]]) -> str:
-    """A Markdown table, best validation loss marked."""
+def comparison_notes(seeds: list[int], validation: dict[str, Any]) -> list[str]:
+    """What a reader must know before trusting the table; empty when nothing needs saying."""
+    notes = []
+    if len(seeds) < 2:
+        notes.append("one seed: no interval, so no difference in this table is evidence; train with seeds: [0, 1, 2]")
+    if not validation["same"]:
+        notes.append("the runs were scored on different validation text (val_fingerprint differs): their losses "
+                     "are not comparable; use one data, data_seed and seq_len for every run")
+    return notes
+
+
+def _number(value: float | None, spec: str) -> str:
+    return "n/a" if value is None else format(value, spec)
+
+
+def format_comparison(comparison: dict[str, Any]) -> str:
+    """A Markdown table: mean validation loss over seeds with its interval, the paired difference to the
+    reference with its interval, and the verdict in words; the best mean is marked."""
+    rows, reference = comparison["models"], comparison["reference"]
+    percent = round(100 * comparison["confidence"])
     best = min(row["val_loss"] for row in rows)
-    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    header = ("model", "pattern", "layers", "val loss (mean ± std)", f"{percent}% CI", f"Δ vs {reference} (paired)",
+              f"{percent}% CI", "verdict", "tokens/s", "ratio", "params", "KV B/token")
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in rows:
+        std = f" ± {row['val_loss_std']:.4f}" if row["val_loss_std"] is not None else ""
         cells = [
             row["model"], f"`{row['pattern']}`", str(row["layers"]),
-            f"{row['val_loss']:.4f}{' *' if row['val_loss'] == best else ''}",
-            f"{row['val_loss_vs_composite']:+.4f}", f"{row['tokens_per_s']:,.0f}", f"{row['tokens_per_s_ratio']:.2f}",
-            f"{row['params']:,}", f"{row['non_embedding_params']:,}", f"{row['kv_cache_bytes_per_token']:,}",
+            f"{row['val_loss']:.4f}{std}{' *' if row['val_loss'] == best else ''}",
+            format_interval(row["val_loss_ci"]),
+            "—" if row["model"] == reference else _number(row["diff_vs_reference"], "+.4f"),
+            "—" if row["model"] == reference else format_interval(row["diff_ci"]),
+            row["verdict"], f"{row['tokens_per_s']:,.0f}", f"{row['tokens_per_s_ratio']:.2f}",
+            f"{row['params']:,}", f"{row['kv_cache_bytes_per_token']:,}",
         ]
         lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+    validation = comparison["validation"]
+    seeds = ", ".join(map(str, comparison["seeds"]))
+    footer = [
+        "",
+        f"Seeds {seeds} (every model trained once per seed on the same data, tokens and schedule). Intervals are "
+        f"Student-t {percent}% intervals over seeds; Δ is each model's loss minus {reference}'s at the same seed. "
+        "'within noise': the interval contains 0.",
+    ]
+    if validation["same"]:
+        footer.append(f"Validation: the same {validation['val_tokens']:,} held-out tokens for every run "
+                      f"(fingerprint {validation['val_fingerprint']}).")
+    footer += [f"**Note:** {note}" for note in comparison["notes"]]
+    return "\n".join(lines + footer)
 
 
-def write_comparison(rows: list[dict[str, Any]], out: Path) -> None:
-    atomic_write_json(out / "comparison.json", rows)
-    atomic_write_csv(out / "comparison.csv", rows, COLUMNS)
-    atomic_write_text(out / "comparison.md", format_comparison(rows) + "\n")
+def _csv_row(row: dict[str, Any]) -> dict[str, Any]:
+    low_high = lambda ci: (None, None) if ci is None else ci  # noqa: E731
+    loss_low, loss_high = low_high(row["val_loss_ci"])
+    diff_low, diff_high = low_high(row["diff_ci"])
+    return {**row, "seeds": " ".join(map(str, row["seeds"])), "val_loss_ci_low": loss_low,
+            "val_loss_ci_high": loss_high, "diff_ci_low": diff_low, "diff_ci_high": diff_high}
+
+
+def write_comparison(comparison: dict[str, Any], out: Path) -> None:
+    atomic_write_json(out / "comparison.json", comparison)
+    atomic_write_csv(out / "comparison.csv", [_csv_row(row) for row in comparison["models"]], CSV_COLUMNS)
+    atomic_write_text(out / "comparison.md", format_comparison(comparison) + "\n")
 
 
 def read_loss_curve(run_dir: Path, column: str = "val/loss") -> list[tuple[float, float]]:
@@ -282,26 +370,40 @@ def read_loss_curve(run_dir: Path, column: str = "val/loss") -> list[tuple[float
     return [(step * tokens_per_step, loss) for step, loss in sorted(points.items())]
 
 
-def plot_loss_curves(runs: dict[str, Path], path: Path) -> Path:
+def seed_band(run_dirs: list[Path], column: str) -> tuple[list[float], list[float], list[float], list[float]]:
+    """(tokens, mean, low, high) over the seeds' curves at the points every seed logged (same schedule)."""
+    curves = [dict(read_loss_curve(run, column)) for run in run_dirs]
+    curves = [curve for curve in curves if curve]
+    if not curves:
+        return [], [], [], []
+    tokens = sorted(set.intersection(*(set(curve) for curve in curves)))
+    values = [[curve[t] for curve in curves] for t in tokens]
+    return (tokens, [sum(v) / len(v) for v in values], [min(v) for v in values], [max(v) for v in values])
+
+
+def plot_loss_curves(runs: dict[str, list[Path]], path: Path) -> Path:
+    """Validation and training loss against tokens: the mean over seeds as a line, the seeds' range as a band."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, (ax_val, ax_train) = plt.subplots(1, 2, figsize=(11, 4))
-    for name, run_dir in runs.items():
-        style = {"linewidth": 2.2 if name == COMPOSITE else 1.3, "marker": "o", "markersize": 3}
+    for name, run_dirs in runs.items():
+        style = {"linewidth": 2.2 if name == COMPOSITE else 1.3}
         for ax, column in ((ax_val, "val/loss"), (ax_train, "train/loss")):
-            points = read_loss_curve(run_dir, column)
-            if points:
-                ax.plot([t for t, _ in points], [loss for _, loss in points], label=name, **style)
+            tokens, mean, low, high = seed_band(run_dirs, column)
+            if tokens:
+                (line,) = ax.plot(tokens, mean, label=f"{name} ({len(run_dirs)} seeds)", **style)
+                if len(run_dirs) > 1:
+                    ax.fill_between(tokens, low, high, color=line.get_color(), alpha=0.2, linewidth=0)
     for ax, title in ((ax_val, "validation loss"), (ax_train, "training loss")):
         ax.set_xlabel("tokens")
         ax.set_ylabel("loss")
-        ax.set_title(title)
+        ax.set_title(f"{title}: mean over seeds, band = min..max")
         ax.grid(alpha=0.3)
         if ax.get_legend_handles_labels()[0]:
-            ax.legend()
+            ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

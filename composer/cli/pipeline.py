@@ -23,6 +23,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--budget", help="override search.budget (e.g. smoke)")
     parser.add_argument("--tokens", type=int, help="override train.tokens (every model)")
     parser.add_argument("--to", help="override extrapolate.to (target preset)")
+    parser.add_argument("--seeds", help="override seeds: comma-separated training seeds, e.g. 0,1,2 (every model "
+                                        "trains once per seed)")
     parser.add_argument("--json", action="store_true", help="print the result as one JSON object")
     parser.set_defaults(handler=run)
 
@@ -32,7 +34,8 @@ def run(args: argparse.Namespace) -> int:
 
     config = PipelineConfig.from_recipe(
         args.recipe, out=args.out, **{"search.trials": args.trials, "search.budget": args.budget,
-                                      "train.tokens": args.tokens, "extrapolate.to": args.to},
+                                      "train.tokens": args.tokens, "extrapolate.to": args.to,
+                                      "seeds": args.seeds},
     )
     stages = tuple(s.strip() for s in args.stages.split(",")) if args.stages else STAGES
     result = Pipeline(config, echo=lambda line: print(line, file=sys.stderr)).run(stages)

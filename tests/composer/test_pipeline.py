@@ -26,7 +26,8 @@ def test_every_pipeline_recipe_loads_and_its_target_extrapolates(recipe):
     config = PipelineConfig.from_recipe(recipe)
     result = extrapolate("AAMMMM", config.extrapolate["to"], method=config.extrapolate.get("method", "auto"))
     assert set(matched_baselines(result.arch, tuple(config.baselines))) == set(config.baselines)
-    Pipeline(config).train_config("composite", result.pattern)  # TrainConfig accepts the shared train section
+    plan = Pipeline(config).plan({"composite": result.pattern})  # TrainConfig accepts the shared train section
+    assert [r.seed for r in plan] == config.seeds and len(set(config.seeds)) >= 3, "comparisons need seeds"
 
 
 @pytest.mark.parametrize(
@@ -36,6 +37,10 @@ def test_every_pipeline_recipe_loads_and_its_target_extrapolates(recipe):
         ({"search": {"trails": 3}, "extrapolate": {"to": "tiny"}}, "search has unknown option(s) ['trails']"),
         ({"train": {"arch": "AM"}, "extrapolate": {"to": "tiny"}}, "train has unknown option(s) ['arch']"),
         ({"extrapolate": {"method": "stack"}}, "needs 'to'"),
+        ({"extrapolate": {"to": "tiny"}, "seeds": [0, 0]}, "seeds must be distinct"),
+        ({"extrapolate": {"to": "tiny"}, "seeds": "0,x"}, "seeds must be comma-separated integers"),
+        ({"extrapolate": {"to": "tiny"}, "seeds": []}, "seeds must be a non-empty list"),
+        ({"extrapolate": {"to": "tiny"}, "train": {"seed": 3}}, "train has unknown option(s) ['seed']"),
     ],
 )
 def test_bad_recipes_name_the_problem(tmp_path, recipe, message):
@@ -55,11 +60,16 @@ def test_cli_usage_errors_exit_2(tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_cpu_demo_pipeline_runs_end_to_end_at_its_smallest_budget_and_resumes(tmp_path, monkeypatch, capsys):
+def test_cpu_demo_pipeline_runs_end_to_end_with_seeds_and_resumes(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("COMPOSER_CACHE", str(tmp_path / "cache"))
     out = tmp_path / "pipeline"
-    argv = ["pipeline", "--recipe", str(DEMO), "--out", str(out), "--trials", "2", "--tokens", "4096"]
+    recipe = yaml.safe_load(DEMO.read_text())
+    recipe["train"]["val_tokens"] = 8 * 128  # the test's budget; the recipe scores the whole held-out split
+    small = tmp_path / "cpu-demo.yaml"
+    small.write_text(yaml.safe_dump(recipe))
+    argv = ["pipeline", "--recipe", str(small), "--out", str(out), "--trials", "2", "--tokens", "4096",
+            "--seeds", "0,1"]
     assert main(argv) == 0
     printed = capsys.readouterr().out
 
@@ -67,23 +77,45 @@ def test_cpu_demo_pipeline_runs_end_to_end_at_its_smallest_budget_and_resumes(tm
     extrapolation = json.loads((out / "extrapolate.json").read_text())
     assert extrapolation["source_pattern"] == aggregate["pattern"]
     assert extrapolation["method"] == "stack" and extrapolation["target"] == "demo-4m"
-    rows = json.loads((out / "comparison.json").read_text())
+    comparison = json.loads((out / "comparison.json").read_text())
+    rows = comparison["models"]
+    assert comparison["seeds"] == [0, 1] and comparison["reference"] == "llama"
+    assert comparison["validation"]["same"], "every run is scored on the same held-out text"
     assert rows[0]["model"] == "composite" and rows[0]["pattern"] == extrapolation["compact"]
     names = [row["model"] for row in rows]
     for row in rows:
-        assert row["val_loss"] > 0 and row["tokens_per_s"] > 0 and row["params"] > 0
+        losses = [row["val_losses"][str(seed)] for seed in (0, 1)]
+        assert row["val_loss"] == pytest.approx(sum(losses) / 2) and row["tokens_per_s"] > 0 and row["params"] > 0
+        assert row["val_loss_ci"][0] < row["val_loss"] < row["val_loss_ci"][1]
         assert row["tokens"] == rows[0]["tokens"], "every model trains on the same number of tokens"
         assert f"| {row['model']} |" in printed
+        if row["model"] == "llama":
+            assert row["verdict"] == "reference" and row["diff_vs_reference"] == 0
+        else:
+            reference = next(r for r in rows if r["model"] == "llama")["val_losses"]
+            for seed in ("0", "1"):
+                assert row["diff_per_seed"][seed] == pytest.approx(row["val_losses"][seed] - reference[seed])
+            assert row["verdict"] in ("lower", "higher", "within noise")
+        for seed in (0, 1):
+            summary = json.loads((out / "train" / row["model"] / f"seed-{seed}" / "summary.json").read_text())
+            assert summary["seed"] == seed and summary["val_fingerprint"] == comparison["validation"]["val_fingerprint"]
     assert set(names) - {"composite"} <= set(extrapolation["baselines"])
-    assert (out / "comparison.md").read_text().startswith("| model |")
+    markdown = (out / "comparison.md").read_text()
+    assert markdown.startswith("| model |") and "Seeds 0, 1" in markdown
+    with open(out / "comparison.csv") as f:
+        assert len(f.read().splitlines()) == len(rows) + 1
     assert (out / "loss_curves.png").stat().st_size > 1000
-    assert read_loss_curve(out / "train" / "composite"), "the validation curve is read from the CSV logs"
-    for name in names:  # one W&B run per model, not one run reused by all
-        assert list((out / "train" / name / "wandb").glob("offline-run-*")), name
+    assert read_loss_curve(out / "train" / "composite" / "seed-0"), "the validation curve is read from the CSV logs"
+    for name in names:  # one W&B run per (model, seed), not one run reused by all
+        assert list((out / "train" / name / "seed-1" / "wandb").glob("offline-run-*")), name
 
-    # Re-running resumes: the search study is complete, and no model is trained again.
-    before = {name: os.stat(out / "train" / name / "summary.json").st_mtime_ns for name in names}
+    # Re-running resumes: the search study is complete, and no (model, seed) is trained again.
+    summaries = sorted((out / "train").glob("*/seed-*/summary.json"))
+    assert len(summaries) == 2 * len(names)
+    before = {path: os.stat(path).st_mtime_ns for path in summaries}
     assert main(argv) == 0
-    assert "done (val_loss" in capsys.readouterr().err
-    after = {name: os.stat(out / "train" / name / "summary.json").st_mtime_ns for name in names}
-    assert before == after
+    assert f"{len(summaries)} of {len(summaries)} runs already finished" in capsys.readouterr().err
+    assert before == {path: os.stat(path).st_mtime_ns for path in summaries}
+    # Changed settings are refused instead of being mixed into the table.
+    assert main([*argv[:-3], "8192", "--seeds", "0"]) == 2
+    assert "was trained with other settings: tokens=4096 (now 8192)" in capsys.readouterr().err

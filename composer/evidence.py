@@ -1,0 +1,434 @@
+"""Evidence from per-seed results: intervals, paired differences and rank agreement with the noise shown.
+
+The users of these functions are ML researchers comparing architectures that were each trained over a few
+seeds. Seed-to-seed variation in a final loss is often as large as the difference between two architectures,
+so a single number (a mean, a point correlation) can say "A beats B" when the noise could just as well
+explain it. Every function here therefore returns the estimate *together with* how far the seeds let us
+trust it, and a difference the noise can explain is reported as such, in words, rather than left for the
+reader to infer from a decimal.
+
+The module is deliberately small and pure: numpy and ``scipy.stats`` only, no torch and no imports from the
+rest of the project, so it can be used on result files anywhere (a notebook, a report script, CI). Every
+returned dict holds plain Python ``int``/``float``/``str``/``list`` values (no numpy types) with NaN turned
+into ``None``, so it goes straight into ``json.dumps``.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+from itertools import combinations
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+# Verdicts of :func:`paired_difference`: the interval of the per-seed difference, read in words.
+VERDICT_LOWER = "lower"
+VERDICT_HIGHER = "higher"
+VERDICT_WITHIN_NOISE = "within noise"
+VERDICT_SINGLE_SEED = "single seed: no interval"
+VERDICT_NO_COMMON_SEEDS = "no common seeds"
+
+# Bound on the elements of one work array of the bootstrap, (replicates, K, K) for the vectorised Kendall
+# tau and (replicates, K, seeds) for the seed resampling: replicates are processed in chunks of this size,
+# which keeps the peak memory well under ~200 MB whatever K is.
+_CHUNK_ELEMENTS = 4_000_000
+
+
+# ----------------------------------------------------------------------------------------------- helpers
+
+
+def _plain(value: Any) -> Any:
+    """``value`` as JSON-ready Python: numpy scalars unwrapped, non-finite floats as ``None``."""
+    if value is None:
+        return None
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        value = float(value)
+        return value if math.isfinite(value) else None
+    if isinstance(value, str):
+        return value
+    if isinstance(value, np.ndarray):
+        return [_plain(v) for v in value.tolist()]
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _as_float(value: Any) -> float:
+    """``value`` as a float, with ``None`` (a missing result) read as NaN."""
+    return math.nan if value is None else float(value)
+
+
+def _sorted_seeds(seeds: Iterable[Hashable]) -> list[Hashable]:
+    """Seeds in a stable order: natural order when comparable (ints, strings), else by their text."""
+    seeds = list(seeds)
+    try:
+        return sorted(seeds)
+    except TypeError:
+        return sorted(seeds, key=lambda s: (type(s).__name__, str(s)))
+
+
+def _t_interval(mean: float, std: float, n: int, confidence: float) -> list[float] | None:
+    """Student-t interval ``mean +- t_{(1+c)/2, n-1} * std / sqrt(n)``; ``None`` for fewer than 2 values."""
+    if n < 2:
+        return None
+    half = float(stats.t.ppf((1.0 + confidence) / 2.0, n - 1)) * std / math.sqrt(n)
+    return [mean - half, mean + half]
+
+
+def _check_confidence(confidence: float) -> None:
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
+
+
+# ------------------------------------------------------------------------------------------ one architecture
+
+
+def seed_summary(values: Sequence[float | None], confidence: float = 0.95) -> dict[str, Any]:
+    """Mean, spread and a Student-t interval of the mean over one architecture's per-seed losses.
+
+    Why: with a handful of seeds the mean alone hides how much it would move under another draw of seeds;
+    the t interval (not a normal one, which is too narrow for n of 2 to 5) is what two architectures' means
+    should be judged against. A seed whose run diverged or never finished (``None`` or NaN, also +-inf) is
+    dropped rather than poisoning the mean, and counted in ``"dropped"`` so the report says so.
+
+    Returns ``{"n", "mean", "std", "ci", "values", "dropped"}``: ``n`` counts the finite values only, ``std``
+    is the sample standard deviation (ddof=1), ``ci`` is ``[lo, hi]``. ``std`` and ``ci`` are ``None`` for
+    fewer than two values (one seed gives no estimate of the noise); ``mean`` is ``None`` for none.
+    """
+    _check_confidence(confidence)
+    raw = [_as_float(v) for v in values]
+    kept = [v for v in raw if math.isfinite(v)]
+    n = len(kept)
+    mean = float(np.mean(kept)) if n else None
+    std = float(np.std(kept, ddof=1)) if n >= 2 else None
+    ci = _t_interval(mean, std, n, confidence) if n >= 2 else None
+    return {
+        "n": n,
+        "mean": _plain(mean),
+        "std": _plain(std),
+        "ci": _plain(ci),
+        "values": _plain(kept),
+        "dropped": len(raw) - n,
+    }
+
+
+# ------------------------------------------------------------------------------------------ two architectures
+
+
+def paired_difference(
+    values: Mapping[Hashable, float | None],
+    reference: Mapping[Hashable, float | None],
+    confidence: float = 0.95,
+) -> dict[str, Any]:
+    """Per-seed difference ``values[s] - reference[s]`` with a t interval and a verdict in words.
+
+    Why paired: when two architectures are trained with the same seeds (same data order, same init stream),
+    much of the seed-to-seed variation is shared, and the difference *per seed* is far less noisy than the
+    difference of two independent means. Only seeds both sides have (with a finite value on both) are used,
+    in sorted order, so a seed that only one side finished cannot bias the comparison.
+
+    The verdict reads the interval of the mean difference: ``"lower"`` when the whole interval is below 0
+    (``values`` is lower, i.e. better for a loss), ``"higher"`` when it is wholly above 0, ``"within noise"``
+    when it contains 0 (an interval touching 0 counts as containing it): the seeds cannot tell the two apart,
+    whatever the sign of the mean. One common seed gives ``"single seed: no interval"`` and none gives
+    ``"no common seeds"``; those are not evidence either way.
+
+    Returns ``{"seeds", "differences", "n", "mean", "std", "ci", "verdict"}`` (``std``/``ci`` ``None`` for
+    ``n < 2``, ``mean`` ``None`` for ``n == 0``).
+    """
+    _check_confidence(confidence)
+    seeds, diffs = [], []
+    for seed in _sorted_seeds(set(values) & set(reference)):
+        a, b = _as_float(values[seed]), _as_float(reference[seed])
+        if math.isfinite(a) and math.isfinite(b):
+            seeds.append(seed)
+            diffs.append(a - b)
+    n = len(diffs)
+    mean = float(np.mean(diffs)) if n else None
+    std = float(np.std(diffs, ddof=1)) if n >= 2 else None
+    ci = _t_interval(mean, std, n, confidence) if n >= 2 else None
+    if n == 0:
+        verdict = VERDICT_NO_COMMON_SEEDS
+    elif n == 1:
+        verdict = VERDICT_SINGLE_SEED
+    elif ci[1] < 0.0:
+        verdict = VERDICT_LOWER
+    elif ci[0] > 0.0:
+        verdict = VERDICT_HIGHER
+    else:
+        verdict = VERDICT_WITHIN_NOISE
+    return {
+        "seeds": _plain(seeds),
+        "differences": _plain(diffs),
+        "n": n,
+        "mean": _plain(mean),
+        "std": _plain(std),
+        "ci": _plain(ci),
+        "verdict": verdict,
+    }
+
+
+# ------------------------------------------------------------------------------------------ rank agreement
+
+
+def _paired_arrays(x: Sequence[float], y: Sequence[float]) -> tuple[np.ndarray, np.ndarray] | None:
+    """``x``, ``y`` as float arrays, or ``None`` when a rank correlation is undefined on them."""
+    xa = np.asarray([_as_float(v) for v in x], dtype=float)
+    ya = np.asarray([_as_float(v) for v in y], dtype=float)
+    if xa.shape != ya.shape:
+        raise ValueError(f"x and y must have the same length, got {xa.size} and {ya.size}")
+    if xa.size < 3 or np.all(xa == xa[0]) or np.all(ya == ya[0]):
+        return None
+    return xa, ya
+
+
+def spearman(x: Sequence[float], y: Sequence[float]) -> float:
+    """Spearman rank correlation of ``x`` and ``y`` (average ranks for ties), NaN when undefined.
+
+    Undefined means fewer than 3 points (two points always correlate +-1, which says nothing) or a constant
+    input (no ranking to agree with). A NaN in the data gives NaN. Thin wrapper over
+    ``scipy.stats.spearmanr``.
+    """
+    arrays = _paired_arrays(x, y)
+    if arrays is None:
+        return math.nan
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", stats.ConstantInputWarning)
+        return float(stats.spearmanr(*arrays).statistic)
+
+
+def kendall(x: Sequence[float], y: Sequence[float]) -> float:
+    """Kendall's tau-b of ``x`` and ``y`` (tie-corrected), NaN when undefined (as for :func:`spearman`).
+
+    Kendall's tau reads directly as "the fraction of pairs ranked the same way minus the fraction ranked the
+    other way", which is the question a search asks of a pair of candidates. Wraps ``scipy.stats.kendalltau``.
+    """
+    arrays = _paired_arrays(x, y)
+    if arrays is None:
+        return math.nan
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", stats.ConstantInputWarning)
+        return float(stats.kendalltau(*arrays, variant="b").statistic)
+
+
+def _rowwise_spearman(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Spearman per row of two ``(B, K)`` arrays: Pearson correlation of their average ranks."""
+    rx = stats.rankdata(x, axis=1, method="average")
+    ry = stats.rankdata(y, axis=1, method="average")
+    rx -= rx.mean(axis=1, keepdims=True)
+    ry -= ry.mean(axis=1, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (rx * ry).sum(axis=1) / np.sqrt((rx * rx).sum(axis=1) * (ry * ry).sum(axis=1))
+
+
+def _rowwise_kendall(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Kendall tau-b per row of two ``(B, K)`` arrays, from pairwise sign arrays of shape ``(B, K, K)``.
+
+    With ``sx[i, j] = sign(x_i - x_j)``: concordant minus discordant pairs is ``sum(sx * sy) / 2`` and the
+    pairs untied in x are ``sum(sx**2) / 2`` (the full matrix counts each pair twice, which cancels), so
+    ``tau_b = sum(sx*sy) / sqrt(sum(sx^2) * sum(sy^2))``. Rows are processed in chunks so the ``(B, K, K)``
+    work arrays stay small for large K.
+    """
+    rows, k = x.shape
+    out = np.empty(rows, dtype=float)
+    chunk = max(1, _CHUNK_ELEMENTS // (k * k))
+    for start in range(0, rows, chunk):
+        xs, ys = x[start : start + chunk], y[start : start + chunk]
+        sx = np.sign(xs[:, :, None] - xs[:, None, :]).astype(np.int8)
+        sy = np.sign(ys[:, :, None] - ys[:, None, :]).astype(np.int8)
+        both = np.einsum("bij,bij->b", sx, sy, dtype=np.int64)
+        untied_x = np.einsum("bij,bij->b", sx, sx, dtype=np.int64)
+        untied_y = np.einsum("bij,bij->b", sy, sy, dtype=np.int64)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out[start : start + chunk] = both / np.sqrt(untied_x.astype(float) * untied_y.astype(float))
+    return out
+
+
+def _percentile_interval(samples: np.ndarray, confidence: float) -> list[float] | None:
+    if samples.size == 0:
+        return None
+    lo, hi = np.quantile(samples, [(1.0 - confidence) / 2.0, (1.0 + confidence) / 2.0])
+    return [float(lo), float(hi)]
+
+
+def bootstrap_rank_correlation(
+    scores: Sequence[float],
+    per_seed_losses: Sequence[Sequence[float]],
+    n_boot: int = 10000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """Does a higher search score predict a lower target loss? Rank correlations, hierarchical bootstrap.
+
+    For K patterns, ``scores[k]`` is the search (proxy) score of pattern k, higher is better, and
+    ``per_seed_losses[k]`` its target losses, one per training seed (lengths may differ; each needs at least
+    one finite value, non-finite ones are dropped). The point estimates are :func:`spearman` and
+    :func:`kendall` between the scores and the *negated* mean loss, so +1 means the search ranks the
+    patterns exactly as the target does, 0 means it is no better than chance and -1 exactly backwards.
+
+    Why a hierarchical bootstrap: a rank correlation over a dozen patterns is uncertain for two reasons,
+    which patterns happened to be evaluated and which seeds their target losses came from. Each replicate
+    therefore resamples the K patterns with replacement *and*, inside each drawn pattern, that pattern's
+    seeds with replacement before taking its mean loss, so the interval carries both. A pattern drawn more
+    than once in a replicate gets one seed resample, shared by its copies: it is one pattern with one score,
+    and giving the copies different mean losses would break their tie on the loss side only, pulling every
+    replicate of a perfect ranking below +1 (and the interval below its own point estimate). A pattern with
+    one seed contributes no seed noise (there is none to measure). Replicates whose correlation is undefined
+    (all drawn scores, or all drawn mean losses, equal) are dropped; ``"n_boot"`` reports how many were
+    used. Intervals are percentile intervals, deterministic given ``seed``.
+
+    Reading the interval: the resampled seed means carry the seed noise a second time on top of the noise
+    already in the observed means, which attenuates the replicates' correlations. When seed noise is small
+    next to the spread between patterns this is negligible; when it is not, the interval sits low (it errs
+    towards "the search agrees less"), and with many patterns and very noisy seeds it can even lie below
+    the point estimate. A wide interval at K of about a dozen is the honest answer, not a defect.
+
+    Returns ``{"spearman", "spearman_ci", "kendall", "kendall_ci", "n_patterns", "n_boot"}``; with fewer
+    than 3 patterns or a constant input everything but the counts is ``None``.
+    """
+    _check_confidence(confidence)
+    if n_boot < 1:
+        raise ValueError(f"n_boot must be at least 1, got {n_boot}")
+    score_arr = np.asarray([_as_float(s) for s in scores], dtype=float)
+    k = score_arr.size
+    if len(per_seed_losses) != k:
+        raise ValueError(f"{k} scores but {len(per_seed_losses)} per-seed loss lists")
+    if not np.all(np.isfinite(score_arr)):
+        raise ValueError("every pattern needs a finite search score")
+    losses = []
+    for index, row in enumerate(per_seed_losses):
+        kept = [v for v in (_as_float(x) for x in row) if math.isfinite(v)]
+        if not kept:
+            raise ValueError(f"pattern {index} has no finite target loss")
+        losses.append(kept)
+    mean_loss = np.array([np.mean(row) for row in losses])
+
+    result: dict[str, Any] = {
+        "spearman": _plain(spearman(score_arr, -mean_loss)),
+        "spearman_ci": None,
+        "kendall": _plain(kendall(score_arr, -mean_loss)),
+        "kendall_ci": None,
+        "n_patterns": k,
+        "n_boot": 0,
+    }
+    if result["spearman"] is None:
+        return result
+
+    # Losses padded into a (K, M) table; column m < n_k holds pattern k's m-th seed.
+    counts = np.array([len(row) for row in losses])
+    width = int(counts.max())
+    table = np.zeros((k, width))
+    for index, row in enumerate(losses):
+        table[index, : len(row)] = row
+
+    # Two independent streams, consumed in replicate order whatever the chunking (doubles only: one 64-bit
+    # draw each), so the answer depends on `seed` and the data, not on memory bounds.
+    pattern_rng, seed_rng = (np.random.default_rng(child) for child in np.random.SeedSequence(seed).spawn(2))
+    chunk = max(1, _CHUNK_ELEMENTS // (k * max(k, width)))
+    rhos, taus = [], []
+    for start in range(0, n_boot, chunk):
+        rows = min(chunk, n_boot - start)
+        patterns = np.floor(pattern_rng.random((rows, k)) * k).astype(np.int64)  # (B, K): pattern per slot
+        # Per replicate every pattern's n_k seeds are resampled with replacement: `width` uniform indices
+        # below n_k, of which only the first n_k count (the rest are masked out by `used`). A pattern drawn
+        # twice in a replicate keeps one resampled mean: the same pattern, tied in score, is tied in loss.
+        picks = np.floor(seed_rng.random((rows, k, width)) * counts[None, :, None]).astype(np.int64)
+        used = np.arange(width)[None, None, :] < counts[None, :, None]
+        values = table[np.arange(k)[None, :, None], picks]
+        pattern_loss = np.where(used, values, 0.0).sum(axis=2) / counts  # (B, K): pattern k's resampled mean
+        boot_loss = np.take_along_axis(pattern_loss, patterns, axis=1)
+        boot_score = score_arr[patterns]
+        constant_score = np.all(boot_score == boot_score[:, :1], axis=1)
+        defined = ~constant_score & ~np.all(boot_loss == boot_loss[:, :1], axis=1)
+        boot_score, boot_target = boot_score[defined], -boot_loss[defined]
+        rhos.append(_rowwise_spearman(boot_score, boot_target))
+        taus.append(_rowwise_kendall(boot_score, boot_target))
+    rho, tau = np.concatenate(rhos), np.concatenate(taus)
+    result["spearman_ci"] = _plain(_percentile_interval(rho, confidence))
+    result["kendall_ci"] = _plain(_percentile_interval(tau, confidence))
+    result["n_boot"] = int(rho.size)
+    return result
+
+
+def noise_ceiling(per_seed_losses_by_seed: Mapping[Hashable, Sequence[float | None]]) -> dict[str, Any]:
+    """How well the target agrees with itself across seeds: the ceiling for any search score's correlation.
+
+    ``per_seed_losses_by_seed[s][k]`` is pattern k's target loss under training seed s; the lists are
+    aligned by index, with ``None``/NaN (or a shorter list) for a pattern that seed lacks. For each pair of
+    seeds the Spearman correlation of the patterns' losses is taken over the patterns both seeds have.
+
+    Why: a search score cannot be expected to correlate with the mean target loss better than the target's
+    own seeds agree with each other; if two seeds of the *same* training only reach rho = 0.6, a proxy at
+    0.5 is close to as good as can be measured, not a failure. The mean pairwise value ``r`` is the
+    reliability of one seed; the Spearman-Brown prediction ``n*r / (1 + (n-1)*r)`` (n = number of seeds, r
+    clipped to [-1, 1]) is the reliability of the mean over all n seeds, the quantity the search is scored
+    against; it is ``None`` where ``1 + (n-1)*r <= 0`` (the formula's pole, e.g. two seeds ranking exactly
+    backwards). Under the classical true-score model even an error-free score correlates with that mean by at
+    most ``sqrt(spearman_brown)``, reported as ``"ceiling"`` (``None`` when the reliability is negative).
+
+    Returns ``{"pairs": [{"seeds": [a, b], "spearman": r}, ...], "mean", "spearman_brown", "ceiling"}``;
+    ``mean`` is the plain average of the defined pairwise values (``None`` with fewer than 2 seeds or none
+    defined), and the other two are ``None`` where undefined.
+    """
+    seeds = _sorted_seeds(per_seed_losses_by_seed)
+    width = max((len(per_seed_losses_by_seed[s]) for s in seeds), default=0)
+    table = {}
+    for s in seeds:
+        row = [_as_float(v) for v in per_seed_losses_by_seed[s]]
+        table[s] = np.array(row + [math.nan] * (width - len(row)), dtype=float)
+    pairs, defined = [], []
+    for a, b in combinations(seeds, 2):
+        both = np.isfinite(table[a]) & np.isfinite(table[b])
+        r = spearman(table[a][both], table[b][both])
+        pairs.append({"seeds": _plain([a, b]), "spearman": _plain(r)})
+        if math.isfinite(r):
+            defined.append(r)
+    n = len(seeds)
+    mean = float(np.mean(defined)) if n >= 2 and defined else None
+    brown = ceiling = None
+    if mean is not None:
+        r = min(1.0, max(-1.0, mean))
+        denominator = 1.0 + (n - 1) * r
+        # With complete data the pairwise mean cannot fall below -1/(n-1) (the rank correlation matrix is
+        # positive semi-definite); at that pole, or past it with missing patterns, the formula means nothing.
+        if denominator > 1e-12:
+            brown = n * r / denominator
+            ceiling = math.sqrt(brown) if brown >= 0.0 else None
+    return {"pairs": pairs, "mean": _plain(mean), "spearman_brown": _plain(brown), "ceiling": _plain(ceiling)}
+
+
+# ------------------------------------------------------------------------------------------ formatting
+
+
+def format_interval(ci: Sequence[float | None] | None, digits: int = 4) -> str:
+    """``[lo, hi]`` as ``"[-0.0123, +0.0045]"`` (signs always shown, so a Markdown table reads at a glance
+    whether the interval straddles 0), or ``"n/a"`` for a missing or undefined interval."""
+    if ci is None or len(ci) != 2:
+        return "n/a"
+    lo, hi = (_as_float(v) for v in ci)
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return "n/a"
+    return f"[{lo:+.{digits}f}, {hi:+.{digits}f}]"
+
+
+__all__ = [
+    "VERDICT_HIGHER",
+    "VERDICT_LOWER",
+    "VERDICT_NO_COMMON_SEEDS",
+    "VERDICT_SINGLE_SEED",
+    "VERDICT_WITHIN_NOISE",
+    "bootstrap_rank_correlation",
+    "format_interval",
+    "kendall",
+    "noise_ceiling",
+    "paired_difference",
+    "seed_summary",
+    "spearman",
+]

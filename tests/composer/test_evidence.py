@@ -1,0 +1,299 @@
+"""Evidence from per-seed results: intervals match the textbook formulas, verdicts say "within noise" when the
+seeds cannot tell two architectures apart, and the vectorised bootstrap agrees with scipy row by row."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from itertools import combinations
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from composer import evidence
+from composer.evidence import (
+    VERDICT_HIGHER,
+    VERDICT_LOWER,
+    VERDICT_NO_COMMON_SEEDS,
+    VERDICT_SINGLE_SEED,
+    VERDICT_WITHIN_NOISE,
+    bootstrap_rank_correlation,
+    format_interval,
+    kendall,
+    noise_ceiling,
+    paired_difference,
+    seed_summary,
+    spearman,
+)
+
+
+def _json_roundtrip(result):
+    """Every result must be strict JSON: no numpy types, no NaN."""
+    return json.loads(json.dumps(result, allow_nan=False))
+
+
+# ------------------------------------------------------------------------------------------ seed_summary
+
+
+def test_seed_summary_t_interval_matches_the_formula():
+    values = [2.31, 2.27, 2.35, 2.29, 2.33]
+    result = seed_summary(values, confidence=0.9)
+    mean = sum(values) / 5
+    std = math.sqrt(sum((v - mean) ** 2 for v in values) / 4)
+    half = stats.t.ppf(0.95, df=4) * std / math.sqrt(5)
+    assert result["n"] == 5 and result["dropped"] == 0
+    assert result["mean"] == pytest.approx(mean)
+    assert result["std"] == pytest.approx(std)
+    assert result["ci"] == pytest.approx([mean - half, mean + half])
+    assert result["values"] == values
+    lo, hi = stats.t.interval(0.9, 4, loc=mean, scale=std / math.sqrt(5))
+    assert result["ci"] == pytest.approx([lo, hi])
+    assert _json_roundtrip(result) == result
+
+
+def test_seed_summary_one_seed_has_no_interval_and_drops_missing_values():
+    result = seed_summary([2.5, None, float("nan")])
+    assert result == {"n": 1, "mean": 2.5, "std": None, "ci": None, "values": [2.5], "dropped": 2}
+    empty = seed_summary([None])
+    assert empty["n"] == 0 and empty["mean"] is None and empty["ci"] is None and empty["dropped"] == 1
+    assert _json_roundtrip(empty) == empty
+    assert all(type(v) is float for v in seed_summary(np.array([1.0, 2.0]))["ci"])
+
+
+# ------------------------------------------------------------------------------------------ paired_difference
+
+
+def test_paired_difference_verdicts():
+    reference = {0: 2.50, 1: 2.60, 2: 2.40, 3: 2.55}
+    lower = paired_difference({s: v - 0.05 + 0.001 * s for s, v in reference.items()}, reference)
+    assert lower["verdict"] == VERDICT_LOWER and lower["ci"][1] < 0
+    assert lower["seeds"] == [0, 1, 2, 3]
+    assert lower["differences"] == pytest.approx([-0.05, -0.049, -0.048, -0.047])
+    higher = paired_difference({s: v + 0.05 + 0.001 * s for s, v in reference.items()}, reference)
+    assert higher["verdict"] == VERDICT_HIGHER and higher["ci"][0] > 0
+    noisy = paired_difference({0: 2.45, 1: 2.66, 2: 2.38, 3: 2.60}, reference)
+    assert noisy["verdict"] == VERDICT_WITHIN_NOISE and noisy["ci"][0] < 0 < noisy["ci"][1]
+    # The mean difference and its interval are the one-sample t interval of the per-seed differences.
+    diffs = np.array(noisy["differences"])
+    lo, hi = stats.t.interval(0.95, 3, loc=diffs.mean(), scale=diffs.std(ddof=1) / 2)
+    assert noisy["ci"] == pytest.approx([lo, hi])
+    for result in (lower, higher, noisy):
+        assert _json_roundtrip(result) == result
+
+
+def test_paired_difference_uses_only_common_seeds():
+    result = paired_difference({3: 1.0, 1: 1.0, 7: 5.0, 2: None}, {1: 1.5, 3: 0.5, 2: 1.0, 9: 0.0})
+    assert result["seeds"] == [1, 3] and result["differences"] == [-0.5, 0.5] and result["n"] == 2
+    assert result["verdict"] == VERDICT_WITHIN_NOISE
+    single = paired_difference({"a": 1.0, "b": 2.0}, {"b": 1.0})
+    assert single["verdict"] == VERDICT_SINGLE_SEED and single["ci"] is None and single["mean"] == 1.0
+    none = paired_difference({0: 1.0}, {1: 1.0})
+    assert none["verdict"] == VERDICT_NO_COMMON_SEEDS and none["n"] == 0 and none["mean"] is None
+    for r in (result, single, none):
+        assert _json_roundtrip(r) == r
+
+
+# ------------------------------------------------------------------------------------------ correlations
+
+
+def test_spearman_and_kendall_wrap_scipy_and_are_nan_when_undefined():
+    rng = np.random.default_rng(1)
+    x, y = rng.normal(size=9), rng.normal(size=9)
+    y[3] = y[5]  # a tie
+    assert spearman(x, y) == pytest.approx(stats.spearmanr(x, y).statistic)
+    assert kendall(x, y) == pytest.approx(stats.kendalltau(x, y, variant="b").statistic)
+    assert type(spearman(x, y)) is float and type(kendall(x, y)) is float
+    for a, b in (([1.0, 2.0], [2.0, 1.0]), ([1.0, 1.0, 1.0], [1.0, 2.0, 3.0]), ([1.0, 2.0, 3.0], [4.0] * 3)):
+        assert math.isnan(spearman(a, b)) and math.isnan(kendall(a, b))
+    with pytest.raises(ValueError):
+        spearman([1.0, 2.0, 3.0], [1.0, 2.0])
+
+
+def _slow_kendall_tau_b(x, y):
+    concordant_minus_discordant = untied_x = untied_y = 0
+    for i, j in combinations(range(len(x)), 2):
+        sx, sy = np.sign(x[i] - x[j]), np.sign(y[i] - y[j])
+        concordant_minus_discordant += sx * sy
+        untied_x += sx != 0
+        untied_y += sy != 0
+    return concordant_minus_discordant / math.sqrt(untied_x * untied_y)
+
+
+def test_vectorised_rank_correlations_equal_scipy_on_resampled_rows_with_ties():
+    rng = np.random.default_rng(3)
+    base_x, base_y = rng.normal(size=7), rng.normal(size=7)
+    rows = rng.integers(0, 7, size=(6, 7))  # resampling with replacement: ties in both x and y
+    x, y = base_x[rows], np.round(base_y[rows] + 0.3 * rng.normal(size=rows.shape), 1)
+    tau = evidence._rowwise_kendall(x, y)
+    rho = evidence._rowwise_spearman(x, y)
+    for b in range(rows.shape[0]):
+        assert len(set(x[b])) < 7  # the row really has ties
+        assert tau[b] == pytest.approx(_slow_kendall_tau_b(x[b], y[b]))
+        assert tau[b] == pytest.approx(stats.kendalltau(x[b], y[b], variant="b").statistic)
+        assert rho[b] == pytest.approx(stats.spearmanr(x[b], y[b]).statistic)
+
+
+def test_vectorised_kendall_chunks_give_the_same_answer(monkeypatch):
+    rng = np.random.default_rng(4)
+    x, y = rng.integers(0, 5, size=(50, 6)).astype(float), rng.normal(size=(50, 6))
+    whole = evidence._rowwise_kendall(x, y)
+    monkeypatch.setattr(evidence, "_CHUNK_ELEMENTS", 7 * 36)  # 7 rows per chunk
+    assert np.array_equal(evidence._rowwise_kendall(x, y), whole)
+
+
+def test_bootstrap_does_not_depend_on_the_chunk_size(monkeypatch):
+    scores, losses = _random_case()
+    whole = bootstrap_rank_correlation(scores, losses, n_boot=500, seed=3)
+    monkeypatch.setattr(evidence, "_CHUNK_ELEMENTS", 13 * 144)  # 13 replicates per chunk, the last one short
+    assert bootstrap_rank_correlation(scores, losses, n_boot=500, seed=3) == whole
+
+
+# ------------------------------------------------------------------------------------------ bootstrap
+
+
+def test_bootstrap_perfect_ranking_gives_one_and_a_tight_interval():
+    scores = np.linspace(0.0, 1.0, 8)
+    # Loss falls as the score rises, and every seed agrees exactly: every valid replicate is exactly +1.
+    identical = [[3.0 - s] * 3 for s in scores]
+    result = bootstrap_rank_correlation(scores, identical, n_boot=2000)
+    assert result["spearman"] == pytest.approx(1.0) and result["kendall"] == pytest.approx(1.0)
+    assert result["spearman_ci"] == pytest.approx([1.0, 1.0])
+    assert result["kendall_ci"] == pytest.approx([1.0, 1.0])
+    # Small seed noise (the patterns' seed ranges overlap a little): still 1, interval near 1.
+    noise = np.random.default_rng(0).normal(scale=0.01, size=(8, 3))
+    noisy = bootstrap_rank_correlation(scores, (3.0 - scores[:, None] + noise).tolist(), n_boot=2000)
+    assert noisy["spearman"] == pytest.approx(1.0)
+    assert noisy["spearman_ci"][0] > 0.9 and noisy["spearman_ci"][1] == pytest.approx(1.0)
+    assert noisy["kendall_ci"][0] > 0.8
+    assert result["n_patterns"] == 8 and 0 < result["n_boot"] <= 2000
+    assert _json_roundtrip(result) == result
+
+
+def _random_case(k=12, seed=7):
+    rng = np.random.default_rng(seed)
+    scores = rng.normal(size=k)
+    losses = [2.5 - 0.05 * scores[i] + 0.05 * rng.normal(size=rng.integers(1, 5)) for i in range(k)]
+    return scores.tolist(), [row.tolist() for row in losses]
+
+
+def test_bootstrap_point_estimate_interval_and_determinism():
+    scores, losses = _random_case()
+    result = bootstrap_rank_correlation(scores, losses, n_boot=3000, seed=11)
+    negated_means = [-float(np.mean(row)) for row in losses]
+    assert result["spearman"] == pytest.approx(stats.spearmanr(scores, negated_means).statistic)
+    assert result["kendall"] == pytest.approx(stats.kendalltau(scores, negated_means, variant="b").statistic)
+    for name in ("spearman", "kendall"):
+        lo, hi = result[f"{name}_ci"]
+        assert -1.0 <= lo <= result[name] <= hi <= 1.0 and lo < hi
+    assert result == bootstrap_rank_correlation(scores, losses, n_boot=3000, seed=11)
+    assert result != bootstrap_rank_correlation(scores, losses, n_boot=3000, seed=12)
+    assert _json_roundtrip(result) == result
+    assert all(type(result[key]) is float for key in ("spearman", "kendall"))
+    assert all(type(v) is float for v in result["spearman_ci"] + result["kendall_ci"])
+    assert type(result["n_boot"]) is int and type(result["n_patterns"]) is int
+
+
+def test_bootstrap_matches_a_slow_loop_over_the_same_draws():
+    scores, losses = _random_case(k=4, seed=2)
+    n_boot, seed = 300, 5
+    # The same random draws as the implementation, consumed by a plain loop: a stream of uniforms picking
+    # the pattern of each slot, and a stream of `width` uniforms per pattern whose first n_k pick its seeds.
+    pattern_rng, seed_rng = (np.random.default_rng(c) for c in np.random.SeedSequence(seed).spawn(2))
+    k, width = len(scores), max(len(row) for row in losses)
+    patterns = np.floor(pattern_rng.random((n_boot, k)) * k).astype(int)
+    uniforms = seed_rng.random((n_boot, k, width))
+    rhos, taus = [], []
+    for b in range(n_boot):
+        means = [np.mean([losses[p][int(u * len(losses[p]))] for u in uniforms[b, p, : len(losses[p])]])
+                 for p in range(k)]
+        x = [scores[p] for p in patterns[b]]
+        y = [-means[p] for p in patterns[b]]
+        if len(set(x)) > 1 and len(set(y)) > 1:
+            rhos.append(stats.spearmanr(x, y).statistic)
+            taus.append(stats.kendalltau(x, y, variant="b").statistic)
+    result = bootstrap_rank_correlation(scores, losses, n_boot=n_boot, seed=seed)
+    assert result["n_boot"] == len(rhos) < n_boot  # with 4 patterns some replicates are constant
+    assert result["spearman_ci"] == pytest.approx(np.quantile(rhos, [0.025, 0.975]).tolist())
+    assert result["kendall_ci"] == pytest.approx(np.quantile(taus, [0.025, 0.975]).tolist())
+
+
+def test_bootstrap_seed_noise_widens_the_interval():
+    scores, losses = _random_case()
+    means_only = [[float(np.mean(row))] for row in losses]  # one "seed" each: no seed noise to resample
+    with_seeds = bootstrap_rank_correlation(scores, losses, n_boot=4000)
+    without = bootstrap_rank_correlation(scores, means_only, n_boot=4000)
+    assert with_seeds["spearman"] == pytest.approx(without["spearman"])
+    assert np.diff(with_seeds["spearman_ci"])[0] > np.diff(without["spearman_ci"])[0]
+
+
+def test_bootstrap_default_size_is_fast():
+    scores, losses = _random_case()
+    start = time.perf_counter()
+    result = bootstrap_rank_correlation(scores, losses)
+    assert time.perf_counter() - start < 1.0
+    assert result["n_boot"] == 10000  # with 12 distinct scores a constant replicate is (12 choose 1)/12^12
+
+
+def test_bootstrap_undefined_and_invalid_inputs():
+    too_few = bootstrap_rank_correlation([1.0, 2.0], [[1.0], [0.5]])
+    assert too_few["spearman"] is None and too_few["spearman_ci"] is None and too_few["n_boot"] == 0
+    constant = bootstrap_rank_correlation([1.0, 1.0, 1.0], [[1.0], [0.5], [0.2]])
+    assert constant["kendall"] is None and constant["kendall_ci"] is None
+    for r in (too_few, constant):
+        assert _json_roundtrip(r) == r
+    with pytest.raises(ValueError):
+        bootstrap_rank_correlation([1.0, 2.0, 3.0], [[1.0], [2.0]])
+    with pytest.raises(ValueError):
+        bootstrap_rank_correlation([1.0, 2.0, 3.0], [[1.0], [None], [2.0]])
+
+
+# ------------------------------------------------------------------------------------------ noise ceiling
+
+
+def test_noise_ceiling_identical_seeds_is_one():
+    losses = [2.5, 2.4, 2.7, 2.6, 2.3]
+    result = noise_ceiling({0: losses, 1: list(losses), 2: list(losses)})
+    assert [p["seeds"] for p in result["pairs"]] == [[0, 1], [0, 2], [1, 2]]
+    assert all(p["spearman"] == pytest.approx(1.0) for p in result["pairs"])
+    assert result["mean"] == pytest.approx(1.0) and result["spearman_brown"] == pytest.approx(1.0)
+    assert _json_roundtrip(result) == result
+
+
+def test_noise_ceiling_pairs_missing_patterns_and_spearman_brown():
+    by_seed = {
+        1: [2.5, 2.4, 2.7, 2.6, 2.3, None],
+        0: [2.5, 2.6, 2.7, 2.4, 2.3, 2.9],
+        2: [2.4, 2.5, 2.6, float("nan"), 2.2],  # shorter: the last pattern is missing too
+    }
+    result = noise_ceiling(by_seed)
+    pairs = {tuple(p["seeds"]): p["spearman"] for p in result["pairs"]}
+    assert list(pairs) == [(0, 1), (0, 2), (1, 2)]
+    assert pairs[(0, 1)] == pytest.approx(stats.spearmanr(by_seed[0][:5], by_seed[1][:5]).statistic)
+    keep = [0, 1, 2, 4]
+    expected = stats.spearmanr([by_seed[0][i] for i in keep], [by_seed[2][i] for i in keep]).statistic
+    assert pairs[(0, 2)] == pytest.approx(expected)
+    r = float(np.mean(list(pairs.values())))
+    assert result["mean"] == pytest.approx(r)
+    assert result["spearman_brown"] == pytest.approx(3 * r / (1 + 2 * r))
+    assert result["ceiling"] == pytest.approx(math.sqrt(3 * r / (1 + 2 * r)))
+    assert _json_roundtrip(result) == result
+
+
+def test_noise_ceiling_with_one_seed_or_undefined_reliability():
+    one = noise_ceiling({0: [1.0, 2.0, 3.0]})
+    assert one == {"pairs": [], "mean": None, "spearman_brown": None, "ceiling": None}
+    # Two seeds ranking three patterns exactly backwards: r = -1 and 2r/(1+r) divides by zero.
+    opposite = noise_ceiling({0: [1.0, 2.0, 3.0], 1: [3.0, 2.0, 1.0]})
+    assert opposite["mean"] == pytest.approx(-1.0) and opposite["spearman_brown"] is None
+    assert _json_roundtrip(opposite) == opposite
+
+
+# ------------------------------------------------------------------------------------------ formatting
+
+
+def test_format_interval():
+    assert format_interval([-0.01234, 0.0045]) == "[-0.0123, +0.0045]"
+    assert format_interval((0.5, 1.0), digits=2) == "[+0.50, +1.00]"
+    assert format_interval(None) == "n/a" and format_interval([None, 1.0]) == "n/a"
