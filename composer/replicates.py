@@ -48,14 +48,23 @@ class Replicate:
 
 
 def parse_seeds(seeds: Any) -> list[int]:
-    """Training seeds from a recipe list, one integer, or text such as ``"0,1,2"`` (``--seeds``)."""
-    if isinstance(seeds, int) and not isinstance(seeds, bool):
-        seeds = [seeds]
+    """Training seeds from a recipe or a flag.
+
+    A list names the seeds (``[0, 1, 2]``); a bare integer is a count (``3`` means seeds 0, 1, 2), as is text
+    without a comma (``--seeds 3``); comma-separated text names them (``--seeds 0,1,2``; ``--seeds 5,`` is the
+    single seed 5).
+    """
     if isinstance(seeds, str):
+        text = seeds.replace(" ", "")
         try:
-            seeds = [int(part) for part in seeds.replace(" ", "").split(",") if part]
+            seeds = [int(part) for part in text.split(",") if part] if "," in text else int(text)
         except ValueError:
-            raise ConfigError(f"seeds must be comma-separated integers such as 0,1,2, got {seeds!r}") from None
+            raise ConfigError(f"seeds must be a count such as 3 or comma-separated seeds such as 0,1,2, "
+                              f"got {seeds!r}") from None
+    if isinstance(seeds, int) and not isinstance(seeds, bool):
+        if seeds < 1:
+            raise ConfigError(f"the number of seeds must be at least 1, got {seeds}")
+        seeds = list(range(seeds))
     if not isinstance(seeds, (list, tuple)) or not seeds or not all(
         isinstance(seed, int) and not isinstance(seed, bool) and seed >= 0 for seed in seeds
     ):

@@ -23,8 +23,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--budget", help="override search.budget (e.g. smoke)")
     parser.add_argument("--tokens", type=int, help="override train.tokens (every model)")
     parser.add_argument("--to", help="override extrapolate.to (target preset)")
-    parser.add_argument("--seeds", help="override seeds: comma-separated training seeds, e.g. 0,1,2 (every model "
-                                        "trains once per seed)")
+    parser.add_argument("--seeds", help="override seeds: a count (3 = seeds 0,1,2) or comma-separated seeds "
+                                        "(0,1,2); every model trains once per seed")
     parser.add_argument("--json", action="store_true", help="print the result as one JSON object")
     parser.set_defaults(handler=run)
 

@@ -38,7 +38,7 @@ def test_every_pipeline_recipe_loads_and_its_target_extrapolates(recipe):
         ({"train": {"arch": "AM"}, "extrapolate": {"to": "tiny"}}, "train has unknown option(s) ['arch']"),
         ({"extrapolate": {"method": "stack"}}, "needs 'to'"),
         ({"extrapolate": {"to": "tiny"}, "seeds": [0, 0]}, "seeds must be distinct"),
-        ({"extrapolate": {"to": "tiny"}, "seeds": "0,x"}, "seeds must be comma-separated integers"),
+        ({"extrapolate": {"to": "tiny"}, "seeds": "0,x"}, "comma-separated seeds such as 0,1,2"),
         ({"extrapolate": {"to": "tiny"}, "seeds": []}, "seeds must be a non-empty list"),
         ({"extrapolate": {"to": "tiny"}, "train": {"seed": 3}}, "train has unknown option(s) ['seed']"),
     ],

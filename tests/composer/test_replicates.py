@@ -77,13 +77,14 @@ def test_a_run_finished_with_other_settings_is_refused_by_name(tmp_path, calls):
     assert replicates.finished_summary(same[0])["pattern"] == "AM"
 
 
-@pytest.mark.parametrize("given, seeds", [([0, 1, 2], [0, 1, 2]), ("0,1,2", [0, 1, 2]), (" 3 , 5", [3, 5]), (4, [4])])
+@pytest.mark.parametrize("given, seeds", [([0, 1, 2], [0, 1, 2]), ("0,1,2", [0, 1, 2]), (" 3 , 5", [3, 5]),
+                                          (3, [0, 1, 2]), ("2", [0, 1]), ("5,", [5])])
 def test_seeds_parse_from_recipes_and_flags(given, seeds):
     assert parse_seeds(given) == seeds
 
 
 @pytest.mark.parametrize("given, message", [([], "non-empty"), ([1, 1], "distinct"), ("a,b", "comma-separated"),
-                                            ([-1], "integers >= 0"), ([True], "integers >= 0")])
+                                            ([-1], "integers >= 0"), ([True], "integers >= 0"), (0, "at least 1")])
 def test_bad_seeds_name_the_problem(given, message):
     with pytest.raises(ConfigError, match=message):
         parse_seeds(given)

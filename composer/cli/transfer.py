@@ -1,0 +1,66 @@
+"""``composer transfer``: does the search score predict the loss at the target scale? (composer/transfer.py)"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from composer.cli.format import print_json
+
+# flags that set a field of the shared training settings (TrainConfig), as `composer train` names them
+TRAIN_FLAGS = {
+    "tokens": (int, "training tokens per run"),
+    "data": (str, "training text, as composer train --data (default: the offline corpus)"),
+    "tokenizer": (str, "tokenizer, as composer train --tokenizer (default: byte-level)"),
+    "max_documents": (int, "use only the first N documents of the data"),
+    "seq_len": (int, "sequence length"),
+    "batch_size": (int, "global batch in sequences"),
+    "lr": (float, "peak learning rate (the same for every pattern)"),
+    "precision": (str, "training precision, as composer train --precision"),
+    "val_tokens": (int, "tokens of the final validation (default: the whole held-out split)"),
+    "data_seed": (int, "chooses the held-out documents (default 0, the same for every run)"),
+    "wandb": (str, "auto, online, offline or off"),
+}
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "transfer",
+        help="measure whether search scores predict the loss at a target scale (rank correlation over seeds)",
+        description="Pick K patterns spread over a search's score range (or --patterns), extrapolate each to --to, "
+                    "train each once per seed, and report the Spearman and Kendall correlation between search "
+                    "score and mean target loss with a bootstrap interval, and the target's own between-seed "
+                    "agreement (the noise ceiling). Writes transfer.json/.md/.png; finished runs are kept, so a "
+                    "killed run resumes.",
+    )
+    parser.add_argument("--search", help="a composer search --out directory, leaderboard.json, study.db or "
+                                         "storage URL")
+    parser.add_argument("--study", help="the study, when the storage holds several")
+    parser.add_argument("--recipe", help="YAML with TransferConfig fields (see recipes/transfer/); flags win")
+    parser.add_argument("--patterns", help="comma-separated scored patterns to use instead of a spread")
+    parser.add_argument("--k", type=int, help="patterns spread over the score range (default 8)")
+    parser.add_argument("--to", help="target preset (default demo-4m)")
+    parser.add_argument("--method", choices=("auto", "stack", "stretch"), help="extrapolation (default auto)")
+    parser.add_argument("--seeds", help="a count (3 = seeds 0,1,2; default) or comma-separated seeds")
+    parser.add_argument("--n-boot", dest="n_boot", type=int, help="bootstrap replicates (default 10000)")
+    parser.add_argument("--out", help="output directory (default runs/transfer)")
+    parser.add_argument("--json", action="store_true", help="print transfer.json")
+    for name, (kind, text) in TRAIN_FLAGS.items():
+        parser.add_argument("--" + name.replace("_", "-"), dest=f"train_{name}", type=kind, help=text)
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from composer.transfer import Transfer, TransferConfig, format_report
+
+    overrides = {name: getattr(args, name) for name in ("search", "study", "patterns", "k", "to", "method", "seeds",
+                                                         "n_boot", "out")}
+    overrides.update({f"train.{name}": getattr(args, f"train_{name}") for name in TRAIN_FLAGS})
+    config = TransferConfig.from_recipe(args.recipe, **overrides)
+    report = Transfer(config, echo=lambda line: print(line, file=sys.stderr)).run()
+    if args.json:
+        print_json(report)
+    else:
+        print(format_report(report))
+        print(f"\ntransfer.{{json,md,png}} in {config.out}")
+    return 0

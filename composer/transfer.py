@@ -1,0 +1,323 @@
+"""Proxy transfer: does the small-scale search score predict which architecture wins at the target scale?
+
+This is the paper's central claim made measurable. From a finished search, K patterns spread over the score
+range (best, worst and evenly between; or patterns named by the user) are extrapolated to a target preset with
+the project's extrapolator and each is trained once per seed on the same data, tokens and schedule. The report
+(``transfer.json``, ``transfer.md``, ``transfer.png`` under ``out``) gives:
+
+- ``spearman`` / ``kendall``: rank correlation between the search score and the *negated* mean target loss, so
+  +1 means the search orders the patterns exactly as the target does and 0 means it says nothing;
+- ``spearman_ci`` / ``kendall_ci``: a hierarchical bootstrap interval (patterns and, within each, seeds are
+  resampled; ``composer.evidence.bootstrap_rank_correlation``);
+- ``noise_ceiling``: the mean Spearman correlation between the target's own seeds. A search score cannot agree
+  with the target better than the target agrees with itself; when the ceiling is low, the budget is too small
+  to decide anything, and the verdict says so instead of reporting a correlation as if it were a property of
+  the proxy.
+
+Runs live under ``out/train/<source pattern>/seed-<s>``; finished (pattern, seed) runs are never retrained, so a
+killed transfer re-run with the same command resumes (``composer.replicates``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from composer.errors import ConfigError
+from composer.evidence import bootstrap_rank_correlation, format_interval, noise_ceiling, seed_summary
+from composer.files import atomic_write_json, atomic_write_text
+from composer.replicates import parse_seeds, plan_replicates, run_dir, run_replicates, validation_identity
+from composer.training.config import TrainConfig
+
+_PER_RUN = ("arch", "preset", "out", "run_name", "seed")  # set by the transfer for each run
+MIN_PATTERNS = 3  # a rank correlation needs at least three points
+# Below this between-seed agreement the target cannot rank the patterns reliably, whatever the proxy does.
+NOISY_TARGET = 0.5
+
+
+@dataclass
+class TransferConfig:
+    """What ``composer transfer`` measures; a YAML recipe (``recipes/transfer/``) sets any of these fields."""
+
+    search: str | None = None  # a search --out directory, leaderboard.json, study.db or Optuna storage URL
+    study: str | None = None  # the study in a storage holding several
+    patterns: list[str] | None = None  # named patterns (each must be scored by the search) instead of a spread
+    k: int = 8  # patterns spread over the score range
+    to: str = "demo-4m"  # target preset: widths and size to extrapolate to
+    method: str = "auto"  # extrapolation: stack, stretch or auto
+    seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
+    train: dict[str, Any] = field(default_factory=dict)  # TrainConfig fields shared by every run
+    out: str = "runs/transfer"
+    n_boot: int = 10_000
+    confidence: float = 0.95
+
+    def __post_init__(self) -> None:
+        if self.search is None:
+            raise ConfigError("transfer needs a search to read scores from: pass --search DIR (a composer search "
+                              "--out directory, a leaderboard.json, a study.db or a storage URL)")
+        if not isinstance(self.train, dict):
+            raise ConfigError("the train section must be a mapping of TrainConfig option: value")
+        unknown = sorted(set(self.train) - (set(TrainConfig.field_names()) - set(_PER_RUN)))
+        if unknown:
+            raise ConfigError(f"train has unknown option(s) {unknown}; valid: "
+                              f"{', '.join(f for f in TrainConfig.field_names() if f not in _PER_RUN)}")
+        if isinstance(self.patterns, str):
+            self.patterns = [part for part in self.patterns.replace(" ", "").split(",") if part]
+        if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < MIN_PATTERNS:
+            raise ConfigError(f"k must be an integer >= {MIN_PATTERNS} (a rank correlation needs three patterns), "
+                              f"got {self.k!r}")
+        if isinstance(self.n_boot, bool) or not isinstance(self.n_boot, int) or self.n_boot < 100:
+            raise ConfigError(f"n_boot must be an integer >= 100, got {self.n_boot!r}")
+        if not 0 < self.confidence < 1:
+            raise ConfigError(f"confidence must be in (0, 1), got {self.confidence!r}")
+        self.seeds = parse_seeds(self.seeds)
+
+    @classmethod
+    def from_recipe(cls, path: str | Path | None, **overrides: Any) -> TransferConfig:
+        """A recipe's values (when ``path`` is given) with ``overrides`` on top; ``train.X`` keys go to train."""
+        values: dict[str, Any] = {}
+        if path is not None:
+            path = Path(path)
+            if not path.is_file():
+                raise ConfigError(f"recipe {str(path)!r} does not exist; pass the path of a YAML file "
+                                  "(recipes/transfer/)")
+            try:
+                values = yaml.safe_load(path.read_text()) or {}
+            except yaml.YAMLError as err:
+                raise ConfigError(f"recipe {str(path)!r} is not valid YAML: {str(err).splitlines()[0]}") from err
+            if not isinstance(values, dict):
+                raise ConfigError(f"recipe {str(path)!r} must be a mapping of option: value")
+            allowed = [f.name for f in dataclasses.fields(cls)]
+            unknown = sorted(set(values) - set(allowed))
+            if unknown:
+                raise ConfigError(f"recipe {str(path)!r} has unknown option(s) {unknown}; valid: {', '.join(allowed)}")
+        values["train"] = dict(values.get("train") or {})
+        for key, value in overrides.items():
+            if value is None:
+                continue
+            section, _, option = key.partition(".")
+            if option:
+                values["train"][option] = value
+            else:
+                values[key] = value
+        return cls(**values)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A searched pattern chosen for the transfer experiment, with its extrapolation to the target."""
+
+    source_pattern: str
+    score: float
+    search_rank: int  # 1 = the search's best
+    target_pattern: str
+    compact: str
+    layers: int
+    non_embedding_params: int
+
+
+def spread(ranked: list[Any], k: int) -> list[Any]:
+    """``k`` items evenly spread over a best-first list: always its first and last, the rest evenly between."""
+    if k >= len(ranked):
+        return list(ranked)
+    index = np.unique(np.round(np.linspace(0, len(ranked) - 1, k)).astype(int))
+    return [ranked[i] for i in index]
+
+
+class Transfer:
+    """Select, extrapolate, train over seeds and correlate; every step's result is a file under ``out``."""
+
+    def __init__(self, config: TransferConfig, echo: Callable[[str], None] = print) -> None:
+        self.config = config
+        self.out = Path(config.out)
+        self.echo = echo
+
+    def select(self) -> tuple[list[Candidate], dict[str, Any]]:
+        """The patterns to train, best search score first, and what the search was."""
+        from search.aggregate import load_population
+        from scaling.extrapolate import extrapolate
+
+        config = self.config
+        population = load_population(config.search, study=config.study)
+        maximize = population.direction == "maximize"
+        ranked = sorted(population.scored, key=lambda s: (-s.score if maximize else s.score, s.pattern))
+        rank_of = {s.pattern: i for i, s in enumerate(ranked, 1)}
+        if config.patterns:
+            from composer.pattern import parse_pattern
+
+            wanted = [parse_pattern(p) for p in config.patterns]
+            missing = [p for p in wanted if p not in rank_of]
+            if missing:
+                raise ConfigError(f"pattern(s) {', '.join(missing)} were not scored by the search "
+                                  f"({len(ranked)} scored patterns in {config.search}); name scored patterns")
+            chosen = [next(s for s in ranked if s.pattern == p) for p in dict.fromkeys(wanted)]
+            chosen.sort(key=lambda s: rank_of[s.pattern])
+        else:
+            chosen = spread(ranked, config.k)
+        if len(chosen) < MIN_PATTERNS:
+            raise ConfigError(f"the search scored {len(ranked)} distinct pattern(s); a rank correlation needs at "
+                              f"least {MIN_PATTERNS}: run more trials or name more patterns")
+        if not config.patterns and len(chosen) < config.k:
+            self.echo(f"   the search scored only {len(ranked)} distinct patterns; using all of them (asked k={config.k})")
+        candidates = []
+        for scored in chosen:
+            result = extrapolate(scored.pattern, config.to, method=config.method)
+            candidates.append(Candidate(scored.pattern, float(scored.score), rank_of[scored.pattern], result.pattern,
+                                        result.compact, result.n_layers, result.non_embedding_params))
+        source = {"source": population.source, "direction": population.direction, "scored_patterns": len(ranked)}
+        return candidates, source
+
+    def run(self) -> dict[str, Any]:
+        config = self.config
+        candidates, search = self.select()
+        self.out.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(self.out / "transfer-config.json", config.to_dict())
+        self.echo(f"== transfer: {len(candidates)} patterns from {config.search} -> {config.to}, "
+                  f"seeds {', '.join(map(str, config.seeds))}")
+        for c in candidates:
+            self.echo(f"   #{c.search_rank:<3} {c.source_pattern:<16} score {c.score:.4f} -> {c.compact} "
+                      f"({c.layers} layers)")
+        models = {c.source_pattern: c.target_pattern for c in candidates}
+        plan = plan_replicates(models, config.seeds, self.out / "train", config.train, config.to,
+                               run_prefix=f"{self.out.name}-")
+        summaries = run_replicates(plan, echo=self.echo)
+        report = self.report(candidates, search, summaries)
+        write_report(report, self.out)
+        return report
+
+    def report(self, candidates: list[Candidate], search: dict[str, Any],
+               summaries: dict[tuple[str, int], dict[str, Any]]) -> dict[str, Any]:
+        config = self.config
+        seeds = config.seeds
+        sign = 1.0 if search["direction"] == "maximize" else -1.0  # correlate "higher is better" scores
+        rows, per_seed = [], []
+        for c in candidates:
+            losses = [summaries[(c.source_pattern, s)]["val_loss"] for s in seeds]
+            loss = seed_summary(losses, config.confidence)
+            per_seed.append(losses)
+            rows.append({**dataclasses.asdict(c), "losses": {str(s): v for s, v in zip(seeds, losses, strict=True)},
+                         "mean_loss": loss["mean"], "std": loss["std"], "ci": loss["ci"],
+                         "runs": [str(run_dir(self.out / "train", c.source_pattern, s)) for s in seeds]})
+        correlation = bootstrap_rank_correlation([sign * c.score for c in candidates], per_seed,
+                                                 n_boot=config.n_boot, confidence=config.confidence)
+        ceiling = noise_ceiling({s: [losses[i] for losses in per_seed] for i, s in enumerate(seeds)})
+        first = summaries[(candidates[0].source_pattern, seeds[0])]
+        report = {
+            "spearman": correlation["spearman"],
+            "spearman_ci": correlation["spearman_ci"],
+            "kendall": correlation["kendall"],
+            "kendall_ci": correlation["kendall_ci"],
+            "noise_ceiling": ceiling["mean"],
+            "noise_ceiling_pairs": ceiling["pairs"],
+            "noise_ceiling_spearman_brown": ceiling["spearman_brown"],
+            "verdict": verdict(correlation["spearman_ci"], ceiling["mean"], len(seeds)),
+            "n_patterns": len(candidates),
+            "n_boot": correlation["n_boot"],
+            "confidence": config.confidence,
+            "search": {**search, "path": str(config.search)},
+            "to": config.to,
+            "method": config.method,
+            "seeds": seeds,
+            "tokens": first["tokens"],
+            "validation": validation_identity(summaries.values()),
+            "patterns": rows,
+        }
+        return report
+
+
+def verdict(spearman_ci: list[float] | None, ceiling: float | None, n_seeds: int) -> str:
+    """The result in words, saying first whether the target could decide at all."""
+    if spearman_ci is None:
+        return "undefined: the target losses (or scores) are all equal"
+    if n_seeds >= 2 and (ceiling is None or ceiling < NOISY_TARGET):
+        shown = "undefined" if ceiling is None else f"{ceiling:.2f}"
+        return (f"target too noisy to decide: its seeds agree at Spearman {shown} (< {NOISY_TARGET}); "
+                "train longer (--tokens) or with more seeds")
+    low, high = spearman_ci
+    if low > 0:
+        return "transfers: the interval excludes 0"
+    if high < 0:
+        return "anti-transfers: higher search scores predict worse target losses"
+    note = "" if n_seeds >= 2 else " (one seed: no noise ceiling)"
+    return f"no evidence of transfer: the interval contains 0{note}"
+
+
+def format_report(report: dict[str, Any]) -> str:
+    """transfer.md: the correlation with its interval and ceiling, then one row per pattern."""
+    percent = round(100 * report["confidence"])
+    seeds = report["seeds"]
+
+    def number(value: float | None) -> str:
+        return "n/a" if value is None else f"{value:+.3f}"
+
+    lines = [
+        f"# Proxy transfer: search score vs loss at {report['to']}",
+        "",
+        f"- Spearman {number(report['spearman'])} ({percent}% CI {format_interval(report['spearman_ci'], 3)}), "
+        f"Kendall {number(report['kendall'])} ({format_interval(report['kendall_ci'], 3)}); hierarchical bootstrap "
+        f"over patterns and seeds, {report['n_boot']:,} replicates.",
+        f"- Noise ceiling (Spearman between the target's seeds): {number(report['noise_ceiling'])}.",
+        f"- Verdict: {report['verdict']}.",
+        f"- {report['n_patterns']} patterns x seeds {', '.join(map(str, seeds))}, {report['tokens']:,} tokens each; "
+        f"search direction {report['search']['direction']} ({report['search']['scored_patterns']} scored patterns).",
+        "",
+        "| search rank | pattern | score | target | layers | mean loss | std | " + f"{percent}% CI | "
+        + " | ".join(f"seed {s}" for s in seeds) + " |",
+        "|" + "---|" * (8 + len(seeds)),
+    ]
+    for row in report["patterns"]:
+        std = "n/a" if row["std"] is None else f"{row['std']:.4f}"
+        cells = [str(row["search_rank"]), f"`{row['source_pattern']}`", f"{row['score']:.4f}", f"`{row['compact']}`",
+                 str(row["layers"]), f"{row['mean_loss']:.4f}", std, format_interval(row["ci"])]
+        cells += [f"{row['losses'][str(s)]:.4f}" for s in seeds]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def write_report(report: dict[str, Any], out: Path) -> None:
+    atomic_write_json(out / "transfer.json", report)
+    atomic_write_text(out / "transfer.md", format_report(report) + "\n")
+    plot_transfer(report, out / "transfer.png")
+
+
+def plot_transfer(report: dict[str, Any], path: Path) -> Path:
+    """Search score against mean target loss, error bars spanning the seeds' interval (or range)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = report["patterns"]
+    x = [row["score"] for row in rows]
+    y = [row["mean_loss"] for row in rows]
+    low = [row["mean_loss"] - (row["ci"][0] if row["ci"] else min(row["losses"].values())) for row in rows]
+    high = [(row["ci"][1] if row["ci"] else max(row["losses"].values())) - row["mean_loss"] for row in rows]
+    fig, ax = plt.subplots(figsize=(6.5, 4.5))
+    ax.errorbar(x, y, yerr=[low, high], fmt="o", capsize=3)
+    for row in rows:
+        ax.annotate(row["compact"] if len(row["source_pattern"]) > 12 else row["source_pattern"],
+                    (row["score"], row["mean_loss"]), fontsize=7, xytext=(4, 3), textcoords="offset points")
+    ci = format_interval(report["spearman_ci"], 2)
+    ceiling = "n/a" if report["noise_ceiling"] is None else f"{report['noise_ceiling']:.2f}"
+    rho = "n/a" if report["spearman"] is None else f"{report['spearman']:.2f}"
+    percent = round(100 * report["confidence"])
+    ax.set_title(f"Spearman {rho} {ci}, noise ceiling {ceiling}; bars: {percent}% CI over seeds", fontsize=9)
+    ax.set_xlabel(f"search score ({report['search']['direction']})")
+    ax.set_ylabel(f"val loss at {report['to']} (mean over {len(report['seeds'])} seeds)")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+__all__ = ["Candidate", "Transfer", "TransferConfig", "format_report", "spread", "verdict", "write_report"]

@@ -1,0 +1,131 @@
+"""composer transfer (composer/transfer.py): selection over the score range, every (pattern, seed) trained once,
+the report's keys, resume after a kill, and one-line errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from composer.cli import main
+from composer.errors import ConfigError
+from composer.transfer import Transfer, TransferConfig, spread, verdict
+
+# Six-layer patterns as a MAD search scores them (higher is better), written as composer search writes them.
+SCORES = {"AAMMMM": 0.64, "AMAMAM": 0.61, "MAMAMA": 0.58, "MMAAMM": 0.55, "MMMMAM": 0.40, "MMMMMM": 0.07}
+TRAIN = ["--to", "tiny", "--tokens", "1024", "--seq-len", "64", "--batch-size", "8", "--max-documents", "200",
+         "--val-tokens", "512", "--wandb", "off", "--n-boot", "500"]
+
+
+@pytest.fixture(autouse=True)
+def _isolated(tmp_path, monkeypatch):
+    monkeypatch.setenv("COMPOSER_CACHE", str(tmp_path / "cache"))
+
+
+@pytest.fixture
+def search_dir(tmp_path) -> Path:
+    out = tmp_path / "search"
+    out.mkdir()
+    rows = [{"rank": i, "pattern": p, "score": s, "trial": i} for i, (p, s) in enumerate(SCORES.items(), 1)]
+    (out / "leaderboard.json").write_text(json.dumps(rows))
+    (out / "best.json").write_text(json.dumps({**rows[0], "direction": "maximize"}))
+    return out
+
+
+def test_spread_keeps_the_best_the_worst_and_evenly_between():
+    assert spread(list("abcdefghij"), 4) == ["a", "d", "g", "j"]
+    assert spread(list("abc"), 5) == ["a", "b", "c"]
+
+
+def test_selection_spreads_over_the_scores_and_extrapolates_each(search_dir, tmp_path):
+    config = TransferConfig(search=str(search_dir), k=3, to="demo-4m", out=str(tmp_path / "t"))
+    candidates, search = Transfer(config, echo=lambda line: None).select()
+    assert [c.source_pattern for c in candidates] == ["AAMMMM", "MAMAMA", "MMMMMM"]
+    assert [c.search_rank for c in candidates] == [1, 3, 6] and search["direction"] == "maximize"
+    from scaling.extrapolate import extrapolate
+
+    for candidate in candidates:  # the project's extrapolator, at the target's widths
+        assert candidate.target_pattern == extrapolate(candidate.source_pattern, "demo-4m").pattern
+        assert candidate.layers == len(candidate.target_pattern) > 6
+    named = TransferConfig(search=str(search_dir), patterns="MMMMAM, AMAMAM,AAMMMM", to="demo-4m", out="x")
+    picked = Transfer(named, echo=lambda line: None).select()[0]
+    assert [c.source_pattern for c in picked] == ["AAMMMM", "AMAMAM", "MMMMAM"]  # best first
+
+
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        ({"patterns": "AAMMMM,AAAAAA,MMMMMM"}, "AAAAAA were not scored by the search"),
+        ({"patterns": "AAMMMM,MMMMMM"}, "needs at least 3"),
+        ({"k": 2}, "k must be an integer >= 3"),
+        ({"seeds": "0,0"}, "seeds must be distinct"),
+        ({"train": {"arch": "AM"}}, "train has unknown option(s) ['arch']"),
+    ],
+)
+def test_bad_requests_name_the_problem(search_dir, tmp_path, changes, message):
+    with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("(", r"\(").replace(")", r"\)")):
+        Transfer(TransferConfig(**{"search": str(search_dir), "out": str(tmp_path / "t"), **changes}),
+                 echo=lambda line: None).run()
+
+
+def test_cli_errors_are_one_line_and_exit_2(tmp_path, capsys):
+    assert main(["transfer", "--out", str(tmp_path)]) == 2
+    assert "needs a search" in capsys.readouterr().err
+    assert main(["transfer", "--search", str(tmp_path / "none")]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_verdict_says_when_the_target_cannot_decide():
+    assert verdict([0.2, 0.9], 0.9, 3).startswith("transfers")
+    assert verdict([-0.9, -0.1], 0.9, 3).startswith("anti-transfers")
+    assert verdict([-0.3, 0.9], 0.9, 3).startswith("no evidence of transfer")
+    assert verdict([0.2, 0.9], 0.1, 3).startswith("target too noisy to decide")
+    assert "one seed" in verdict([-0.3, 0.9], None, 1)
+
+
+@pytest.mark.slow
+def test_transfer_trains_each_pattern_once_per_seed_and_resumes_after_a_kill(search_dir, tmp_path, capsys):
+    out = tmp_path / "transfer"
+    argv = ["transfer", "--search", str(search_dir), "--k", "3", "--seeds", "2", "--out", str(out), *TRAIN]
+    # kill -9 the first attempt as soon as one run has finished
+    env = {**os.environ, "COMPOSER_CACHE": str(tmp_path / "cache"), "WANDB_MODE": "offline"}
+    child = subprocess.Popen([sys.executable, "-m", "composer", *argv], env=env, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 240
+    while not list((out / "train").glob("*/seed-*/summary.json")) and time.monotonic() < deadline:
+        assert child.poll() is None, "transfer ended before any run finished"
+        time.sleep(0.2)
+    os.killpg(child.pid, signal.SIGKILL)
+    child.wait()
+    survivors = {path: path.stat().st_mtime_ns for path in (out / "train").glob("*/seed-*/summary.json")}
+    assert survivors and not (out / "transfer.json").exists()
+
+    assert main([*argv, "--json"]) == 0
+    captured = capsys.readouterr()
+    report = json.loads(captured.out)
+    assert f"{len(survivors)} of 6 runs already finished" in captured.err
+    for path, mtime in survivors.items():
+        assert path.stat().st_mtime_ns == mtime, f"{path} was trained again"
+    for key in ("spearman", "spearman_ci", "kendall", "kendall_ci", "noise_ceiling", "noise_ceiling_pairs",
+                "verdict", "patterns", "seeds", "validation"):
+        assert key in report, key
+    assert json.loads((out / "transfer.json").read_text()) == report
+    assert report["seeds"] == [0, 1] and report["n_patterns"] == 3 and report["validation"]["same"]
+    assert [row["source_pattern"] for row in report["patterns"]] == ["AAMMMM", "MAMAMA", "MMMMMM"]
+    for row in report["patterns"]:
+        assert set(row["losses"]) == {"0", "1"} and all(loss > 0 for loss in row["losses"].values())
+        assert row["mean_loss"] == pytest.approx(sum(row["losses"].values()) / 2)
+    assert len(list((out / "train").glob("*/seed-*/summary.json"))) == 6
+    assert -1 <= report["spearman"] <= 1 and report["spearman_ci"][0] <= report["spearman"] <= report["spearman_ci"][1]
+    assert len(report["noise_ceiling_pairs"]) == 1
+    assert (out / "transfer.png").stat().st_size > 1000 and "Spearman" in (out / "transfer.md").read_text()
+
+    # once more: nothing is trained, the report is the same
+    assert main(argv) == 0
+    assert "6 of 6 runs already finished" in capsys.readouterr().err
