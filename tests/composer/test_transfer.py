@@ -129,3 +129,13 @@ def test_transfer_trains_each_pattern_once_per_seed_and_resumes_after_a_kill(sea
     # once more: nothing is trained, the report is the same
     assert main(argv) == 0
     assert "6 of 6 runs already finished" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("recipe", sorted((Path(__file__).resolve().parents[2] / "recipes" / "transfer").glob("*.yaml")),
+                         ids=lambda p: p.stem)
+def test_transfer_recipes_load_and_their_train_section_is_valid(recipe, search_dir):
+    from composer.training.config import TrainConfig
+
+    config = TransferConfig.from_recipe(recipe, search=str(search_dir), seeds="3")
+    assert config.seeds == [0, 1, 2] and config.search == str(search_dir)  # flags win over the recipe
+    TrainConfig(**config.train, arch="AM", preset=config.to)

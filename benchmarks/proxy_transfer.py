@@ -1,0 +1,205 @@
+"""Which search proxy predicts the target-scale ranking best, per minute of search?
+
+Fixed patterns (12 six-layer A/M interleavings by default) are scored by every proxy (MAD budgets, the LM
+evaluator's budgets) exactly as `composer search` scores a candidate, and trained at the target preset once per
+seed exactly as `composer transfer` trains them (same extrapolator, same replicates). The script then prints,
+per proxy, the Spearman and Kendall correlation between its score and the mean target loss with a hierarchical
+bootstrap 95% interval, its seconds per candidate, and both as ratios against the named peer: the current
+default proxy (`mad:cpu`), measured in the same run. MAD proxies also get a row per task and per task mix (the
+mean of a subset of their tasks), computed from the same evaluations. The target's noise ceiling (Spearman
+between its own seeds) says how much agreement is possible at all.
+
+    python benchmarks/proxy_transfer.py                                   # the docs/mad.md table (~80 min, 2 cores)
+    python benchmarks/proxy_transfer.py --tokens 20000 --seeds 2 --proxies mad:smoke --patterns AAMMMM,AMAMAM,MMMMMM
+    python benchmarks/proxy_transfer.py --proxies mad:cpu,mad:gpu,mad:paper --to llama-350m ...   # on GPUs
+
+Everything is resumable: target runs live under --out/train (finished runs are never retrained) and proxy scores
+in --out/proxies.json (written after every evaluation). --json prints one object; the table is printed last.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import sys
+import time
+from pathlib import Path
+
+from composer.evidence import bootstrap_rank_correlation, format_interval, noise_ceiling, seed_summary
+from composer.files import atomic_write_json, atomic_write_text
+from composer.replicates import parse_seeds, plan_replicates, run_replicates, validation_identity
+
+# Spread over the default 6-layer A/M space: the paper's winner and the Llama alternation, attention placed
+# early / late / in the middle, one to five attention layers, and the no-attention extreme.
+DEFAULT_PATTERNS = ("AAMMMM", "AMAMAM", "MAMAMA", "MMAAMM", "MMMMAA", "AAAMMM", "AMMMMM", "MMMMAM", "MAMMAA",
+                    "AMMAMM", "AAAAAM", "MMMMMM")
+PEER = "mad:cpu"  # the default proxy of `composer search` when this was written
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--patterns", default=",".join(DEFAULT_PATTERNS), help="comma-separated patterns")
+    parser.add_argument("--proxies", default="mad:smoke,mad:cpu,lm:smoke,lm:cpu",
+                        help="evaluator:budget list (mad:smoke, mad:cpu, mad:gpu, mad:paper, lm:smoke, lm:cpu, ...)")
+    parser.add_argument("--proxy-seeds", default="1", help="seeds per proxy score (a count or a list; default 1)")
+    parser.add_argument("--widths", default="search-1m", help="search widths (default search-1m)")
+    parser.add_argument("--to", default="demo-4m", help="target preset (default demo-4m)")
+    parser.add_argument("--seeds", default="2", help="target training seeds: a count or a list (default 2)")
+    parser.add_argument("--tokens", type=int, default=600_000, help="target training tokens per run")
+    parser.add_argument("--seq-len", type=int, default=128)
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--lr", type=float, default=2e-3)
+    parser.add_argument("--max-documents", type=int, default=2000, help="of the target's data (default corpus)")
+    parser.add_argument("--data", help="target training text (default: the offline corpus)")
+    parser.add_argument("--precision", default="32-true")
+    parser.add_argument("--n-boot", type=int, default=10_000)
+    parser.add_argument("--out", default="runs/proxy-transfer")
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    return parser.parse_args(argv)
+
+
+def log(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def target_losses(args, patterns: list[str], out: Path) -> tuple[dict[str, list[float]], dict]:
+    from scaling.extrapolate import extrapolate
+
+    seeds = parse_seeds(args.seeds)
+    models = {p: extrapolate(p, args.to).pattern for p in patterns}
+    base = {"tokens": args.tokens, "seq_len": args.seq_len, "batch_size": args.batch_size, "lr": args.lr,
+            "max_documents": args.max_documents, "data": args.data, "precision": args.precision,
+            "wandb": "off", "val_interval": 10**6, "log_interval": 50}
+    plan = plan_replicates(models, seeds, out / "train", base, args.to, run_prefix="proxy-transfer-")
+    summaries = run_replicates(plan, echo=log)
+    losses = {p: [summaries[(p, s)]["val_loss"] for s in seeds] for p in patterns}
+    info = {"seeds": seeds, "tokens": args.tokens, "to": args.to, "targets": models,
+            "validation": validation_identity(summaries.values()),
+            "seconds_per_run": sum(s["wall_time_s"] for s in summaries.values()) / len(summaries)}
+    return losses, info
+
+
+def proxy_scores(args, patterns: list[str], out: Path) -> dict[str, dict]:
+    """{proxy: {pattern: [{"seed", "score", "seconds", "details"}, ...]}}, cached in proxies.json."""
+    from search.evaluators import make_evaluator
+
+    path = out / "proxies.json"
+    cache = json.loads(path.read_text()) if path.is_file() else {}
+    seeds = parse_seeds(args.proxy_seeds)
+    todo = [(proxy, pattern, seed) for proxy in args.proxies.split(",") for seed in seeds for pattern in patterns]
+    done = 0
+    for proxy, pattern, seed in todo:
+        entries = cache.setdefault(proxy, {}).setdefault(pattern, [])
+        if any(entry["seed"] == seed for entry in entries):
+            continue
+        evaluator_name, _, budget = proxy.partition(":")
+        evaluator = make_evaluator(evaluator_name, budget, args.widths)
+        started = time.perf_counter()
+        result = evaluator(pattern, seed, lambda step, value: None)
+        seconds = time.perf_counter() - started
+        entries.append({"seed": seed, "score": result.score, "seconds": seconds, "details": result.details,
+                        "direction": evaluator.direction})
+        atomic_write_json(path, cache)
+        done += 1
+        log(f"   proxy {proxy} {pattern} seed {seed}: {result.score:.4f} ({seconds:.1f} s)")
+    return cache
+
+
+def mad_task_rows(proxy: str, entries: dict[str, list[dict]], patterns: list[str]) -> dict[str, list[float]]:
+    """Per task and per task mix (mean of a subset of tasks) scores of a MAD proxy, averaged over its seeds."""
+    tasks = sorted(next(iter(entries.values()))[0]["details"]["accuracy"])
+    rows = {}
+    for size in range(1, len(tasks)):
+        for mix in itertools.combinations(tasks, size):
+            name = f"{proxy} [{'+'.join(mix)}]"
+            rows[name] = [sum(sum(e["details"]["accuracy"][t] for t in mix) / len(mix) for e in entries[p])
+                          / len(entries[p]) for p in patterns]
+    return rows
+
+
+def correlate(scores: list[float], direction: str, losses: list[list[float]], n_boot: int) -> dict:
+    sign = 1.0 if direction == "maximize" else -1.0
+    return bootstrap_rank_correlation([sign * s for s in scores], losses, n_boot=n_boot)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    from composer.pattern import parse_pattern
+
+    patterns = [parse_pattern(p) for p in args.patterns.split(",") if p.strip()]
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    log(f"== proxies {args.proxies} on {len(patterns)} patterns")
+    proxies = proxy_scores(args, patterns, out)
+    log(f"== target: {len(patterns)} patterns at {args.to}, seeds {args.seeds}, {args.tokens:,} tokens each")
+    losses, target = target_losses(args, patterns, out)
+    per_seed = [losses[p] for p in patterns]
+    ceiling = noise_ceiling({s: [losses[p][i] for p in patterns] for i, s in enumerate(target["seeds"])})
+
+    rows = []
+    for proxy in args.proxies.split(","):
+        entries = proxies[proxy]
+        direction = entries[patterns[0]][0]["direction"]
+        mean_scores = [sum(e["score"] for e in entries[p]) / len(entries[p]) for p in patterns]
+        seconds = sum(e["seconds"] for p in patterns for e in entries[p]) / sum(len(entries[p]) for p in patterns)
+        seeds = sorted({e["seed"] for p in patterns for e in entries[p]})
+        agreement = noise_ceiling({s: [next((e["score"] for e in entries[p] if e["seed"] == s), None)
+                                       for p in patterns] for s in seeds})["mean"]
+        rows.append({"proxy": proxy, "seconds_per_candidate": seconds, "proxy_seed_agreement": agreement,
+                     **correlate(mean_scores, direction, per_seed, args.n_boot)})
+        if proxy.startswith("mad:"):
+            for name, scores in mad_task_rows(proxy, entries, patterns).items():
+                rows.append({"proxy": name, "seconds_per_candidate": None,
+                             **correlate(scores, "maximize", per_seed, args.n_boot)})
+    peer = next((r for r in rows if r["proxy"] == PEER), None)
+    for row in rows:
+        if peer and row["spearman"] is not None and peer["spearman"]:
+            row["spearman_vs_peer"] = row["spearman"] / peer["spearman"]
+        if peer and row["seconds_per_candidate"]:
+            row["candidates_per_hour"] = 3600 / row["seconds_per_candidate"]
+            row["speed_vs_peer"] = peer["seconds_per_candidate"] / row["seconds_per_candidate"]
+    result = {
+        "patterns": patterns,
+        "target": {**target, "losses": losses, "mean_loss": {p: seed_summary(losses[p])["mean"] for p in patterns},
+                   "noise_ceiling": ceiling},
+        "proxies": rows,
+        "proxy_scores": {proxy: {p: [e["score"] for e in proxies[proxy][p]] for p in patterns}
+                         for proxy in args.proxies.split(",")},
+        "peer": PEER,
+        "wall_time_s": time.perf_counter() - started,
+    }
+    atomic_write_json(out / "proxy_transfer.json", result)
+    table = format_table(result)
+    atomic_write_text(out / "proxy_transfer.md", table + "\n")
+    print(json.dumps(result, indent=2) if args.json else table)
+    return 0
+
+
+def format_table(result: dict) -> str:
+    target = result["target"]
+    ceiling = target["noise_ceiling"]["mean"]
+    lines = [
+        f"target: {len(result['patterns'])} patterns at {target['to']}, {target['tokens']:,} tokens, seeds "
+        f"{', '.join(map(str, target['seeds']))}; noise ceiling (Spearman between seeds) "
+        f"{'n/a' if ceiling is None else f'{ceiling:+.3f}'}",
+        "",
+        "| proxy | Spearman | 95% CI | Kendall | 95% CI | s / candidate | Spearman vs peer | speed vs peer |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for row in result["proxies"]:
+        def num(key, spec):
+            value = row.get(key)
+            return "—" if value is None else format(value, spec)
+
+        lines.append(f"| {row['proxy']} | {num('spearman', '+.3f')} | {format_interval(row['spearman_ci'], 3)} | "
+                     f"{num('kendall', '+.3f')} | {format_interval(row['kendall_ci'], 3)} | "
+                     f"{num('seconds_per_candidate', '.1f')} | {num('spearman_vs_peer', '.2f')} | "
+                     f"{num('speed_vs_peer', '.2f')} |")
+    lines.append(f"\npeer: {result['peer']} (the default proxy), measured in the same run")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
