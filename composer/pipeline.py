@@ -33,7 +33,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 
 from composer.accounting import analyze
 from composer.errors import ConfigError
@@ -48,7 +47,7 @@ from composer.replicates import (
     run_replicates,
     validation_identity,
 )
-from composer.training.config import TrainConfig
+from composer.training.config import TrainConfig, load_recipe
 
 STAGES = ("search", "aggregate", "extrapolate", "train", "compare")
 COMPOSITE = "composite"
@@ -84,19 +83,9 @@ class PipelineConfig:
             self.baselines = [self.baselines]
         self.seeds = parse_seeds(self.seeds)
 
-
     @classmethod
     def from_recipe(cls, path: str | Path, **overrides: Any) -> PipelineConfig:
-        path = Path(path)
-        if not path.is_file():
-            raise ConfigError(f"recipe {str(path)!r} does not exist; pass the path of a YAML file (recipes/pipeline/)")
-        try:
-            values = yaml.safe_load(path.read_text()) or {}
-        except yaml.YAMLError as err:
-            raise ConfigError(f"recipe {str(path)!r} is not valid YAML: {str(err).splitlines()[0]}") from err
-        if not isinstance(values, dict):
-            raise ConfigError(f"recipe {str(path)!r} must be a mapping of section: options")
-        _check_keys(f"recipe {str(path)!r}", values, [f.name for f in dataclasses.fields(cls)])
+        values = load_recipe(path, [f.name for f in dataclasses.fields(cls)])
         for key, value in overrides.items():
             if value is None:
                 continue

@@ -27,13 +27,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 
 from composer.errors import ConfigError
 from composer.evidence import bootstrap_rank_correlation, format_interval, noise_ceiling, seed_summary
 from composer.files import atomic_write_json, atomic_write_text
 from composer.replicates import parse_seeds, plan_replicates, run_dir, run_replicates, validation_identity
-from composer.training.config import TrainConfig
+from composer.training.config import TrainConfig, load_recipe
 
 _PER_RUN = ("arch", "preset", "out", "run_name", "seed")  # set by the transfer for each run
 MIN_PATTERNS = 3  # a rank correlation needs at least three points
@@ -81,22 +80,8 @@ class TransferConfig:
     @classmethod
     def from_recipe(cls, path: str | Path | None, **overrides: Any) -> TransferConfig:
         """A recipe's values (when ``path`` is given) with ``overrides`` on top; ``train.X`` keys go to train."""
-        values: dict[str, Any] = {}
-        if path is not None:
-            path = Path(path)
-            if not path.is_file():
-                raise ConfigError(f"recipe {str(path)!r} does not exist; pass the path of a YAML file "
-                                  "(recipes/transfer/)")
-            try:
-                values = yaml.safe_load(path.read_text()) or {}
-            except yaml.YAMLError as err:
-                raise ConfigError(f"recipe {str(path)!r} is not valid YAML: {str(err).splitlines()[0]}") from err
-            if not isinstance(values, dict):
-                raise ConfigError(f"recipe {str(path)!r} must be a mapping of option: value")
-            allowed = [f.name for f in dataclasses.fields(cls)]
-            unknown = sorted(set(values) - set(allowed))
-            if unknown:
-                raise ConfigError(f"recipe {str(path)!r} has unknown option(s) {unknown}; valid: {', '.join(allowed)}")
+        allowed = [f.name for f in dataclasses.fields(cls)]
+        values = load_recipe(path, allowed) if path is not None else {}
         values["train"] = dict(values.get("train") or {})
         for key, value in overrides.items():
             if value is None:
