@@ -204,6 +204,8 @@ class Transfer:
             "noise_ceiling": ceiling["mean"],
             "noise_ceiling_pairs": ceiling["pairs"],
             "noise_ceiling_spearman_brown": ceiling["spearman_brown"],
+            # the most any score can correlate with the seeds' mean loss, sqrt(Spearman-Brown reliability)
+            "max_attainable_spearman": ceiling["ceiling"],
             "verdict": verdict(correlation["spearman_ci"], ceiling["mean"], len(seeds)),
             "n_patterns": len(candidates),
             "n_boot": correlation["n_boot"],
