@@ -26,7 +26,13 @@ import sys
 import time
 from pathlib import Path
 
-from composer.evidence import bootstrap_rank_correlation, format_interval, noise_ceiling, seed_summary
+from composer.evidence import (
+    bootstrap_rank_correlation,
+    compare_rank_correlations,
+    format_interval,
+    noise_ceiling,
+    seed_summary,
+)
 from composer.files import atomic_write_json, atomic_write_text
 from composer.replicates import parse_seeds, plan_replicates, run_replicates, validation_identity
 
@@ -53,6 +59,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--max-documents", type=int, default=2000, help="of the target's data (default corpus)")
     parser.add_argument("--data", help="target training text (default: the offline corpus)")
     parser.add_argument("--precision", default="32-true")
+    parser.add_argument("--peer", default=PEER, help=f"the proxy every other is compared with (default {PEER})")
     parser.add_argument("--n-boot", type=int, default=10_000)
     parser.add_argument("--out", default="runs/proxy-transfer")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
@@ -118,9 +125,9 @@ def mad_task_rows(proxy: str, entries: dict[str, list[dict]], patterns: list[str
     return rows
 
 
-def correlate(scores: list[float], direction: str, losses: list[list[float]], n_boot: int) -> dict:
-    sign = 1.0 if direction == "maximize" else -1.0
-    return bootstrap_rank_correlation([sign * s for s in scores], losses, n_boot=n_boot)
+def correlate(scores: list[float], losses: list[list[float]], n_boot: int) -> dict:
+    """Rank agreement of ``scores`` (higher is better) with the negated mean target loss."""
+    return bootstrap_rank_correlation(scores, losses, n_boot=n_boot)
 
 
 def main(argv=None) -> int:
@@ -138,28 +145,33 @@ def main(argv=None) -> int:
     per_seed = [losses[p] for p in patterns]
     ceiling = noise_ceiling({s: [losses[p][i] for p in patterns] for i, s in enumerate(target["seeds"])})
 
-    rows = []
+    rows, signed = [], {}  # signed: each row's scores, higher is better, for the paired comparison
     for proxy in args.proxies.split(","):
         entries = proxies[proxy]
-        direction = entries[patterns[0]][0]["direction"]
-        mean_scores = [sum(e["score"] for e in entries[p]) / len(entries[p]) for p in patterns]
+        sign = 1.0 if entries[patterns[0]][0]["direction"] == "maximize" else -1.0
+        mean_scores = [sign * sum(e["score"] for e in entries[p]) / len(entries[p]) for p in patterns]
         seconds = sum(e["seconds"] for p in patterns for e in entries[p]) / sum(len(entries[p]) for p in patterns)
         seeds = sorted({e["seed"] for p in patterns for e in entries[p]})
         agreement = noise_ceiling({s: [next((e["score"] for e in entries[p] if e["seed"] == s), None)
                                        for p in patterns] for s in seeds})["mean"]
-        rows.append({"proxy": proxy, "seconds_per_candidate": seconds, "proxy_seed_agreement": agreement,
-                     **correlate(mean_scores, direction, per_seed, args.n_boot)})
+        rows.append({"proxy": proxy, "seconds_per_candidate": seconds, "proxy_seeds": len(seeds),
+                     "proxy_seed_agreement": agreement, **correlate(mean_scores, per_seed, args.n_boot)})
+        signed[proxy] = mean_scores
         if proxy.startswith("mad:"):
             for name, scores in mad_task_rows(proxy, entries, patterns).items():
                 rows.append({"proxy": name, "seconds_per_candidate": None,
-                             **correlate(scores, "maximize", per_seed, args.n_boot)})
-    peer = next((r for r in rows if r["proxy"] == PEER), None)
-    for row in rows:
-        if peer and row["spearman"] is not None and peer["spearman"]:
-            row["spearman_vs_peer"] = row["spearman"] / peer["spearman"]
-        if peer and row["seconds_per_candidate"]:
-            row["candidates_per_hour"] = 3600 / row["seconds_per_candidate"]
-            row["speed_vs_peer"] = peer["seconds_per_candidate"] / row["seconds_per_candidate"]
+                             **correlate(scores, per_seed, args.n_boot)})
+                signed[name] = scores
+    peer = next((r for r in rows if r["proxy"] == args.peer), None)
+    if peer is not None:  # every row against the peer on the same bootstrap draws
+        paired = compare_rank_correlations(signed, per_seed, reference=args.peer, n_boot=args.n_boot)
+        for row in rows:
+            versus = paired[row["proxy"]]
+            row.update(diff_vs_peer=versus["diff_vs_reference"], diff_vs_peer_ci=versus["diff_ci"],
+                       p_better_than_peer=versus["p_better"])
+            if row["seconds_per_candidate"]:
+                row["candidates_per_hour"] = 3600 / row["seconds_per_candidate"]
+                row["speed_vs_peer"] = peer["seconds_per_candidate"] / row["seconds_per_candidate"]
     result = {
         "patterns": patterns,
         "target": {**target, "losses": losses, "mean_loss": {p: seed_summary(losses[p])["mean"] for p in patterns},
@@ -167,7 +179,7 @@ def main(argv=None) -> int:
         "proxies": rows,
         "proxy_scores": {proxy: {p: [e["score"] for e in proxies[proxy][p]] for p in patterns}
                          for proxy in args.proxies.split(",")},
-        "peer": PEER,
+        "peer": args.peer,
         "wall_time_s": time.perf_counter() - started,
     }
     atomic_write_json(out / "proxy_transfer.json", result)
@@ -185,8 +197,9 @@ def format_table(result: dict) -> str:
         f"{', '.join(map(str, target['seeds']))}; noise ceiling (Spearman between seeds) "
         f"{'n/a' if ceiling is None else f'{ceiling:+.3f}'}",
         "",
-        "| proxy | Spearman | 95% CI | Kendall | 95% CI | s / candidate | Spearman vs peer | speed vs peer |",
-        "|---|---|---|---|---|---|---|---|",
+        "| proxy | Spearman | 95% CI | Kendall | 95% CI | Δ Spearman vs peer (paired) | 95% CI | P(better) "
+        "| s / candidate | speed vs peer |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in result["proxies"]:
         def num(key, spec):
@@ -195,9 +208,11 @@ def format_table(result: dict) -> str:
 
         lines.append(f"| {row['proxy']} | {num('spearman', '+.3f')} | {format_interval(row['spearman_ci'], 3)} | "
                      f"{num('kendall', '+.3f')} | {format_interval(row['kendall_ci'], 3)} | "
-                     f"{num('seconds_per_candidate', '.1f')} | {num('spearman_vs_peer', '.2f')} | "
+                     f"{num('diff_vs_peer', '+.3f')} | {format_interval(row.get('diff_vs_peer_ci'), 3)} | "
+                     f"{num('p_better_than_peer', '.2f')} | {num('seconds_per_candidate', '.1f')} | "
                      f"{num('speed_vs_peer', '.2f')} |")
-    lines.append(f"\npeer: {result['peer']} (the default proxy), measured in the same run")
+    lines.append(f"\npeer: {result['peer']} (the default proxy), measured in the same run; Δ and P(better): "
+                 "paired over the same bootstrap draws")
     return "\n".join(lines)
 
 

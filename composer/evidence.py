@@ -258,6 +258,51 @@ def _percentile_interval(samples: np.ndarray, confidence: float) -> list[float] 
     return [float(lo), float(hi)]
 
 
+def _finite_losses(per_seed_losses: Sequence[Sequence[float]], k: int) -> list[list[float]]:
+    if len(per_seed_losses) != k:
+        raise ValueError(f"{k} scores but {len(per_seed_losses)} per-seed loss lists")
+    losses = []
+    for index, row in enumerate(per_seed_losses):
+        kept = [v for v in (_as_float(x) for x in row) if math.isfinite(v)]
+        if not kept:
+            raise ValueError(f"pattern {index} has no finite target loss")
+        losses.append(kept)
+    return losses
+
+
+def _resampled_mean_losses(losses: list[list[float]], n_boot: int, seed: int):
+    """Hierarchical bootstrap replicates, in chunks: ``(patterns, mean_loss)``, both ``(B, K)``.
+
+    ``patterns[b, j]`` is the pattern drawn into slot j of replicate b (with replacement) and
+    ``mean_loss[b, j]`` its mean loss over a resample of its own seeds (one resample per pattern and
+    replicate, shared by the copies of a pattern drawn twice; see :func:`bootstrap_rank_correlation`).
+    The draws depend on ``seed``, K and the seed counts only, never on scores, so several score vectors
+    judged on the same replicates are compared on the same draws (:func:`compare_rank_correlations`).
+    """
+    k = len(losses)
+    # Losses padded into a (K, M) table; column m < n_k holds pattern k's m-th seed.
+    counts = np.array([len(row) for row in losses])
+    width = int(counts.max())
+    table = np.zeros((k, width))
+    for index, row in enumerate(losses):
+        table[index, : len(row)] = row
+    # Two independent streams, consumed in replicate order whatever the chunking (doubles only: one 64-bit
+    # draw each), so the answer depends on `seed` and the data, not on memory bounds.
+    pattern_rng, seed_rng = (np.random.default_rng(child) for child in np.random.SeedSequence(seed).spawn(2))
+    chunk = max(1, _CHUNK_ELEMENTS // (k * max(k, width)))
+    for start in range(0, n_boot, chunk):
+        rows = min(chunk, n_boot - start)
+        patterns = np.floor(pattern_rng.random((rows, k)) * k).astype(np.int64)  # (B, K): pattern per slot
+        # Per replicate every pattern's n_k seeds are resampled with replacement: `width` uniform indices
+        # below n_k, of which only the first n_k count (the rest are masked out by `used`). A pattern drawn
+        # twice in a replicate keeps one resampled mean: the same pattern, tied in score, is tied in loss.
+        picks = np.floor(seed_rng.random((rows, k, width)) * counts[None, :, None]).astype(np.int64)
+        used = np.arange(width)[None, None, :] < counts[None, :, None]
+        values = table[np.arange(k)[None, :, None], picks]
+        pattern_loss = np.where(used, values, 0.0).sum(axis=2) / counts  # (B, K): pattern k's resampled mean
+        yield patterns, np.take_along_axis(pattern_loss, patterns, axis=1)
+
+
 def bootstrap_rank_correlation(
     scores: Sequence[float],
     per_seed_losses: Sequence[Sequence[float]],
@@ -298,16 +343,9 @@ def bootstrap_rank_correlation(
         raise ValueError(f"n_boot must be at least 1, got {n_boot}")
     score_arr = np.asarray([_as_float(s) for s in scores], dtype=float)
     k = score_arr.size
-    if len(per_seed_losses) != k:
-        raise ValueError(f"{k} scores but {len(per_seed_losses)} per-seed loss lists")
+    losses = _finite_losses(per_seed_losses, k)
     if not np.all(np.isfinite(score_arr)):
         raise ValueError("every pattern needs a finite search score")
-    losses = []
-    for index, row in enumerate(per_seed_losses):
-        kept = [v for v in (_as_float(x) for x in row) if math.isfinite(v)]
-        if not kept:
-            raise ValueError(f"pattern {index} has no finite target loss")
-        losses.append(kept)
     mean_loss = np.array([np.mean(row) for row in losses])
 
     result: dict[str, Any] = {
@@ -321,29 +359,8 @@ def bootstrap_rank_correlation(
     if result["spearman"] is None:
         return result
 
-    # Losses padded into a (K, M) table; column m < n_k holds pattern k's m-th seed.
-    counts = np.array([len(row) for row in losses])
-    width = int(counts.max())
-    table = np.zeros((k, width))
-    for index, row in enumerate(losses):
-        table[index, : len(row)] = row
-
-    # Two independent streams, consumed in replicate order whatever the chunking (doubles only: one 64-bit
-    # draw each), so the answer depends on `seed` and the data, not on memory bounds.
-    pattern_rng, seed_rng = (np.random.default_rng(child) for child in np.random.SeedSequence(seed).spawn(2))
-    chunk = max(1, _CHUNK_ELEMENTS // (k * max(k, width)))
     rhos, taus = [], []
-    for start in range(0, n_boot, chunk):
-        rows = min(chunk, n_boot - start)
-        patterns = np.floor(pattern_rng.random((rows, k)) * k).astype(np.int64)  # (B, K): pattern per slot
-        # Per replicate every pattern's n_k seeds are resampled with replacement: `width` uniform indices
-        # below n_k, of which only the first n_k count (the rest are masked out by `used`). A pattern drawn
-        # twice in a replicate keeps one resampled mean: the same pattern, tied in score, is tied in loss.
-        picks = np.floor(seed_rng.random((rows, k, width)) * counts[None, :, None]).astype(np.int64)
-        used = np.arange(width)[None, None, :] < counts[None, :, None]
-        values = table[np.arange(k)[None, :, None], picks]
-        pattern_loss = np.where(used, values, 0.0).sum(axis=2) / counts  # (B, K): pattern k's resampled mean
-        boot_loss = np.take_along_axis(pattern_loss, patterns, axis=1)
+    for patterns, boot_loss in _resampled_mean_losses(losses, n_boot, seed):
         boot_score = score_arr[patterns]
         constant_score = np.all(boot_score == boot_score[:, :1], axis=1)
         defined = ~constant_score & ~np.all(boot_loss == boot_loss[:, :1], axis=1)
@@ -355,6 +372,65 @@ def bootstrap_rank_correlation(
     result["kendall_ci"] = _plain(_percentile_interval(tau, confidence))
     result["n_boot"] = int(rho.size)
     return result
+
+
+def compare_rank_correlations(
+    scores_by_proxy: Mapping[str, Sequence[float]],
+    per_seed_losses: Sequence[Sequence[float]],
+    reference: str,
+    n_boot: int = 10000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> dict[str, dict[str, Any]]:
+    """Several proxies' Spearman correlations with one target, each against ``reference``'s, paired.
+
+    Why: twelve patterns give every proxy's correlation a wide interval, and two wide intervals overlapping
+    says little about which proxy is better. Judged on the *same* bootstrap replicates (the same patterns and
+    seeds drawn), the difference of two correlations is far less noisy than either, the paired comparison of
+    :func:`paired_difference` applied to rank agreement. ``scores_by_proxy[name][k]`` is pattern k's score
+    under that proxy, higher is better; ``per_seed_losses`` as in :func:`bootstrap_rank_correlation`.
+
+    Returns ``{name: {"spearman", "spearman_ci", "diff_vs_reference", "diff_ci", "p_better"}}``:
+    ``diff_vs_reference`` is ``spearman - spearman[reference]`` (point estimates), ``diff_ci`` its percentile
+    interval over the replicates where both are defined, ``p_better`` the share of those replicates in which
+    this proxy correlates better than the reference (0.5: indistinguishable).
+    """
+    _check_confidence(confidence)
+    if reference not in scores_by_proxy:
+        raise ValueError(f"reference {reference!r} is not among the proxies {sorted(scores_by_proxy)}")
+    names = list(scores_by_proxy)
+    score_arrays = {name: np.asarray([_as_float(v) for v in scores_by_proxy[name]], dtype=float) for name in names}
+    k = len(per_seed_losses)
+    for name, scores in score_arrays.items():
+        if scores.size != k or not np.all(np.isfinite(scores)):
+            raise ValueError(f"proxy {name!r} needs {k} finite scores")
+    losses = _finite_losses(per_seed_losses, k)
+    mean_loss = np.array([np.mean(row) for row in losses])
+    samples: dict[str, list[np.ndarray]] = {name: [] for name in names}
+    for patterns, boot_loss in _resampled_mean_losses(losses, n_boot, seed):
+        constant_loss = np.all(boot_loss == boot_loss[:, :1], axis=1)
+        for name in names:
+            boot_score = score_arrays[name][patterns]
+            rho = _rowwise_spearman(boot_score, -boot_loss)
+            rho[constant_loss | np.all(boot_score == boot_score[:, :1], axis=1)] = np.nan
+            samples[name].append(rho)
+    drawn = {name: np.concatenate(chunks) for name, chunks in samples.items()}
+    base = drawn[reference]
+    point_reference = spearman(score_arrays[reference], -mean_loss)
+    out = {}
+    for name in names:
+        point = spearman(score_arrays[name], -mean_loss)
+        rho = drawn[name]
+        both = np.isfinite(rho) & np.isfinite(base)
+        diff = rho[both] - base[both]
+        out[name] = {
+            "spearman": _plain(point),
+            "spearman_ci": _plain(_percentile_interval(rho[np.isfinite(rho)], confidence)),
+            "diff_vs_reference": _plain(point - point_reference),
+            "diff_ci": _plain(_percentile_interval(diff, confidence)),
+            "p_better": _plain(float(np.mean(diff > 0) + 0.5 * np.mean(diff == 0)) if diff.size else None),
+        }
+    return out
 
 
 def noise_ceiling(per_seed_losses_by_seed: Mapping[Hashable, Sequence[float | None]]) -> dict[str, Any]:
@@ -425,6 +501,7 @@ __all__ = [
     "VERDICT_SINGLE_SEED",
     "VERDICT_WITHIN_NOISE",
     "bootstrap_rank_correlation",
+    "compare_rank_correlations",
     "format_interval",
     "kendall",
     "noise_ceiling",

@@ -20,6 +20,7 @@ from composer.evidence import (
     VERDICT_SINGLE_SEED,
     VERDICT_WITHIN_NOISE,
     bootstrap_rank_correlation,
+    compare_rank_correlations,
     format_interval,
     kendall,
     noise_ceiling,
@@ -297,3 +298,21 @@ def test_format_interval():
     assert format_interval([-0.01234, 0.0045]) == "[-0.0123, +0.0045]"
     assert format_interval((0.5, 1.0), digits=2) == "[+0.50, +1.00]"
     assert format_interval(None) == "n/a" and format_interval([None, 1.0]) == "n/a"
+
+
+def test_compare_rank_correlations_pairs_the_replicates():
+    rng = np.random.default_rng(3)
+    quality = np.linspace(0.0, 1.0, 10)
+    losses = [[3.0 - q + 0.05 * rng.standard_normal() for _ in range(3)] for q in quality]
+    good = quality + 0.05 * rng.standard_normal(10)  # tracks the target
+    poor = rng.standard_normal(10)  # unrelated
+    result = compare_rank_correlations({"good": good, "poor": poor}, losses, reference="poor", n_boot=2000)
+    single = bootstrap_rank_correlation(good, losses, n_boot=2000)
+    assert result["good"]["spearman"] == pytest.approx(single["spearman"])
+    assert result["good"]["spearman_ci"] == pytest.approx(single["spearman_ci"])  # the same draws
+    assert result["poor"]["diff_vs_reference"] == 0 and result["poor"]["p_better"] == 0.5
+    assert result["good"]["diff_ci"][0] > 0 and result["good"]["p_better"] > 0.97
+    assert result["good"]["diff_vs_reference"] == pytest.approx(result["good"]["spearman"] - result["poor"]["spearman"])
+    json.dumps(result, allow_nan=False)
+    with pytest.raises(ValueError, match="reference"):
+        compare_rank_correlations({"good": good}, losses, reference="other")
