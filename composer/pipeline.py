@@ -225,7 +225,8 @@ class Pipeline:
                 "verdict": "reference" if name == reference else diff["verdict"],
                 "tokens": first["tokens"],
                 "tokens_per_s": speeds[name],
-                "tokens_per_s_ratio": speeds[name] / speeds[reference],
+                "tokens_per_s_ratio": (speeds[name] / speeds[reference]
+                                       if speeds[name] is not None and speeds[reference] else None),
                 "params": first["params"],
                 "non_embedding_params": first["non_embedding_params"],
                 "kv_cache_bytes_per_token": stats.kv_cache_bytes_per_token,
@@ -313,7 +314,7 @@ def format_comparison(comparison: dict[str, Any]) -> str:
             format_interval(row["val_loss_ci"]),
             "—" if row["model"] == reference else _number(row["diff_vs_reference"], "+.4f"),
             "—" if row["model"] == reference else format_interval(row["diff_ci"]),
-            row["verdict"], f"{row['tokens_per_s']:,.0f}", f"{row['tokens_per_s_ratio']:.2f}",
+            row["verdict"], _number(row["tokens_per_s"], ",.0f"), _number(row["tokens_per_s_ratio"], ".2f"),
             f"{row['params']:,}", f"{row['kv_cache_bytes_per_token']:,}",
         ]
         lines.append("| " + " | ".join(cells) + " |")

@@ -143,8 +143,12 @@ def run_replicates(plan: list[Replicate], echo: Callable[[str], None] = print) -
             started = time.perf_counter()
             summary = train(replicate.config, resume=resume)
             durations.append(time.perf_counter() - started)
-            echo(f"   {replicate.name} seed {replicate.seed}: val_loss {summary['val_loss']:.4f} "
-                 f"({summary['tokens_per_s']:,.0f} tokens/s)")
+            speed = summary.get("tokens_per_s")
+            echo(f"   {replicate.name} seed {replicate.seed}: val_loss {summary.get('val_loss')} "
+                 f"({'n/a' if speed is None else f'{speed:,.0f}'} tokens/s)")
+            if summary.get("val_loss") is None:
+                raise RuntimeError(f"{replicate.out} finished without a validation loss; its summary.json is "
+                                   "unusable, delete it and re-run")
         summaries[(replicate.name, replicate.seed)] = summary
     return summaries
 

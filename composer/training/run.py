@@ -283,6 +283,10 @@ def train(config: TrainConfig, resume: bool = False) -> dict[str, Any]:
     train_loss = trainer.callback_metrics.get("train/loss")
     trainer.limit_val_batches = 1.0  # the final score reads the whole held-out split (or val_tokens of it)
     validation = trainer.validate(module, datamodule=datamodule, verbose=False)
+    if not validation or "val/loss" not in validation[0]:
+        # Resumed from a checkpoint written at the last step, Lightning can return from the first validate
+        # without running it (seen when a run is killed between its last checkpoint and its summary).
+        validation = trainer.validate(module, datamodule=datamodule, verbose=False)
     context["validation"] = datamodule.pipeline.validation_identity()
     state = full_state_dict(module.model)
     export_weights(state, arch, out / "model")
