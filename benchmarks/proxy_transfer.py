@@ -34,7 +34,7 @@ from composer.evidence import (
     seed_summary,
 )
 from composer.files import atomic_write_json, atomic_write_text
-from composer.replicates import parse_seeds, plan_replicates, run_replicates, validation_identity
+from composer.replicates import parse_seeds, plan_replicates, run_replicates, shared_validation
 
 # Spread over the default 6-layer A/M space: the paper's winner and the Llama alternation, attention placed
 # early / late / in the middle, one to five attention layers, and the no-attention extreme.
@@ -82,7 +82,7 @@ def target_losses(args, patterns: list[str], out: Path) -> tuple[dict[str, list[
     summaries = run_replicates(plan, echo=log)
     losses = {p: [summaries[(p, s)]["val_loss"] for s in seeds] for p in patterns}
     info = {"seeds": seeds, "tokens": args.tokens, "to": args.to, "targets": models,
-            "validation": validation_identity(summaries.values()),
+            "validation": shared_validation(summaries.values()),
             "seconds_per_run": sum(s["wall_time_s"] for s in summaries.values()) / len(summaries)}
     return losses, info
 
@@ -95,7 +95,6 @@ def proxy_scores(args, patterns: list[str], out: Path) -> dict[str, dict]:
     cache = json.loads(path.read_text()) if path.is_file() else {}
     seeds = parse_seeds(args.proxy_seeds)
     todo = [(proxy, pattern, seed) for proxy in args.proxies.split(",") for seed in seeds for pattern in patterns]
-    done = 0
     for proxy, pattern, seed in todo:
         entries = cache.setdefault(proxy, {}).setdefault(pattern, [])
         if any(entry["seed"] == seed for entry in entries):
@@ -108,7 +107,6 @@ def proxy_scores(args, patterns: list[str], out: Path) -> dict[str, dict]:
         entries.append({"seed": seed, "score": result.score, "seconds": seconds, "details": result.details,
                         "direction": evaluator.direction})
         atomic_write_json(path, cache)
-        done += 1
         log(f"   proxy {proxy} {pattern} seed {seed}: {result.score:.4f} ({seconds:.1f} s)")
     return cache
 

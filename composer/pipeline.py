@@ -45,9 +45,9 @@ from composer.replicates import (
     plan_replicates,
     run_dir,
     run_replicates,
-    validation_identity,
+    shared_validation,
 )
-from composer.training.config import TrainConfig, load_recipe
+from composer.training.config import TrainConfig, apply_overrides, load_recipe
 
 STAGES = ("search", "aggregate", "extrapolate", "train", "compare")
 COMPOSITE = "composite"
@@ -86,15 +86,7 @@ class PipelineConfig:
     @classmethod
     def from_recipe(cls, path: str | Path, **overrides: Any) -> PipelineConfig:
         values = load_recipe(path, [f.name for f in dataclasses.fields(cls)])
-        for key, value in overrides.items():
-            if value is None:
-                continue
-            section, _, option = key.partition(".")
-            if option:  # "search.trials" -> values["search"]["trials"]
-                values.setdefault(section, {})[option] = value
-            else:
-                values[key] = value
-        return cls(**values)
+        return cls(**apply_overrides(values, overrides))
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -232,7 +224,7 @@ class Pipeline:
                 "kv_cache_bytes_per_token": stats.kv_cache_bytes_per_token,
                 "runs": [str(run_dir(self.out / "train", name, s)) for s in seeds],
             })
-        validation = validation_identity(summaries.values())
+        validation = shared_validation(summaries.values())
         comparison = {
             "reference": reference,
             "seeds": seeds,

@@ -121,32 +121,34 @@ def run_replicates(plan: list[Replicate], echo: Callable[[str], None] = print) -
     Progress: one line per run with its position, and an ETA from the mean wall time of the runs trained in
     this call.
     """
+    from composer.training.checkpoint import latest_checkpoint
     from composer.training.run import train
 
-    summaries: dict[tuple[str, int], dict] = {}
-    pending = [r for r in plan if finished_summary(r) is None]
+    finished = {(r.name, r.seed): finished_summary(r) for r in plan}  # read once: it parses two JSON files
+    pending = [r for r in plan if finished[(r.name, r.seed)] is None]
     if len(pending) < len(plan):
         echo(f"   {len(plan) - len(pending)} of {len(plan)} runs already finished; not trained again")
+    summaries: dict[tuple[str, int], dict] = {}
     durations: list[float] = []
     for replicate in plan:
-        summary = finished_summary(replicate)
+        summary = finished[(replicate.name, replicate.seed)]
         if summary is None:
             position = len(durations) + 1
             eta = ""
             if durations:
                 left = (len(pending) - len(durations)) * sum(durations) / len(durations)
                 eta = f", ETA {_duration(left)} for the {len(pending) - len(durations)} left"
-            checkpoints = replicate.out / "checkpoints"
-            resume = checkpoints.is_dir() and any(checkpoints.glob("*.ckpt"))
+            resume = latest_checkpoint(replicate.out / "checkpoints") is not None
             echo(f"== train {position}/{len(pending)}: {replicate.name} seed {replicate.seed} "
                  f"{replicate.pattern} ({replicate.config.tokens:,} tokens{', resuming' if resume else ''}{eta})")
             started = time.perf_counter()
             summary = train(replicate.config, resume=resume)
             durations.append(time.perf_counter() - started)
             speed = summary.get("tokens_per_s")
-            echo(f"   {replicate.name} seed {replicate.seed}: val_loss {summary.get('val_loss')} "
+            loss = summary.get("val_loss")
+            echo(f"   {replicate.name} seed {replicate.seed}: val_loss {'n/a' if loss is None else f'{loss:.4f}'} "
                  f"({'n/a' if speed is None else f'{speed:,.0f}'} tokens/s)")
-            if summary.get("val_loss") is None:
+            if loss is None:
                 raise RuntimeError(f"{replicate.out} finished without a validation loss; its summary.json is "
                                    "unusable, delete it and re-run")
         summaries[(replicate.name, replicate.seed)] = summary
@@ -159,7 +161,7 @@ def _duration(seconds: float) -> str:
     return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"
 
 
-def validation_identity(summaries: Iterable[dict[str, Any]]) -> dict[str, Any]:
+def shared_validation(summaries: Iterable[dict[str, Any]]) -> dict[str, Any]:
     """The held-out text shared by ``summaries``: ``{"val_fingerprint", "val_tokens", "same": bool}``.
 
     ``same`` is False when runs were scored on different text (another data seed, data or sequence length):
@@ -174,4 +176,4 @@ def validation_identity(summaries: Iterable[dict[str, Any]]) -> dict[str, Any]:
 
 __all__ = ["RESULT_FIELDS", "Replicate", "finished_summary", "parse_seeds", "plan_replicates", "run_dir",
            "run_replicates",
-           "validation_identity"]
+           "shared_validation"]

@@ -31,8 +31,8 @@ import numpy as np
 from composer.errors import ConfigError
 from composer.evidence import bootstrap_rank_correlation, format_interval, noise_ceiling, seed_summary
 from composer.files import atomic_write_json, atomic_write_text
-from composer.replicates import parse_seeds, plan_replicates, run_dir, run_replicates, validation_identity
-from composer.training.config import TrainConfig, load_recipe
+from composer.replicates import parse_seeds, plan_replicates, run_dir, run_replicates, shared_validation
+from composer.training.config import TrainConfig, apply_overrides, load_recipe
 
 _PER_RUN = ("arch", "preset", "out", "run_name", "seed")  # set by the transfer for each run
 MIN_PATTERNS = 3  # a rank correlation needs at least three points
@@ -83,15 +83,7 @@ class TransferConfig:
         allowed = [f.name for f in dataclasses.fields(cls)]
         values = load_recipe(path, allowed) if path is not None else {}
         values["train"] = dict(values.get("train") or {})
-        for key, value in overrides.items():
-            if value is None:
-                continue
-            section, _, option = key.partition(".")
-            if option:
-                values["train"][option] = value
-            else:
-                values[key] = value
-        return cls(**values)
+        return cls(**apply_overrides(values, overrides))
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -215,7 +207,7 @@ class Transfer:
             "method": config.method,
             "seeds": seeds,
             "tokens": first["tokens"],
-            "validation": validation_identity(summaries.values()),
+            "validation": shared_validation(summaries.values()),
             "patterns": rows,
         }
         return report

@@ -161,11 +161,9 @@ class DataPipeline:
         averaged; this is what makes a mean over training seeds mean something. ``max_sequences`` caps the
         sequences as ``val_dataset`` does (``None``: ``config.val_sequences``, else the whole split).
         """
-        cap = self.config.val_sequences if max_sequences is None else max_sequences
-        seq_len = self.config.seq_len
-        tokens = open_tokens(self._val_path())
-        available = num_chunks(int(tokens.shape[0]), seq_len)
-        n = available if cap is None else min(available, cap)
+        dataset = ValidationDataset(self._val_path(), self.config.seq_len, 1,
+                                    max_sequences=self.config.val_sequences if max_sequences is None else max_sequences)
+        seq_len, n, tokens = self.config.seq_len, dataset.n_sequences, dataset.tokens.array
         digest = hashlib.blake2b(digest_size=16)
         digest.update(f"seq_len={seq_len};sequences={n};".encode())
         block = 1 << 22  # hash in bounded blocks: the held-out split of a large corpus need not fit in memory

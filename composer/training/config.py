@@ -138,6 +138,23 @@ def load_recipe(path: str | Path, allowed: list[str]) -> dict[str, Any]:
     return values
 
 
+def apply_overrides(values: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """Put command-line ``overrides`` over recipe ``values`` (in place); ``None`` means "not given".
+
+    ``"section.option"`` keys go into that section's mapping (``"train.tokens"`` -> ``values["train"]["tokens"]``),
+    so the pipeline and transfer recipes share one rule for which flag wins.
+    """
+    for key, value in overrides.items():
+        if value is None:
+            continue
+        section, _, option = key.partition(".")
+        if option:
+            values.setdefault(section, {})[option] = value
+        else:
+            values[key] = value
+    return values
+
+
 def wandb_mode(requested: str) -> str:
     """``auto``: online when an API key is configured (env or ~/.netrc), else offline."""
     if requested != "auto":

@@ -10,7 +10,7 @@ import pytest
 
 from composer import replicates
 from composer.errors import ConfigError
-from composer.replicates import parse_seeds, plan_replicates, run_replicates, validation_identity
+from composer.replicates import parse_seeds, plan_replicates, run_replicates, shared_validation
 
 
 def fake_train(calls: list):
@@ -92,6 +92,6 @@ def test_bad_seeds_name_the_problem(given, message):
 
 def test_validation_identity_says_whether_runs_share_their_held_out_text():
     same = [{"val_fingerprint": "f", "val_tokens": 10}, {"val_fingerprint": "f", "val_tokens": 10}]
-    assert validation_identity(same) == {"val_fingerprint": "f", "val_tokens": 10, "same": True}
-    assert not validation_identity([*same, {"val_fingerprint": "g", "val_tokens": 10}])["same"]
-    assert not validation_identity([{"val_loss": 1.0}])["same"], "runs from before fingerprints prove nothing"
+    assert shared_validation(same) == {"val_fingerprint": "f", "val_tokens": 10, "same": True}
+    assert not shared_validation([*same, {"val_fingerprint": "g", "val_tokens": 10}])["same"]
+    assert not shared_validation([{"val_loss": 1.0}])["same"], "runs from before fingerprints prove nothing"
