@@ -112,5 +112,12 @@ class _RotarySplitQKV(torch.autograd.Function):
 def rotary_split_qkv(
     qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, n_heads: int, n_kv_heads: int
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``(apply_rotary(q), apply_rotary(k), v)`` from a fused qkv projection; see :class:`_RotarySplitQKV`."""
+    """``(apply_rotary(q), apply_rotary(k), v)`` from a fused qkv projection; see :class:`_RotarySplitQKV`.
+
+    Under ``torch.compile`` the plain ops are traced instead: the hand-written backward writes into views of one
+    buffer, which AOTAutograd cannot replay, and Inductor fuses the plain split and rotation itself.
+    """
+    if torch.compiler.is_compiling():
+        q, k, v = qkv.split((n_heads, n_kv_heads, qkv.shape[2] - n_heads - n_kv_heads), dim=2)
+        return apply_rotary(q, cos, sin), apply_rotary(k, cos, sin), v
     return _RotarySplitQKV.apply(qkv, cos, sin, n_heads, n_kv_heads)

@@ -12,6 +12,7 @@ from composer.errors import ConfigError
 STRATEGIES = ("one-shot", "end-incremental", "middle-incremental")
 SAMPLERS = ("gp", "tpe", "random", "brute", "nsga2")
 OBJECTIVES = ("score", "kv", "tokens_per_s")
+PRECISIONS = ("auto", "fp32", "bf16")
 
 
 @dataclass
@@ -34,6 +35,8 @@ class SearchConfig:
     max_share: dict[str, float] = field(default_factory=dict)
     max_params: int | None = None  # non-embedding parameters at the search widths
     prune: bool = True  # stop unpromising trials early (single objective only)
+    precision: str = "auto"  # auto: bf16 where the device computes it natively (composer.precision), fp32, bf16
+    compile: bool = False  # torch.compile each candidate
     workers: int = 1
     storage: str | None = None  # default: sqlite:///<out>/study.db
     study: str | None = None  # default: derived from the search settings, so re-running resumes
@@ -53,6 +56,7 @@ class SearchConfig:
              f"objectives must start with 'score' and use {', '.join(OBJECTIVES)}, got {self.objectives}"),
             (self.trials >= 1, f"trials must be at least 1, got {self.trials}"),
             (self.workers >= 1, f"workers must be at least 1, got {self.workers}"),
+            (self.precision in PRECISIONS, f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}"),
             (self.timeout is None or self.timeout > 0, f"timeout must be positive, got {self.timeout}"),
         ]
         for ok, message in checks:
@@ -77,12 +81,26 @@ class SearchConfig:
         return self.depth or 2 * self.layers
 
     @property
+    def resolved_precision(self) -> str:
+        """``fp32`` or ``bf16``: what candidates train in on this machine (``auto`` resolved)."""
+        if self.precision != "auto":
+            return self.precision
+        import torch
+
+        from composer.precision import device_has_native_bf16
+
+        return "bf16" if device_has_native_bf16("cuda" if torch.cuda.is_available() else "cpu") else "fp32"
+
+    @property
     def study_name(self) -> str:
+        """Derived from every setting that changes a score, so a re-run resumes and a changed run does not mix
+        in. bf16 studies get a suffix (scores differ from fp32 in the last digits; fp32 names predate it)."""
         if self.study:
             return self.study
         objectives = "+".join(self.objectives)
+        suffix = "-bf16" if self.resolved_precision == "bf16" else ""
         return (f"{self.evaluator}-{self.budget}-{self.strategy}-{self.layers}L-{self.primitives}-"
-                f"{self.sampler_name}-{objectives}-seed{self.seed}")
+                f"{self.sampler_name}-{objectives}-seed{self.seed}{suffix}")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -229,7 +229,8 @@ def run_worker(config: SearchConfig, stage: Stage, worker: int, callbacks: list 
                deadline: float | None = None) -> None:
     """Run trials of ``stage`` until it has ``stage.trials`` finished trials (shared across workers) or time is up."""
     optuna.logging.set_verbosity(optuna.logging.ERROR)  # failures are reported by our progress lines
-    evaluator = make_evaluator(config.evaluator, config.budget, config.widths, config.data, config.tokenizer)
+    evaluator = make_evaluator(config.evaluator, config.budget, config.widths, config.data, config.tokenizer,
+                               config.precision, config.compile)
     study = open_study(config, stage, evaluator, worker)
     remaining = stage.trials - count_finished(study)
     if remaining <= 0:

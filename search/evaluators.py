@@ -7,6 +7,9 @@
 
 An evaluator is called with the pattern, a seed and a ``report(step, value)`` callback for intermediate values
 (used for pruning); it returns an :class:`Evaluation` or raises ``CandidateFailed`` with a reason.
+
+Both built-in evaluators take ``precision`` (``auto``: bf16 where the device computes it natively, see
+:mod:`composer.precision`; ``fp32``; ``bf16``) and ``compile`` (``torch.compile`` each candidate).
 """
 
 from __future__ import annotations
@@ -43,22 +46,30 @@ class MadEvaluator:
     name = "mad"
     direction = "maximize"
 
-    def __init__(self, budget: str = "cpu", widths: str = "search-1m") -> None:
-        from search.mad import BUDGETS
+    def __init__(self, budget: str = "cpu", widths: str = "search-1m", precision: str = "auto",
+                 compile: bool = False) -> None:
+        import torch
+
+        from search.mad import BUDGETS, resolve_precision
 
         if budget not in BUDGETS:
             raise ConfigError(f"unknown MAD budget {budget!r}; choose one of: {', '.join(BUDGETS)}")
         self.budget = budget
         self.widths = widths
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        self.precision = resolve_precision(BUDGETS[budget].precision if precision == "auto" else precision, device)
+        self.compile = compile
 
     def __call__(self, pattern: str, seed: int, report: Report) -> Evaluation:
         from search.mad import BUDGETS, evaluate_pattern
 
         budget = BUDGETS[self.budget]
-        result = evaluate_pattern(pattern, widths=self.widths, tasks=budget.tasks, budget=budget, seed=seed, report=report)
+        result = evaluate_pattern(pattern, widths=self.widths, tasks=budget.tasks, budget=budget, seed=seed,
+                                  report=report, precision=self.precision, compile=self.compile)
         return Evaluation(score=result.score, details={"accuracy": dict(result.accuracies)}, seconds=result.seconds)
 
 
+_TRAIN_PRECISION = {"auto": "auto", "fp32": "32-true", "bf16": "bf16-mixed"}  # evaluator name -> Lightning's
 LM_BUDGETS = {
     # name: (training tokens, sequence length, global batch)
     "smoke": (40_000, 128, 8),
@@ -74,13 +85,21 @@ class LanguageModelEvaluator:
     direction = "minimize"
 
     def __init__(self, budget: str = "cpu", widths: str = "search-1m", data: str | None = None,
-                 tokenizer: str | None = None) -> None:
+                 tokenizer: str | None = None, precision: str = "auto", compile: bool = False) -> None:
+        from composer.training import TrainConfig
+        from composer.training.run import resolve_precision
+
         if budget not in LM_BUDGETS:
             raise ConfigError(f"unknown LM budget {budget!r}; choose one of: {', '.join(LM_BUDGETS)}")
+        if precision not in _TRAIN_PRECISION:
+            raise ConfigError(f"precision must be one of {', '.join(_TRAIN_PRECISION)}, got {precision!r}")
         self.budget = budget
         self.widths = widths
         self.data = data
         self.tokenizer = tokenizer
+        resolved = resolve_precision(TrainConfig(precision=_TRAIN_PRECISION[precision]))
+        self.precision = "bf16" if resolved.startswith("bf16") else "fp32"
+        self.compile = compile
 
     def __call__(self, pattern: str, seed: int, report: Report) -> Evaluation:
         import math
@@ -94,7 +113,8 @@ class LanguageModelEvaluator:
                 TrainConfig(
                     arch=pattern, preset=self.widths, data=self.data, tokenizer=self.tokenizer, tokens=tokens,
                     seq_len=seq_len, batch_size=batch, seed=seed, wandb="off", out=out, val_batches=20,
-                    checkpoint_interval=10**9, keep_checkpoints=1,
+                    checkpoint_interval=10**9, keep_checkpoints=1, precision=_TRAIN_PRECISION[self.precision],
+                    compile=self.compile,
                 )
             )
         loss = summary["val_loss"]
@@ -110,12 +130,13 @@ class LanguageModelEvaluator:
 
 
 def make_evaluator(name: str, budget: str, widths: str, data: str | None = None,
-                   tokenizer: str | None = None) -> Evaluator:
-    """``mad``, ``lm``, or your own as ``module:factory`` (called with budget=, widths=, data=, tokenizer=)."""
+                   tokenizer: str | None = None, precision: str = "auto", compile: bool = False) -> Evaluator:
+    """``mad``, ``lm``, or your own as ``module:factory`` (called with budget=, widths=, data=, tokenizer=, and
+    precision= / compile= when its signature takes them)."""
     if name == "mad":
-        return MadEvaluator(budget, widths)
+        return MadEvaluator(budget, widths, precision, compile)
     if name == "lm":
-        return LanguageModelEvaluator(budget, widths, data, tokenizer)
+        return LanguageModelEvaluator(budget, widths, data, tokenizer, precision, compile)
     if ":" in name:
         import importlib
 
@@ -124,5 +145,20 @@ def make_evaluator(name: str, budget: str, widths: str, data: str | None = None,
             factory = getattr(importlib.import_module(module_name), attribute)
         except (ImportError, AttributeError) as err:
             raise ConfigError(f"cannot load evaluator {name!r}: {err}") from err
-        return factory(budget=budget, widths=widths, data=data, tokenizer=tokenizer)
+        options = {"budget": budget, "widths": widths, "data": data, "tokenizer": tokenizer}
+        options.update(_accepted(factory, precision=precision, compile=compile))
+        return factory(**options)
     raise ConfigError(f"unknown evaluator {name!r}; choose 'mad', 'lm' or a 'module:factory' of your own")
+
+
+def _accepted(factory: Callable[..., Any], **options: Any) -> dict[str, Any]:
+    """The ``options`` that ``factory`` takes by name (factories written before an option existed keep working)."""
+    import inspect
+
+    try:
+        parameters = inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        return {}
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+        return options
+    return {key: value for key, value in options.items() if key in parameters}

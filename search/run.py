@@ -43,8 +43,12 @@ def run_search(config: SearchConfig, echo=print) -> dict[str, Any]:
     out = Path(config.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.json").write_text(json.dumps(config.to_dict(), indent=2))
-    evaluator = make_evaluator(config.evaluator, config.budget, config.widths, config.data, config.tokenizer)
+    evaluator = make_evaluator(config.evaluator, config.budget, config.widths, config.data, config.tokenizer,
+                               config.precision, config.compile)
     maximize = evaluator.direction == "maximize"
+    precision = getattr(evaluator, "precision", config.resolved_precision)
+    if config.compile:
+        precision += ", compiled"
     deadline = time.time() + config.timeout if config.timeout else None
     plan = stages_of(config)
     per_stage = max(1, config.trials // len(plan))
@@ -63,7 +67,7 @@ def run_search(config: SearchConfig, echo=print) -> dict[str, Any]:
         stage = Stage(index, space, trials, name)
         label = f"stage {index + 1}/{len(plan)} " if len(plan) > 1 else ""
         echo(f"{label}study {name!r}: {trials} trials over {space.size:,} patterns "
-             f"({config.sampler_name}, {config.evaluator}/{config.budget}, {config.workers} worker(s))")
+             f"({config.sampler_name}, {config.evaluator}/{config.budget}, {precision}, {config.workers} worker(s))")
         progress = SearchProgress(trials, maximize, label)
         if config.workers == 1:
             run_worker(config, stage, 0, callbacks=[progress], deadline=deadline)
@@ -78,13 +82,13 @@ def run_search(config: SearchConfig, echo=print) -> dict[str, Any]:
         if deadline and time.time() > deadline:
             break
     extra = {"study": study.study_name, "evaluator": config.evaluator, "budget": config.budget,
-             "strategy": config.strategy, "direction": evaluator.direction}
+             "strategy": config.strategy, "direction": evaluator.direction, "precision": precision}
     write_leaderboard(rows, out, extra)
     (out / "failures.json").write_text(json.dumps(failures(study), indent=2))
     plots = plot_all(study, rows, out, config.primitives)
     log_summary(config, study.study_name, rows, plots)
     return {"leaderboard": rows, "best": rows[0], "plots": [str(p) for p in plots], "study": study.study_name,
-            "storage": config.storage or default_storage_url(out), "out": str(out)}
+            "storage": config.storage or default_storage_url(out), "out": str(out), "precision": precision}
 
 
 def summary_text(result: dict[str, Any]) -> str:

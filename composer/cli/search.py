@@ -27,7 +27,9 @@ FLAGS = {
     "min_share": (str, "minimum shares per primitive, e.g. A=0.2"),
     "max_share": (str, "maximum shares per primitive, e.g. A=0.5"),
     "max_params": (int, "maximum non-embedding parameters at the search widths"),
-    "workers": (int, "local worker processes (one GPU each when there are GPUs)"),
+    "precision": (str, "auto (default: bf16 where the GPU or CPU computes it natively, else fp32), fp32, bf16"),
+    "workers": (int, "local worker processes, trials evaluated concurrently (spread over the GPUs; CPU threads "
+                "split between them)"),
     "storage": (str, "Optuna storage URL or journal file (default: sqlite in --out)"),
     "study": (str, "study name (default: derived from the settings, so re-running resumes)"),
     "seed": (int, "sampler and training seed"),
@@ -46,6 +48,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--recipe", help="YAML recipe whose keys are these options (see recipes/search/)")
     for name, (kind, text) in FLAGS.items():
         parser.add_argument("--" + name.replace("_", "-"), dest=name, type=kind, default=None, help=text)
+    parser.add_argument("--compile", dest="compile", action="store_true", default=None,
+                        help="torch.compile every candidate (pays off on GPUs; on CPU compiling costs more than a "
+                        "cpu-budget candidate trains)")
     parser.add_argument("--no-prune", dest="prune", action="store_false", default=None,
                         help="do not stop unpromising trials early")
     parser.add_argument("--json", action="store_true", help="print the leaderboard as JSON")
@@ -71,6 +76,7 @@ def run(args: argparse.Namespace) -> int:
 
     given = {name: getattr(args, name) for name in FLAGS}
     given["prune"] = args.prune
+    given["compile"] = args.compile
     given["min_share"] = parse_shares(args.min_share, "min-share")
     given["max_share"] = parse_shares(args.max_share, "max-share")
     if args.recipe:

@@ -18,7 +18,7 @@ HELP = {
     "batch_size": "global batch in sequences",
     "micro_batch_size": "sequences per device and forward pass (default: batch size / devices)",
     "strategy": "auto (single device, or FSDP2 on several), single, ddp or fsdp",
-    "precision": "auto: bf16-mixed on GPUs with bf16, else 32-true",
+    "precision": "auto: bf16-mixed on GPUs with bf16 and CPUs with native bf16 (AVX-512 BF16, AMX), else 32-true",
     "warmup": "warmup: a fraction of the steps (< 1) or a number of steps",
     "wandb": "auto: online with an API key, else offline; off disables W&B",
     "devices": "devices per node, or 'auto'",

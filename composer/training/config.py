@@ -60,7 +60,7 @@ class TrainConfig:
     devices: int | str = 1
     num_nodes: int = 1
     strategy: str = "auto"  # auto | single | ddp | fsdp (FSDP2 through ModelParallelStrategy)
-    precision: str = "auto"  # auto: bf16-mixed where the GPU supports bf16, else 32-true
+    precision: str = "auto"  # auto: bf16-mixed where the GPU or CPU computes bf16 natively, else 32-true
     compile: bool = False
     activation_checkpointing: bool = False
     # evaluation, logging, checkpoints

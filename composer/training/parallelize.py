@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from composer.model import ComposerModel
+from composer.model import ComposerModel, ResidualLayer
 
 
 def apply_activation_checkpointing(model: ComposerModel) -> None:
@@ -17,10 +17,16 @@ def apply_activation_checkpointing(model: ComposerModel) -> None:
         layer.activation_checkpointing = True
 
 
-def apply_compile(model: ComposerModel) -> None:
-    """Compile each layer in place (names and FSDP units unchanged; repeated layers share compiled code)."""
-    for layer in model.layers:
-        layer.compile()
+def apply_compile(model: nn.Module) -> None:
+    """Compile each residual layer in place (names and FSDP units unchanged).
+
+    Per layer rather than the whole model: layers of one primitive at one width share compiled code, within a
+    model and across models in one process, so a search that builds many patterns compiles each primitive once
+    instead of once per pattern. Works on any module holding :class:`ResidualLayer` s (e.g. MAD's autoencoder).
+    """
+    for module in model.modules():
+        if isinstance(module, ResidualLayer):
+            module.compile()
 
 
 def apply_fsdp(

@@ -31,6 +31,7 @@ from composer.accounting import analyze
 from composer.config import ArchConfig
 from composer.errors import ConfigError
 from composer.files import atomic_write_json
+from composer.precision import device_has_native_bf16
 from composer.presets import resolve_architecture
 from composer.training.checkpoint import AtomicCheckpoint, export_weights, full_state_dict, latest_checkpoint
 from composer.training.config import TrainConfig, wandb_mode
@@ -116,10 +117,11 @@ def plan_run(config: TrainConfig, world_size: int) -> RunPlan:
 
 
 def resolve_precision(config: TrainConfig) -> str:
+    """``auto``: bf16-mixed where the device computes bf16 natively (see :mod:`composer.precision`), else fp32."""
     if config.precision != "auto":
         return config.precision
     cuda = config.accelerator in ("auto", "gpu", "cuda") and torch.cuda.is_available()
-    return "bf16-mixed" if cuda and torch.cuda.is_bf16_supported() else "32-true"
+    return "bf16-mixed" if device_has_native_bf16("cuda" if cuda else "cpu") else "32-true"
 
 
 def resolve_strategy(config: TrainConfig, world_size: int):
@@ -253,6 +255,7 @@ def build(config: TrainConfig) -> tuple[L.Trainer, ComposerLM, Any, dict[str, An
         "widths": widths,
         "plan": plan,
         "precision": precision,
+        "compile": config.compile,
         "strategy": strategy_name,
         "stats": stats,
         "throughput": throughput,
@@ -337,6 +340,7 @@ def _summary(trainer, context, validation, train_loss, wall_time, out: Path) -> 
         "world_size": plan.world_size,
         "strategy": context["strategy"],
         "precision": context["precision"],
+        "compile": context["compile"],
         "tokenizer": context["tokenizer"],
         "seq_len": stats.seq_len,
         "batch_size": plan.tokens_per_step // stats.seq_len,

@@ -18,6 +18,7 @@ from search.mad.evaluate import (
     TaskResult,
     evaluate_pattern,
     get_budget,
+    resolve_precision,
 )
 from search.mad.models import CompressionAutoEncoder, build_task_model
 from search.mad.tasks import (
@@ -51,4 +52,5 @@ __all__ = [
     "get_task",
     "mad_benchmark_tasks",
     "make_dataset",
+    "resolve_precision",
 ]

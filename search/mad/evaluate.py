@@ -18,9 +18,14 @@ Budgets (``BUDGETS``; measured times and scores in ``docs/mad.md``):
   0.09, chance 0.07) trains an extra decoder for little separation; fuzzy recall (0.00 / 0.00 / 0.06) is not
   learnt at all in this budget.
 * ``gpu``: MAD's six baseline tasks at MAD's sizes (12,800 / 1,280 examples), batch 128, 20 epochs (at least
-  1,000 steps, for memorization's 256 examples), lr 1e-3, bf16 autocast on CUDA.
+  1,000 steps, for memorization's 256 examples), lr 1e-3.
 * ``paper``: MAD's protocol: the six baseline tasks, 200 epochs, the best of lr {1e-4, 5e-4, 1e-3} x weight decay
   {0, 0.1} per task (six trainings per task), cosine decay to lr / 500, no warm-up.
+
+Every budget trains under bf16 autocast where the device computes bf16 natively (CUDA GPUs; CPUs with AVX-512
+BF16 or AMX) and in fp32 elsewhere (``precision="auto"``; ``"fp32"`` / ``"bf16"`` force one). ``compile=True``
+compiles each candidate with ``torch.compile`` (worth it on GPUs at MAD's sizes; on CPU the compile time exceeds
+a ``cpu`` candidate's training time).
 
 MAD's full 66-setting sweep is ``search.mad.tasks.mad_benchmark_tasks()``; pass it as ``tasks=``.
 """
@@ -39,11 +44,13 @@ import torch
 from composer.config import ArchConfig
 from composer.errors import ConfigError
 from composer.loss import IGNORE_INDEX
+from composer.precision import device_has_native_bf16
 from composer.presets import get_preset
 from search.mad.models import build_task_model, round_up
 from search.mad.tasks import MadDataset, TaskConfig, make_dataset
 
 Report = Callable[[int, float], None]
+PRECISIONS = ("auto", "fp32", "bf16")
 
 
 class CandidateFailed(RuntimeError):
@@ -77,7 +84,7 @@ class Budget:
     min_lr_ratio: float = 0.01
     grad_clip: float | None = 1.0
     eval_batch_size: int = 256
-    precision: str = "fp32"  # "bf16": autocast to bfloat16 on CUDA (MAD trains in bf16); CPU always runs fp32
+    precision: str = "auto"  # auto: bf16 autocast where the device computes bf16 natively (composer.precision)
     description: str = ""
 
     def __post_init__(self) -> None:
@@ -92,9 +99,9 @@ class Budget:
             raise ConfigError(f"budget {self.name!r}: batch sizes must be positive")
         if not self.lrs or not self.weight_decays or min(self.lrs) <= 0 or min(self.weight_decays) < 0:
             raise ConfigError(f"budget {self.name!r}: needs positive lrs and non-negative weight decays")
-        if self.precision not in ("fp32", "bf16"):
+        if self.precision not in PRECISIONS:
             raise ConfigError(
-                f"budget {self.name!r}: precision must be 'fp32' or 'bf16', got {self.precision!r}"
+                f"budget {self.name!r}: precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}"
             )
         if not 0 <= self.warmup_fraction < 1 or not 0 <= self.min_lr_ratio <= 1:
             raise ConfigError(
@@ -149,6 +156,7 @@ class MadResult:
     seed: int
     nonfinite: bool = False  # a task stopped at a non-finite loss (only with on_nonfinite="record")
     failures: dict[str, str] = field(default_factory=dict)
+    precision: str = "fp32"  # what the candidate trained in, ``auto`` resolved
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -159,6 +167,7 @@ class MadResult:
             "seconds": self.seconds,
             "budget": self.budget,
             "seed": self.seed,
+            "precision": self.precision,
             "nonfinite": self.nonfinite,
             "failures": dict(self.failures),
             "tasks": [
@@ -225,7 +234,6 @@ BUDGETS: dict[str, Budget] = {
             min_steps=1000,
             batch_size=128,
             lrs=(1e-3,),
-            precision="bf16",
             description="MAD's six baseline tasks at MAD's sizes, 20 epochs, one lr/wd cell",
         ),
         Budget(
@@ -237,7 +245,6 @@ BUDGETS: dict[str, Budget] = {
             weight_decays=(0.0, 0.1),
             warmup_fraction=0.0,
             min_lr_ratio=0.002,
-            precision="bf16",
             description="MAD's protocol: six baseline tasks, 200 epochs, best of lr {1e-4,5e-4,1e-3} x wd {0,0.1}",
         ),
     )
@@ -296,6 +303,8 @@ def _train_and_test(
     weight_decay: float,
     seed: int,
     device: torch.device,
+    precision: str = "fp32",
+    compile: bool = False,
 ) -> tuple[float, float, int]:
     """Accuracy on the test split, mean late training loss, steps. Raises ``_NonFinite``."""
     task = data.task
@@ -308,13 +317,17 @@ def _train_and_test(
     with torch.random.fork_rng(devices=cuda):  # leave the caller's global RNG alone
         torch.manual_seed(seed)
         model = build_task_model(arch, task.spec.model, device)
+    if compile:
+        from composer.training.parallelize import apply_compile
+
+        apply_compile(model)
     generator = torch.Generator().manual_seed(seed + 1)
     optimizer = torch.optim.AdamW(model.parameter_groups(weight_decay), lr=lr)
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, _lr_lambda(steps, budget.warmup_fraction, budget.min_lr_ratio)
     )
     inputs, targets = data.train_inputs.to(device), data.train_targets.to(device)
-    autocast = _autocast(budget, device)
+    autocast = _autocast(precision, device)
     tail = max(1, steps // 10)
     late_losses: list[float] = []
     model.train()
@@ -339,9 +352,18 @@ def _train_and_test(
     return accuracy, sum(late_losses) / len(late_losses), steps
 
 
-def _autocast(budget: Budget, device: torch.device) -> Callable[[], Any]:
-    if budget.precision == "bf16" and device.type == "cuda":
-        return lambda: torch.autocast("cuda", dtype=torch.bfloat16)
+def resolve_precision(requested: str, device: torch.device | str) -> str:
+    """``auto`` -> ``bf16`` where ``device`` computes bf16 natively, else ``fp32``; anything else as given."""
+    if requested not in PRECISIONS:
+        raise ConfigError(f"MAD precision must be one of {', '.join(PRECISIONS)}, got {requested!r}")
+    if requested != "auto":
+        return requested
+    return "bf16" if device_has_native_bf16(device) else "fp32"
+
+
+def _autocast(precision: str, device: torch.device) -> Callable[[], Any]:
+    if precision == "bf16":
+        return lambda: torch.autocast(device.type, dtype=torch.bfloat16)
     return contextlib.nullcontext
 
 
@@ -386,6 +408,8 @@ def evaluate_pattern(
     report: Report | None = None,
     device: torch.device | str | None = None,
     on_nonfinite: str = "raise",
+    precision: str | None = None,
+    compile: bool = False,
 ) -> MadResult:
     """Train ``pattern`` on every task (default: the budget's) and return test accuracies and their mean.
 
@@ -396,6 +420,8 @@ def evaluate_pattern(
     test logit raises :class:`CandidateFailed`, or with ``on_nonfinite="record"`` scores that task 0 and sets
     ``nonfinite`` (with an lr x wd grid, a diverged cell just scores 0; the task fails when every cell does).
     ``device`` defaults to CUDA when available. Thread count is the caller's (``torch.set_num_threads``).
+    ``precision`` (``auto``, ``fp32``, ``bf16``; default: the budget's, ``auto``) and ``compile`` as in the module
+    docstring; the result records the precision used.
     """
     if on_nonfinite not in ("raise", "record"):
         raise ConfigError(f"on_nonfinite must be 'raise' or 'record', got {on_nonfinite!r}")
@@ -409,6 +435,7 @@ def evaluate_pattern(
             raise ConfigError(f"tasks must be TaskConfig objects, got {task!r}")
     base = _resolve_widths(widths).with_pattern(pattern)
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    precision = resolve_precision(precision or budget.precision, device)
 
     results: list[TaskResult] = []
     failures: dict[str, str] = {}
@@ -424,7 +451,7 @@ def evaluate_pattern(
                 cell_started = time.perf_counter()
                 try:
                     accuracy, loss, steps = _train_and_test(
-                        arch, data, budget, lr, wd, seed * 1_000 + index, device
+                        arch, data, budget, lr, wd, seed * 1_000 + index, device, precision, compile
                     )
                 except _NonFinite as err:  # a diverged cell scores 0; the task fails when every cell diverged
                     cell_failures.append((f"{task.label} (lr {lr:g}, wd {wd:g}): {err.reason}", err.step))
@@ -464,6 +491,7 @@ def evaluate_pattern(
         seed=seed,
         nonfinite=bool(failures),
         failures=failures,
+        precision=precision,
     )
 
 

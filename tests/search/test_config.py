@@ -41,3 +41,12 @@ def test_study_name_is_stable_so_reruns_resume():
 def test_invalid(kwargs, message):
     with pytest.raises(ConfigError, match=message):
         SearchConfig(**kwargs)
+
+
+def test_precision_is_checked_and_bf16_studies_do_not_mix_with_fp32_ones():
+    with pytest.raises(ConfigError, match="precision must be one of"):
+        SearchConfig(precision="fp16")
+    fp32, bf16 = SearchConfig(precision="fp32"), SearchConfig(precision="bf16")
+    assert fp32.resolved_precision == "fp32" and bf16.resolved_precision == "bf16"
+    assert bf16.study_name == fp32.study_name + "-bf16"
+    assert SearchConfig().resolved_precision in ("fp32", "bf16")

@@ -89,6 +89,8 @@ def run_cli(out: Path, *extra: str, arch: str = MOE["arch"]) -> dict:
         "--log-interval",
         "1",
         "--activation-checkpointing",
+        "--precision",  # step-by-step equality with one process is a float32 property
+        "32-true",
         "--out",
         str(out),
         *extra,

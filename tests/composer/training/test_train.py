@@ -123,7 +123,7 @@ def run_cli(out: Path, *extra: str, launcher: tuple[str, ...] = (sys.executable,
     argv = [
         "train", "--arch", FAST["arch"], "--preset", FAST["preset"], "--seq-len", "64", "--batch-size", "8",
         "--max-documents", "200", "--val-batches", "4", "--tokens", str(10 * 512), "--wandb", "off",
-        "--log-interval", "1", "--out", str(out), *extra,
+        "--log-interval", "1", "--precision", "32-true", "--out", str(out), *extra,  # equality needs fp32
     ]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     result = subprocess.run([*launcher, *argv], capture_output=True, text=True, env=env, timeout=600)
@@ -205,3 +205,19 @@ def test_seed_changes_the_model_but_not_the_validation_text(tmp_path):
     assert capped["val_tokens"] == 5 * 64 and capped["val_fingerprint"] != a["val_fingerprint"]
     other = train(TrainConfig(**FAST, tokens=4 * 512, data_seed=3, wandb="off", out=str(tmp_path / "split3")))
     assert other["val_fingerprint"] != a["val_fingerprint"]
+
+
+@pytest.mark.slow
+def test_compile_trains_what_eager_trains(tmp_path):
+    """Issue 11: `composer train --compile` used to crash in the rotary split under dynamo."""
+    argv = ["--arch", "(AM)x2", "--preset", "tiny", "--seq-len", "64", "--batch-size", "8", "--max-documents",
+            "200", "--val-batches", "2", "--tokens", str(3 * 512), "--precision", "32-true", "--log-interval", "1"]
+    assert main(["train", "--out", str(tmp_path / "eager"), "--wandb", "off", *argv]) == 0
+    assert main(["train", "--out", str(tmp_path / "compiled"), "--wandb", "off", "--compile", *argv]) == 0
+    eager, compiled = (json.loads((tmp_path / run / "summary.json").read_text()) for run in ("eager", "compiled"))
+    assert (eager["compile"], compiled["compile"]) == (False, True)
+    one, two = train_losses(tmp_path / "eager"), train_losses(tmp_path / "compiled")
+    assert one.keys() == two.keys() and len(one) == 3
+    for step in one:
+        assert two[step] == pytest.approx(one[step], rel=1e-4), step
+    assert compiled["val_loss"] == pytest.approx(eager["val_loss"], rel=1e-4)

@@ -182,3 +182,35 @@ def test_in_a_grid_a_diverged_cell_only_loses():
     budget = TINY.replace(tasks=TINY_TASKS[2:], steps=20, lrs=(1e-3, 1e6), grad_clip=None)
     result = evaluate_pattern("AM", widths="tiny", budget=budget, seed=0)
     assert not result.nonfinite and result.tasks[0].lr == 1e-3
+
+
+def test_precision_auto_follows_the_hardware_and_the_result_records_it(monkeypatch):
+    from composer import precision as hardware
+    from search.mad import resolve_precision
+
+    assert resolve_precision("fp32", "cpu") == "fp32" and resolve_precision("bf16", "cpu") == "bf16"
+    for native, expected in ((True, "bf16"), (False, "fp32")):
+        monkeypatch.setattr(hardware, "cpu_has_native_bf16", lambda native=native: native)
+        assert resolve_precision("auto", "cpu") == expected
+    with pytest.raises(ConfigError, match="precision must be one of"):
+        resolve_precision("fp16", "cpu")
+    with pytest.raises(ConfigError, match="precision must be one of"):
+        TINY.replace(precision="half")
+
+
+def test_bf16_trains_under_autocast_and_scores_like_fp32():
+    fp32 = evaluate_pattern("AM", widths="tiny", budget=TINY, seed=1, precision="fp32")
+    bf16 = evaluate_pattern("AM", widths="tiny", budget=TINY, seed=1, precision="bf16")
+    assert (fp32.precision, bf16.precision) == ("fp32", "bf16") and bf16.to_dict()["precision"] == "bf16"
+    assert [t.train_loss for t in bf16.tasks] != [t.train_loss for t in fp32.tasks], "autocast was not applied"
+    for a, b in zip(fp32.tasks, bf16.tasks):
+        assert b.train_loss == pytest.approx(a.train_loss, rel=0.02)
+
+
+@pytest.mark.slow
+def test_a_compiled_candidate_scores_what_the_eager_one_scores():
+    tasks = TINY_TASKS[:1]
+    eager = evaluate_pattern("AM", widths="tiny", tasks=tasks, budget=TINY, seed=2, precision="fp32")
+    compiled = evaluate_pattern("AM", widths="tiny", tasks=tasks, budget=TINY, seed=2, precision="fp32", compile=True)
+    assert compiled.tasks[0].train_loss == pytest.approx(eager.tasks[0].train_loss, rel=1e-4)
+    assert compiled.accuracies == eager.accuracies

@@ -1,0 +1,53 @@
+"""``precision auto``: bf16 only where the hardware computes it, detected from the CPU's flags, not guessed."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from composer import precision
+from composer.training import TrainConfig
+from composer.training.run import resolve_precision
+
+X86_WITH_BF16 = """processor\t: 0
+vendor_id\t: GenuineIntel
+flags\t\t: fpu sse2 avx2 avx512f avx512bw avx512vl avx512_bf16 amx_tile
+"""
+X86_AVX512_ONLY = "processor\t: 0\nflags\t\t: fpu sse2 avx2 avx512f avx512bw avx512vl avx512dq\n"
+ARM_WITH_BF16 = "processor\t: 0\nFeatures\t: fp asimd sve bf16 i8mm\n"
+
+
+def test_cpu_flags_are_read_from_x86_flags_and_arm_features():
+    assert {"avx512_bf16", "amx_tile"} <= precision.cpu_flags(X86_WITH_BF16)
+    assert "bf16" in precision.cpu_flags(ARM_WITH_BF16)
+    assert precision.cpu_flags("") == frozenset()
+
+
+@pytest.mark.parametrize("cpuinfo, native", [(X86_WITH_BF16, True), (ARM_WITH_BF16, True), (X86_AVX512_ONLY, False)])
+def test_native_bf16_needs_the_instruction_not_just_avx512(monkeypatch, cpuinfo, native):
+    """AVX-512 without AVX512_BF16 emulates bf16 (slower than fp32): auto must not choose it there."""
+    monkeypatch.setattr(precision.platform, "system", lambda: "Linux")
+    parse = precision.cpu_flags
+    monkeypatch.setattr(precision, "cpu_flags", lambda text=None: parse(cpuinfo))
+    precision.cpu_has_native_bf16.cache_clear()
+    try:
+        assert precision.cpu_has_native_bf16() is native
+        assert precision.device_has_native_bf16("cpu") is native
+        assert resolve_precision(TrainConfig(accelerator="cpu")) == ("bf16-mixed" if native else "32-true")
+    finally:
+        precision.cpu_has_native_bf16.cache_clear()
+
+
+def test_this_machine_agrees_with_its_own_cpuinfo():
+    flags = precision.cpu_flags()
+    if torch.cuda.is_available() or not flags:
+        pytest.skip("needs a Linux CPU-only machine")
+    expected = bool(flags & {"avx512_bf16", "amx_bf16", "bf16"})
+    assert precision.device_has_native_bf16("cpu") is expected
+    assert resolve_precision(TrainConfig()) == ("bf16-mixed" if expected else "32-true")
+    assert ("native bf16" in precision.describe_bf16_support()) is expected
+
+
+def test_an_explicit_precision_is_kept():
+    assert resolve_precision(TrainConfig(precision="32-true")) == "32-true"
+    assert resolve_precision(TrainConfig(precision="bf16-mixed", accelerator="cpu")) == "bf16-mixed"
