@@ -1,6 +1,6 @@
 """Training-engine throughput: tokens/s, a step-time breakdown, MFU on CUDA, and the engine's own overhead.
 
-Three measurements of one model, in one process:
+Four measurements of one model, in one process:
 
 1. **Bare loop** (the reference): our training step exactly as ``composer/training/module.py`` runs it, without
    Lightning: ``zero_grad``, forward with the loss (``model(batch[:, :-1], batch[:, 1:]).loss``, bf16 autocast on
@@ -25,12 +25,25 @@ Three measurements of one model, in one process:
    data loading excluded) against the bare loop's mean over its steps 2..N; the median step after warmup; the
    fastest step; and a wall-clock tokens/s over steps 2..N that includes data loading and Lightning's
    between-step work. The per-step engine times come from the engine's own monitor, subclassed only to keep
-   them.
+   them. The engine and its bare-loop reference run eager (``TrainConfig.compile`` False).
+4. **Compiled vs eager** (``--compile both``, the default; ``on`` or ``off`` for one mode): the bare loop of 1.
+   on a second fresh model (same seed: same initial weights and batches) to which
+   ``composer.training.parallelize.apply_compile`` is applied, exactly as ``composer train --compile`` does
+   (``torch.compile`` of each ``ResidualLayer`` and of the final norm + LM head + loss; embedding, clipping
+   and AdamW stay eager). Dynamo's caches are reset first, so each row compiles from scratch. Its first ``--compile-warmup``
+   steps are untimed (the first traces and compiles forward and backward and is reported as "first step", with
+   the graph breaks dynamo counted), then the same timed steps; every compiled row gets the ratio compiled /
+   eager tokens/s (median step; also fastest and mean step in the detail block) and the difference of the two
+   first losses. No breakdown for compiled models (hooks would run inside the compiled code). On CPU the two
+   models live side by side and their timed steps alternate in 5 rounds, so load from other jobs hits both
+   alike; on CUDA they run one after the other, so each run's peak memory is its own.
 
-CPU (default where no GPU is visible; about a minute on 2 cores)::
+CPU (default where no GPU is visible; about a minute on 2 cores, plus the compiled run: its compilation, ~20 s
+with a cold Inductor cache, and its steps)::
 
     python benchmarks/training_throughput.py
     python benchmarks/training_throughput.py --json
+    python benchmarks/training_throughput.py --compile off        # eager only (the script before --compile)
 
 CUDA (default where a GPU is visible): Llama-3.2-1B widths at reduced depth, bf16 autocast, SDPA vs flash-attn
 (when ``flash_attn`` imports), MFU against Lightning's peak-FLOPs table, and engine runs with strategy
@@ -70,19 +83,21 @@ from composer.model import build_model
 from composer.presets import PRESETS, get_preset
 
 PEER = "bare PyTorch loop, same model"
+COMPILED_STEP = ("composer.training.parallelize.apply_compile(model), as `composer train --compile`: torch.compile "
+                 "of each ResidualLayer; embedding, final norm, LM head + loss, clipping and AdamW eager")
 DEFAULTS = {
     # A search-width model: the size the architecture search trains by the thousand, and exactly the model
     # `composer train '(AM)x4' --preset search-1m` builds offline (vocab 320: the byte tokenizer rounded to 64).
     "cpu": {
         "preset": "search-1m", "pattern": "(AM)x4", "seq_len": [256], "batch_size": 8, "batch_tokens": None,
-        "steps": 30, "warmup": 3, "breakdown_steps": 10, "backends": ["sdpa"], "engine": ["single"],
-        "engine_documents": 200,
+        "steps": 30, "warmup": 3, "compile_warmup": 3, "breakdown_steps": 10, "backends": ["sdpa"],
+        "engine": ["single"], "engine_documents": 200,
     },
     # Llama-3.2-1B widths (d 2048, 32/8 heads x 64, FFN 8192, vocab 128256) at 4 blocks instead of 16.
     "cuda": {
         "preset": "llama-3.2-1b", "pattern": "(AM)x4", "seq_len": [2048], "batch_size": None,
-        "batch_tokens": 16384, "steps": 20, "warmup": 5, "breakdown_steps": 5, "backends": ["sdpa", "flash"],
-        "engine": ["single", "fsdp"], "engine_documents": 1000,
+        "batch_tokens": 16384, "steps": 20, "warmup": 5, "compile_warmup": 5, "breakdown_steps": 5,
+        "backends": ["sdpa", "flash"], "engine": ["single", "fsdp"], "engine_documents": 1000,
     },
 }
 
@@ -111,6 +126,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--steps", type=int, help="timed steps per run (per device: 30 / 20)")
     p.add_argument("--warmup", type=int, help="untimed steps before timing (per device: 3 / 5)")
     p.add_argument("--breakdown-steps", type=int, help="instrumented steps for the breakdown (per device: 10 / 5)")
+    p.add_argument("--compile", choices=("off", "on", "both"), default="both",
+                   help="bare loop eager (off), with torch.compile applied as `composer train --compile` does "
+                   "(on: composer.training.parallelize.apply_compile, each residual layer), or both, with the "
+                   "compiled/eager tokens/s ratio per row (default: both)")
+    p.add_argument("--compile-warmup", type=int,
+                   help="untimed steps of a compiled model before timing; the first compiles forward and "
+                   "backward (per device: 3 / 5)")
     p.add_argument("--engine", dest="engine", nargs="*", choices=("single", "fsdp", "ddp"),
                    help="engine strategies to run (per device: single on CPU; single fsdp on CUDA); "
                    "give the flag with no value to skip the engine")
@@ -126,8 +148,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.device == "cuda" and not torch.cuda.is_available():
         p.error("--device cuda but torch sees no CUDA device")
     defaults = DEFAULTS[args.device]
-    for name in ("preset", "pattern", "seq_len", "batch_size", "steps", "warmup", "breakdown_steps", "backends",
-                 "engine", "engine_documents"):
+    for name in ("preset", "pattern", "seq_len", "batch_size", "steps", "warmup", "compile_warmup",
+                 "breakdown_steps", "backends", "engine", "engine_documents"):
         if getattr(args, name) is None:
             setattr(args, name, defaults[name])
     args.batch_tokens = defaults["batch_tokens"]
@@ -137,6 +159,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     for name in ("warmup", "breakdown_steps"):
         if getattr(args, name) < 0:
             p.error(f"--{name.replace('_', '-')} must be >= 0")
+    if args.compile != "off" and args.compile_warmup < 1:
+        p.error("--compile-warmup must be >= 1: the first compiled step compiles and must not be timed")
+    args.compile_modes = {"off": [False], "on": [True], "both": [False, True]}[args.compile]
     if any(n <= 0 for n in args.seq_len) or (args.batch_size is not None and args.batch_size <= 0):
         p.error("--seq-len and --batch-size must be positive")
     if args.vocab is not None and args.vocab <= 0:
@@ -225,14 +250,21 @@ class BareLoop:
     """One model + optimizer, stepped exactly as ``ComposerLM`` trains it, without Lightning or a data loader."""
 
     def __init__(self, arch: ArchConfig, batch_size: int, seq_len: int, device: torch.device, bf16: bool,
-                 total_steps: int, seed: int) -> None:
+                 total_steps: int, seed: int, compile: bool = False) -> None:
         from composer.training.module import ComposerLM, OptimConfig
         from composer.training.schedule import ScheduleConfig
 
-        self.arch, self.device, self.bf16 = arch, device, bf16
+        self.arch, self.device, self.bf16, self.compiled = arch, device, bf16, compile
         torch.manual_seed(seed)
         self.model = build_model(arch, device)
         self.model.train()
+        if compile:
+            # What `composer train --compile` does (ComposerLM.configure_model): torch.compile each residual
+            # layer in place; embedding, final norm, LM head + loss, clipping and AdamW stay eager. Compilation
+            # happens lazily, in the first step.
+            from composer.training.parallelize import apply_compile
+
+            apply_compile(self.model)
         # The engine's optimizer and LR schedule, built by the engine's own code (TrainConfig defaults:
         # AdamW lr 3e-3, betas (0.9, 0.95), eps 1e-8, weight decay 0.1 on all but norms; cosine, 5% warmup).
         module = ComposerLM(arch, OptimConfig(schedule=ScheduleConfig(
@@ -342,17 +374,47 @@ def step_stats(times: list[float], tokens_per_step: int) -> dict:
     }
 
 
-def measure(arch: ArchConfig, backend: str, seq_len: int, batch_size: int, args, device: torch.device,
-            peak: float | None) -> dict:
-    """One bare-loop run on a fresh model: warmup, timed steps, then the instrumented breakdown steps."""
-    bf16 = device.type == "cuda"
-    if device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(device)
-    total = args.warmup + args.steps + args.breakdown_steps
-    loop = BareLoop(arch, batch_size, seq_len, device, bf16, total_steps=total, seed=args.seed)
-    warm = loop.timed(args.warmup)
-    times = loop.timed(args.steps)
-    per_step, instrumented = loop.breakdown(args.breakdown_steps) if args.breakdown_steps else ([], [])
+def graph_breaks() -> int:
+    """Graph breaks dynamo has counted in this process so far."""
+    from torch._dynamo.utils import counters
+
+    return sum(counters["graph_break"].values())
+
+
+def compiled_graphs() -> int:
+    """Graphs dynamo has compiled in this process so far (a recompilation adds one)."""
+    from torch._dynamo.utils import counters
+
+    return counters["stats"]["unique_graphs"]
+
+
+def new_loop(arch: ArchConfig, seq_len: int, batch_size: int, args, device: torch.device, compiled: bool,
+             ) -> tuple[BareLoop, list[float], dict]:
+    """A fresh model + optimizer, warmed up: (loop, warmup step times, compile facts)."""
+    if compiled:
+        # Each configuration compiles from scratch: no code cached by an earlier row (another sequence length
+        # would otherwise recompile with dynamic shapes), and no row can run into dynamo's recompile limit.
+        torch._dynamo.reset()
+    # one LR schedule length for both modes, so that their steps (and losses) correspond
+    total = max(args.warmup, args.compile_warmup if True in args.compile_modes else 0) + args.steps \
+        + args.breakdown_steps
+    loop = BareLoop(arch, batch_size, seq_len, device, device.type == "cuda", total_steps=total, seed=args.seed,
+                    compile=compiled)
+    breaks, graphs = graph_breaks(), compiled_graphs()
+    warm = loop.timed(args.compile_warmup if compiled else args.warmup)
+    facts = ({"graph_breaks": graph_breaks() - breaks, "graphs": compiled_graphs() - graphs,
+              "graphs_after_warmup": compiled_graphs()} if compiled else {})
+    return loop, warm, facts
+
+
+def loop_record(loop: BareLoop, backend: str, seq_len: int, batch_size: int, args, device: torch.device,
+                peak: float | None, warm: list[float], times: list[float], facts: dict) -> dict:
+    """The figures of one bare-loop run; the eager one also gets the step-time breakdown."""
+    arch = loop.arch
+    # Hooks on a compiled layer would run inside its compiled code (graph breaks, recompilation): the
+    # breakdown is measured for eager models only.
+    n_breakdown = 0 if loop.compiled else args.breakdown_steps
+    per_step, instrumented = loop.breakdown(n_breakdown) if n_breakdown else ([], [])
     keys = list(dict.fromkeys(key for sections in per_step for key in sections))
     # Median per section: robust to bursts of load on a shared machine (the mean is kept in the JSON too).
     median_sections = {k: statistics.median(sections.get(k, 0.0) for sections in per_step) for k in keys}
@@ -360,6 +422,8 @@ def measure(arch: ArchConfig, backend: str, seq_len: int, batch_size: int, args,
     stats = analyze(arch, seq_len=seq_len)
     record = {
         "backend": backend,
+        "compiled": loop.compiled,
+        "mode": "compiled" if loop.compiled else "eager",
         "effective_backend": effective_backend(arch, device),
         "seq_len": seq_len,
         "batch_size": batch_size,
@@ -370,16 +434,95 @@ def measure(arch: ArchConfig, backend: str, seq_len: int, batch_size: int, args,
         "warmup_step_times_s": warm,
         "breakdown_s": median_sections,
         "breakdown_mean_s": mean_sections,
-        "breakdown_steps": args.breakdown_steps,
+        "breakdown_steps": n_breakdown,
         "instrumented_step_s": statistics.median(instrumented) if instrumented else None,
     }
+    if loop.compiled:
+        # the first step traces and compiles every distinct layer, forward and backward
+        record["first_step_s"] = warm[0]
+        record["graph_breaks"], record["graphs"] = facts["graph_breaks"], facts["graphs"]
+        # graphs compiled during the timed steps: compilation time inside them (raise --compile-warmup)
+        record["graphs_compiled_while_timed"] = compiled_graphs() - facts["graphs_after_warmup"]
     record["achieved_flops_per_s"] = record["tokens_per_s"] * stats.flops_per_token
     record["mfu"] = record["achieved_flops_per_s"] / peak if peak else None
     record["peak_memory_bytes"] = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None
     record["first_loss"], record["last_loss"] = loop.final_losses()
-    del loop
-    free_memory(device)
     return record
+
+
+def failed(backend: str, seq_len: int, compiled: bool, err: Exception) -> dict:
+    return {"backend": backend, "seq_len": seq_len, "compiled": compiled, "mode": "compiled" if compiled else "eager",
+            "skipped": f"failed: {type(err).__name__}: {err}"[:300]}
+
+
+def measure(arch: ArchConfig, backend: str, seq_len: int, batch_size: int, args, device: torch.device,
+            peak: float | None) -> list[dict]:
+    """Bare-loop runs of one configuration, one per compile mode, each on a fresh model (same seed, so the same
+    initial weights and batches): warmup, timed steps, then (eager only) the instrumented breakdown steps.
+
+    On CPU with both modes the two models live side by side and their timed steps alternate in rounds (the order
+    swapped every round), so a burst of load from other jobs hits both alike. On CUDA they run one after the
+    other, so that each run's peak memory is its own.
+    """
+    modes = args.compile_modes
+    if device.type == "cpu" and len(modes) > 1:
+        return measure_interleaved(arch, backend, seq_len, batch_size, args, device, peak)
+    records = []
+    for compiled in modes:
+        loop = None
+        try:
+            if device.type == "cuda":
+                torch.cuda.reset_peak_memory_stats(device)
+            loop, warm, facts = new_loop(arch, seq_len, batch_size, args, device, compiled)
+            times = loop.timed(args.steps)
+            records.append(loop_record(loop, backend, seq_len, batch_size, args, device, peak, warm, times, facts))
+        except Exception as err:  # noqa: BLE001 - e.g. out of memory at a long sequence: report, go on
+            records.append(failed(backend, seq_len, compiled, err))
+        del loop
+        free_memory(device)  # after the except block, so no traceback holds the model
+    return records
+
+
+def measure_interleaved(arch: ArchConfig, backend: str, seq_len: int, batch_size: int, args,
+                        device: torch.device, peak: float | None) -> list[dict]:
+    loops: dict[bool, tuple[BareLoop, list[float], dict]] = {}
+    records: dict[bool, dict] = {}
+    for compiled in args.compile_modes:
+        try:
+            loops[compiled] = new_loop(arch, seq_len, batch_size, args, device, compiled)
+        except Exception as err:  # noqa: BLE001 - the other mode still runs
+            records[compiled] = failed(backend, seq_len, compiled, err)
+    times: dict[bool, list[float]] = {compiled: [] for compiled in loops}
+    order = list(loops)
+    rounds = min(args.steps, 5)
+    done = 0
+    for index in range(rounds):
+        n = (args.steps - done) // (rounds - index)
+        for compiled in order if index % 2 == 0 else order[::-1]:
+            times[compiled] += loops[compiled][0].timed(n)
+        done += n
+    for compiled, (loop, warm, facts) in loops.items():
+        record = loop_record(loop, backend, seq_len, batch_size, args, device, peak, warm, times[compiled], facts)
+        record["interleaved"] = True
+        records[compiled] = record
+    loops.clear()
+    free_memory(device)
+    return [records[compiled] for compiled in args.compile_modes]
+
+
+def add_compile_ratios(runs: list[dict]) -> None:
+    """On each compiled run: its tokens/s over the eager run's of the same backend and sequence length."""
+    eager = {(r["backend"], r["seq_len"]): r for r in runs if not r["compiled"] and "skipped" not in r}
+    for r in runs:
+        base = eager.get((r["backend"], r["seq_len"]))
+        if not r["compiled"] or "skipped" in r or base is None:
+            continue
+        r["ratio_vs_eager"] = r["tokens_per_s"] / base["tokens_per_s"]  # median steps
+        r["ratio_vs_eager_best"] = base["min_step_s"] / r["min_step_s"]  # fastest steps
+        r["ratio_vs_eager_mean"] = r["tokens_per_s_mean"] / base["tokens_per_s_mean"]
+        if r["first_loss"] is not None and base["first_loss"] is not None:
+            # same seed, same batches: the first loss differs only by the compiled kernels' rounding
+            r["first_loss_diff"] = r["first_loss"] - base["first_loss"]
 
 
 # -- the engine ---------------------------------------------------------------------------------------------
@@ -555,31 +698,60 @@ def print_report(result: dict) -> None:
     print(f"  step: {c['step']}")
     print(f"  {c['warmup']} warmup + {c['steps']} timed steps per run, then {c['breakdown_steps']} instrumented "
           f"steps for the breakdown; load average {result['loadavg_start']} at start")
+    if c["compile"] != "off":
+        print(f"  compiled: {c['compiled_step']}; {c['compile_warmup']} untimed warmup steps (the first compiles), "
+              f"then {c['steps']} timed, no breakdown")
+        if c["interleaved"]:
+            print("  eager and compiled models side by side, their timed steps alternating in 5 rounds")
     if result.get("peak_flops"):
         print(f"  MFU peak: {result['peak_flops'] / 1e12:.1f} TFLOP/s bf16 dense (Lightning's table)")
     print()
     runs = [r for r in result["runs"] if "skipped" not in r]
-    header = (f"  {'run':<16} {'batch':>5} {'params':>13} {'median s':>9} {'min':>8} {'max':>8} {'tokens/s':>11}"
-              f" {'mean tok/s':>11} {'TFLOP/s':>8} {'MFU':>6} {'peak mem':>9}")
+    header = (f"  {'run':<16} {'mode':<8} {'batch':>5} {'params':>13} {'median s':>9} {'min':>8} {'max':>8}"
+              f" {'tokens/s':>11} {'mean tok/s':>11} {'TFLOP/s':>8} {'MFU':>6} {'peak mem':>9} {'x eager':>7}")
     print(header)
     print("  " + "-" * (len(header) - 2))
     for r in result["runs"]:
         label = f"{r['backend']} @ {r['seq_len']}"
         if "skipped" in r:
-            print(f"  {label:<16} skipped: {r['skipped']}")
+            print(f"  {label:<16} {r['mode']:<8} skipped: {r['skipped']}")
             continue
         mem = f"{r['peak_memory_bytes'] / 2**30:.1f} GiB" if r["peak_memory_bytes"] else "-"
-        print(f"  {label:<16} {r['batch_size']:>5} {r['params']:>13,} {r['median_step_s']:>9.4f} "
+        print(f"  {label:<16} {r['mode']:<8} {r['batch_size']:>5} {r['params']:>13,} {r['median_step_s']:>9.4f} "
               f"{r['min_step_s']:>8.4f} {r['max_step_s']:>8.4f} {r['tokens_per_s']:>11,.0f} "
               f"{r['tokens_per_s_mean']:>11,.0f} {r['achieved_flops_per_s'] / 1e12:>8.3f} {fmt(r['mfu'], '6.1%'):>6} "
-              f"{mem:>9}")
+              f"{mem:>9} {fmt(r.get('ratio_vs_eager'), '7.3f')}")
     if any(r["noisy"] for r in runs):
         print("  note: a median step > 1.25x the fastest one: the machine was busy; rerun or raise --steps")
-    if runs and runs[0]["breakdown_s"]:
-        print_breakdown(runs)
+    if any(r["compiled"] for r in runs):
+        print_compiled(runs, c["compile_warmup"])
+    eager = [r for r in runs if r["breakdown_s"]]
+    if eager:
+        print_breakdown(eager)
     engine = result.get("engine")
     if engine:
         print_engine(engine)
+
+
+def print_compiled(runs: list[dict], warmup: int) -> None:
+    print()
+    print("  compiled vs eager (x eager = compiled tokens/s / eager tokens/s, same model, batch and seed; the")
+    print(f"  compiled run's {warmup} warmup step(s) untimed, the first of them shown as 'first step')")
+    print(f"  {'run':<16} {'median':>8} {'fastest':>8} {'mean':>8} {'first step':>11} {'graph breaks':>13}"
+          f" {'first loss, compiled - eager':>29}")
+    for r in runs:
+        if not r["compiled"]:
+            continue
+        label = f"{r['backend']} @ {r['seq_len']}"
+        print(f"  {label:<16} {fmt(r.get('ratio_vs_eager'), '8.3f'):>8} {fmt(r.get('ratio_vs_eager_best'), '8.3f'):>8} "
+              f"{fmt(r.get('ratio_vs_eager_mean'), '8.3f'):>8} {r['first_step_s']:>9.1f} s {r['graph_breaks']:>13} "
+              f"{fmt(r.get('first_loss_diff'), '29.2e'):>29}")
+    if any(r.get("graph_breaks") for r in runs):
+        print("  graph breaks: dynamo split a layer's code and runs the part it could not trace eagerly")
+    for r in runs:
+        if r.get("graphs_compiled_while_timed"):
+            print(f"  warning: {r['backend']} @ {r['seq_len']} compiled {r['graphs_compiled_while_timed']} graph(s) "
+                  "during its timed steps; raise --compile-warmup")
 
 
 def print_breakdown(runs: list[dict]) -> None:
@@ -673,8 +845,8 @@ def print_engine(engine: dict) -> None:
     if any(e["summary"].get("peak_memory_bytes") for e in ok):
         cells = "".join(f" {e['summary']['peak_memory_bytes'] / 2**30:21.2f} GiB {'':>6}" for e in ok)
         print(f"  {'peak memory (engine summary)':<44} {'':>12}{cells}")
-    print("  ratio = engine / bare loop (below 1: the engine is slower). The wall row is the only one that")
-    print("  includes data loading and Lightning's work between steps; it is compared with the bare median.")
+    print("  ratio = engine / bare loop (below 1: the engine is slower; both eager). The wall row is the only")
+    print("  one that includes data loading and Lightning's work between steps; it is compared with the bare median.")
     if bare["noisy"] or any(e.get("noisy") for e in ok):
         print("  note: a median step > 1.25x the fastest one: the machine was busy during these runs; the")
         print("  fastest-step row is the closest to the unloaded speed; rerun on an idle machine")
@@ -700,21 +872,18 @@ def main(argv: list[str] | None = None) -> int:
         arch_seq = base.replace(vocab_size=vocab, max_seq_len=max(base.max_seq_len, seq_len))
         for backend in args.backends:
             if backend == "flash" and not (flash_ok and device.type == "cuda"):
-                runs.append({"backend": backend, "seq_len": seq_len,
-                             "skipped": flash_note if device.type == "cuda" else "flash-attn needs CUDA"})
+                for compiled in args.compile_modes:
+                    runs.append({"backend": backend, "seq_len": seq_len, "compiled": compiled,
+                                 "mode": "compiled" if compiled else "eager",
+                                 "skipped": flash_note if device.type == "cuda" else "flash-attn needs CUDA"})
                 continue
             arch = with_backend(arch_seq, backend)
-            failure = None
-            try:
-                record = measure(arch, backend, seq_len, batch_size, args, device, peak)
-            except Exception as err:  # noqa: BLE001 - e.g. out of memory at a long sequence: report, go on
-                failure = f"failed: {type(err).__name__}: {err}"[:300]
-            if failure is not None:
-                free_memory(device)  # after the except block, so the traceback no longer holds the model
-                runs.append({"backend": backend, "seq_len": seq_len, "skipped": failure})
-                continue
-            record["counts"] = {layer_kind(s): n for s, n in arch.counts.items()}
-            runs.append(record)
+            # measure() reports a failing mode (out of memory at a long sequence, a compile error) as skipped
+            for record in measure(arch, backend, seq_len, batch_size, args, device, peak):
+                if "skipped" not in record:
+                    record["counts"] = {layer_kind(s): n for s, n in arch.counts.items()}
+                runs.append(record)
+    add_compile_ratios(runs)
 
     engine = engine_comparison(args, device, peak) if args.engine else None
     free_memory(device)
@@ -745,6 +914,8 @@ def main(argv: list[str] | None = None) -> int:
             "tie_embeddings": base.tie_embeddings, "seq_lens": args.seq_len, "steps": args.steps,
             "warmup": args.warmup, "breakdown_steps": args.breakdown_steps, "seed": args.seed,
             "precision": "bf16 autocast" if device.type == "cuda" else "float32", "step": step,
+            "compile": args.compile, "compile_warmup": args.compile_warmup,
+            "compiled_step": COMPILED_STEP, "interleaved": device.type == "cpu" and len(args.compile_modes) > 1,
         },
         "runs": runs,
         "engine": engine,

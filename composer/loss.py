@@ -2,13 +2,15 @@
 
 ``F.cross_entropy`` stores the log-softmax output for backward, and its backward allocates a zero-filled gradient
 before scattering into it. Here forward saves the (float) logits plus one log-sum-exp per row, and backward builds
-the gradient in place from a single softmax. Same values and gradients; less memory at 128K vocabularies and a
-little faster (benchmarks/train_step_throughput.py).
+the gradient in place from a single softmax. Same values and gradients; less memory at 128K vocabularies, and
+about as fast as ``F.cross_entropy`` on CPU (76 vs 73-78 ms forward + backward at 2,048 x 8,192, 2 cores).
+Under ``torch.compile`` torch's own cross-entropy is traced instead: Inductor fuses it (46 ms there).
 """
 
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 
 IGNORE_INDEX = -100
 
@@ -28,7 +30,7 @@ class _CrossEntropy(torch.autograd.Function):
     def backward(ctx, grad_output: torch.Tensor):
         logits, lse, safe_targets, valid, count = ctx.saved_tensors
         weight = torch.where(valid, grad_output / count, 0.0).unsqueeze(1).to(logits.dtype)
-        grad = torch.exp(logits - lse.unsqueeze(1))  # softmax from the saved log-sum-exp
+        grad = torch.sub(logits, lse.unsqueeze(1)).exp_()  # softmax from the saved log-sum-exp, one buffer
         grad.mul_(weight)
         grad.scatter_add_(1, safe_targets.unsqueeze(1), -weight)
         return grad, None, None
@@ -41,4 +43,10 @@ def cross_entropy(logits: torch.Tensor, targets: torch.Tensor, ignore_index: int
     """
     if logits.dtype in (torch.float16, torch.bfloat16):
         logits = logits.float()
-    return _CrossEntropy.apply(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index)
+    logits, targets = logits.reshape(-1, logits.shape[-1]), targets.reshape(-1)
+    if torch.compiler.is_compiling():
+        # Inductor fuses torch's own cross-entropy (forward and backward) into single passes over the logits,
+        # which beats the hand-written backward; the sum / count keeps "no target left -> 0" (mean gives NaN).
+        total = F.cross_entropy(logits, targets, ignore_index=ignore_index, reduction="sum")
+        return total / (targets != ignore_index).sum().clamp(min=1)
+    return _CrossEntropy.apply(logits, targets, ignore_index)

@@ -103,17 +103,23 @@ class ComposerModel(nn.Module):
         h = self.tok_embeddings(input_ids)
         for layer in self.layers:
             h = layer(h)
-        h = self.norm(h)
-        head = self.tok_embeddings.weight if self.output is None else self.output.weight
-        logits = F.linear(h, head)
+        logits, lm_loss = self.logits_and_loss(h, targets)
         aux_loss = self.collect_aux_loss()
-        lm_loss = loss = None
-        if targets is not None:
-            lm_loss = cross_entropy(logits, targets, IGNORE_INDEX)
+        loss = None
+        if lm_loss is not None:
             loss = lm_loss if aux_loss is None else lm_loss + aux_loss
         if aux_loss is None:
             aux_loss = torch.zeros((), device=logits.device)
         return CausalLMOutput(logits, loss, lm_loss, aux_loss)
+
+    def logits_and_loss(
+        self, h: torch.Tensor, targets: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Final norm, LM head and cross-entropy: a method of its own so compilation can fuse the three."""
+        h = self.norm(h)
+        head = self.tok_embeddings.weight if self.output is None else self.output.weight
+        logits = F.linear(h, head)
+        return logits, None if targets is None else cross_entropy(logits, targets, IGNORE_INDEX)
 
     @property
     def has_aux_loss(self) -> bool:

@@ -37,7 +37,14 @@ class _SwiGLU(torch.autograd.Function):
 
 
 def swiglu(hidden: torch.Tensor) -> torch.Tensor:
-    """``silu(gate) * up`` where ``gate, up = hidden.chunk(2, -1)``."""
+    """``silu(gate) * up`` where ``gate, up = hidden.chunk(2, -1)``.
+
+    Under ``torch.compile`` the plain ops are traced instead: the hand-written backward writes into views with
+    ``out=``, which dynamo cannot trace (a graph break in every MLP layer), and Inductor fuses the plain form.
+    """
+    if torch.compiler.is_compiling():
+        gate, up = hidden.chunk(2, dim=-1)
+        return F.silu(gate) * up
     return _SwiGLU.apply(hidden)
 
 

@@ -23,10 +23,14 @@ def apply_compile(model: nn.Module) -> None:
     Per layer rather than the whole model: layers of one primitive at one width share compiled code, within a
     model and across models in one process, so a search that builds many patterns compiles each primitive once
     instead of once per pattern. Works on any module holding :class:`ResidualLayer` s (e.g. MAD's autoencoder).
+    The final norm, LM head and cross-entropy are compiled as one function too: Inductor fuses the loss over the
+    vocabulary into single passes (on CPU, 2x faster than eager at an 8K vocabulary).
     """
     for module in model.modules():
         if isinstance(module, ResidualLayer):
             module.compile()
+        elif isinstance(module, ComposerModel):
+            module.logits_and_loss = torch.compile(module.logits_and_loss)
 
 
 def apply_fsdp(

@@ -37,3 +37,18 @@ def test_half_precision_logits_are_computed_in_float32():
     loss = cross_entropy(logits, targets)
     loss.backward()
     assert loss.dtype == torch.float32 and logits.grad.dtype == torch.bfloat16
+
+
+def test_the_compiled_path_matches_eager_and_keeps_zero_for_no_targets():
+    torch.manual_seed(0)
+    logits = torch.randn(3, 5, 11, requires_grad=True)
+    targets = torch.randint(0, 11, (3, 5))
+    targets[0, :2] = IGNORE_INDEX
+    compiled = torch.compile(cross_entropy, backend="aot_eager")
+    eager_loss = cross_entropy(logits, targets)
+    (eager_grad,) = torch.autograd.grad(eager_loss, logits)
+    loss = compiled(logits, targets)
+    (grad,) = torch.autograd.grad(loss, logits)
+    torch.testing.assert_close(loss, eager_loss)
+    torch.testing.assert_close(grad, eager_grad)
+    assert compiled(logits, torch.full_like(targets, IGNORE_INDEX)).item() == 0.0

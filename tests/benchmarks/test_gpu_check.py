@@ -1,0 +1,29 @@
+"""``benchmarks/gpu_check.sh`` refuses a machine without CUDA at once, with one clear line and exit status 2.
+
+What it checks on a GPU is covered on CPU by tests/primitives/test_compile.py (every primitive compiled against
+eager) and the FSDP2 tests of tests/composer/training; the script repeats them in bf16 on CUDA."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.skipif(torch.cuda.is_available() or shutil.which("nvidia-smi") is not None, reason="a GPU machine")
+def test_without_cuda_it_stops_with_one_line_and_exit_2(tmp_path):
+    result = subprocess.run(["bash", str(ROOT / "benchmarks" / "gpu_check.sh")], capture_output=True, text=True,
+                            env={**os.environ, "OUT": str(tmp_path)}, timeout=60)
+    assert result.returncode == 2
+    assert "no CUDA device: this script is for GPU machines" in result.stderr + result.stdout
+    assert "Traceback" not in result.stderr
+
+
+def test_the_script_parses():
+    assert subprocess.run(["bash", "-n", str(ROOT / "benchmarks" / "gpu_check.sh")], timeout=60).returncode == 0
