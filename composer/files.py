@@ -43,3 +43,16 @@ def atomic_write_csv(path: str | Path, rows: list[dict[str, Any]], columns: list
     writer.writeheader()
     writer.writerows(rows)
     return atomic_write_text(path, buffer.getvalue())
+
+
+def make_output_dir(path: str | Path) -> Path:
+    """``mkdir -p`` for a user's ``--out``; a directory that cannot be created is a one-line usage error."""
+    from composer.errors import ConfigError
+
+    path = Path(path)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ConfigError(f"cannot create output directory {str(path)!r}: {err.strerror or err}; "
+                          "choose another --out") from None
+    return path

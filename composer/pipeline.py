@@ -240,10 +240,16 @@ class Pipeline:
 
     # -- all ----------------------------------------------------------------------------------------------
     def run(self, stages: tuple[str, ...] = STAGES) -> dict[str, Any]:
+        """The stages in order, holding ``out``'s run lock (one pipeline per directory)."""
         unknown = sorted(set(stages) - set(STAGES))
         if unknown:
             raise ConfigError(f"unknown stage(s) {unknown}; choose from {', '.join(STAGES)}")
-        self.out.mkdir(parents=True, exist_ok=True)
+        from composer.runlock import run_lock
+
+        with run_lock(self.out, "composer pipeline"):
+            return self._run(stages)
+
+    def _run(self, stages: tuple[str, ...]) -> dict[str, Any]:
         atomic_write_json(self.out / "pipeline.json", self.config.to_dict())
         result: dict[str, Any] = {"out": str(self.out)}
         if "search" in stages:

@@ -30,7 +30,7 @@ import numpy as np
 
 from composer.errors import ConfigError
 from composer.evidence import bootstrap_rank_correlation, format_interval, noise_ceiling, seed_summary
-from composer.files import atomic_write_json, atomic_write_text
+from composer.files import atomic_write_json, atomic_write_text, make_output_dir
 from composer.replicates import parse_seeds, plan_replicates, run_dir, run_replicates, shared_validation
 from composer.training.config import TrainConfig, apply_overrides, load_recipe
 
@@ -156,7 +156,7 @@ class Transfer:
     def run(self) -> dict[str, Any]:
         config = self.config
         candidates, search = self.select()
-        self.out.mkdir(parents=True, exist_ok=True)
+        make_output_dir(self.out)
         atomic_write_json(self.out / "transfer-config.json", config.to_dict())
         self.echo(f"== transfer: {len(candidates)} patterns from {config.search} -> {config.to}, "
                   f"seeds {', '.join(map(str, config.seeds))}")

@@ -145,9 +145,16 @@ def make_evaluator(name: str, budget: str, widths: str, data: str | None = None,
             factory = getattr(importlib.import_module(module_name), attribute)
         except (ImportError, AttributeError) as err:
             raise ConfigError(f"cannot load evaluator {name!r}: {err}") from err
+        if not callable(factory):
+            raise ConfigError(f"evaluator {name!r} is not a factory (a callable returning an evaluator)")
         options = {"budget": budget, "widths": widths, "data": data, "tokenizer": tokenizer}
         options.update(_accepted(factory, precision=precision, compile=compile))
-        return factory(**options)
+        try:
+            evaluator = factory(**options)
+        except TypeError as err:
+            raise ConfigError(f"evaluator factory {name!r} cannot be called as factory(budget=, widths=, data=, "
+                              f"tokenizer=): {err}") from err
+        return _checked(evaluator, name)
     raise ConfigError(f"unknown evaluator {name!r}; choose 'mad', 'lm' or a 'module:factory' of your own")
 
 
@@ -162,3 +169,15 @@ def _accepted(factory: Callable[..., Any], **options: Any) -> dict[str, Any]:
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
         return options
     return {key: value for key, value in options.items() if key in parameters}
+
+
+def _checked(evaluator: Any, name: str) -> Evaluator:
+    """Refuse, before any trial runs, a factory result that is not an evaluator (see :class:`Evaluator`)."""
+    missing = [attribute for attribute in ("name", "direction", "budget") if not hasattr(evaluator, attribute)]
+    if not callable(evaluator) or missing:
+        what = "not callable" if not callable(evaluator) else f"lacks {', '.join(missing)}"
+        raise ConfigError(f"evaluator factory {name!r} returned {type(evaluator).__name__} ({what}), not an "
+                          "evaluator: a callable(pattern, seed, report) with name, direction and budget")
+    if evaluator.direction not in ("maximize", "minimize"):
+        raise ConfigError(f"evaluator {name!r} has direction {evaluator.direction!r}; use 'maximize' or 'minimize'")
+    return evaluator

@@ -48,6 +48,14 @@ def leaderboard(study: optuna.Study, maximize: bool) -> list[dict[str, Any]]:
     return [{"rank": row.pop("rank"), **row} for row in rows]
 
 
+def _pruned_reason(pruned_at: Any) -> str | None:
+    if not isinstance(pruned_at, dict):
+        return None
+    value = pruned_at.get("value")
+    score = f" with {value:.4f}" if isinstance(value, (int, float)) else ""
+    return f"pruned after task {pruned_at.get('step')}{score}: below the median of earlier trials"
+
+
 def failures(study: optuna.Study) -> list[dict[str, Any]]:
     """Failed and skipped trials with their reasons (nothing is silently dropped)."""
     out = []
@@ -56,8 +64,9 @@ def failures(study: optuna.Study) -> list[dict[str, Any]]:
         stopped = any(key in attrs for key in ("pruned_at", "skip_reason", "fail_reason"))
         if trial.state not in (TrialState.FAIL, TrialState.PRUNED) and not stopped:
             continue
-        reason = attrs.get("fail_reason") or attrs.get("skip_reason") or (
-            "pruned: below the median of earlier trials" if trial.state == TrialState.PRUNED else "failed"
+        reason = attrs.get("fail_reason") or attrs.get("skip_reason") or _pruned_reason(attrs.get("pruned_at")) or (
+            "pruned: below the median of earlier trials" if trial.state == TrialState.PRUNED
+            else f"{trial.state.name.lower()} without a recorded reason (its worker stopped)"
         )
         state = ("failed" if "fail_reason" in attrs else "pruned" if "pruned_at" in attrs
                  else "skipped" if "skip_reason" in attrs else trial.state.name.lower())

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from composer.errors import ConfigError
+from composer.files import make_output_dir
 from search.config import SearchConfig
 from search.engine import Stage, launch_workers, open_study, run_worker, stages_of
 from search.evaluators import make_evaluator
@@ -41,7 +42,7 @@ def frozen_parts(strategy: str, best: str) -> tuple[str, str]:
 
 def run_search(config: SearchConfig, echo=print) -> dict[str, Any]:
     out = Path(config.out)
-    out.mkdir(parents=True, exist_ok=True)
+    make_output_dir(out)
     (out / "config.json").write_text(json.dumps(config.to_dict(), indent=2))
     evaluator = make_evaluator(config.evaluator, config.budget, config.widths, config.data, config.tokenizer,
                                config.precision, config.compile)

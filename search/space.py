@@ -38,6 +38,35 @@ class SearchSpace:
                     raise ConfigError(f"{name} names {symbol!r}, which is not among the primitives {symbols!r}")
                 if not 0.0 <= share <= 1.0:
                     raise ConfigError(f"{name} of {symbol} must be between 0 and 1, got {share}")
+        problem = self.infeasibility()
+        if problem:
+            raise ConfigError(f"no pattern satisfies the constraints: {problem}; relax --min-share / --max-share")
+
+    def infeasibility(self) -> str | None:
+        """Why no pattern of the space can satisfy the share constraints, or None (checked before any training).
+
+        Each symbol's count must land in ``[ceil(min * n), floor(max * n)]`` of the whole pattern (frozen head and
+        tail included, their counts fixed); the searched layers must add up to ``n_layers``. ``max_params`` is
+        not checked here: it needs every pattern's accounting, and a violating trial is skipped with its reason.
+        """
+        import math
+
+        total = self.n_layers + len(self.head) + len(self.tail)
+        lower_sum = upper_sum = 0
+        for symbol in parse_pattern(self.primitives):
+            fixed = (self.head + self.tail).count(symbol)
+            low = math.ceil(self.min_share.get(symbol, 0.0) * total - 1e-9) - fixed
+            high = math.floor(self.max_share.get(symbol, 1.0) * total + 1e-9) - fixed
+            low, high = max(0, low), min(self.n_layers, high)
+            if high < low:
+                return (f"{symbol} needs at least {low} and at most {high} of the {self.n_layers} searched layers "
+                        f"(min share {self.min_share.get(symbol, 0.0):g}, max share {self.max_share.get(symbol, 1.0):g})")
+            lower_sum, upper_sum = lower_sum + low, upper_sum + high
+        if lower_sum > self.n_layers:
+            return f"the minimum shares need {lower_sum} of only {self.n_layers} searched layers"
+        if upper_sum < self.n_layers:
+            return f"the maximum shares allow only {upper_sum} of the {self.n_layers} searched layers"
+        return None
 
     @property
     def choices(self) -> list[str]:

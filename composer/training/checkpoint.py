@@ -42,6 +42,41 @@ def latest_checkpoint(directory: str | Path) -> Path | None:
     return found[-1] if found else None
 
 
+def checkpoint_problem(path: Path) -> str | None:
+    """Why ``path`` cannot be resumed from, or ``None`` when it opens.
+
+    Cheap: a file checkpoint is opened memory-mapped (the zip directory and the pickled structure are read, the
+    tensors are not); an FSDP2 checkpoint directory must have readable metadata.
+    """
+    try:
+        if path.is_dir():
+            from torch.distributed.checkpoint import FileSystemReader
+
+            FileSystemReader(str(path)).read_metadata()
+        else:
+            torch.load(path, map_location="cpu", weights_only=False, mmap=True)
+    except Exception as err:  # any failure to open means "not resumable"; the reason is reported
+        return f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else 'unreadable'}"
+    return None
+
+
+def resumable_checkpoint(directory: str | Path, warn=print) -> Path | None:
+    """The newest checkpoint in ``directory`` that opens; each newer one that does not is set aside.
+
+    A checkpoint that fails to open (truncated by a full disk, a copy cut short) is renamed to
+    ``<name>.corrupt`` on the first local process, never deleted: the run continues from the previous one, and
+    the next save of that step cannot overwrite the evidence. ``warn`` gets one line per skipped checkpoint.
+    """
+    for path in reversed(list_checkpoints(directory)):
+        problem = checkpoint_problem(path)
+        if problem is None:
+            return path
+        warn(f"skipping checkpoint {path.name}: it does not load ({problem}); kept as {path.name}.corrupt")
+        if int(os.environ.get("LOCAL_RANK", "0")) == 0 and path.exists():
+            os.replace(path, path.with_name(path.name + ".corrupt"))
+    return None
+
+
 def _remove(path: Path) -> None:
     if path.is_dir():
         shutil.rmtree(path, ignore_errors=True)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import sys
 import time
 import warnings
 from dataclasses import dataclass
@@ -33,7 +34,14 @@ from composer.errors import ConfigError
 from composer.files import atomic_write_json
 from composer.precision import device_has_native_bf16
 from composer.presets import resolve_architecture
-from composer.training.checkpoint import AtomicCheckpoint, export_weights, full_state_dict, latest_checkpoint
+from composer.runlock import run_lock
+from composer.training.checkpoint import (
+    AtomicCheckpoint,
+    export_weights,
+    full_state_dict,
+    latest_checkpoint,
+    resumable_checkpoint,
+)
 from composer.training.config import TrainConfig, wandb_mode
 from composer.training.module import ComposerLM, OptimConfig, ParallelConfig
 from composer.training.progress import progress_callback
@@ -267,13 +275,22 @@ def build(config: TrainConfig) -> tuple[L.Trainer, ComposerLM, Any, dict[str, An
 
 
 def train(config: TrainConfig, resume: bool = False) -> dict[str, Any]:
-    """Run ``config`` to the end and return (and write) the summary."""
+    """Run ``config`` to the end and return (and write) the summary; one process per ``out`` at a time."""
+    if not config.out:
+        return _train(config, resume)
+    with run_lock(config.out, "composer train"):
+        return _train(config, resume)
+
+
+def _train(config: TrainConfig, resume: bool) -> dict[str, Any]:
     out = Path(config.out) if config.out else None
     checkpoint = latest_checkpoint(out / "checkpoints") if out else None
     if checkpoint is not None and not resume:
         raise ConfigError(
             f"{str(out)!r} already holds checkpoints; pass --resume to continue that run or choose another --out"
         )
+    if checkpoint is not None:
+        checkpoint = resumable_checkpoint(out / "checkpoints", warn=lambda line: print(line, file=sys.stderr))
     trainer, module, datamodule, context = build(config)
     out.mkdir(parents=True, exist_ok=True)
     arch, plan = context["arch"], context["plan"]

@@ -44,3 +44,30 @@ def test_violations_name_the_constraint():
 def test_bad_spaces(kwargs, message):
     with pytest.raises(ComposerUsageError, match=message):
         SearchSpace(**kwargs)
+
+
+
+@pytest.mark.parametrize(
+    "shares",
+    [
+        {"min_share": {"A": 0.9}, "max_share": {"A": 0.1}},
+        {"min_share": {"A": 0.6, "M": 0.6}},
+        {"max_share": {"A": 0.2, "M": 0.5}},
+        {"min_share": {"A": 0.5}},
+        {"max_share": {"A": 0.34}},
+        {"min_share": {"A": 0.5}, "max_share": {"A": 0.5}},
+        {"min_share": {"A": 0.55}, "max_share": {"A": 0.6}},  # 3.3 .. 3.6 of 6 layers: no whole count fits
+    ],
+)
+def test_infeasible_constraints_are_refused_up_front_exactly_when_no_pattern_satisfies_them(shares):
+    """Issue 13: the up-front check agrees with enumerating the space and checking every pattern."""
+    every_pattern = SearchSpace(6, "AM").enumerate()
+    probe = object.__new__(SearchSpace)  # the violation rule without the constructor's check
+    for name, value in {"min_share": {}, "max_share": {}, "max_params": None, **shares}.items():
+        object.__setattr__(probe, name, value)
+    any_satisfies = any(probe.violation(p) is None for p in every_pattern)
+    if any_satisfies:
+        SearchSpace(6, "AM", **shares)
+    else:
+        with pytest.raises(ComposerUsageError, match="no pattern satisfies the constraints"):
+            SearchSpace(6, "AM", **shares)

@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from composer.cli import main
+from composer.training.checkpoint import checkpoint_problem, latest_checkpoint
 from composer.training.config import TrainConfig
 from composer.training.run import train
 
@@ -221,3 +222,23 @@ def test_compile_trains_what_eager_trains(tmp_path):
     for step in one:
         assert two[step] == pytest.approx(one[step], rel=1e-4), step
     assert compiled["val_loss"] == pytest.approx(eager["val_loss"], rel=1e-4)
+
+
+def test_resume_falls_back_past_a_corrupt_newest_checkpoint_and_keeps_it(tmp_path, capsys):
+    """Issue 13: a truncated newest checkpoint is skipped with a reason, set aside (never deleted), and the run
+    continues from the previous one to the same end."""
+    out = tmp_path / "run"
+    config = TrainConfig(**FAST, tokens=6 * 512, checkpoint_interval=2, keep_checkpoints=3, wandb="off",
+                         out=str(out))
+    train(config)
+    newest = latest_checkpoint(out / "checkpoints")
+    assert newest.name == "step-00000006.ckpt"
+    data = newest.read_bytes()
+    newest.write_bytes(data[: len(data) // 2])  # a copy cut short
+
+    summary = train(config, resume=True)
+    err = capsys.readouterr().err
+    assert "skipping checkpoint step-00000006.ckpt: it does not load" in err
+    assert (out / "checkpoints" / "step-00000006.ckpt.corrupt").read_bytes() == data[: len(data) // 2]
+    assert summary["tokens"] == 6 * 512 and summary["val_loss"] is not None
+    assert checkpoint_problem(latest_checkpoint(out / "checkpoints")) is None

@@ -1,0 +1,46 @@
+"""``make_evaluator``: built-ins take precision/compile; a custom factory that is not one is refused up front."""
+
+from __future__ import annotations
+
+import pytest
+
+from composer.errors import ConfigError
+from search.evaluators import MadEvaluator, make_evaluator
+
+
+class NotAnEvaluator:
+    def __init__(self, **_):
+        pass
+
+
+def old_style_factory(budget, widths, data, tokenizer):
+    """Written before precision= and compile= existed: still called, without them."""
+    from tests.search.toy_evaluator import make
+
+    return make(budget=budget, widths=widths, data=data, tokenizer=tokenizer)
+
+
+@pytest.mark.parametrize(
+    "name, message",
+    [
+        ("os:system", "cannot be called as factory"),
+        ("json:dumps", "cannot be called as factory"),
+        ("math:pi", "is not a factory"),
+        (f"{__name__}:NotAnEvaluator", r"returned NotAnEvaluator \(not callable\), not an evaluator"),
+        ("no_such_module_xyz:make", "cannot load evaluator"),
+    ],
+)
+def test_a_factory_that_does_not_make_an_evaluator_is_one_clear_error(name, message):
+    with pytest.raises(ConfigError, match=message):
+        make_evaluator(name, "smoke", "tiny", precision="fp32")
+
+
+def test_factories_without_the_new_options_keep_working():
+    evaluator = make_evaluator(f"{__name__}:old_style_factory", "smoke", "tiny", precision="bf16", compile=True)
+    assert evaluator.direction in ("maximize", "minimize")
+
+
+def test_the_mad_evaluator_resolves_its_precision():
+    assert make_evaluator("mad", "smoke", "tiny", precision="fp32").precision == "fp32"
+    assert MadEvaluator("smoke", "tiny", precision="bf16").precision == "bf16"
+    assert MadEvaluator("smoke", "tiny").precision in ("fp32", "bf16")
