@@ -6,6 +6,7 @@ outside (training engine), as in torchtitan.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import torch
@@ -14,8 +15,10 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from composer.config import ArchConfig
+from composer.inference import InferenceCache
+from composer.inference import generate as _generate
 from composer.loss import IGNORE_INDEX, cross_entropy
-from primitives.base import InitScheme, Primitive
+from primitives.base import InitScheme, LayerCache, Primitive
 from primitives.registry import REGISTRY
 
 
@@ -59,6 +62,10 @@ class ResidualLayer(nn.Module):
     def _residual(self, x: torch.Tensor) -> torch.Tensor:
         return x + self.primitive(self.norm(x))
 
+    def forward_cached(self, x: torch.Tensor, cache: LayerCache | None, start_pos: int) -> torch.Tensor:
+        """The same residual for new tokens at ``start_pos ..``, the primitive reading and updating ``cache``."""
+        return x + self.primitive.forward_cached(self.norm(x), cache, start_pos)
+
 
 class ComposerModel(nn.Module):
     """A causal language model whose layers follow ``arch.pattern``.
@@ -94,15 +101,24 @@ class ComposerModel(nn.Module):
         if self.output is not None:
             nn.init.normal_(self.output.weight, std=arch.d_model**-0.5)
 
-    def forward(self, input_ids: torch.Tensor, targets: torch.Tensor | None = None) -> CausalLMOutput:
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        targets: torch.Tensor | None = None,
+        cache: InferenceCache | None = None,
+    ) -> CausalLMOutput:
         """Logits ``[batch, seq, vocab]`` and, given ``targets`` (``-100`` = ignore), the losses.
 
         ``lm_loss`` is the mean cross-entropy; ``loss`` adds the layers' auxiliary losses (see
-        :class:`CausalLMOutput`).
+        :class:`CausalLMOutput`). With a ``cache`` (:meth:`init_cache`), ``input_ids`` are the tokens that
+        follow the ``cache.pos`` tokens it has seen: the logits are those of these new positions, the same as a
+        full forward over the whole sequence gives there, and the cache advances past them. The cached path is
+        for inference: it computes no gradients.
         """
-        h = self.tok_embeddings(input_ids)
-        for layer in self.layers:
-            h = layer(h)
+        if cache is not None and torch.is_grad_enabled():
+            with torch.no_grad():
+                return self.forward(input_ids, targets, cache)
+        h = self.hidden_states(input_ids, cache)
         logits, lm_loss = self.logits_and_loss(h, targets)
         aux_loss = self.collect_aux_loss()
         loss = None
@@ -111,6 +127,66 @@ class ComposerModel(nn.Module):
         if aux_loss is None:
             aux_loss = torch.zeros((), device=logits.device)
         return CausalLMOutput(logits, loss, lm_loss, aux_loss)
+
+    def hidden_states(self, input_ids: torch.Tensor, cache: InferenceCache | None = None) -> torch.Tensor:
+        """Embedding and layers, before the final norm: ``[batch, seq, d_model]``."""
+        h = self.tok_embeddings(input_ids)
+        if cache is None:
+            for layer in self.layers:
+                h = layer(h)
+            return h
+        batch, seq = input_ids.shape
+        cache.check(batch, seq)
+        with torch.no_grad():  # the cache is written in place; it must not join an autograd graph
+            for layer, layer_cache in zip(self.layers, cache.layers, strict=True):
+                h = layer.forward_cached(h, layer_cache, cache.pos)
+        cache.pos += seq
+        return h
+
+    # -- generation (the loop and sampling live in composer/inference.py) ---------------------------------
+    def init_cache(
+        self,
+        batch: int,
+        max_len: int,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> InferenceCache:
+        """An empty inference cache for ``batch`` sequences of up to ``max_len`` tokens (prompt and generated),
+        on the model's device and in its dtype unless given."""
+        return InferenceCache.for_model(self, batch, max_len, device, dtype)
+
+    def next_token_logits(self, input_ids: torch.Tensor, cache: InferenceCache) -> torch.Tensor:
+        """Logits ``[batch, vocab]`` of the token after ``input_ids`` (fed through ``cache``); the LM head runs
+        on the last position only."""
+        h = self.hidden_states(input_ids, cache)[:, -1:]
+        return self.logits_and_loss(h, None)[0][:, -1]
+
+    def generate(
+        self,
+        input_ids: torch.Tensor,
+        max_new_tokens: int,
+        temperature: float = 1.0,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        eos: int | Sequence[int] | None = None,
+        cache: InferenceCache | None = None,
+        generator: torch.Generator | None = None,
+    ) -> torch.Tensor:
+        """Continue ``input_ids [batch, seq]`` (or ``[seq]``) by up to ``max_new_tokens`` tokens; returns the new
+        tokens only, ``[batch, n]`` (or ``[n]``).
+
+        The prompt is prefilled in one chunked pass, then one token per step. ``temperature == 0`` is greedy
+        (argmax); otherwise tokens are drawn from the softmax at ``temperature``, restricted by ``top_k`` and
+        ``top_p`` (nucleus), with ``generator`` for reproducible draws. ``eos`` (one id or several): a sequence
+        that produced one repeats it from then on, and generation stops early once every sequence has, so
+        ``n <= max_new_tokens``.
+
+        The prompts of a batch must have equal lengths (no padding or attention mask is supported). Without a
+        ``cache`` one of exactly the needed length is allocated. With one, ``input_ids`` continue the sequences
+        it holds (a fresh or :meth:`~composer.inference.InferenceCache.reset` cache starts new ones); the last
+        returned token is not fed to it, so a later call continues with ``input_ids = out[:, -1:]``.
+        """
+        return _generate(self, input_ids, max_new_tokens, temperature, top_k, top_p, eos, cache, generator)
 
     def logits_and_loss(
         self, h: torch.Tensor, targets: torch.Tensor | None

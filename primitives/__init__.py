@@ -5,7 +5,7 @@ parameter / FLOP / inference-cache accounting and its no-weight-decay parameters
 """
 
 from primitives.attention import AttentionConfig, GroupedQueryAttention
-from primitives.base import CacheSpec, InitScheme, Primitive
+from primitives.base import CacheSpec, InitScheme, LayerCache, Primitive
 from primitives.gated_deltanet import GatedDeltaNet, GatedDeltaNetConfig
 from primitives.mamba2 import Mamba2, Mamba2Config
 from primitives.mlp import SwiGLU, SwiGLUConfig
@@ -22,6 +22,7 @@ __all__ = [
     "GatedDeltaNetConfig",
     "GroupedQueryAttention",
     "InitScheme",
+    "LayerCache",
     "Mamba2",
     "Mamba2Config",
     "MoEConfig",

@@ -2,6 +2,9 @@
 
 The kernel is chosen per call: flash-attn when it is installed, the tensors are on CUDA and in half precision;
 otherwise torch's ``scaled_dot_product_attention`` (which picks its own fused CPU/CUDA kernel).
+
+Decoding (:class:`KVCache`): keys (already rotated) and values preallocated for ``max_len`` tokens, ``n_kv_heads``
+wide; prefill runs the training kernel on the prompt, later tokens attend over the cache with SDPA.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from primitives.base import CacheSpec, InitScheme, Primitive
+from primitives.base import CacheSpec, InitScheme, LayerCache, Primitive, check_cache_range
 from primitives.rope import RopeScaling, inverse_frequencies, rotary_cos_sin, rotary_split_qkv
 
 try:  # optional CUDA extra: pip install "composer-hnas[cuda]"
@@ -60,6 +63,16 @@ class AttentionConfig:
         )
 
 
+@dataclass
+class KVCache(LayerCache):
+    """Keys (rotated at their own positions) and values of up to ``max_len`` tokens, preallocated:
+    ``k`` and ``v`` are ``[batch, max_len, n_kv_heads, head_dim]`` (grouped-query: ``n_kv_heads``, not
+    ``n_heads``), position ``p`` at index ``p``."""
+
+    k: torch.Tensor
+    v: torch.Tensor
+
+
 class GroupedQueryAttention(Primitive):
     """Causal GQA: ``n_heads`` query heads share ``n_kv_heads`` key/value heads."""
 
@@ -92,11 +105,44 @@ class GroupedQueryAttention(Primitive):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         c = self.config
         batch, seq, _ = x.shape
-        qkv = self.wqkv(x).view(batch, seq, c.n_heads + 2 * c.n_kv_heads, c.head_dim)
-        cos, sin = rotary_cos_sin(self.inv_freq, seq, x.dtype)
-        q, k, v = rotary_split_qkv(qkv, cos, sin, c.n_heads, c.n_kv_heads)
+        q, k, v = self._project(x)
         out = self._attend(q, k, v)
         return self.wo(out.reshape(batch, seq, c.n_heads * c.head_dim))
+
+    def _project(self, x: torch.Tensor, start_pos: int = 0) -> tuple[torch.Tensor, ...]:
+        """Rotated q, rotated k and v ``[batch, seq, heads, head_dim]`` of tokens at ``start_pos ..``."""
+        c = self.config
+        batch, seq, _ = x.shape
+        qkv = self.wqkv(x).view(batch, seq, c.n_heads + 2 * c.n_kv_heads, c.head_dim)
+        cos, sin = rotary_cos_sin(self.inv_freq, seq, x.dtype, start_pos)
+        return rotary_split_qkv(qkv, cos, sin, c.n_heads, c.n_kv_heads)
+
+    # -- incremental decoding -----------------------------------------------------------------------------
+    def init_cache(self, batch, max_len, device=None, dtype=None) -> KVCache:
+        c = self.config
+        device, dtype = self._cache_placement(device, dtype)
+        shape = (batch, max_len, c.n_kv_heads, c.head_dim)
+        return KVCache(*(torch.zeros(shape, device=device, dtype=dtype) for _ in "kv"))
+
+    def forward_cached(self, x: torch.Tensor, cache: KVCache, start_pos: int) -> torch.Tensor:
+        """Write the new keys and values at their positions, then attend over every key up to each query."""
+        c = self.config
+        batch, n, _ = x.shape
+        check_cache_range(cache.k.shape[1], start_pos, n, batch, cache.k.shape[0])
+        q, k, v = self._project(x, start_pos)
+        end = start_pos + n
+        cache.k[:, start_pos:end] = k
+        cache.v[:, start_pos:end] = v
+        if start_pos == 0:  # prefill: the training kernel on the prompt alone
+            out = self._attend(q, k, v)
+        else:
+            keys, values = cache.k[:, :end].to(q.dtype), cache.v[:, :end].to(q.dtype)
+            mask = {}
+            if n > 1:  # query i (position start_pos + i) sees keys 0 .. start_pos + i
+                positions = torch.arange(end, device=x.device)
+                mask["attn_mask"] = positions[None, :] <= positions[start_pos:, None]
+            out = self._sdpa(q, keys, values, **mask)
+        return self.wo(out.reshape(batch, n, c.n_heads * c.head_dim))
 
     def _attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         """Causal attention over ``[batch, seq, heads, head_dim]`` tensors, returned in the same layout."""

@@ -9,16 +9,38 @@ accounting and extrapolation can reason about multi-billion parameter models wit
 * ``symbol`` / ``name`` / ``Config``: how patterns and configs refer to it;
 * ``param_count``, ``flops_per_token``, ``inference_cache``: analytic accounting from the config alone;
 * ``reset_parameters``: its own initialisation (a global init must never overwrite e.g. Mamba's dt init);
-* ``no_weight_decay``: which of its parameters the optimiser must not decay (norms, biases, SSM A/D, ...).
+* ``no_weight_decay``: which of its parameters the optimiser must not decay (norms, biases, SSM A/D, ...);
+* ``init_cache`` / ``forward_cached``: incremental decoding (below).
+
+Incremental decoding. ``forward(x)`` is the training path and stays free of any cache logic. Generation uses two
+more methods, which every primitive with an inference cache implements:
+
+* ``init_cache(batch, max_len, device=None, dtype=None)`` allocates, once, everything one layer keeps between
+  calls for ``batch`` sequences of up to ``max_len`` tokens: a :class:`LayerCache` (a dataclass of tensors), or
+  ``None`` for a stateless primitive (``M``, ``E``). Its ``nbytes()`` is ``batch`` times the analytic
+  ``inference_cache(config, dtype_bytes).bytes_at(max_len)`` of the same dtype: ``A`` preallocates ``max_len``
+  tokens of keys and values (``n_kv_heads`` wide), ``W`` a ring of ``min(window, max_len)`` tokens, ``S`` and
+  ``D`` their recurrent state plus the last inputs of their short convolutions.
+* ``forward_cached(x, cache, start_pos)`` maps the ``n`` new tokens ``x [batch, n, d_model]`` at absolute
+  positions ``start_pos .. start_pos + n - 1`` to the same output ``forward`` gives them in the full sequence,
+  and updates ``cache`` in place. ``start_pos == 0`` starts a new sequence (whatever the cache holds is ignored):
+  prefill is one call with the whole prompt, run in the chunked (parallel) form, and decoding is one call per
+  token (or a few) with the recurrent form. The caller tracks ``start_pos`` (one counter for all layers, see
+  ``composer.inference.InferenceCache``); ``start_pos + n`` must not exceed the cache's ``max_len``.
+
+The defaults below fit a stateless primitive: no cache, and ``forward_cached`` is ``forward``. A primitive whose
+``inference_cache`` declares memory but that does not implement the pair refuses to decode rather than
+silently forgetting its context.
 """
 
 from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, ClassVar
 
+import torch
 from torch import nn
 
 if TYPE_CHECKING:  # pragma: no cover - import only for type checkers
@@ -41,6 +63,25 @@ class CacheSpec:
         """Cache bytes of one sequence after ``seq_len`` tokens."""
         tokens = seq_len if self.window is None else min(seq_len, self.window)
         return self.bytes_per_token * tokens + self.fixed_bytes
+
+
+class LayerCache:
+    """Base of one layer's inference cache: a dataclass whose tensor fields ``init_cache`` allocates once and
+    ``forward_cached`` updates in place (the tensors never change shape or storage while decoding)."""
+
+    def tensors(self) -> list[torch.Tensor]:
+        """The tensors this cache holds, in field order."""
+        values = (getattr(self, f.name) for f in fields(self))
+        return [value for value in values if isinstance(value, torch.Tensor)]
+
+    def nbytes(self) -> int:
+        """Bytes allocated for this layer (all sequences of the batch)."""
+        return sum(t.nbytes for t in self.tensors())
+
+    def reset(self) -> None:
+        """Zero every tensor. Not needed to start a new sequence (``start_pos == 0`` ignores the contents)."""
+        for t in self.tensors():
+            t.zero_()
 
 
 @dataclass(frozen=True)
@@ -110,3 +151,48 @@ class Primitive(nn.Module, ABC):
     def inference_cache(cls, config: Any, dtype_bytes: int = 2) -> CacheSpec:
         """Memory one layer keeps per sequence during generation; none by default (e.g. an MLP)."""
         return CacheSpec()
+
+    # -- incremental decoding (see the module docstring) --------------------------------------------------
+    def init_cache(
+        self,
+        batch: int,
+        max_len: int,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> LayerCache | None:
+        """This layer's inference cache for ``batch`` sequences of up to ``max_len`` tokens; ``None`` when the
+        primitive is stateless. ``device`` and ``dtype`` default to those of the primitive's parameters."""
+        self._refuse_if_stateful("init_cache")
+        return None
+
+    def forward_cached(self, x: torch.Tensor, cache: LayerCache | None, start_pos: int) -> torch.Tensor:
+        """``forward`` of the new tokens ``x`` at positions ``start_pos ..``, reading and updating ``cache``."""
+        self._refuse_if_stateful("forward_cached")
+        return self(x)
+
+    def _refuse_if_stateful(self, method: str) -> None:
+        spec = type(self).inference_cache(self.config)
+        if spec.bytes_per_token or spec.fixed_bytes:
+            raise NotImplementedError(
+                f"{type(self).__name__} ({self.symbol}) declares an inference cache but does not implement "
+                f"{method}; see primitives/base.py (incremental decoding)"
+            )
+
+    def _cache_placement(
+        self, device: torch.device | str | None, dtype: torch.dtype | None
+    ) -> tuple[torch.device, torch.dtype]:
+        """``device`` and ``dtype``, each defaulting to that of the primitive's first parameter."""
+        param = next(self.parameters(), None)
+        default_device = param.device if param is not None else torch.device("cpu")
+        default_dtype = param.dtype if param is not None else torch.get_default_dtype()
+        return torch.device(device) if device is not None else default_device, dtype or default_dtype
+
+
+def check_cache_range(cache_len: int, start_pos: int, n: int, batch: int, cache_batch: int) -> None:
+    """Raise when ``n`` tokens from ``start_pos`` do not fit a cache of ``cache_len`` tokens and batch size."""
+    if start_pos < 0 or start_pos + n > cache_len:
+        raise ValueError(
+            f"tokens {start_pos}..{start_pos + n - 1} do not fit an inference cache of max_len {cache_len}"
+        )
+    if batch != cache_batch:
+        raise ValueError(f"batch of {batch} sequences for an inference cache allocated for {cache_batch}")

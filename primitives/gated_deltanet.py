@@ -26,6 +26,10 @@ pure-PyTorch chunked algorithm
 against the step-by-step recurrence :func:`gated_delta_rule_recurrent_reference`. The short convolution, the
 gates and the output norm are plain PyTorch on every device.
 
+Decoding (:class:`GatedDeltaNetCache`): the ``[heads, K, V]`` state and the last ``conv_size - 1`` inputs of the
+short convolutions; a prompt runs :func:`gated_delta_rule_chunked` from the cached state, a single token one
+step of :func:`gated_delta_rule_recurrent_reference`, both in PyTorch on every device.
+
 Options (``arch.options["D"]``): ``n_heads`` (default: the fewest heads whose projections have at least the
 parameters of the architecture's ``A`` layer, see :func:`default_n_heads`), ``head_dim`` (key width per head;
 default the architecture's ``head_dim``), ``expand_v`` (2), ``conv_size`` (4), ``chunk_size`` (64),
@@ -44,7 +48,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from primitives.base import CacheSpec, InitScheme, Primitive
+from primitives.base import CacheSpec, InitScheme, LayerCache, Primitive
 
 try:  # optional CUDA extra: pip install "composer-hnas[cuda]" (fla's ops live in the fla-core package)
     from fla.ops.gated_delta_rule import chunk_gated_delta_rule as _fla_chunk_gated_delta_rule
@@ -317,6 +321,25 @@ def _causal_depthwise_conv(x: torch.Tensor, weight: torch.Tensor) -> torch.Tenso
     return out.transpose(1, 2)
 
 
+def _conv_step(history: torch.Tensor, new: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """:func:`_causal_depthwise_conv` of ``new [batch, n, channels]`` continuing a sequence whose last
+    ``width - 1`` inputs are ``history`` (zeros at its start); updates ``history`` in place."""
+    width = weight.shape[-1]
+    full = torch.cat([history.to(new.dtype), new], dim=1)
+    if width > 1:
+        history.copy_(full[:, full.shape[1] - (width - 1) :])
+    return F.conv1d(full.transpose(1, 2), weight, groups=new.shape[-1]).transpose(1, 2)
+
+
+@dataclass
+class GatedDeltaNetCache(LayerCache):
+    """``conv``: the last ``conv_size - 1`` inputs of the q/k/v short convolutions, ``[batch, conv_size - 1,
+    conv_dim]`` (``None`` without short convolutions); ``state``: the delta-rule state ``[batch, heads, K, V]``."""
+
+    conv: torch.Tensor | None
+    state: torch.Tensor
+
+
 class _GatedRMSNorm(nn.Module):
     """``rmsnorm(o) * weight * silu(gate)`` over each head's ``V`` channels (fla's ``FusedRMSNormGated``:
     normalise, then gate), computed in at least float32."""
@@ -397,29 +420,89 @@ class GatedDeltaNet(Primitive):
         c = self.config
         batch, seq, _ = x.shape
         use_kernel = self._use_kernel(x)
-        # One matmul for all six input projections (faster than six small ones, on CPU especially).
-        weight = torch.cat(
-            [p.weight for p in (self.q_proj, self.k_proj, self.v_proj, self.g_proj, self.a_proj, self.b_proj)]
-        )
-        qkv, gate, a, b = F.linear(x, weight).split([c.conv_dim, c.value_dim, c.n_heads, c.n_heads], dim=-1)
+        qkv, gate, a, b = self._project(x)
         if c.use_short_conv:
-            conv_weight = torch.cat([self.q_conv1d.weight, self.k_conv1d.weight, self.v_conv1d.weight])
-            qkv = _causal_depthwise_conv(qkv, conv_weight)
-        q, k, v = F.silu(qkv).split([c.key_dim, c.key_dim, c.value_dim], dim=-1)
-        q, k = q.unflatten(-1, (c.n_heads, c.head_k_dim)), k.unflatten(-1, (c.n_heads, c.head_k_dim))
-        v = v.unflatten(-1, (c.n_heads, c.head_v_dim))
-
-        f = _compute_dtype(x.dtype)
-        g = -torch.exp(self.A_log.to(f)) * F.softplus(a.to(f) + self.dt_bias.to(f))
-        beta = torch.sigmoid(b.to(f)) * (2.0 if c.allow_neg_eigval else 1.0)
+            qkv = _causal_depthwise_conv(qkv, self._conv_weight())
+        q, k, v, g, beta = self._rule_inputs(qkv, a, b)
         if use_kernel:
             o, _ = _fla_chunk_gated_delta_rule(
                 q, k, v, g, beta.to(q.dtype), scale=c.head_k_dim**-0.5, use_qk_l2norm_in_kernel=True
             )
         else:
             o = gated_delta_rule_chunked(_l2_normalize(q), _l2_normalize(k), v, g, beta, c.chunk_size)
+        return self._output(o, gate)
+
+    def _project(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """``qkv`` (before the short convolution), the output ``gate`` and the decay / write logits ``a``, ``b``."""
+        c = self.config
+        # One matmul for all six input projections (faster than six small ones, on CPU especially).
+        weight = torch.cat(
+            [p.weight for p in (self.q_proj, self.k_proj, self.v_proj, self.g_proj, self.a_proj, self.b_proj)]
+        )
+        return F.linear(x, weight).split([c.conv_dim, c.value_dim, c.n_heads, c.n_heads], dim=-1)
+
+    def _conv_weight(self) -> torch.Tensor:
+        return torch.cat([self.q_conv1d.weight, self.k_conv1d.weight, self.v_conv1d.weight])
+
+    def _rule_inputs(self, qkv: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """q, k (not yet L2-normalised), v per head, the log decay ``g`` and the write strength ``beta``."""
+        c = self.config
+        q, k, v = F.silu(qkv).split([c.key_dim, c.key_dim, c.value_dim], dim=-1)
+        q, k = q.unflatten(-1, (c.n_heads, c.head_k_dim)), k.unflatten(-1, (c.n_heads, c.head_k_dim))
+        v = v.unflatten(-1, (c.n_heads, c.head_v_dim))
+        f = _compute_dtype(qkv.dtype)
+        g = -torch.exp(self.A_log.to(f)) * F.softplus(a.to(f) + self.dt_bias.to(f))
+        beta = torch.sigmoid(b.to(f)) * (2.0 if c.allow_neg_eigval else 1.0)
+        return q, k, v, g, beta
+
+    def _output(self, o: torch.Tensor, gate: torch.Tensor) -> torch.Tensor:
+        c = self.config
+        batch, seq = o.shape[:2]
         o = self.o_norm(o, gate.unflatten(-1, (c.n_heads, c.head_v_dim)))
         return self.o_proj(o.reshape(batch, seq, c.value_dim))
+
+    # -- incremental decoding -----------------------------------------------------------------------------
+    def init_cache(self, batch, max_len, device=None, dtype=None) -> GatedDeltaNetCache:
+        """``max_len`` does not matter: the state has the same size at any context length."""
+        c = self.config
+        device, dtype = self._cache_placement(device, dtype)
+        conv = None
+        if c.use_short_conv:
+            conv = torch.zeros(batch, c.conv_size - 1, c.conv_dim, device=device, dtype=dtype)
+        state = torch.zeros(batch, c.n_heads, c.head_k_dim, c.head_v_dim, device=device, dtype=dtype)
+        return GatedDeltaNetCache(conv=conv, state=state)
+
+    def forward_cached(self, x: torch.Tensor, cache: GatedDeltaNetCache, start_pos: int) -> torch.Tensor:
+        """The layer continuing from ``cache``: the chunked rule from the cached state for several tokens (a
+        prompt), one step of the recurrence for a single token. PyTorch forms on every device (fla's kernel
+        serves the training forward)."""
+        c = self.config
+        batch, seq, _ = x.shape
+        if batch != cache.state.shape[0]:
+            raise ValueError(
+                f"batch of {batch} sequences for an inference cache allocated for {cache.state.shape[0]}"
+            )
+        fresh = start_pos == 0
+        qkv, gate, a, b = self._project(x)
+        if c.use_short_conv:
+            if fresh:  # a new sequence: empty convolution window
+                cache.conv.zero_()
+            qkv = _conv_step(cache.conv, qkv, self._conv_weight())
+        q, k, v, g, beta = self._rule_inputs(qkv, a, b)
+        q, k = _l2_normalize(q), _l2_normalize(k)
+        if seq == 1 and not fresh:  # a decoding step: the recurrence, once
+            f = _compute_dtype(x.dtype)
+            o, state = gated_delta_rule_recurrent_reference(
+                q.to(f), k.to(f), v.to(f), g, beta, initial_state=cache.state.to(f), return_final_state=True
+            )
+            o = o.to(v.dtype)
+        else:
+            initial = None if fresh else cache.state
+            o, state = gated_delta_rule_chunked(
+                q, k, v, g, beta, c.chunk_size, initial_state=initial, return_final_state=True
+            )
+        cache.state.copy_(state)
+        return self._output(o, gate)
 
     def _use_kernel(self, x: torch.Tensor) -> bool:
         """fla's Triton kernel: on CUDA tensors when it imported, unless backend='torch'."""

@@ -23,6 +23,10 @@ the chunked SSD algorithm of the paper's ``ssd_minimal`` listing (:func:`ssd_chu
 attention-like blocks inside chunks of ``chunk_size`` tokens, a linear recurrence between chunk states. It
 runs anywhere (CPU, MPS, CUDA without the extra) and is the reference the CUDA path is tested against.
 
+Decoding (:class:`Mamba2Cache`): the SSM state and the last ``d_conv - 1`` convolution inputs; a prompt runs
+:func:`ssd_chunked` from the cached state (and returns the new one), a single token one step of
+:func:`ssd_recurrent_reference`, both in PyTorch on every device.
+
 Options (``arch.options["S"]``): ``d_state`` (64), ``expand`` (2), ``head_dim`` (default: the largest divisor
 of ``d_inner`` not above 64, i.e. Mamba-2's 64 at any width that is a multiple of 32; smaller widths get
 smaller heads instead of an error), ``n_groups`` (1), ``d_conv`` (4), ``chunk_size`` (64), the dt
@@ -41,7 +45,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from primitives.base import CacheSpec, InitScheme, Primitive
+from primitives.base import CacheSpec, InitScheme, LayerCache, Primitive
 
 try:  # optional CUDA extra: pip install "composer-hnas[cuda]"
     from mamba_ssm.ops.triton.layernorm_gated import rmsnorm_fn as _gated_rmsnorm_kernel
@@ -333,6 +337,29 @@ class GatedRMSNorm(nn.Module):
         return (normed.flatten(-2) * self.weight).to(y.dtype)
 
 
+def conv_step(
+    history: torch.Tensor, new: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
+) -> torch.Tensor:
+    """Causal depthwise convolution of ``new [batch, n, channels]`` that continues a sequence whose last
+    ``width - 1`` inputs are ``history [batch, width - 1, channels]`` (zeros at the start of a sequence: the
+    same left padding as :func:`causal_depthwise_conv1d`). Updates ``history`` in place to the last ``width - 1``
+    inputs and returns the ``n`` outputs."""
+    width = weight.shape[-1]
+    full = torch.cat([history.to(new.dtype), new], dim=1)
+    if width > 1:
+        history.copy_(full[:, full.shape[1] - (width - 1) :])
+    return F.conv1d(full.transpose(1, 2), weight, bias, groups=new.shape[-1]).transpose(1, 2)
+
+
+@dataclass
+class Mamba2Cache(LayerCache):
+    """``conv``: the last ``d_conv - 1`` inputs of the convolution, ``[batch, d_conv - 1, conv_dim]``;
+    ``ssm``: the SSM state, ``[batch, heads, head_dim, d_state]`` (:func:`ssd_chunked`'s ``initial_state``)."""
+
+    conv: torch.Tensor
+    ssm: torch.Tensor
+
+
 # -- the primitive -------------------------------------------------------------------------------------------
 
 
@@ -386,10 +413,7 @@ class Mamba2(Primitive):
         kernels = self._kernels(u)
         z, xbc, dt = self.in_proj(u).split([c.d_inner, c.conv_dim, c.n_heads], dim=-1)
         xbc = self._conv(xbc, kernels["conv"])
-        x, B, C = xbc.split([c.d_inner, c.n_groups * c.d_state, c.n_groups * c.d_state], dim=-1)
-        x = x.unflatten(-1, (c.n_heads, c.head_dim))
-        B = B.unflatten(-1, (c.n_groups, c.d_state))
-        C = C.unflatten(-1, (c.n_groups, c.d_state))
+        x, B, C = self._split_heads(xbc)
         f = _compute_dtype(u.dtype)
         A = -torch.exp(self.A_log.to(f))
         if kernels["ssd"]:
@@ -398,6 +422,57 @@ class Mamba2(Primitive):
             dt = F.softplus(dt.to(f) + self.dt_bias.to(f))
             y = ssd_chunked(x, dt, A, B, C, c.chunk_size, D=self.D)
         y = self.norm(y.reshape(batch, seq, c.d_inner), z, use_kernel=kernels["norm"])
+        return self.out_proj(y)
+
+    def _split_heads(self, xbc: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The convolved ``x | B | C`` channels as ``x [..., heads, head_dim]`` and ``B``, ``C [..., groups, state]``."""
+        c = self.config
+        x, B, C = xbc.split([c.d_inner, c.n_groups * c.d_state, c.n_groups * c.d_state], dim=-1)
+        return (x.unflatten(-1, (c.n_heads, c.head_dim)), B.unflatten(-1, (c.n_groups, c.d_state)),
+                C.unflatten(-1, (c.n_groups, c.d_state)))
+
+    # -- incremental decoding -----------------------------------------------------------------------------
+    def init_cache(self, batch, max_len, device=None, dtype=None) -> Mamba2Cache:
+        """``max_len`` does not matter: the state has the same size at any context length."""
+        c = self.config
+        device, dtype = self._cache_placement(device, dtype)
+        return Mamba2Cache(
+            conv=torch.zeros(batch, c.d_conv - 1, c.conv_dim, device=device, dtype=dtype),
+            ssm=torch.zeros(batch, c.n_heads, c.head_dim, c.d_state, device=device, dtype=dtype),
+        )
+
+    def forward_cached(self, u: torch.Tensor, cache: Mamba2Cache, start_pos: int) -> torch.Tensor:
+        """The block continuing from ``cache``: the chunked scan from the cached state for several tokens (a
+        prompt), one step of the recurrence for a single token. PyTorch forms on every device (the CUDA kernels
+        serve the training forward)."""
+        c = self.config
+        batch, seq, _ = u.shape
+        if batch != cache.ssm.shape[0]:
+            raise ValueError(
+                f"batch of {batch} sequences for an inference cache allocated for {cache.ssm.shape[0]}"
+            )
+        fresh = start_pos == 0
+        if fresh:  # a new sequence: empty convolution window, zero state
+            cache.conv.zero_()
+        z, xbc, dt = self.in_proj(u).split([c.d_inner, c.conv_dim, c.n_heads], dim=-1)
+        xbc = F.silu(conv_step(cache.conv, xbc, self.conv1d.weight, self.conv1d.bias))
+        x, B, C = self._split_heads(xbc)
+        f = _compute_dtype(u.dtype)
+        A = -torch.exp(self.A_log.to(f))
+        dt = F.softplus(dt.to(f) + self.dt_bias.to(f))
+        if seq == 1 and not fresh:  # a decoding step: the recurrence, once
+            y, state = ssd_recurrent_reference(
+                x.to(f), dt, A, B.to(f), C.to(f), D=self.D.to(f), initial_state=cache.ssm.to(f),
+                return_final_state=True,
+            )
+            y = y.to(u.dtype)
+        else:
+            initial = None if fresh else cache.ssm
+            y, state = ssd_chunked(
+                x, dt, A, B, C, c.chunk_size, D=self.D, initial_state=initial, return_final_state=True
+            )
+        cache.ssm.copy_(state)
+        y = self.norm(y.reshape(batch, seq, c.d_inner), z)
         return self.out_proj(y)
 
     def _conv(self, xbc: torch.Tensor, use_kernel: bool) -> torch.Tensor:

@@ -50,10 +50,12 @@ def inverse_frequencies(head_dim: int, theta: float, scaling: RopeScaling | None
 
 
 def rotary_cos_sin(
-    inv_freq: torch.Tensor, seq_len: int, dtype: torch.dtype
+    inv_freq: torch.Tensor, seq_len: int, dtype: torch.dtype, start: int = 0
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """cos and sin tables of shape ``[seq_len, 1, head_dim]`` (broadcast over batch and heads)."""
-    positions = torch.arange(seq_len, device=inv_freq.device, dtype=torch.float32)
+    """cos and sin tables of shape ``[seq_len, 1, head_dim]`` (broadcast over batch and heads) for positions
+    ``start .. start + seq_len - 1`` (a decoding step's positions; the same values the full sequence's table
+    holds there)."""
+    positions = torch.arange(start, start + seq_len, device=inv_freq.device, dtype=torch.float32)
     angles = torch.outer(positions, inv_freq)
     angles = torch.cat((angles, angles), dim=-1).unsqueeze(1)
     return angles.cos().to(dtype), angles.sin().to(dtype)

@@ -11,6 +11,9 @@ window covers the whole sequence the layer computes exactly ``A``'s full causal 
 At search widths (MAD sequences of 32-256 tokens) the default is full attention: set a window below the
 search sequence length there, e.g. ``{"W": {"window": 32}}``, for ``W`` to differ from ``A``.
 
+Decoding (:class:`RingKVCache`): keys and values of the last ``min(window, max_len)`` tokens in a ring buffer,
+position ``p`` in slot ``p % slots``; the cache never grows past the window however long the generation.
+
 Kernels: flash-attn with ``window_size=(window - 1, 0)`` when it is installed and the tensors are CUDA fp16/bf16
 (the same automatic choice as ``A``); otherwise torch SDPA with a banded causal boolean mask. (torch's
 ``flex_attention`` has no CPU backward in torch 2.13, and SDPA with the mask costs about the same as SDPA's causal
@@ -25,7 +28,7 @@ import torch
 
 from primitives import attention as _attention
 from primitives.attention import AttentionConfig, GroupedQueryAttention
-from primitives.base import CacheSpec
+from primitives.base import CacheSpec, LayerCache, check_cache_range
 
 DEFAULT_WINDOW = 4096
 
@@ -49,6 +52,16 @@ def sliding_window_mask(seq_len: int, window: int, device: torch.device | str | 
     return (distance >= 0) & (distance < window)
 
 
+@dataclass
+class RingKVCache(LayerCache):
+    """Keys (rotated) and values of the last ``slots = min(window, max_len)`` tokens, a ring buffer:
+    ``k`` and ``v`` are ``[batch, slots, n_kv_heads, head_dim]``, position ``p`` in slot ``p % slots``."""
+
+    k: torch.Tensor
+    v: torch.Tensor
+    max_len: int
+
+
 class SlidingWindowAttention(GroupedQueryAttention):
     """Causal GQA restricted to the last ``window`` positions (the query's own included)."""
 
@@ -64,6 +77,47 @@ class SlidingWindowAttention(GroupedQueryAttention):
         if self._use_flash(q):
             return _attention.flash_attn_func(q, k, v, causal=True, window_size=(window - 1, 0))
         return self._sdpa(q, k, v, attn_mask=sliding_window_mask(seq, window, q.device))
+
+    # -- incremental decoding -----------------------------------------------------------------------------
+    def init_cache(self, batch, max_len, device=None, dtype=None) -> RingKVCache:
+        c = self.config
+        device, dtype = self._cache_placement(device, dtype)
+        shape = (batch, min(c.window, max_len), c.n_kv_heads, c.head_dim)
+        k, v = (torch.zeros(shape, device=device, dtype=dtype) for _ in "kv")
+        return RingKVCache(k, v, max_len)
+
+    def forward_cached(self, x: torch.Tensor, cache: RingKVCache, start_pos: int) -> torch.Tensor:
+        """Attend over the ring (the tokens before ``start_pos`` still in the window) and the new tokens, then
+        store the new tokens' keys and values over the oldest slots."""
+        c = self.config
+        batch, n, _ = x.shape
+        slots = cache.k.shape[1]
+        check_cache_range(cache.max_len, start_pos, n, batch, cache.k.shape[0])
+        q, k, v = self._project(x, start_pos)
+        if n == 1 and start_pos > 0:  # a decoding step: once written, every filled slot is in the window
+            cache.k[:, start_pos % slots] = k[:, 0]
+            cache.v[:, start_pos % slots] = v[:, 0]
+            filled = min(start_pos + 1, slots)
+            out = self._sdpa(q, cache.k[:, :filled].to(q.dtype), cache.v[:, :filled].to(q.dtype))
+        else:
+            if start_pos == 0:  # prefill: the training kernel on the prompt alone
+                out = self._attend(q, k, v)
+            else:  # several tokens: the ring and the new tokens, masked by position
+                device = x.device
+                last = start_pos - 1  # the position each slot holds (negative: never written)
+                slot_pos = last - (last - torch.arange(slots, device=device)) % slots
+                new_pos = torch.arange(start_pos, start_pos + n, device=device)
+                distance = new_pos[:, None] - torch.cat([slot_pos, new_pos])[None, :]
+                mask = (distance >= 0) & (distance < c.window)
+                mask[:, :slots] &= slot_pos >= 0
+                keys = torch.cat([cache.k.to(q.dtype), k], dim=1)
+                values = torch.cat([cache.v.to(q.dtype), v], dim=1)
+                out = self._sdpa(q, keys, values, attn_mask=mask)
+            kept = min(n, slots)  # only the last ``slots`` new tokens can be in a later query's window
+            index = torch.arange(start_pos + n - kept, start_pos + n, device=x.device) % slots
+            cache.k[:, index] = k[:, n - kept :].to(cache.k.dtype)
+            cache.v[:, index] = v[:, n - kept :].to(cache.v.dtype)
+        return self.wo(out.reshape(batch, n, c.n_heads * c.head_dim))
 
     @classmethod
     def flops_per_token(cls, config: SlidingWindowConfig, seq_len: int) -> int:

@@ -7,10 +7,10 @@ import sys
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 
-from composer.cli import aggregate, extrapolate, info, pipeline, presets, search, train, transfer
+from composer.cli import aggregate, export, extrapolate, info, pipeline, presets, search, train, transfer
 from composer.errors import ComposerUsageError
 
-SUBCOMMANDS = (search, aggregate, extrapolate, train, pipeline, transfer, info, presets)
+SUBCOMMANDS = (search, aggregate, extrapolate, train, pipeline, transfer, info, presets, export)
 
 
 def _version() -> str:
