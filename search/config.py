@@ -98,7 +98,8 @@ class SearchConfig:
         if self.study:
             return self.study
         objectives = "+".join(self.objectives)
-        suffix = "-bf16" if self.resolved_precision == "bf16" else ""
+        builtin = self.evaluator in ("mad", "lm")  # a custom evaluator's precision is its own business
+        suffix = "-bf16" if builtin and self.resolved_precision == "bf16" else ""
         return (f"{self.evaluator}-{self.budget}-{self.strategy}-{self.layers}L-{self.primitives}-"
                 f"{self.sampler_name}-{objectives}-seed{self.seed}{suffix}")
 

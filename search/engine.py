@@ -23,6 +23,7 @@ from composer.accounting import analyze
 from composer.presets import get_preset
 from search.config import SearchConfig
 from search.evaluators import Evaluator, make_evaluator
+from search.resume import EvaluationBudget, TrialSeededSampler, mark_worker, max_trials_for, reap_dead_workers
 from search.space import SearchSpace
 from search.storage import make_storage
 
@@ -78,11 +79,13 @@ def stages_of(config: SearchConfig, best_so_far: str = "") -> list[tuple[int, in
 
 
 def open_study(config: SearchConfig, stage: Stage, evaluator: Evaluator, worker: int = 0) -> optuna.Study:
+    """Create or load the stage's study. Its sampler is re-seeded per trial number (search/resume.py), so a
+    restarted worker continues the proposal sequence instead of repeating it."""
     return optuna.create_study(
         storage=make_storage(config.storage, config.out),
         study_name=stage.study_name,
         directions=directions(config, evaluator),
-        sampler=make_sampler(config, stage.space, worker),
+        sampler=TrialSeededSampler(make_sampler(config, stage.space, worker), config.seed),
         pruner=make_pruner(config),
         load_if_exists=True,
     )
@@ -131,6 +134,7 @@ def make_objective(config: SearchConfig, stage: Stage, evaluator: Evaluator, stu
     learns_from_pruned = config.sampler_name != "gp"
 
     def objective(trial: optuna.Trial):
+        mark_worker(trial)  # first: a worker killed from here on is recognised as dead on restart
         pattern = stage.space.suggest(trial)
         search_stats = analyze(widths.with_pattern(pattern))
         target_stats = analyze(target.with_pattern(pattern))
@@ -138,7 +142,6 @@ def make_objective(config: SearchConfig, stage: Stage, evaluator: Evaluator, stu
         trial.set_user_attr("params", search_stats.params)
         trial.set_user_attr("non_embedding_params", search_stats.non_embedding_params)
         trial.set_user_attr("kv_cache_bytes_per_token", target_stats.kv_cache_bytes_per_token)
-        trial.set_user_attr("worker", os.getpid())
         # one read of the storage per trial: earlier results answer repeats, failures and penalties
         history = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL))
         reason = stage.space.violation(pattern, search_stats.non_embedding_params)
@@ -221,33 +224,26 @@ def _measure_tokens_per_s(arch, batch: int = 8, seq_len: int = 128, steps: int =
     return steps * batch * seq_len / (time.perf_counter() - start)
 
 
-def count_finished(study: optuna.Study) -> int:
-    return len(study.get_trials(deepcopy=False, states=FINISHED))
-
-
 def run_worker(config: SearchConfig, stage: Stage, worker: int, callbacks: list | None = None,
-               deadline: float | None = None) -> None:
-    """Run trials of ``stage`` until it has ``stage.trials`` finished trials (shared across workers) or time is up."""
+               deadline: float | None = None, on_bound: Callable[[str], None] | None = None) -> None:
+    """Run trials of ``stage`` until ``stage.trials`` of them trained their pattern (shared across workers; answers
+    from the cache do not count, within a bound) or time is up. Trials of dead local workers are retried first."""
     optuna.logging.set_verbosity(optuna.logging.ERROR)  # failures are reported by our progress lines
     evaluator = make_evaluator(config.evaluator, config.budget, config.widths, config.data, config.tokenizer,
                                config.precision, config.compile)
     study = open_study(config, stage, evaluator, worker)
-    remaining = stage.trials - count_finished(study)
-    if remaining <= 0:
+    reap_dead_workers(study)
+    budget = EvaluationBudget(stage.trials, max_trials_for(stage.trials, stage.space.size), on_bound=on_bound)
+    if budget.done(study):
         return
     timeout = None if deadline is None else max(1.0, deadline - time.time())
     from search.tracking import WandbTrialLogger
 
     study.optimize(
         make_objective(config, stage, evaluator, study),
-        n_trials=remaining if config.workers == 1 else None,
         timeout=timeout,
         catch=(Exception,),
-        callbacks=[
-            optuna.study.MaxTrialsCallback(stage.trials, states=FINISHED),
-            WandbTrialLogger(config, stage.study_name),
-            *(callbacks or []),
-        ],
+        callbacks=[budget, WandbTrialLogger(config, stage.study_name), *(callbacks or [])],
     )
 
 

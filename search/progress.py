@@ -9,6 +9,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from search.engine import FINISHED
+from search.resume import is_evaluation
 
 
 def _clock(seconds: float) -> str:
@@ -41,7 +42,7 @@ class SearchProgress:
     def _print(self, study: optuna.Study, trial: FrozenTrial) -> None:
         self.seen.add(trial.number)
         finished = study.get_trials(deepcopy=False, states=FINISHED)
-        done = len(finished)
+        done = sum(is_evaluation(t) for t in finished)  # what the budget counts: cached answers are free
         if self.done_before is None:
             self.done_before = done - 1
         attrs = trial.user_attrs

@@ -22,6 +22,7 @@ from composer.files import make_output_dir
 from search.config import SearchConfig
 from search.engine import Stage, launch_workers, open_study, run_worker, stages_of
 from search.evaluators import make_evaluator
+from search.resume import reap_dead_workers
 from search.leaderboard import failures, format_table, leaderboard, write_leaderboard
 from search.plots import plot_all
 from search.progress import SearchProgress
@@ -47,7 +48,7 @@ def run_search(config: SearchConfig, echo=print) -> dict[str, Any]:
     evaluator = make_evaluator(config.evaluator, config.budget, config.widths, config.data, config.tokenizer,
                                config.precision, config.compile)
     maximize = evaluator.direction == "maximize"
-    precision = getattr(evaluator, "precision", config.resolved_precision)
+    precision = getattr(evaluator, "precision", None) or "the evaluator's own precision"
     if config.compile:
         precision += ", compiled"
     deadline = time.time() + config.timeout if config.timeout else None
@@ -71,10 +72,11 @@ def run_search(config: SearchConfig, echo=print) -> dict[str, Any]:
              f"({config.sampler_name}, {config.evaluator}/{config.budget}, {precision}, {config.workers} worker(s))")
         progress = SearchProgress(trials, maximize, label)
         if config.workers == 1:
-            run_worker(config, stage, 0, callbacks=[progress], deadline=deadline)
+            run_worker(config, stage, 0, callbacks=[progress], deadline=deadline, on_bound=echo)
         else:
             launch_workers(config, stage, deadline, poll=lambda: progress.poll(lambda: open_study(config, stage, evaluator)))
         study = open_study(config, stage, evaluator)
+        reap_dead_workers(study, requeue=False)  # every worker of this run has ended: nothing stays RUNNING
         rows = leaderboard(study, maximize)
         if not rows:
             reasons = "; ".join(f"trial {f['trial']} {f['pattern']}: {f['reason']}" for f in failures(study)[:3])

@@ -1,0 +1,171 @@
+"""What makes a killed search resume where it stopped, instead of at its beginning.
+
+Three pieces, each for one failure seen in practice (issue 13: 5 x ``kill -9`` during a 12-trial random search
+left 3 distinct scored patterns, 5 cached repeats and 3 trials ``RUNNING``):
+
+* :class:`TrialSeededSampler`: a sampler's randomness is re-derived from (seed, trial number) before every trial.
+  A restarted process used to re-seed its sampler from the seed alone and so re-proposed the sequence it had
+  already tried; now trial ``n`` sees the same random stream whether or not the process was restarted before it
+  (model-based samplers also condition on the same history, so they propose what an uninterrupted run would).
+* :func:`reap_dead_workers`: ``RUNNING`` trials whose worker was a process on this host that no longer exists
+  are failed and re-queued with the same pattern at once, instead of after the storage's heartbeat grace
+  (other hosts' trials still go by heartbeat: their pids mean nothing here).
+* :class:`EvaluationBudget`: the trial budget counts evaluations (a pattern trained, or trained and pruned),
+  not trials answered from the study's cache, so repeats do not use it up; a bound on all trials still ends
+  a search whose space has fewer new patterns than the budget, and says so.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Callable
+
+import numpy as np
+import optuna
+from optuna.samplers._lazy_random_state import LazyRandomState
+from optuna.trial import FrozenTrial, TrialState
+
+HOST = socket.gethostname()
+# user attributes of a trial that mean "no training happened here"
+_NOT_EVALUATED = ("cached_from", "skip_reason", "worker_died")
+
+
+# -- sampler randomness ----------------------------------------------------------------------------------------
+
+
+def _reseed(sampler: optuna.samplers.BaseSampler, seed: int) -> None:
+    """Seed a sampler's generators in place (shared references, e.g. NSGA-II's child strategy, follow)."""
+    rng = getattr(sampler, "_rng", None)
+    if isinstance(rng, LazyRandomState):
+        rng.rng.seed(seed % 2**32)
+    elif isinstance(rng, np.random.RandomState):
+        rng.seed(seed % 2**32)
+    for name in ("_random_sampler", "_independent_sampler"):
+        inner = getattr(sampler, name, None)
+        if isinstance(inner, optuna.samplers.BaseSampler):
+            _reseed(inner, seed + 1)
+
+
+class TrialSeededSampler(optuna.samplers.BaseSampler):
+    """Wraps any Optuna sampler; before each trial its generators are seeded from ``(seed, trial.number)``."""
+
+    def __init__(self, sampler: optuna.samplers.BaseSampler, seed: int) -> None:
+        self.sampler = sampler
+        self.seed = seed
+
+    def trial_seed(self, number: int) -> int:
+        return (self.seed * 1_000_003 + number * 7_919) % 2**32
+
+    def before_trial(self, study: optuna.Study, trial: FrozenTrial) -> None:
+        _reseed(self.sampler, self.trial_seed(trial.number))
+        self.sampler.before_trial(study, trial)
+
+    def infer_relative_search_space(self, study, trial):
+        return self.sampler.infer_relative_search_space(study, trial)
+
+    def sample_relative(self, study, trial, search_space):
+        return self.sampler.sample_relative(study, trial, search_space)
+
+    def sample_independent(self, study, trial, param_name, param_distribution):
+        return self.sampler.sample_independent(study, trial, param_name, param_distribution)
+
+    def after_trial(self, study, trial, state, values) -> None:
+        self.sampler.after_trial(study, trial, state, values)
+
+    def reseed_rng(self) -> None:
+        self.sampler.reseed_rng()
+
+
+# -- dead workers ----------------------------------------------------------------------------------------------
+
+
+def mark_worker(trial: optuna.Trial) -> None:
+    """Record which process on which host runs ``trial`` (read by :func:`reap_dead_workers`)."""
+    trial.set_user_attr("worker", os.getpid())
+    trial.set_user_attr("host", HOST)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def reap_dead_workers(study: optuna.Study, requeue: bool = True) -> list[int]:
+    """Fail the ``RUNNING`` trials of dead local workers (and re-queue their patterns); returns their numbers.
+
+    A trial counts as local when it recorded this host's name; one that started but died before recording its
+    worker is left to the heartbeat (it cannot be told apart from a live trial on another host).
+    """
+    reaped = []
+    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        attrs = trial.user_attrs
+        pid = attrs.get("worker")
+        if attrs.get("host") != HOST or not isinstance(pid, int) or pid == os.getpid() or _alive(pid):
+            continue
+        storage = study._storage  # Optuna's public API cannot fail another process's trial
+        try:
+            storage.set_trial_user_attr(trial._trial_id, "worker_died", f"worker pid {pid} on {HOST} is gone")
+            storage.set_trial_user_attr(trial._trial_id, "fail_reason",
+                                        f"its worker (pid {pid}) died; {'re-queued' if requeue else 'not retried'}")
+            storage.set_trial_state_values(trial._trial_id, TrialState.FAIL)
+        except RuntimeError:  # finished meanwhile: another process reaped it first
+            continue
+        if requeue and trial.params:
+            study.enqueue_trial(trial.params, user_attrs={"retry_of": trial.number}, skip_if_exists=False)
+        reaped.append(trial.number)
+    return reaped
+
+
+# -- the budget ------------------------------------------------------------------------------------------------
+
+
+def is_evaluation(trial: FrozenTrial) -> bool:
+    """A finished trial that trained its pattern (scored, pruned or failed while training)."""
+    if trial.state not in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL):
+        return False
+    attrs = trial.user_attrs
+    if any(key in attrs for key in _NOT_EVALUATED):
+        return False
+    return not str(attrs.get("fail_reason", "")).startswith("as in trial ")  # a known failure, not retrained
+
+
+class EvaluationBudget:
+    """Optuna callback: stop once ``evaluations`` trials trained their pattern, or ``max_trials`` trials ran."""
+
+    def __init__(self, evaluations: int, max_trials: int, on_bound: Callable[[str], None] | None = None) -> None:
+        self.evaluations = evaluations
+        self.max_trials = max_trials
+        self.on_bound = on_bound
+        self.reported = False
+
+    def counts(self, study: optuna.Study) -> tuple[int, int]:
+        trials = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL))
+        return sum(is_evaluation(t) for t in trials), len(trials)
+
+    def done(self, study: optuna.Study) -> bool:
+        evaluated, total = self.counts(study)
+        if evaluated >= self.evaluations:
+            return True
+        if total >= self.max_trials:
+            if self.on_bound and not self.reported:
+                self.reported = True
+                self.on_bound(f"stopping after {total} trials with {evaluated} of {self.evaluations} evaluations: "
+                              "the rest were answered from the study's cache, skipped by a constraint or known "
+                              "failures; the space (or its constraints) holds few new patterns")
+            return True
+        return False
+
+    def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
+        if self.done(study):
+            study.stop()
+
+
+def max_trials_for(evaluations: int, space_size: int) -> int:
+    """The bound on all trials: room for repeats, but a small space still ends."""
+    return max(2 * evaluations, evaluations + 10) if space_size > evaluations else evaluations + space_size

@@ -1,0 +1,127 @@
+"""Resume continues a search where it stopped (issue 13): per-trial sampler seeds, dead workers reaped at once,
+a budget of evaluations; and the fault-injection run (random kill -9, then resume) that CI repeats every time."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+from search.resume import (
+    HOST,
+    EvaluationBudget,
+    TrialSeededSampler,
+    is_evaluation,
+    max_trials_for,
+    reap_dead_workers,
+)
+
+optuna.logging.set_verbosity(optuna.logging.ERROR)
+
+
+def dead_pid() -> int:
+    process = subprocess.Popen([sys.executable, "-c", "pass"])
+    process.wait()
+    return process.pid
+
+
+def objective(trial):
+    return sum(trial.suggest_categorical(f"layer_{i}", ["A", "M"]) == "A" for i in range(6))
+
+
+@pytest.mark.parametrize("sampler", ["random", "tpe", "gp"])
+def test_a_restarted_study_proposes_what_an_uninterrupted_one_would(tmp_path, sampler):
+    def make(storage):
+        inner = {"random": optuna.samplers.RandomSampler(seed=0),
+                 "tpe": optuna.samplers.TPESampler(seed=0, multivariate=True, n_startup_trials=3),
+                 "gp": optuna.samplers.GPSampler(seed=0, n_startup_trials=3)}[sampler]
+        return optuna.create_study(storage=storage, study_name="s", direction="maximize", load_if_exists=True,
+                                   sampler=TrialSeededSampler(inner, seed=0))
+
+    uninterrupted = make(f"sqlite:///{tmp_path / 'a.db'}")
+    uninterrupted.optimize(objective, n_trials=7)
+    storage = f"sqlite:///{tmp_path / 'b.db'}"
+    for chunk in (2, 3, 2):  # a process restarted twice: a fresh sampler object each time
+        make(storage).optimize(objective, n_trials=chunk)
+    resumed = make(storage)
+    assert [t.params for t in resumed.trials] == [t.params for t in uninterrupted.trials]
+
+
+def test_dead_local_workers_are_failed_and_requeued_at_once(tmp_path):
+    study = optuna.create_study(storage=f"sqlite:///{tmp_path / 's.db'}", study_name="s")
+    dead = study.ask({"layer_0": optuna.distributions.CategoricalDistribution(["A", "M"])})
+    dead.set_user_attr("worker", dead_pid())
+    dead.set_user_attr("host", HOST)
+    elsewhere = study.ask({"layer_0": optuna.distributions.CategoricalDistribution(["A", "M"])})
+    elsewhere.set_user_attr("worker", dead_pid())
+    elsewhere.set_user_attr("host", "another-node")  # left to the heartbeat
+    alive = study.ask({"layer_0": optuna.distributions.CategoricalDistribution(["A", "M"])})
+    alive.set_user_attr("worker", os.getppid())
+    alive.set_user_attr("host", HOST)
+
+    assert reap_dead_workers(study) == [dead.number]
+    trials = {t.number: t for t in study.get_trials(deepcopy=False)}
+    assert trials[dead.number].state == TrialState.FAIL
+    assert "died" in trials[dead.number].user_attrs["fail_reason"]
+    assert trials[elsewhere.number].state == trials[alive.number].state == TrialState.RUNNING
+    waiting = study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
+    assert len(waiting) == 1 and waiting[0].user_attrs["retry_of"] == dead.number
+    assert reap_dead_workers(study) == []  # once
+
+
+def test_cached_answers_do_not_use_up_the_budget_but_a_bound_ends_a_small_space():
+    study = optuna.create_study(direction="maximize")
+    study.enqueue_trial({"x": 0})
+    messages = []
+    budget = EvaluationBudget(3, max_trials_for(3, space_size=2), on_bound=messages.append)
+
+    def cached_after_first(trial):
+        x = trial.suggest_int("x", 0, 1)
+        if any(t.params.get("x") == x and t.state == TrialState.COMPLETE for t in study.trials[:-1]):
+            trial.set_user_attr("cached_from", 0)
+        return x
+
+    study.optimize(cached_after_first, n_trials=50, callbacks=[budget])
+    evaluated = [t for t in study.trials if is_evaluation(t)]
+    assert len(evaluated) <= 2 < len(study.trials) <= max_trials_for(3, 2)
+    assert messages and "holds few new patterns" in messages[0]
+
+
+def test_kill_9_at_random_moments_then_resume_loses_nothing_and_repeats_nothing(tmp_path):
+    """The done-when of issue 13 on the toy evaluator: 4 random kills of a 12-trial random search, one more
+    run; the study then holds >= 10 distinct evaluated patterns, no pattern scored twice, nothing RUNNING."""
+    out, log = tmp_path / "out", tmp_path / "trained.log"
+    env = {**os.environ, "TOY_EVAL_DELAY": "0.4", "TOY_EVAL_LOG": str(log), "WANDB_MODE": "disabled"}
+    argv = [sys.executable, "-m", "composer", "search", "--evaluator", "toy_evaluator:make", "--budget", "smoke",
+            "--sampler", "random", "--trials", "12", "--wandb", "off", "--out", str(out)]
+    rng = random.Random(0)
+    for _ in range(4):
+        process = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(rng.uniform(2.5, 5.0))  # start-up is ~2 s: kills land during the trials
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+    final = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
+    assert final.returncode == 0, final.stderr[-3000:]
+
+    storage = optuna.storages.RDBStorage(f"sqlite:///{out / 'study.db'}")
+    (summary,) = optuna.get_all_study_summaries(storage)
+    study = optuna.load_study(study_name=summary.study_name, storage=storage)
+    trials = study.get_trials(deepcopy=False)
+    assert not [t.number for t in trials if t.state == TrialState.RUNNING]
+    evaluated = [t for t in trials if is_evaluation(t)]
+    patterns = [t.user_attrs["pattern"] for t in evaluated]
+    assert len(set(patterns)) >= 10, patterns
+    scored = [t.user_attrs["pattern"] for t in evaluated if t.state == TrialState.COMPLETE
+              and "fail_reason" not in t.user_attrs]
+    assert len(scored) == len(set(scored)), "a pattern was scored twice"
+    killed = [t for t in trials if "worker_died" in t.user_attrs]
+    retried = {t.user_attrs.get("retry_of") for t in trials} - {None}
+    assert {t.number for t in killed} <= retried | {t.number for t in killed if not t.params}
