@@ -11,6 +11,7 @@ import json
 import os
 import re
 import shutil
+import sys
 from pathlib import Path
 
 import lightning as L
@@ -105,6 +106,20 @@ class AtomicCheckpoint(L.Callback):
         if trainer.global_step != self._saved_step:
             self.save(trainer)
 
+    def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
+        """SIGTERM (a scheduler's preemption, ``kill``): save the step just finished before exiting.
+
+        Lightning raises its ``SIGTERMException`` on every rank at a batch boundary, after this callback's
+        ``on_train_batch_end``, so the state is whole. Ctrl-C (``KeyboardInterrupt``) can land mid-step, so it is
+        not saved: ``--resume`` continues from the last periodic checkpoint.
+        """
+        from lightning.pytorch.utilities.exceptions import SIGTERMException
+
+        if isinstance(exception, SIGTERMException) and trainer.global_step not in (self._saved_step, 0):
+            path = self.save(trainer)
+            if trainer.is_global_zero:
+                print(f"SIGTERM: saved {path}; continue with --resume", file=sys.stderr, flush=True)
+
     def save(self, trainer: L.Trainer) -> Path:
         step = trainer.global_step
         final = self.directory / checkpoint_name(step)
@@ -134,23 +149,41 @@ def full_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
 
 
 @rank_zero_only
-def export_weights(state: dict[str, torch.Tensor], arch: ArchConfig, directory: str | Path) -> Path:
-    """Write ``model.safetensors`` and ``config.json`` (the architecture) atomically into ``directory``."""
+def export_weights(
+    state: dict[str, torch.Tensor], arch: ArchConfig, directory: str | Path, tokenizer=None
+) -> Path:
+    """Write ``model.safetensors`` and ``config.json`` (the architecture) atomically into ``directory``.
+
+    With ``tokenizer`` (a tokenizer object of :mod:`composer.data.tokenizer`, or a spec as ``composer train
+    --tokenizer`` takes it) its files are written beside the weights and config.json names it, so the
+    directory alone is enough to generate with (:func:`composer.data.tokenizer.load_tokenizer_for`).
+    """
     from safetensors.torch import save_file
 
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
+    config = {"arch": arch.to_dict()}
+    if tokenizer is not None:
+        import sys
+
+        from composer.data.tokenizer import save_model_tokenizer
+
+        warn = lambda line: print(line, file=sys.stderr)  # noqa: E731
+        config.update(save_model_tokenizer(tokenizer, directory, arch.max_seq_len, warn=warn))
     tensors = {name: tensor.detach().contiguous().cpu() for name, tensor in state.items()}
     tmp_weights, tmp_config = directory / ".model.safetensors.tmp", directory / ".config.json.tmp"
     save_file(tensors, str(tmp_weights), metadata={"format": "pt", "pattern": arch.pattern})
-    tmp_config.write_text(json.dumps({"arch": arch.to_dict()}, indent=2))
+    tmp_config.write_text(json.dumps(config, indent=2))
     os.replace(tmp_weights, directory / "model.safetensors")
     os.replace(tmp_config, directory / "config.json")
     return directory
 
 
 def load_pretrained(directory: str | Path, device: str | torch.device = "cpu") -> ComposerModel:
-    """Load a model exported by :func:`export_weights` (``composer train`` writes one to ``<out>/model``)."""
+    """Load a model exported by :func:`export_weights` (``composer train`` writes one to ``<out>/model``).
+
+    Only the weights: its tokenizer (saved beside them since tokenizers travel with the model; older
+    directories have none) comes from :func:`composer.data.tokenizer.load_tokenizer_for`."""
     from safetensors.torch import load_file
 
     directory = Path(directory)

@@ -6,7 +6,7 @@ Layout of a run directory ``<out>``::
     checkpoints/         step-XXXXXXXX.ckpt (atomic; --resume continues from the newest)
     logs/version_N/      CSV metrics (always; one version per start or resume)
     wandb/               the W&B run (unless --wandb off; offline without an API key)
-    model/               model.safetensors + config.json (composer.training.load_pretrained)
+    model/               model.safetensors + config.json (composer.training.load_pretrained) + the tokenizer
     summary.json         val_loss, tokens, tokens_per_s, params, mfu (where the peak is known), ...
 """
 
@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import signal
 import sys
 import time
 import warnings
@@ -27,6 +28,7 @@ import torch
 from lightning.pytorch.callbacks import ProgressBar
 from lightning.pytorch.loggers import CSVLogger, Logger, WandbLogger
 from lightning.pytorch.strategies import DDPStrategy, ModelParallelStrategy
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from composer.accounting import analyze
 from composer.config import ArchConfig
@@ -268,6 +270,7 @@ def build(config: TrainConfig) -> tuple[L.Trainer, ComposerLM, Any, dict[str, An
         "stats": stats,
         "throughput": throughput,
         "tokenizer": tokenizer.name,
+        "tokenizer_object": tokenizer,  # saved with the exported model
         "seed": config.seed,
         "data_seed": config.data_seed,
     }
@@ -299,7 +302,10 @@ def _train(config: TrainConfig, resume: bool) -> dict[str, Any]:
             json.dumps({"train": config.to_dict(), "arch": arch.to_dict(), "plan": plan.__dict__}, indent=2)
         )
     started = time.perf_counter()
-    trainer.fit(module, datamodule=datamodule, ckpt_path=str(checkpoint) if resume and checkpoint else None)
+    try:
+        trainer.fit(module, datamodule=datamodule, ckpt_path=str(checkpoint) if resume and checkpoint else None)
+    except SIGTERMException:  # Lightning exits 0 on SIGTERM; a scheduler must not read a preemption as success
+        raise SystemExit(128 + signal.SIGTERM) from None
     train_loss = trainer.callback_metrics.get("train/loss")
     trainer.limit_val_batches = 1.0  # the final score reads the whole held-out split (or val_tokens of it)
     validation = trainer.validate(module, datamodule=datamodule, verbose=False)
@@ -309,7 +315,7 @@ def _train(config: TrainConfig, resume: bool) -> dict[str, Any]:
         validation = trainer.validate(module, datamodule=datamodule, verbose=False)
     context["validation"] = datamodule.pipeline.validation_identity()
     state = full_state_dict(module.model)
-    export_weights(state, arch, out / "model")
+    export_weights(state, arch, out / "model", tokenizer=context["tokenizer_object"])
     summary = _summary(trainer, context, validation, train_loss, time.perf_counter() - started, out)
     if trainer.is_global_zero:
         atomic_write_json(out / "summary.json", summary)

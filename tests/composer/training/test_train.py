@@ -242,3 +242,31 @@ def test_resume_falls_back_past_a_corrupt_newest_checkpoint_and_keeps_it(tmp_pat
     assert (out / "checkpoints" / "step-00000006.ckpt.corrupt").read_bytes() == data[: len(data) // 2]
     assert summary["tokens"] == 6 * 512 and summary["val_loss"] is not None
     assert checkpoint_problem(latest_checkpoint(out / "checkpoints")) is None
+
+
+@pytest.mark.slow
+def test_sigterm_saves_the_step_just_finished_and_resume_completes(tmp_path):
+    """Issue 13: a preempted run (SIGTERM) leaves a checkpoint of its last step, not only the last periodic one."""
+    import signal
+    import time
+
+    out = tmp_path / "run"
+    argv = [sys.executable, "-m", "composer", "train", "--arch", "(AM)x2", "--preset", "tiny", "--seq-len", "64",
+            "--batch-size", "8", "--max-documents", "200", "--tokens", str(4000 * 512), "--checkpoint-interval",
+            "1000", "--wandb", "off", "--precision", "32-true", "--out", str(out)]
+    process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                               env={**os.environ, "OMP_NUM_THREADS": "1"})
+    deadline = time.time() + 120
+    while time.time() < deadline and not list((out / "logs").glob("version_0/metrics.csv")):
+        time.sleep(0.5)  # wait until training has started
+    time.sleep(2.0)
+    process.send_signal(signal.SIGTERM)
+    _, err = process.communicate(timeout=120)
+    assert process.returncode != 0
+    saved = latest_checkpoint(out / "checkpoints")
+    assert saved is not None and "SIGTERM: saved" in err, err[-2000:]
+    step = int(saved.name.split("-")[1].split(".")[0])
+    assert 0 < step < 4000
+    resumed = subprocess.run([*argv[:-2], "--tokens", str((step + 2) * 512), "--out", str(out), "--resume"],
+                             capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
