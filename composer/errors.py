@@ -1,4 +1,4 @@
-"""Errors a user can fix by changing their input; the CLI prints them on one line and exits with status 2."""
+"""Errors the CLI prints on one line: usage errors (exit status 2) and runs that failed for a stated reason (1)."""
 
 
 class ComposerUsageError(ValueError):
@@ -11,3 +11,7 @@ class PatternError(ComposerUsageError):
 
 class ConfigError(ComposerUsageError):
     """An architecture config, preset or option that is invalid or unknown."""
+
+
+class ComposerRunError(RuntimeError):
+    """A run that could not produce its result (e.g. training diverged); the message says why and what to try."""

@@ -113,5 +113,6 @@ class ComposerLM(L.LightningModule):
         norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm)
         if hasattr(norm, "full_tensor"):
             norm = norm.full_tensor()
+        self.last_grad_norm = norm.detach()  # read by StabilityMonitor
         self.log("train/grad_norm", norm, rank_zero_only=True)
         self.log("train/lr", optimizer.param_groups[0]["lr"], rank_zero_only=True)

@@ -32,7 +32,7 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from composer.accounting import analyze
 from composer.config import ArchConfig
-from composer.errors import ConfigError
+from composer.errors import ComposerRunError, ConfigError
 from composer.files import atomic_write_json
 from composer.precision import device_has_native_bf16
 from composer.presets import resolve_architecture
@@ -48,6 +48,7 @@ from composer.training.config import TrainConfig, wandb_mode
 from composer.training.module import ComposerLM, OptimConfig, ParallelConfig
 from composer.training.progress import progress_callback
 from composer.training.schedule import ScheduleConfig
+from composer.training.stability import StabilityMonitor
 from composer.training.throughput import ThroughputMonitor, peak_memory_bytes
 
 DEFAULT_WIDTHS = "tiny"
@@ -235,6 +236,7 @@ def build(config: TrainConfig) -> tuple[L.Trainer, ComposerLM, Any, dict[str, An
     stats = analyze(arch, seq_len=config.seq_len)
     throughput = ThroughputMonitor(plan.tokens_per_step, stats.flops_per_token, precision)
     progress = [progress_callback(config.log_interval)]
+    stability = StabilityMonitor()
     trainer = L.Trainer(
         accelerator=config.accelerator,
         devices=config.devices,
@@ -251,6 +253,7 @@ def build(config: TrainConfig) -> tuple[L.Trainer, ComposerLM, Any, dict[str, An
         logger=build_loggers(config, out, arch, plan),
         callbacks=[
             throughput,
+            stability,
             AtomicCheckpoint(out / "checkpoints", plan.checkpoint_interval, config.keep_checkpoints),
             *progress,
         ],
@@ -269,6 +272,7 @@ def build(config: TrainConfig) -> tuple[L.Trainer, ComposerLM, Any, dict[str, An
         "strategy": strategy_name,
         "stats": stats,
         "throughput": throughput,
+        "stability": stability,
         "tokenizer": tokenizer.name,
         "tokenizer_object": tokenizer,  # saved with the exported model
         "seed": config.seed,
@@ -307,6 +311,17 @@ def _train(config: TrainConfig, resume: bool) -> dict[str, Any]:
     except SIGTERMException:  # Lightning exits 0 on SIGTERM; a scheduler must not read a preemption as success
         raise SystemExit(128 + signal.SIGTERM) from None
     train_loss = trainer.callback_metrics.get("train/loss")
+    record = context["stability"].record
+    if record.diverged_at is not None:  # nothing to validate: report the divergence, not a loss
+        context["validation"] = datamodule.pipeline.validation_identity()
+        summary = _summary(trainer, context, [], None, time.perf_counter() - started, out)
+        if trainer.is_global_zero:
+            atomic_write_json(out / "summary.json", summary)
+        _finish_wandb(trainer, summary)
+        raise ComposerRunError(
+            f"training diverged at step {record.diverged_at} (non-finite loss) at lr {config.lr:g}; lower --lr, "
+            f"raise --warmup or keep gradient clipping on; summary in {out / 'summary.json'}"
+        )
     trainer.limit_val_batches = 1.0  # the final score reads the whole held-out split (or val_tokens of it)
     validation = trainer.validate(module, datamodule=datamodule, verbose=False)
     if not validation or "val/loss" not in validation[0]:
@@ -354,6 +369,7 @@ def _summary(trainer, context, validation, train_loss, wall_time, out: Path) -> 
         "seed": context["seed"],
         "data_seed": context["data_seed"],
         "train_loss": float(train_loss) if train_loss is not None else None,
+        **context["stability"].record.summary(),
         "tokens": trainer.global_step * plan.tokens_per_step,
         "steps": trainer.global_step,
         "tokens_per_s": perf.get("tokens_per_s"),

@@ -1,0 +1,99 @@
+"""Training instability made visible: loss spikes, the largest rise of the smoothed loss, gradient norms, and
+divergence, recorded in ``summary.json`` so that a comparison can tell "this architecture is worse" from "this run
+blew up at this learning rate" (issue 16).
+
+Definitions (documented constants, not hidden ones):
+
+* smoothed loss: an exponential moving average of the per-step training loss, ``SMOOTHING = 0.9``, bias-corrected;
+* largest rise: the largest amount by which the smoothed loss climbed above its running minimum (0 for a run whose
+  smoothed loss only fell);
+* spike: a step (after the first ``SPIKE_WARMUP`` steps) whose loss exceeds the smoothed loss before it by more
+  than ``SPIKE_RATIO`` (relative), e.g. 3.0 -> 3.6;
+* non-finite step: a loss or gradient norm that is NaN or infinite. The first non-finite loss stops training:
+  the run is reported as diverged, with the step and a hint, never as a loss.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import lightning as L
+
+SMOOTHING = 0.9
+SPIKE_RATIO = 0.2
+SPIKE_WARMUP = 10
+MAX_SPIKE_STEPS = 20  # spike steps listed in the summary (the count is complete)
+
+
+@dataclass
+class StabilityRecord:
+    """Per-step statistics of one run (this process's loss; the global gradient norm)."""
+
+    steps: int = 0
+    smoothed: float | None = None
+    running_min: float = math.inf
+    largest_rise: float = 0.0
+    spikes: list[int] = field(default_factory=list)
+    spike_count: int = 0
+    max_grad_norm: float | None = None
+    nonfinite_steps: int = 0
+    diverged_at: int | None = None
+    _ema: float = 0.0
+
+    def update(self, step: int, loss: float, grad_norm: float | None) -> None:
+        self.steps += 1
+        if grad_norm is not None:
+            if math.isfinite(grad_norm):
+                self.max_grad_norm = grad_norm if self.max_grad_norm is None else max(self.max_grad_norm, grad_norm)
+            elif math.isfinite(loss):
+                self.nonfinite_steps += 1
+        if not math.isfinite(loss):
+            self.nonfinite_steps += 1
+            if self.diverged_at is None:
+                self.diverged_at = step
+            return
+        before = self.smoothed
+        if before is not None and self.steps > SPIKE_WARMUP and loss > before * (1 + SPIKE_RATIO):
+            self.spike_count += 1
+            if len(self.spikes) < MAX_SPIKE_STEPS:
+                self.spikes.append(step)
+        self._ema = SMOOTHING * self._ema + (1 - SMOOTHING) * loss
+        self.smoothed = self._ema / (1 - SMOOTHING**self.steps)
+        self.running_min = min(self.running_min, self.smoothed)
+        self.largest_rise = max(self.largest_rise, self.smoothed - self.running_min)
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "loss_largest_rise": round(self.largest_rise, 6),
+            "loss_spikes": self.spike_count,
+            "loss_spike_steps": list(self.spikes),
+            "max_grad_norm": self.max_grad_norm,
+            "nonfinite_steps": self.nonfinite_steps,
+            "diverged": self.diverged_at is not None,
+            "diverged_at_step": self.diverged_at,
+        }
+
+
+class StabilityMonitor(L.Callback):
+    """Feeds every optimizer step's loss and gradient norm to a :class:`StabilityRecord`; stops at divergence."""
+
+    def __init__(self) -> None:
+        self.record = StabilityRecord()
+
+    # saved in checkpoints, so a resumed run's summary covers the whole run
+    def state_dict(self) -> dict[str, Any]:
+        return dict(self.record.__dict__)
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.record = StabilityRecord(**state_dict)
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs, batch, batch_idx) -> None:
+        loss = outputs["loss"] if isinstance(outputs, dict) else outputs
+        if loss is None:
+            return
+        norm = getattr(pl_module, "last_grad_norm", None)
+        self.record.update(trainer.global_step, float(loss), None if norm is None else float(norm))
+        if self.record.diverged_at is not None:
+            trainer.should_stop = True  # nothing after a non-finite loss is worth computing
