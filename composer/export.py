@@ -21,8 +21,10 @@ routes, chosen by the pattern:
 Tokenizer: the tokenizer the model was trained with is written beside the weights. A Hugging Face tokenizer is
 re-saved with ``save_pretrained``; Composer's offline byte tokenizer (ids 0-255 are UTF-8 bytes, 256 is EOS)
 becomes an equivalent ``tokenizer.json`` (byte-level BPE with no merges), so ``AutoTokenizer`` encodes text to
-the same ids. The tokenizer is found from ``--tokenizer``, tokenizer files in the model directory, or the
-``summary.json``/``config.json`` that ``composer train`` writes next to ``model/``.
+the same ids. The tokenizer is found from ``--tokenizer``, else the one ``composer train`` saved with the model
+(named in ``model/config.json``, files beside the weights), else the ``summary.json``/``config.json`` that
+``composer train`` writes next to ``model/`` (model directories from before tokenizers were saved with them);
+the lookup and the writing are shared with ``composer train`` (:mod:`composer.data.tokenizer`).
 
 The export is staged in a temporary directory beside ``OUT`` and moved into place when complete, so a failed
 export leaves no half-written checkpoint.
@@ -40,12 +42,18 @@ from typing import Any
 import torch
 
 from composer.config import ArchConfig
+from composer.data.tokenizer import (  # noqa: F401 - byte_tokenizer_fast and find_tokenizer are public here too
+    BYTE_EOS_TOKEN,
+    byte_tokenizer_fast,
+    find_tokenizer,
+    load_tokenizer,
+    save_tokenizer_files,
+)
 from composer.errors import ComposerUsageError, ConfigError
 from composer.files import temporary_path
 
 FORMATS = ("hf",)
 INSTALL_HINT = "pip install 'composer-hnas[bench]' (or transformers>=4.45)"
-BYTE_EOS_TOKEN = "<|endoftext|>"
 # every file an export may write: --force removes the ones a previous export left and this one does not write
 EXPORT_FILES = (
     "config.json", "generation_config.json", "model.safetensors", "configuration_composer.py",
@@ -235,117 +243,20 @@ def remote_config_dict(arch: ArchConfig, dtype: torch.dtype, bos_id: int | None,
 
 
 # -- tokenizer ----------------------------------------------------------------------------------------------
-HF_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
-
-
-_MISSING = object()
-
-
-def _json_entry(path: Path, keys: tuple[str, ...]) -> Any:
-    """``data[k1][k2]...`` of a JSON file, or ``_MISSING`` when the file or an entry is not there."""
-    try:
-        value = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return _MISSING
-    for key in keys:
-        if not isinstance(value, dict) or key not in value:
-            return _MISSING
-        value = value[key]
-    return value
-
-
-def find_tokenizer(model_dir: Path) -> tuple[str | None, str]:
-    """The tokenizer a model was trained with, and where that was read: tokenizer files in the model
-    directory, a ``tokenizer`` entry in its config.json, or the run's summary.json/config.json beside it."""
-    if any((model_dir / name).is_file() for name in HF_TOKENIZER_FILES):
-        return str(model_dir), "tokenizer files in the model directory"
-    candidates = (
-        (model_dir / "config.json", ("tokenizer",)),
-        (model_dir.parent / "summary.json", ("tokenizer",)),
-        (model_dir.parent / "config.json", ("train", "tokenizer")),
-    )
-    for path, keys in candidates:
-        value = _json_entry(path, keys)
-        if value is _MISSING:
-            continue
-        if value is None or isinstance(value, str):
-            # None is composer train's default, the byte tokenizer
-            return value or "bytes", f"{path.parent.name}/{path.name}"
-    return None, "not recorded"
-
-
-def byte_tokenizer_fast() -> Any:
-    """Composer's byte tokenizer as a ``tokenizers`` object: ids 0-255 are the UTF-8 bytes, 256 is EOS.
-
-    A byte-level BPE with the 256 single-byte symbols as its vocabulary and no merges: its ByteLevel
-    pre-tokenizer maps every byte to one symbol (GPT-2's printable byte alphabet), so each byte becomes its
-    own id; the ByteLevel decoder maps symbols back to bytes.
-    """
-    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
-
-    byte_symbol = _bytes_to_unicode()
-    tokenizer = Tokenizer(models.BPE(vocab={byte_symbol[b]: b for b in range(256)}, merges=[]))
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
-    tokenizer.decoder = decoders.ByteLevel()
-    tokenizer.add_special_tokens([AddedToken(BYTE_EOS_TOKEN, special=True)])
-    assert tokenizer.token_to_id(BYTE_EOS_TOKEN) == 256
-    return tokenizer
-
-
-def _bytes_to_unicode() -> dict[int, str]:
-    """GPT-2's reversible byte -> printable character table (what ``pre_tokenizers.ByteLevel`` emits)."""
-    printable = [*range(0x21, 0x7F), *range(0xA1, 0xAD), *range(0xAE, 0x100)]  # "!"-"~", "¡"-"¬", "®"-"ÿ"
-    codes, extra = list(printable), 0
-    for b in range(256):
-        if b not in printable:
-            printable.append(b)
-            codes.append(256 + extra)
-            extra += 1
-    return dict(zip(printable, map(chr, codes)))
-
-
+# The byte tokenizer's tokenizer.json, the tokenizer lookup and the writing live in composer/data/tokenizer.py,
+# shared with composer train (which saves the tokenizer beside the model it exports).
 def save_tokenizer(spec: str, directory: Path, max_seq_len: int, vocab_size: int) -> dict[str, Any]:
     """Write tokenizer files for ``spec`` (as ``composer train --tokenizer`` takes it) into ``directory``.
 
     Returns ``description``, ``bos_id`` (``None`` when the tokenizer has none), ``eos_id`` and ``notes``.
     """
-    from composer.data.tokenizer import ByteTokenizer, load_tokenizer
-
     tokenizer = load_tokenizer(spec)
     if tokenizer.vocab_size > vocab_size:
         raise ConfigError(
             f"tokenizer {tokenizer.name!r} has {tokenizer.vocab_size:,} ids but the model only "
             f"{vocab_size:,}: not the tokenizer it was trained with (pass the right one with --tokenizer)"
         )
-    if isinstance(tokenizer, ByteTokenizer):
-        from transformers import PreTrainedTokenizerFast
-
-        hf = PreTrainedTokenizerFast(
-            tokenizer_object=byte_tokenizer_fast(), eos_token=BYTE_EOS_TOKEN, model_max_length=max_seq_len,
-            clean_up_tokenization_spaces=False,
-        )
-        hf.save_pretrained(str(directory))
-        # transformers 5 records its own class name (TokenizersBackend), which 4.x cannot resolve; the
-        # generic fast-tokenizer class loads the same tokenizer.json in both.
-        config_path = directory / "tokenizer_config.json"
-        config = json.loads(config_path.read_text())
-        config["tokenizer_class"] = "PreTrainedTokenizerFast"
-        config_path.write_text(json.dumps(config, indent=2) + "\n")
-        return {
-            "description": f"byte-level (ids 0-255 = UTF-8 bytes, {BYTE_EOS_TOKEN} = 256) as tokenizer.json",
-            "bos_id": None, "eos_id": tokenizer.eos_id,
-            "notes": ["byte tokenizer: tokenizer.json encodes text to the ids Composer trained on; it adds "
-                      "no BOS token (the model never saw one)"],
-        }
-    tokenizer.hf.save_pretrained(str(directory))
-    bos = tokenizer.hf.bos_token_id
-    notes = []
-    probe = "a"
-    if tokenizer.hf(probe)["input_ids"] != tokenizer.hf(probe, add_special_tokens=False)["input_ids"]:
-        notes.append("this tokenizer adds special tokens (e.g. BOS) by default, but Composer trained without "
-                     "them: encode with add_special_tokens=False to match training")
-    return {"description": f"{tokenizer.name} (Hugging Face tokenizer, re-saved)",
-            "bos_id": None if bos is None else int(bos), "eos_id": tokenizer.eos_id, "notes": notes}
+    return save_tokenizer_files(tokenizer, directory, max_seq_len)
 
 
 # -- the export ---------------------------------------------------------------------------------------------

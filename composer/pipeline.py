@@ -9,6 +9,7 @@ A pipeline recipe (recipes/pipeline/*.yaml) has one section per stage::
     baselines: [llama, sandwich, striped-1:2]        # scaling.baselines names, matched to the composite
     train: {...}                # TrainConfig fields shared by every model (arch/preset/out/seed set per run)
     seeds: [0, 1, 2]            # every model trains once per seed (--seeds 0,1,2)
+    eval: {tasks: [arc_easy, hellaswag], limit: 500}   # optional: lm-eval tasks for every trained model
 
 Every stage writes its result before the next starts, so a killed pipeline re-run with the same recipe resumes:
 the search resumes its Optuna study, aggregation and extrapolation are recomputed from it (cheap and
@@ -21,6 +22,12 @@ The comparison (comparison.json/.csv/.md) gives per model the mean, std and a St
 validation loss over seeds, and the paired per-seed difference to the matched Llama with its interval and a
 verdict in words ("lower", "higher", "within noise"); plus tokens/s, parameters and KV-cache bytes per token at
 the target widths. loss_curves.png plots each model's mean curve over seeds with the seeds' range as a band.
+
+The optional ``eval`` stage (a recipe with an ``eval`` section: ``tasks``, and ``limit``, ``include_path``,
+``num_fewshot``, ``batch_size``, ``device``) scores every trained model, each model at each seed, on
+lm-evaluation-harness tasks (composer/downstream.py; ``pip install 'composer-hnas[eval]'``) into its run's
+``eval.json``, kept on a re-run with the same options. The comparison then gives each task metric's mean over
+seeds with its interval, per model, and comparison.md a second table of them.
 """
 
 from __future__ import annotations
@@ -49,7 +56,8 @@ from composer.replicates import (
 )
 from composer.training.config import TrainConfig, apply_overrides, load_recipe
 
-STAGES = ("search", "aggregate", "extrapolate", "train", "compare")
+STAGES = ("search", "aggregate", "extrapolate", "train", "eval", "compare")
+EVAL_OPTIONS = ("tasks", "limit", "include_path", "num_fewshot", "batch_size", "device")
 COMPOSITE = "composite"
 REFERENCE = "llama"  # the paired differences are to the matched Llama when it is trained
 CONFIDENCE = 0.95
@@ -66,17 +74,22 @@ class PipelineConfig:
     train: dict[str, Any] = field(default_factory=dict)
     seed: int = 0  # the search's seed (and the random baseline's)
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2])  # every model trains once per seed
+    eval: dict[str, Any] = field(default_factory=dict)  # lm-eval tasks for every trained model; {} = no eval
 
     def __post_init__(self) -> None:
         from search.config import SearchConfig
 
-        for section in ("search", "aggregate", "extrapolate", "train"):
+        if self.eval is None:
+            self.eval = {}
+        for section in ("search", "aggregate", "extrapolate", "train", "eval"):
             if not isinstance(getattr(self, section), dict):
                 raise ConfigError(f"pipeline section {section!r} must be a mapping of option: value")
         _check_keys("search", self.search, [f for f in SearchConfig.field_names() if f != "out"])
         _check_keys("aggregate", self.aggregate, ["c", "k"])
         _check_keys("extrapolate", self.extrapolate, ["to", "method", "params", "rounding"])
         _check_keys("train", self.train, [f for f in TrainConfig.field_names() if f not in _PER_MODEL])
+        _check_keys("eval", self.eval, list(EVAL_OPTIONS))
+        self.eval = _eval_options(self.eval)
         if "to" not in self.extrapolate:
             raise ConfigError("pipeline section 'extrapolate' needs 'to': the target preset (e.g. llama-3.2-1b)")
         if isinstance(self.baselines, str):
@@ -98,6 +111,25 @@ def _check_keys(where: str, values: dict, allowed: list[str]) -> None:
         raise ConfigError(f"{where} has unknown option(s) {unknown}; valid: {', '.join(allowed)}")
 
 
+def _eval_options(options: dict[str, Any]) -> dict[str, Any]:
+    """The ``eval`` section checked and normalised: ``tasks`` a non-empty list of names (a comma-separated
+    string is accepted), ``limit`` positive; ``{}`` (no section) means no eval stage."""
+    if not options:
+        return {}
+    options = dict(options)
+    tasks = options.get("tasks")
+    if isinstance(tasks, str):
+        tasks = [t.strip() for t in tasks.split(",")]
+    if not isinstance(tasks, list) or not tasks or not all(isinstance(t, str) and t.strip() for t in tasks):
+        raise ConfigError("pipeline section 'eval' needs 'tasks': a list of lm-eval task names "
+                          "(e.g. [arc_easy])")
+    options["tasks"] = [t.strip() for t in tasks]
+    limit = options.get("limit")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, (int, float)) or limit <= 0):
+        raise ConfigError(f"eval.limit must be a positive number of documents per task, got {limit!r}")
+    return options
+
+
 def _read_json(path: Path) -> Any | None:
     return json.loads(path.read_text()) if path.is_file() else None
 
@@ -109,6 +141,7 @@ class Pipeline:
         self.config = config
         self.out = Path(config.out)
         self.echo = echo
+        self._task_manager: Any = None  # lm-eval's task index, built on first use by the eval stage
 
     # -- stages -------------------------------------------------------------------------------------------
     def run_search(self) -> dict[str, Any]:
@@ -182,11 +215,72 @@ class Pipeline:
             summaries[(replicate.name, replicate.seed)] = summary
         return summaries
 
+    def eval_identity(self) -> dict[str, Any]:
+        """What makes two evaluations the same: an eval.json with other values is redone."""
+        options = self.config.eval
+        include = options.get("include_path")
+        include = [str(p) for p in ([include] if isinstance(include, (str, Path)) else include or [])] or None
+        return {"tasks": list(options["tasks"]), "limit": options.get("limit"), "include_path": include,
+                "num_fewshot": options.get("num_fewshot")}
+
+    def task_manager(self) -> Any:
+        """lm-eval's task index for the eval section, built once (indexing takes seconds)."""
+        if self._task_manager is None:
+            from composer.downstream import task_manager
+
+            self._task_manager = task_manager(self.config.eval.get("include_path"), self.config.eval["tasks"])
+        return self._task_manager
+
+    def run_eval(self, models: dict[str, str]) -> dict[tuple[str, int], dict[str, Any]]:
+        """Every trained model (each model, each seed) on the recipe's lm-eval tasks, into
+        ``<run>/eval.json``; a run whose eval.json was made with the same options is kept."""
+        from composer.downstream import evaluate
+
+        options, identity = self.config.eval, self.eval_identity()
+        plan = self.plan(models)
+        self.echo(f"== eval: {', '.join(options['tasks'])} on {len(plan)} trained models"
+                  + (f" (limit {options['limit']} per task)" if options.get("limit") else ""))
+        reports = {}
+        for replicate in plan:
+            path = replicate.out / "eval.json"
+            done = _read_json(path)
+            if done is not None and done.get("pipeline_eval") == identity:
+                reports[(replicate.name, replicate.seed)] = done
+                continue
+            report = evaluate(
+                replicate.out / "model", options["tasks"], include_path=options.get("include_path"),
+                limit=options.get("limit"), num_fewshot=options.get("num_fewshot"),
+                batch_size=options.get("batch_size", 8), device=options.get("device", "cpu"),
+                manager=self.task_manager(),
+            )
+            report["pipeline_eval"] = identity
+            atomic_write_json(path, report)
+            summary = ", ".join(f"{task} {metric} {value:.4f}" for task, metric, value in headline(report))
+            self.echo(f"   {replicate.name} seed {replicate.seed}: {summary}")
+            reports[(replicate.name, replicate.seed)] = report
+        return reports
+
+    def evaluations(self, models: dict[str, str]) -> dict[tuple[str, int], dict[str, Any]]:
+        """The eval.json of every run, written by an earlier eval stage with the recipe's options."""
+        identity, reports = self.eval_identity(), {}
+        for replicate in self.plan(models):
+            report = _read_json(replicate.out / "eval.json")
+            if report is None or report.get("pipeline_eval") != identity:
+                state = "does not exist" if report is None else "was made with other eval options"
+                raise ConfigError(f"{replicate.out / 'eval.json'} {state}; run the eval stage first")
+            reports[(replicate.name, replicate.seed)] = report
+        return reports
+
     def reference(self, models: dict[str, str]) -> str:
         """The model every other is compared with, seed by seed: Llama when it is trained, else the composite."""
         return REFERENCE if REFERENCE in models else COMPOSITE
 
-    def compare(self, models: dict[str, str], summaries: dict[tuple[str, int], dict[str, Any]]) -> dict[str, Any]:
+    def compare(
+        self,
+        models: dict[str, str],
+        summaries: dict[tuple[str, int], dict[str, Any]],
+        evaluations: dict[tuple[str, int], dict[str, Any]] | None = None,
+    ) -> dict[str, Any]:
         from composer.presets import get_preset
 
         target = get_preset(self.config.extrapolate["to"]).arch
@@ -224,6 +318,8 @@ class Pipeline:
                 "kv_cache_bytes_per_token": stats.kv_cache_bytes_per_token,
                 "runs": [str(run_dir(self.out / "train", name, s)) for s in seeds],
             })
+            if evaluations:
+                rows[-1]["eval"] = downstream_summary({s: evaluations[(name, s)] for s in seeds})
         validation = shared_validation(summaries.values())
         comparison = {
             "reference": reference,
@@ -233,6 +329,8 @@ class Pipeline:
             "notes": comparison_notes(seeds, validation),
             "models": rows,
         }
+        if evaluations:
+            comparison["eval"] = self.eval_identity()
         write_comparison(comparison, self.out)
         plot_loss_curves({name: [run_dir(self.out / "train", name, s) for s in seeds] for name in models},
                          self.out / "loss_curves.png")
@@ -250,6 +348,10 @@ class Pipeline:
             return self._run(stages)
 
     def _run(self, stages: tuple[str, ...]) -> dict[str, Any]:
+        if self.config.eval and "eval" in stages:  # lm-eval installed, tasks known: before hours of training
+            from composer.downstream import check_tasks
+
+            check_tasks(self.task_manager(), self.config.eval["tasks"])
         atomic_write_json(self.out / "pipeline.json", self.config.to_dict())
         result: dict[str, Any] = {"out": str(self.out)}
         if "search" in stages:
@@ -261,11 +363,70 @@ class Pipeline:
         extrapolation = self.run_extrapolate(aggregation["pattern"])
         result["extrapolate"] = {k: extrapolation[k] for k in ("pattern", "method", "counts", "baselines")}
         models = self.models(extrapolation)
-        if "train" in stages or "compare" in stages:
+        if "train" in stages or "eval" in stages or "compare" in stages:
             summaries = self.run_train(models) if "train" in stages else self.finished(models)
+            evaluations = None
+            if self.config.eval and "eval" in stages:
+                evaluations = self.run_eval(models)
+            elif self.config.eval and "compare" in stages:
+                evaluations = self.evaluations(models)
             if "compare" in stages:
-                result["comparison"] = self.compare(models, summaries)
+                result["comparison"] = self.compare(models, summaries, evaluations)
         return result
+
+
+def headline(report: dict[str, Any]) -> list[tuple[str, str, float]]:
+    """(task, metric, value) of every metric of an eval.json report, standard errors left out."""
+    return [(task, metric, value) for task, values in report["tasks"].items()
+            for metric, value in values["metrics"].items() if "_stderr" not in metric and value is not None]
+
+
+def downstream_summary(reports: dict[int, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per ``task/metric``: the mean over seeds with its Student-t interval (:func:`seed_summary`), the
+    per-seed values and lm-eval's per-run standard errors (the sampling error of the task's documents)."""
+    keys: dict[str, None] = {}
+    for report in reports.values():
+        keys.update({f"{task}/{metric}": None for task, metric, _ in headline(report)})
+    summary = {}
+    for key in keys:
+        task, metric = key.split("/", 1)
+        values, stderrs = {}, {}
+        for seed, report in reports.items():
+            metrics = report["tasks"].get(task, {}).get("metrics", {})
+            values[str(seed)] = metrics.get(metric)
+            stderr_name = metric.replace(",", "_stderr,", 1) if "," in metric else f"{metric}_stderr"
+            stderrs[str(seed)] = metrics.get(stderr_name)
+        stats = seed_summary(list(values.values()), CONFIDENCE)
+        summary[key] = {"mean": stats["mean"], "std": stats["std"], "ci": stats["ci"], "per_seed": values,
+                        "stderr_per_seed": stderrs}
+    return summary
+
+
+def format_downstream(comparison: dict[str, Any]) -> str:
+    """Markdown table of the eval stage: per model, each task metric's mean over seeds and its interval."""
+    rows = comparison["models"]
+    keys = list(dict.fromkeys(key for row in rows for key in row.get("eval", {})))
+    if not keys:
+        return ""
+    percent = round(100 * comparison["confidence"])
+    lines = ["| model | " + " | ".join(keys) + " |", "|" + "---|" * (len(keys) + 1)]
+    for row in rows:
+        cells = []
+        for key in keys:
+            stats = row.get("eval", {}).get(key)
+            if stats is None or stats["mean"] is None:
+                cells.append("n/a")
+                continue
+            ci = f" [{stats['ci'][0]:.4f}, {stats['ci'][1]:.4f}]" if stats["ci"] is not None else ""
+            cells.append(f"{stats['mean']:.4f}{ci}")
+        lines.append(f"| {row['model']} | " + " | ".join(cells) + " |")
+    options = comparison.get("eval", {})
+    limit = f", at most {options['limit']} documents per task" if options.get("limit") else ""
+    seeds = ", ".join(map(str, comparison["seeds"]))
+    lines += ["", f"Downstream (lm-evaluation-harness{limit}): mean over seeds {seeds} with the "
+                  f"Student-t {percent}% interval over seeds; each run's own standard error (the sampling "
+                  "error of the task's documents) is in comparison.json and the runs' eval.json."]
+    return "\n".join(lines)
 
 
 def _require(path: Path) -> Any:
@@ -335,14 +496,18 @@ def _csv_row(row: dict[str, Any]) -> dict[str, Any]:
     low_high = lambda ci: (None, None) if ci is None else ci  # noqa: E731
     loss_low, loss_high = low_high(row["val_loss_ci"])
     diff_low, diff_high = low_high(row["diff_ci"])
-    return {**row, "seeds": " ".join(map(str, row["seeds"])), "val_loss_ci_low": loss_low,
+    downstream = {key: stats["mean"] for key, stats in row.get("eval", {}).items()}
+    return {**row, **downstream, "seeds": " ".join(map(str, row["seeds"])), "val_loss_ci_low": loss_low,
             "val_loss_ci_high": loss_high, "diff_ci_low": diff_low, "diff_ci_high": diff_high}
 
 
 def write_comparison(comparison: dict[str, Any], out: Path) -> None:
     atomic_write_json(out / "comparison.json", comparison)
-    atomic_write_csv(out / "comparison.csv", [_csv_row(row) for row in comparison["models"]], CSV_COLUMNS)
-    atomic_write_text(out / "comparison.md", format_comparison(comparison) + "\n")
+    downstream = tuple(dict.fromkeys(key for row in comparison["models"] for key in row.get("eval", {})))
+    atomic_write_csv(out / "comparison.csv", [_csv_row(row) for row in comparison["models"]],
+                     CSV_COLUMNS + downstream)
+    tables = [format_comparison(comparison), format_downstream(comparison)]
+    atomic_write_text(out / "comparison.md", "\n\n".join(t for t in tables if t) + "\n")
 
 
 def read_loss_curve(run_dir: Path, column: str = "val/loss") -> list[tuple[float, float]]:

@@ -83,3 +83,11 @@ def test_readme_training_example_runs(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["val_loss"] > 0 and summary["tokens"] > 0 and summary["tokens_per_s"] > 0
+
+
+def test_readme_generation_example_runs():
+    code = next(block for block in fenced_blocks("python") if "model.generate" in block)
+    namespace: dict = {}
+    exec(compile(code, "README.md", "exec"), namespace)
+    assert namespace["new"].shape == (2, 32) and namespace["more"].shape == (2, 16)
+    assert namespace["cache"].pos == 16 + 32 + 16 - 1

@@ -8,9 +8,12 @@ from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 
 from composer.cli import aggregate, export, extrapolate, info, pipeline, presets, search, train, transfer
-from composer.errors import ComposerUsageError
+from composer.cli import evaluate as eval_command
+from composer.cli import bench_inference, generate
+from composer.errors import ComposerRunError, ComposerUsageError
 
-SUBCOMMANDS = (search, aggregate, extrapolate, train, pipeline, transfer, info, presets, export)
+SUBCOMMANDS = (search, aggregate, extrapolate, train, pipeline, transfer, info, presets, export, eval_command,
+               generate, bench_inference)
 
 
 def _version() -> str:
@@ -40,6 +43,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ComposerUsageError as err:
         print(f"composer {args.command}: error: {err}", file=sys.stderr)
         return 2
+    except ComposerRunError as err:  # the run failed for a stated reason (e.g. it diverged): one line, status 1
+        print(f"composer {args.command}: error: {err}", file=sys.stderr)
+        return 1
     except BrokenPipeError:  # e.g. `composer presets | head`
         return 0
 

@@ -17,8 +17,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--recipe", required=True, help="pipeline YAML (e.g. recipes/pipeline/cpu-demo.yaml)")
     parser.add_argument("--out", help="output directory (default: the recipe's out)")
-    parser.add_argument("--stages", help="comma-separated subset of search,aggregate,extrapolate,train,compare "
-                                         "(default: all; later stages read earlier results from --out)")
+    parser.add_argument("--stages", help="comma-separated subset of search,aggregate,extrapolate,train,eval,"
+                                         "compare (default: all; later stages read earlier results from "
+                                         "--out; eval runs only for a recipe with an eval section)")
     parser.add_argument("--trials", type=int, help="override search.trials")
     parser.add_argument("--budget", help="override search.budget (e.g. smoke)")
     parser.add_argument("--tokens", type=int, help="override train.tokens (every model)")
@@ -30,7 +31,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from composer.pipeline import STAGES, Pipeline, PipelineConfig, format_comparison
+    from composer.pipeline import STAGES, Pipeline, PipelineConfig, format_comparison, format_downstream
 
     config = PipelineConfig.from_recipe(
         args.recipe, out=args.out, **{"search.trials": args.trials, "search.budget": args.budget,
@@ -43,6 +44,9 @@ def run(args: argparse.Namespace) -> int:
         print_json(result)
     elif "comparison" in result:
         print(format_comparison(result["comparison"]))
+        downstream = format_downstream(result["comparison"])
+        if downstream:
+            print(f"\n{downstream}")
         print(f"\ncomparison.{{md,csv,json}} and loss_curves.png in {result['out']}")
     else:
         print(f"aggregated {result['aggregate']['pattern']} -> extrapolated {result['extrapolate']['pattern']}")

@@ -15,7 +15,7 @@ from composer.data.packed import PackedTokenDataset, ValidationDataset
 from composer.data.pipeline import DataPipeline, prepare
 from composer.data.sources import resolve_source
 from composer.data.streaming import StreamingTokenDataset
-from composer.data.tokenizer import LLAMA3_TOKENIZER, ByteTokenizer, HFTokenizer, load_tokenizer
+from composer.data.tokenizer import LLAMA3_TOKENIZER, ByteTokenizer, HFTokenizer, load_tokenizer, load_tokenizer_for
 
 __all__ = [
     "LLAMA3_TOKENIZER",
@@ -31,6 +31,7 @@ __all__ = [
     "TokenLoader",
     "ValidationDataset",
     "load_tokenizer",
+    "load_tokenizer_for",
     "prepare",
     "resolve_source",
 ]

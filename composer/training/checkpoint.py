@@ -164,12 +164,9 @@ def export_weights(
     directory.mkdir(parents=True, exist_ok=True)
     config = {"arch": arch.to_dict()}
     if tokenizer is not None:
-        import sys
-
         from composer.data.tokenizer import save_model_tokenizer
 
-        warn = lambda line: print(line, file=sys.stderr)  # noqa: E731
-        config.update(save_model_tokenizer(tokenizer, directory, arch.max_seq_len, warn=warn))
+        config.update(save_model_tokenizer(tokenizer, directory, arch.max_seq_len, warn=_warn))
     tensors = {name: tensor.detach().contiguous().cpu() for name, tensor in state.items()}
     tmp_weights, tmp_config = directory / ".model.safetensors.tmp", directory / ".config.json.tmp"
     save_file(tensors, str(tmp_weights), metadata={"format": "pt", "pattern": arch.pattern})
@@ -177,6 +174,10 @@ def export_weights(
     os.replace(tmp_weights, directory / "model.safetensors")
     os.replace(tmp_config, directory / "config.json")
     return directory
+
+
+def _warn(line: str) -> None:
+    print(line, file=sys.stderr)
 
 
 def load_pretrained(directory: str | Path, device: str | torch.device = "cpu") -> ComposerModel:
