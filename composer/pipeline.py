@@ -317,6 +317,8 @@ class Pipeline:
                 "non_embedding_params": first["non_embedding_params"],
                 "kv_cache_bytes_per_token": stats.kv_cache_bytes_per_token,
                 "runs": [str(run_dir(self.out / "train", name, s)) for s in seeds],
+                # seeds whose training spiked (composer/training/stability.py); older summaries lack the fields
+                "spiked_seeds": [s for s in seeds if summaries[(name, s)].get("loss_spikes")],
             })
             if evaluations:
                 rows[-1]["eval"] = downstream_summary({s: evaluations[(name, s)] for s in seeds})
@@ -473,7 +475,9 @@ def format_comparison(comparison: dict[str, Any]) -> str:
             format_interval(row["val_loss_ci"]),
             "—" if row["model"] == reference else _number(row["diff_vs_reference"], "+.4f"),
             "—" if row["model"] == reference else format_interval(row["diff_ci"]),
-            row["verdict"], _number(row["tokens_per_s"], ",.0f"), _number(row["tokens_per_s_ratio"], ".2f"),
+            row["verdict"] + (f" (spiked: seed {', '.join(map(str, row['spiked_seeds']))})"
+                              if row.get("spiked_seeds") else ""),
+            _number(row["tokens_per_s"], ",.0f"), _number(row["tokens_per_s_ratio"], ".2f"),
             f"{row['params']:,}", f"{row['kv_cache_bytes_per_token']:,}",
         ]
         lines.append("| " + " | ".join(cells) + " |")

@@ -88,6 +88,7 @@ def test_cpu_demo_pipeline_runs_end_to_end_with_seeds_and_resumes(tmp_path, monk
         assert row["val_loss"] == pytest.approx(sum(losses) / 2) and row["tokens_per_s"] > 0 and row["params"] > 0
         assert row["val_loss_ci"][0] < row["val_loss"] < row["val_loss_ci"][1]
         assert row["tokens"] == rows[0]["tokens"], "every model trains on the same number of tokens"
+        assert set(row["spiked_seeds"]) <= {0, 1}  # seeds whose training spiked (issue 16), marked in the table
         assert f"| {row['model']} |" in printed
         if row["model"] == "llama":
             assert row["verdict"] == "reference" and row["diff_vs_reference"] == 0
@@ -119,3 +120,15 @@ def test_cpu_demo_pipeline_runs_end_to_end_with_seeds_and_resumes(tmp_path, monk
     # Changed settings are refused instead of being mixed into the table.
     assert main([*argv[:-3], "8192", "--seeds", "1"]) == 2
     assert "was trained with other settings: tokens=4096 (now 8192)" in capsys.readouterr().err
+
+
+def test_a_spiked_seed_is_marked_in_the_table():
+    from composer.pipeline import format_comparison
+
+    row = {"model": "hybrid", "pattern": "AM", "layers": 2, "val_loss": 2.0, "val_loss_std": 0.1,
+           "val_loss_ci": [1.9, 2.1], "diff_vs_reference": None, "diff_ci": None, "verdict": "reference",
+           "tokens_per_s": 100.0, "tokens_per_s_ratio": 1.0, "params": 10, "kv_cache_bytes_per_token": 4,
+           "spiked_seeds": [1]}
+    comparison = {"models": [row], "reference": "hybrid", "confidence": 0.95, "seeds": [0, 1],
+                  "validation": {"same": False}, "notes": []}
+    assert "reference (spiked: seed 1)" in format_comparison(comparison)
