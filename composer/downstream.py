@@ -271,18 +271,14 @@ class ComposerLM(LM):
     ) -> list[str]:
         """Continue ``prompts [batch, len]`` (equal lengths) through one inference cache: prefill, then one
         token per step; each row stops at its first stop string or EOS, the loop when every row has."""
-        from composer.inference import sample_next
+        from composer.inference import stream
 
-        batch, length = prompts.shape
-        cache = self.model.init_cache(batch, length + max_gen, device=self.device)
+        batch = prompts.shape[0]
         generated: list[list[int]] = [[] for _ in range(batch)]
         texts = [""] * batch
         done = [False] * batch
-        step_input = prompts
-        for _ in range(max_gen):
-            logits = self.model.next_token_logits(step_input, cache)
-            tokens = sample_next(logits, temperature, top_k, top_p).tolist()
-            for row, token in enumerate(tokens):
+        for tokens in stream(self.model, prompts, max_gen, temperature, top_k, top_p, eos=self.eot_token_id):
+            for row, token in enumerate(tokens.tolist()):
                 if done[row]:
                     continue
                 if token == self.eot_token_id:
@@ -294,7 +290,6 @@ class ComposerLM(LM):
                     done[row] = True
             if all(done):
                 break
-            step_input = torch.tensor(tokens, dtype=torch.long, device=self.device)[:, None]
         return [cut_at_stop(text, until) for text in texts]
 
 

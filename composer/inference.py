@@ -19,7 +19,7 @@ Typical use::
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 import torch
@@ -138,6 +138,55 @@ def sample_next(
 
 
 @torch.no_grad()
+def stream(
+    model: ComposerModel,
+    input_ids: torch.Tensor,
+    max_new_tokens: int,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    eos: int | Iterable[int] | None = None,
+    cache: InferenceCache | None = None,
+    generator: torch.Generator | None = None,
+    vocab_limit: int | None = None,
+) -> Iterator[torch.Tensor]:
+    """The generation loop as it runs: yields the next token of every sequence (``[batch]``) as soon as it is
+    drawn, for callers that show text while it is generated (``composer generate``). ``input_ids`` is
+    ``[batch, seq]``; the other arguments as in :meth:`ComposerModel.generate
+    <composer.model.ComposerModel.generate>`. ``vocab_limit``: ids from there on are never drawn (the rows
+    ``composer train`` pads the vocabulary with, which no tokenizer decodes)."""
+    if input_ids.dim() != 2 or input_ids.shape[1] == 0:
+        raise ValueError(f"input_ids must be [batch, seq] with seq >= 1, got shape {tuple(input_ids.shape)}")
+    if max_new_tokens < 0:
+        raise ValueError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
+    if max_new_tokens == 0:
+        return
+    batch, prompt_len = input_ids.shape
+    fed = prompt_len + max_new_tokens - 1  # the last token is returned, never fed
+    if cache is None:
+        cache = model.init_cache(batch, fed, device=input_ids.device)
+    cache.check(batch, fed)
+    eos_ids = None
+    if eos is not None:
+        eos_ids = torch.tensor([eos] if isinstance(eos, int) else list(eos), device=input_ids.device)
+    finished = torch.zeros(batch, dtype=torch.bool, device=input_ids.device)
+
+    step_input = input_ids
+    for step in range(max_new_tokens):
+        logits = model.next_token_logits(step_input, cache)
+        if vocab_limit is not None and vocab_limit < logits.shape[-1]:
+            logits[:, vocab_limit:] = -torch.inf
+        token = sample_next(logits, temperature, top_k, top_p, generator)
+        if eos_ids is not None:  # a finished sequence repeats its eos
+            token = torch.where(finished, eos_ids[0], token)
+            finished |= torch.isin(token, eos_ids)
+        yield token
+        if eos_ids is not None and bool(finished.all()):
+            return
+        if step + 1 < max_new_tokens:
+            step_input = token[:, None]
+
+
 def generate(
     model: ComposerModel,
     input_ids: torch.Tensor,
@@ -149,39 +198,9 @@ def generate(
     cache: InferenceCache | None = None,
     generator: torch.Generator | None = None,
 ) -> torch.Tensor:
-    """See :meth:`ComposerModel.generate <composer.model.ComposerModel.generate>`."""
+    """See :meth:`ComposerModel.generate <composer.model.ComposerModel.generate>`: :func:`stream`, collected."""
     squeeze = input_ids.dim() == 1
-    if squeeze:
-        input_ids = input_ids.unsqueeze(0)
-    if input_ids.dim() != 2 or input_ids.shape[1] == 0:
-        raise ValueError(f"input_ids must be [batch, seq] with seq >= 1, got shape {tuple(input_ids.shape)}")
-    if max_new_tokens < 0:
-        raise ValueError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
-    batch, prompt_len = input_ids.shape
-    if max_new_tokens == 0:
-        out = input_ids.new_empty(batch, 0)
-        return out[0] if squeeze else out
-    fed = prompt_len + max_new_tokens - 1  # the last token is returned, never fed
-    if cache is None:
-        cache = model.init_cache(batch, fed, device=input_ids.device)
-    cache.check(batch, fed)
-    eos_ids = None
-    if eos is not None:
-        eos_ids = torch.tensor([eos] if isinstance(eos, int) else list(eos), device=input_ids.device)
-    finished = torch.zeros(batch, dtype=torch.bool, device=input_ids.device)
-
-    tokens = []
-    step_input = input_ids
-    for step in range(max_new_tokens):
-        logits = model.next_token_logits(step_input, cache)
-        token = sample_next(logits, temperature, top_k, top_p, generator)
-        if eos_ids is not None:  # a finished sequence repeats its eos
-            token = torch.where(finished, eos_ids[0], token)
-            finished |= torch.isin(token, eos_ids)
-        tokens.append(token)
-        if eos_ids is not None and bool(finished.all()):
-            break
-        if step + 1 < max_new_tokens:
-            step_input = token[:, None]
-    out = torch.stack(tokens, dim=1)
+    batched = input_ids.unsqueeze(0) if squeeze else input_ids
+    tokens = list(stream(model, batched, max_new_tokens, temperature, top_k, top_p, eos, cache, generator))
+    out = torch.stack(tokens, dim=1) if tokens else batched.new_empty(batched.shape[0], 0)
     return out[0] if squeeze else out

@@ -123,25 +123,15 @@ def stream_tokens(
     ``composer train`` pads the vocabulary with, which no tokenizer decodes) are never drawn."""
     import torch
 
-    from composer.inference import sample_next
+    from composer.inference import stream
 
     if max_new_tokens <= 0:
         return
     device = next(model.parameters()).device
-    cache = model.init_cache(1, len(prompt_ids) + max_new_tokens - 1, device=device)
-    step_input = torch.tensor([prompt_ids], dtype=torch.long, device=device)
-    with torch.no_grad():
-        for step in range(max_new_tokens):
-            logits = model.next_token_logits(step_input, cache)
-            if vocab_limit is not None and vocab_limit < logits.shape[-1]:
-                logits[:, vocab_limit:] = -torch.inf
-            token = sample_next(logits, temperature, top_k, top_p, generator)
-            value = int(token[0])
-            yield value
-            if value == eos:
-                return
-            if step + 1 < max_new_tokens:
-                step_input = token[:, None]
+    prompt = torch.tensor([prompt_ids], dtype=torch.long, device=device)
+    for token in stream(model, prompt, max_new_tokens, temperature, top_k, top_p, eos, generator=generator,
+                        vocab_limit=vocab_limit):
+        yield int(token[0])
 
 
 class StreamDecoder:
