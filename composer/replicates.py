@@ -80,14 +80,16 @@ def run_dir(root: Path, name: str, seed: int) -> Path:
 
 def plan_replicates(
     models: Mapping[str, str], seeds: Iterable[int], root: Path, base: Mapping[str, Any], preset: str,
-    run_prefix: str = "",
+    run_prefix: str = "", per_model: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> list[Replicate]:
-    """Seed-major list of every (model, seed) run; ``base`` holds the shared TrainConfig fields."""
+    """Seed-major list of every (model, seed) run; ``base`` holds the shared TrainConfig fields and
+    ``per_model[name]`` a model's own (its swept learning rate, ``composer.lr_sweep``)."""
     plan = []
     for seed in seeds:
         for name, pattern in models.items():
             out = run_dir(root, name, seed)
-            config = TrainConfig(**{**base, "arch": pattern, "preset": preset, "seed": seed, "out": str(out),
+            own = (per_model or {}).get(name, {})
+            config = TrainConfig(**{**base, **own, "arch": pattern, "preset": preset, "seed": seed, "out": str(out),
                                     "run_name": f"{run_prefix}{name}-seed{seed}"})
             plan.append(Replicate(name, pattern, seed, config))
     return plan
@@ -119,8 +121,11 @@ def run_replicates(plan: list[Replicate], echo: Callable[[str], None] = print) -
     """Train every unfinished run of ``plan`` (in order) and return ``{(name, seed): summary}`` for all of them.
 
     Progress: one line per run with its position, and an ETA from the mean wall time of the runs trained in
-    this call.
+    this call. A run that diverged (``composer train`` stops it at the first non-finite loss and writes a summary
+    with ``diverged: true`` and no ``val_loss``) is returned as it is, and reported as diverged, never as a loss;
+    the callers' statistics drop it and say so.
     """
+    from composer.errors import ComposerRunError
     from composer.training.checkpoint import latest_checkpoint
     from composer.training.run import train
 
@@ -142,15 +147,22 @@ def run_replicates(plan: list[Replicate], echo: Callable[[str], None] = print) -
             echo(f"== train {position}/{len(pending)}: {replicate.name} seed {replicate.seed} "
                  f"{replicate.pattern} ({replicate.config.tokens:,} tokens{', resuming' if resume else ''}{eta})")
             started = time.perf_counter()
-            summary = train(replicate.config, resume=resume)
+            try:
+                summary = train(replicate.config, resume=resume)
+            except ComposerRunError as err:
+                summary = finished_summary(replicate)
+                if summary is None or not summary.get("diverged"):
+                    raise
+                echo(f"   {replicate.name} seed {replicate.seed}: {err}")
             durations.append(time.perf_counter() - started)
             speed = summary.get("tokens_per_s")
             loss = summary.get("val_loss")
-            echo(f"   {replicate.name} seed {replicate.seed}: val_loss {'n/a' if loss is None else f'{loss:.4f}'} "
-                 f"({'n/a' if speed is None else f'{speed:,.0f}'} tokens/s)")
-            if loss is None:
-                raise RuntimeError(f"{replicate.out} finished without a validation loss; its summary.json is "
-                                   "unusable, delete it and re-run")
+            if not summary.get("diverged"):
+                echo(f"   {replicate.name} seed {replicate.seed}: val_loss {'n/a' if loss is None else f'{loss:.4f}'} "
+                     f"({'n/a' if speed is None else f'{speed:,.0f}'} tokens/s)")
+        if summary.get("val_loss") is None and not summary.get("diverged"):
+            raise RuntimeError(f"{replicate.out} finished without a validation loss; its summary.json is "
+                               "unusable, delete it and re-run")
         summaries[(replicate.name, replicate.seed)] = summary
     return summaries
 
