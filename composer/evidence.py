@@ -31,6 +31,13 @@ VERDICT_WITHIN_NOISE = "within noise"
 VERDICT_SINGLE_SEED = "single seed: no interval"
 VERDICT_NO_COMMON_SEEDS = "no common seeds"
 
+# Power: below this between-seed agreement (mean pairwise Spearman of the architectures' losses across training
+# seeds) the budget cannot rank the architectures, and no report names a winner. At 0.7 the mean of two seeds
+# has Spearman-Brown reliability 2r/(1+r) = 0.82, so an error-free score could reach Spearman ~0.91 with it; at
+# 0.5 that falls to 0.67 and 0.82, and one seed's ranking explains only a quarter of another's.
+POWER_THRESHOLD = 0.7
+UNDERPOWERED = "underpowered: raise --tokens or --seeds"
+
 # Bound on the elements of one work array of the bootstrap, (replicates, K, K) for the vectorised Kendall
 # tau and (replicates, K, seeds) for the seed resampling: replicates are processed in chunks of this size,
 # which keeps the peak memory well under ~200 MB whatever K is.
@@ -480,6 +487,55 @@ def noise_ceiling(per_seed_losses_by_seed: Mapping[Hashable, Sequence[float | No
     return {"pairs": pairs, "mean": _plain(mean), "spearman_brown": _plain(brown), "ceiling": _plain(ceiling)}
 
 
+def seed_separation(losses: Mapping[Hashable, Mapping[Hashable, float | None]],
+                    threshold: float = POWER_THRESHOLD) -> dict[str, Any]:
+    """Can this budget tell the architectures apart? The seed spread within each against the spread between them.
+
+    ``losses[model][seed]`` is a model's loss at a training seed (``None``/NaN for a diverged run). Returns:
+
+    - ``within_seed_std``: the pooled seed standard deviation, ``sqrt(mean of the models' sample variances)``
+      over models with two or more finite seeds: how much one architecture's loss moves with the seed;
+    - ``between_model_std``: the standard deviation of the models' mean losses;
+    - ``separation``: their ratio. Near or below 1 the architectures differ by about as much as reseeding one
+      moves it, so no ranking of them can be trusted;
+    - ``noise_ceiling`` / ``noise_ceiling_pairs``: :func:`noise_ceiling`'s mean pairwise Spearman of the
+      models' losses between seeds (defined from three models and two seeds);
+    - ``underpowered`` and ``reason``: True when there are fewer than two seeds, or the ceiling is defined and
+      below ``threshold``, or the separation is below 1; ``reason`` says which, in words.
+
+    Why both measures: with three or four architectures (a pipeline) the rank agreement moves in steps of 0.2 to
+    0.5, so the variance ratio is the finer measure there; with many (a transfer) the ceiling is.
+    """
+    models = list(losses)
+    seeds = _sorted_seeds({seed for per_seed in losses.values() for seed in per_seed})
+    finite = {m: [v for v in (_as_float(losses[m].get(s)) for s in seeds) if math.isfinite(v)] for m in models}
+    variances = [float(np.var(v, ddof=1)) for v in finite.values() if len(v) >= 2]
+    within = math.sqrt(float(np.mean(variances))) if variances else None
+    means = [float(np.mean(v)) for v in finite.values() if v]
+    between = float(np.std(means, ddof=1)) if len(means) >= 2 else None
+    ratio = between / within if within and between is not None else None
+    ceiling = noise_ceiling({s: [losses[m].get(s) for m in models] for s in seeds}) if len(models) >= 3 else None
+    mean_ceiling = ceiling["mean"] if ceiling else None
+    reasons = []
+    if len(seeds) < 2:
+        reasons.append("one seed gives no estimate of the noise")
+    if mean_ceiling is not None and mean_ceiling < threshold:
+        reasons.append(f"the seeds rank the architectures differently (Spearman {mean_ceiling:.2f} < {threshold})")
+    if ratio is not None and ratio < 1.0:
+        reasons.append(f"the architectures' means differ less than one architecture's seeds do "
+                       f"(between/within {ratio:.2f} < 1)")
+    return {
+        "within_seed_std": _plain(within),
+        "between_model_std": _plain(between),
+        "separation": _plain(ratio),
+        "noise_ceiling": _plain(mean_ceiling),
+        "noise_ceiling_pairs": ceiling["pairs"] if ceiling else [],
+        "threshold": threshold,
+        "underpowered": bool(reasons),
+        "reason": "; ".join(reasons) if reasons else None,
+    }
+
+
 # ------------------------------------------------------------------------------------------ formatting
 
 
@@ -495,6 +551,8 @@ def format_interval(ci: Sequence[float | None] | None, digits: int = 4) -> str:
 
 
 __all__ = [
+    "POWER_THRESHOLD",
+    "UNDERPOWERED",
     "VERDICT_HIGHER",
     "VERDICT_LOWER",
     "VERDICT_NO_COMMON_SEEDS",
@@ -506,6 +564,7 @@ __all__ = [
     "kendall",
     "noise_ceiling",
     "paired_difference",
+    "seed_separation",
     "seed_summary",
     "spearman",
 ]

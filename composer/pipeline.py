@@ -8,6 +8,7 @@ A pipeline recipe (recipes/pipeline/*.yaml) has one section per stage::
     extrapolate: {to: llama-3.2-1b, method: auto}   # or params: N (non-embedding) instead of the preset's size
     baselines: [llama, sandwich, striped-1:2]        # scaling.baselines names, matched to the composite
     train: {...}                # TrainConfig fields shared by every model (arch/preset/out/seed set per run)
+                                # plus lr_sweep: [rates] for a learning rate per model (composer.lr_sweep)
     seeds: [0, 1, 2]            # every model trains once per seed (--seeds 0,1,2)
     eval: {tasks: [arc_easy, hellaswag], limit: 500}   # optional: lm-eval tasks for every trained model
 
@@ -22,6 +23,15 @@ The comparison (comparison.json/.csv/.md) gives per model the mean, std and a St
 validation loss over seeds, and the paired per-seed difference to the matched Llama with its interval and a
 verdict in words ("lower", "higher", "within noise"); plus tokens/s, parameters and KV-cache bytes per token at
 the target widths. loss_curves.png plots each model's mean curve over seeds with the seeds' range as a band.
+
+Learning rates: with ``train.lr_sweep`` every model first trains at each rate on a short budget (one seed) and
+uses its best rate for all its seeds (``composer.lr_sweep``; ``lr_sweep.json/.csv/.md/.png``, ``chosen_lr`` per
+model in comparison.json); without it the comparison notes that every model shared one rate.
+
+Power: ``comparison.json``'s ``power`` gives the seed spread within each model against the spread between them
+and the seeds' rank agreement (``composer.evidence.seed_separation``). When that says the budget cannot decide,
+or the composite's interval against Llama contains 0, the ``conclusion`` reads "underpowered: raise --tokens or
+--seeds" instead of naming a winner, and no row is starred as best.
 
 The optional ``eval`` stage (a recipe with an ``eval`` section: ``tasks``, and ``limit``, ``include_path``,
 ``num_fewshot``, ``batch_size``, ``device``) scores every trained model, each model at each seed, on
@@ -43,8 +53,17 @@ from typing import Any
 
 from composer.accounting import analyze
 from composer.errors import ConfigError
-from composer.evidence import format_interval, paired_difference, seed_summary
+from composer.evidence import (
+    UNDERPOWERED,
+    VERDICT_HIGHER,
+    VERDICT_LOWER,
+    format_interval,
+    paired_difference,
+    seed_separation,
+    seed_summary,
+)
 from composer.files import atomic_write_csv, atomic_write_json, atomic_write_text
+from composer.lr_sweep import SWEEP_KEYS, run_sweep, split_sweep, sweep_notes, write_sweep
 from composer.replicates import (
     Replicate,
     finished_summary,
@@ -87,7 +106,8 @@ class PipelineConfig:
         _check_keys("search", self.search, [f for f in SearchConfig.field_names() if f != "out"])
         _check_keys("aggregate", self.aggregate, ["c", "k"])
         _check_keys("extrapolate", self.extrapolate, ["to", "method", "params", "rounding"])
-        _check_keys("train", self.train, [f for f in TrainConfig.field_names() if f not in _PER_MODEL])
+        _check_keys("train", self.train, [f for f in TrainConfig.field_names() if f not in _PER_MODEL]
+                    + list(SWEEP_KEYS))
         _check_keys("eval", self.eval, list(EVAL_OPTIONS))
         self.eval = _eval_options(self.eval)
         if "to" not in self.extrapolate:
@@ -95,6 +115,7 @@ class PipelineConfig:
         if isinstance(self.baselines, str):
             self.baselines = [self.baselines]
         self.seeds = parse_seeds(self.seeds)
+        self.base_train, self.lr_sweep = split_sweep(self.train)
 
     @classmethod
     def from_recipe(cls, path: str | Path, **overrides: Any) -> PipelineConfig:
@@ -102,7 +123,7 @@ class PipelineConfig:
         return cls(**apply_overrides(values, overrides))
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 
 
 def _check_keys(where: str, values: dict, allowed: list[str]) -> None:
@@ -142,6 +163,7 @@ class Pipeline:
         self.out = Path(config.out)
         self.echo = echo
         self._task_manager: Any = None  # lm-eval's task index, built on first use by the eval stage
+        self._sweep: dict[str, Any] | None = None  # lr_sweep.json of this run's train stage
 
     # -- stages -------------------------------------------------------------------------------------------
     def run_search(self) -> dict[str, Any]:
@@ -195,11 +217,38 @@ class Pipeline:
         return models
 
     def plan(self, models: dict[str, str]) -> list[Replicate]:
-        """Every (model, seed) training, seed-major, under ``<out>/train/<model>/seed-<s>``."""
-        return plan_replicates(models, self.config.seeds, self.out / "train", self.config.train,
-                               self.config.extrapolate["to"], run_prefix=f"{self.out.name}-")
+        """Every (model, seed) training, seed-major, under ``<out>/train/<model>/seed-<s>``, each model at its
+        swept rate when the recipe sweeps."""
+        sweep = self.sweep_result(models)
+        per_model = {name: {"lr": row["chosen_lr"]} for name, row in sweep["models"].items()} if sweep else None
+        return plan_replicates(models, self.config.seeds, self.out / "train", self.config.base_train,
+                               self.config.extrapolate["to"], run_prefix=f"{self.out.name}-", per_model=per_model)
+
+    def run_sweep(self, models: dict[str, str]) -> dict[str, Any] | None:
+        """The learning-rate sweep (``train.lr_sweep``) of every model; finished points are kept."""
+        sweep = self.config.lr_sweep
+        if sweep is None:
+            return None
+        seed = self.config.seeds[0] if sweep.seed is None else sweep.seed
+        self._sweep = run_sweep(models, sweep, self.out / "lr-sweep", self.config.base_train,
+                                self.config.extrapolate["to"], seed, run_prefix=f"{self.out.name}-", echo=self.echo)
+        write_sweep(self._sweep, self.out)
+        return self._sweep
+
+    def sweep_result(self, models: dict[str, str]) -> dict[str, Any] | None:
+        """This run's sweep, or the lr_sweep.json an earlier train stage wrote (``--stages compare``)."""
+        if self.config.lr_sweep is None:
+            return None
+        if self._sweep is None:
+            done = _read_json(self.out / "lr_sweep.json")
+            if done is None or set(done["models"]) != set(models) or done["rates"] != list(self.config.lr_sweep.rates):
+                raise ConfigError(f"{self.out / 'lr_sweep.json'} is missing or from another sweep; run the train "
+                                  "stage first")
+            self._sweep = done
+        return self._sweep
 
     def run_train(self, models: dict[str, str]) -> dict[tuple[str, int], dict[str, Any]]:
+        self.run_sweep(models)
         plan = self.plan(models)
         seeds = ", ".join(map(str, self.config.seeds))
         self.echo(f"== train: {len(models)} models x seeds {seeds} = {len(plan)} runs")
@@ -287,6 +336,8 @@ class Pipeline:
         seeds = list(self.config.seeds)
         reference = self.reference(models)
         losses = {name: {seed: summaries[(name, seed)]["val_loss"] for seed in seeds} for name in models}
+        sweep = self.sweep_result(models)
+        shared_lr = TrainConfig(**self.config.base_train).lr
         speeds = {name: seed_summary([summaries[(name, s)]["tokens_per_s"] for s in seeds])["mean"]
                   for name in models}
         rows = []
@@ -319,16 +370,24 @@ class Pipeline:
                 "runs": [str(run_dir(self.out / "train", name, s)) for s in seeds],
                 # seeds whose training spiked (composer/training/stability.py); older summaries lack the fields
                 "spiked_seeds": [s for s in seeds if summaries[(name, s)].get("loss_spikes")],
+                "diverged_seeds": [s for s in seeds if summaries[(name, s)].get("diverged")],
+                "chosen_lr": sweep["models"][name]["chosen_lr"] if sweep else shared_lr,
+                "lr_sweep": ({str(p["lr"]): p["val_loss"] for p in sweep["models"][name]["points"]}
+                             if sweep else None),
             })
             if evaluations:
                 rows[-1]["eval"] = downstream_summary({s: evaluations[(name, s)] for s in seeds})
         validation = shared_validation(summaries.values())
+        power = seed_separation(losses)
         comparison = {
             "reference": reference,
             "seeds": seeds,
             "confidence": CONFIDENCE,
             "validation": validation,
-            "notes": comparison_notes(seeds, validation),
+            "notes": comparison_notes(seeds, validation) + sweep_notes(sweep, shared_lr),
+            "power": power,
+            **conclusion(rows, reference, power),
+            "lr_sweep": None if sweep is None else {k: sweep[k] for k in ("rates", "fraction", "tokens", "seed")},
             "models": rows,
         }
         if evaluations:
@@ -375,6 +434,27 @@ class Pipeline:
             if "compare" in stages:
                 result["comparison"] = self.compare(models, summaries, evaluations)
         return result
+
+
+def conclusion(rows: list[dict[str, Any]], reference: str, power: dict[str, Any]) -> dict[str, Any]:
+    """``{"underpowered", "conclusion"}``: the comparison's answer in one line, naming a winner only when the
+    budget can decide (``power``) and the composite's paired interval against the reference excludes 0."""
+    reasons = [power["reason"]] if power["underpowered"] else []
+    composite = next((row for row in rows if row["model"] == COMPOSITE), None)
+    decided = (composite is not None and reference != COMPOSITE
+               and composite["verdict"] in (VERDICT_LOWER, VERDICT_HIGHER))
+    if composite is not None and reference != COMPOSITE and not decided:
+        reasons.append(f"the composite's paired difference to {reference} has an interval containing 0 "
+                       f"({composite['verdict']})")
+    if reasons:
+        return {"underpowered": True, "conclusion": f"{UNDERPOWERED}: " + "; ".join(reasons)}
+    if composite is None or reference == COMPOSITE:
+        return {"underpowered": False, "conclusion": "no Llama reference trained: compare the rows"}
+    word = "lower" if composite["verdict"] == VERDICT_LOWER else "higher"
+    return {"underpowered": False,
+            "conclusion": f"the composite's validation loss is {word} than {reference}'s by "
+                          f"{composite['diff_vs_reference']:+.4f} ({format_interval(composite['diff_ci'])}, "
+                          f"paired over seeds)"}
 
 
 def headline(report: dict[str, Any]) -> list[tuple[str, str, float]]:
@@ -438,9 +518,10 @@ def _require(path: Path) -> Any:
     return data
 
 
-CSV_COLUMNS = ("model", "pattern", "layers", "seeds", "val_loss", "val_loss_std", "val_loss_ci_low",
-               "val_loss_ci_high", "diff_vs_reference", "diff_ci_low", "diff_ci_high", "verdict", "tokens_per_s",
-               "tokens_per_s_ratio", "params", "non_embedding_params", "kv_cache_bytes_per_token")
+CSV_COLUMNS = ("model", "pattern", "layers", "seeds", "chosen_lr", "val_loss", "val_loss_std", "val_loss_ci_low",
+               "val_loss_ci_high", "diff_vs_reference", "diff_ci_low", "diff_ci_high", "verdict", "spiked_seeds",
+               "diverged_seeds", "tokens_per_s", "tokens_per_s_ratio", "params", "non_embedding_params",
+               "kv_cache_bytes_per_token")
 
 
 def comparison_notes(seeds: list[int], validation: dict[str, Any]) -> list[str]:
@@ -463,20 +544,24 @@ def format_comparison(comparison: dict[str, Any]) -> str:
     reference with its interval, and the verdict in words; the best mean is marked."""
     rows, reference = comparison["models"], comparison["reference"]
     percent = round(100 * comparison["confidence"])
-    best = min(row["val_loss"] for row in rows)
-    header = ("model", "pattern", "layers", "val loss (mean ± std)", f"{percent}% CI", f"Δ vs {reference} (paired)",
-              f"{percent}% CI", "verdict", "tokens/s", "ratio", "params", "KV B/token")
+    finite = [row["val_loss"] for row in rows if row["val_loss"] is not None]
+    # no winner is starred when the budget cannot decide (comparisons written before issue 16 lack the field)
+    best = min(finite) if finite and not comparison.get("underpowered") else None
+    header = ("model", "pattern", "layers", "lr", "val loss (mean ± std)", f"{percent}% CI",
+              f"Δ vs {reference} (paired)", f"{percent}% CI", "verdict", "tokens/s", "ratio", "params", "KV B/token")
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in rows:
         std = f" ± {row['val_loss_std']:.4f}" if row["val_loss_std"] is not None else ""
+        marks = [f"{label}: seed {', '.join(map(str, row[key]))}"
+                 for key, label in (("spiked_seeds", "spiked"), ("diverged_seeds", "diverged")) if row.get(key)]
         cells = [
-            row["model"], f"`{row['pattern']}`", str(row["layers"]),
+            row["model"], f"`{row['pattern']}`", str(row["layers"]), _number(row.get("chosen_lr"), "g"),
+            "all seeds diverged" if row["val_loss"] is None else
             f"{row['val_loss']:.4f}{std}{' *' if row['val_loss'] == best else ''}",
             format_interval(row["val_loss_ci"]),
             "—" if row["model"] == reference else _number(row["diff_vs_reference"], "+.4f"),
             "—" if row["model"] == reference else format_interval(row["diff_ci"]),
-            row["verdict"] + (f" (spiked: seed {', '.join(map(str, row['spiked_seeds']))})"
-                              if row.get("spiked_seeds") else ""),
+            row["verdict"] + (f" ({'; '.join(marks)})" if marks else ""),
             _number(row["tokens_per_s"], ",.0f"), _number(row["tokens_per_s_ratio"], ".2f"),
             f"{row['params']:,}", f"{row['kv_cache_bytes_per_token']:,}",
         ]
@@ -492,6 +577,15 @@ def format_comparison(comparison: dict[str, Any]) -> str:
     if validation["same"]:
         footer.append(f"Validation: the same {validation['val_tokens']:,} held-out tokens for every run "
                       f"(fingerprint {validation['val_fingerprint']}).")
+    power = comparison.get("power")
+    if power:
+        footer.append(
+            f"Power: seed std within a model {_number(power['within_seed_std'], '.4f')}, std of the models' means "
+            f"{_number(power['between_model_std'], '.4f')} (ratio {_number(power['separation'], '.2f')}); the seeds "
+            f"rank the models alike at Spearman {_number(power['noise_ceiling'], '.2f')} (threshold "
+            f"{power['threshold']}).")
+    if comparison.get("conclusion"):
+        footer.append(f"**Conclusion:** {comparison['conclusion']}.")
     footer += [f"**Note:** {note}" for note in comparison["notes"]]
     return "\n".join(lines + footer)
 
@@ -501,7 +595,9 @@ def _csv_row(row: dict[str, Any]) -> dict[str, Any]:
     loss_low, loss_high = low_high(row["val_loss_ci"])
     diff_low, diff_high = low_high(row["diff_ci"])
     downstream = {key: stats["mean"] for key, stats in row.get("eval", {}).items()}
-    return {**row, **downstream, "seeds": " ".join(map(str, row["seeds"])), "val_loss_ci_low": loss_low,
+    return {**row, **downstream, "seeds": " ".join(map(str, row["seeds"])),
+            "spiked_seeds": " ".join(map(str, row.get("spiked_seeds", []))),
+            "diverged_seeds": " ".join(map(str, row.get("diverged_seeds", []))), "val_loss_ci_low": loss_low,
             "val_loss_ci_high": loss_high, "diff_ci_low": diff_low, "diff_ci_high": diff_high}
 
 

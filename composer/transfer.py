@@ -12,7 +12,17 @@ the project's extrapolator and each is trained once per seed on the same data, t
 - ``noise_ceiling``: the mean Spearman correlation between the target's own seeds. A search score cannot agree
   with the target better than the target agrees with itself; when the ceiling is low, the budget is too small
   to decide anything, and the verdict says so instead of reporting a correlation as if it were a property of
-  the proxy.
+  the proxy;
+- ``underpowered``: True when the ceiling is below ``composer.evidence.POWER_THRESHOLD`` (or unknown: one
+  seed) or the correlation's interval contains 0; the verdict then reads "underpowered: raise --tokens or
+  --seeds" with the reason, instead of naming a result.
+
+With ``train.lr_sweep`` (``--lr-sweep``) every pattern first trains at each rate on a short budget and then uses
+its best rate for all its seeds (``composer.lr_sweep``; ``lr_sweep.json/.csv/.md/.png``, each pattern's ``lr``
+in transfer.json); without it every pattern shares one rate and the report says so.
+
+The default budget (``DEFAULT_TRAIN``) is the smallest one measured on CPU whose noise ceiling reaches the
+threshold with the default data (docs/evidence.md, "How many tokens decide").
 
 Runs live under ``out/train/<source pattern>/seed-<s>``; finished (pattern, seed) runs are never retrained, so a
 killed transfer re-run with the same command resumes (``composer.replicates``).
@@ -29,15 +39,28 @@ from typing import Any
 import numpy as np
 
 from composer.errors import ConfigError
-from composer.evidence import bootstrap_rank_correlation, format_interval, noise_ceiling, seed_summary
+from composer.evidence import (
+    POWER_THRESHOLD,
+    UNDERPOWERED,
+    bootstrap_rank_correlation,
+    format_interval,
+    noise_ceiling,
+    seed_summary,
+)
 from composer.files import atomic_write_json, atomic_write_text, make_output_dir
+from composer.lr_sweep import SWEEP_KEYS, run_sweep, split_sweep, sweep_notes, write_sweep
 from composer.replicates import parse_seeds, plan_replicates, run_dir, run_replicates, shared_validation
 from composer.training.config import TrainConfig, apply_overrides, load_recipe
 
 _PER_RUN = ("arch", "preset", "out", "run_name", "seed")  # set by the transfer for each run
 MIN_PATTERNS = 3  # a rank correlation needs at least three points
-# Below this between-seed agreement the target cannot rank the patterns reliably, whatever the proxy does.
-NOISY_TARGET = 0.5
+# The training every run shares unless a recipe or flag says otherwise: the offline corpus at demo-4m widths,
+# with the smallest token budget measured to reach POWER_THRESHOLD (docs/evidence.md); fp32 so that runs on
+# machines with and without native bf16 give the same numbers.
+DEFAULT_TRAIN: dict[str, Any] = {
+    "tokens": 500_000, "seq_len": 128, "batch_size": 16, "lr": 2e-3, "schedule": "cosine", "warmup": 0.05,
+    "max_documents": 2000, "precision": "32-true", "val_interval": 1_000_000, "log_interval": 50,
+}
 
 
 @dataclass
@@ -62,10 +85,12 @@ class TransferConfig:
                               "--out directory, a leaderboard.json, a study.db or a storage URL)")
         if not isinstance(self.train, dict):
             raise ConfigError("the train section must be a mapping of TrainConfig option: value")
-        unknown = sorted(set(self.train) - (set(TrainConfig.field_names()) - set(_PER_RUN)))
+        self.train = {**DEFAULT_TRAIN, **self.train}
+        valid = [f for f in TrainConfig.field_names() if f not in _PER_RUN] + list(SWEEP_KEYS)
+        unknown = sorted(set(self.train) - set(valid))
         if unknown:
-            raise ConfigError(f"train has unknown option(s) {unknown}; valid: "
-                              f"{', '.join(f for f in TrainConfig.field_names() if f not in _PER_RUN)}")
+            raise ConfigError(f"train has unknown option(s) {unknown}; valid: {', '.join(valid)}")
+        self.base_train, self.lr_sweep = split_sweep(self.train)
         if isinstance(self.patterns, str):
             self.patterns = [part for part in self.patterns.replace(" ", "").split(",") if part]
         if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < MIN_PATTERNS:
@@ -86,7 +111,7 @@ class TransferConfig:
         return cls(**apply_overrides(values, overrides))
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 
 
 @dataclass(frozen=True)
@@ -164,16 +189,25 @@ class Transfer:
             self.echo(f"   #{c.search_rank:<3} {c.source_pattern:<16} score {c.score:.4f} -> {c.compact} "
                       f"({c.layers} layers)")
         models = {c.source_pattern: c.target_pattern for c in candidates}
-        plan = plan_replicates(models, config.seeds, self.out / "train", config.train, config.to,
-                               run_prefix=f"{self.out.name}-")
+        sweep = None
+        if config.lr_sweep is not None:
+            seed = config.seeds[0] if config.lr_sweep.seed is None else config.lr_sweep.seed
+            sweep = run_sweep(models, config.lr_sweep, self.out / "lr-sweep", config.base_train, config.to, seed,
+                              run_prefix=f"{self.out.name}-", echo=self.echo)
+            write_sweep(sweep, self.out)
+        per_model = {name: {"lr": row["chosen_lr"]} for name, row in sweep["models"].items()} if sweep else None
+        plan = plan_replicates(models, config.seeds, self.out / "train", config.base_train, config.to,
+                               run_prefix=f"{self.out.name}-", per_model=per_model)
         summaries = run_replicates(plan, echo=self.echo)
-        report = self.report(candidates, search, summaries)
+        report = self.report(candidates, search, summaries, sweep)
         write_report(report, self.out)
         return report
 
     def report(self, candidates: list[Candidate], search: dict[str, Any],
-               summaries: dict[tuple[str, int], dict[str, Any]]) -> dict[str, Any]:
+               summaries: dict[tuple[str, int], dict[str, Any]],
+               sweep: dict[str, Any] | None = None) -> dict[str, Any]:
         config = self.config
+        shared_lr = TrainConfig(**config.base_train).lr
         seeds = config.seeds
         sign = 1.0 if search["direction"] == "maximize" else -1.0  # correlate "higher is better" scores
         rows, per_seed = [], []
@@ -183,11 +217,15 @@ class Transfer:
             per_seed.append(losses)
             rows.append({**dataclasses.asdict(c), "losses": {str(s): v for s, v in zip(seeds, losses, strict=True)},
                          "mean_loss": loss["mean"], "std": loss["std"], "ci": loss["ci"],
+                         "lr": sweep["models"][c.source_pattern]["chosen_lr"] if sweep else shared_lr,
+                         "diverged_seeds": [s for s in seeds if summaries[(c.source_pattern, s)].get("diverged")],
+                         "spiked_seeds": [s for s in seeds if summaries[(c.source_pattern, s)].get("loss_spikes")],
                          "runs": [str(run_dir(self.out / "train", c.source_pattern, s)) for s in seeds]})
         correlation = bootstrap_rank_correlation([sign * c.score for c in candidates], per_seed,
                                                  n_boot=config.n_boot, confidence=config.confidence)
         ceiling = noise_ceiling({s: [losses[i] for losses in per_seed] for i, s in enumerate(seeds)})
         first = summaries[(candidates[0].source_pattern, seeds[0])]
+        said = verdict(correlation["spearman_ci"], ceiling["mean"], len(seeds))
         report = {
             "spearman": correlation["spearman"],
             "spearman_ci": correlation["spearman_ci"],
@@ -198,7 +236,11 @@ class Transfer:
             "noise_ceiling_spearman_brown": ceiling["spearman_brown"],
             # the most any score can correlate with the seeds' mean loss, sqrt(Spearman-Brown reliability)
             "max_attainable_spearman": ceiling["ceiling"],
-            "verdict": verdict(correlation["spearman_ci"], ceiling["mean"], len(seeds)),
+            "verdict": said,
+            "underpowered": said.startswith(UNDERPOWERED),
+            "power_threshold": POWER_THRESHOLD,
+            "lr_sweep": None if sweep is None else {k: sweep[k] for k in ("rates", "fraction", "tokens", "seed")},
+            "notes": sweep_notes(sweep, shared_lr),
             "n_patterns": len(candidates),
             "n_boot": correlation["n_boot"],
             "confidence": config.confidence,
@@ -206,7 +248,7 @@ class Transfer:
             "to": config.to,
             "method": config.method,
             "seeds": seeds,
-            "tokens": first["tokens"],
+            "tokens": next((s["tokens"] for s in summaries.values() if not s.get("diverged")), first["tokens"]),
             "validation": shared_validation(summaries.values()),
             "patterns": rows,
         }
@@ -214,20 +256,26 @@ class Transfer:
 
 
 def verdict(spearman_ci: list[float] | None, ceiling: float | None, n_seeds: int) -> str:
-    """The result in words, saying first whether the target could decide at all."""
+    """The result in words, saying first whether the target could decide at all.
+
+    A result is named only when the target's seeds agree at ``POWER_THRESHOLD`` or better and the correlation's
+    interval excludes 0; otherwise the verdict starts with ``UNDERPOWERED`` and says why.
+    """
     if spearman_ci is None:
         return "undefined: the target losses (or scores) are all equal"
-    if n_seeds >= 2 and (ceiling is None or ceiling < NOISY_TARGET):
+    if n_seeds < 2:
+        return f"{UNDERPOWERED}: one seed gives no noise ceiling, so nothing says whether the target can decide"
+    if ceiling is None or ceiling < POWER_THRESHOLD:
         shown = "undefined" if ceiling is None else f"{ceiling:.2f}"
-        return (f"target too noisy to decide: its seeds agree at Spearman {shown} (< {NOISY_TARGET}); "
-                "train longer (--tokens) or with more seeds")
+        return (f"{UNDERPOWERED}: the target's own seeds agree at Spearman {shown} (< {POWER_THRESHOLD}), "
+                "so it cannot rank the patterns")
     low, high = spearman_ci
     if low > 0:
         return "transfers: the interval excludes 0"
     if high < 0:
         return "anti-transfers: higher search scores predict worse target losses"
-    note = "" if n_seeds >= 2 else " (one seed: no noise ceiling)"
-    return f"no evidence of transfer: the interval contains 0{note}"
+    return (f"{UNDERPOWERED}: the interval contains 0, so this budget shows no evidence of transfer either way "
+            "(the target itself can rank the patterns; more patterns (--k) also narrow the interval)")
 
 
 def format_report(report: dict[str, Any]) -> str:
@@ -238,26 +286,31 @@ def format_report(report: dict[str, Any]) -> str:
     def number(value: float | None) -> str:
         return "n/a" if value is None else f"{value:+.3f}"
 
+    def loss(value: float | None) -> str:
+        return "diverged" if value is None else f"{value:.4f}"
+
     lines = [
         f"# Proxy transfer: search score vs loss at {report['to']}",
         "",
         f"- Spearman {number(report['spearman'])} ({percent}% CI {format_interval(report['spearman_ci'], 3)}), "
         f"Kendall {number(report['kendall'])} ({format_interval(report['kendall_ci'], 3)}); hierarchical bootstrap "
         f"over patterns and seeds, {report['n_boot']:,} replicates.",
-        f"- Noise ceiling (Spearman between the target's seeds): {number(report['noise_ceiling'])}.",
+        f"- Noise ceiling (Spearman between the target's seeds): {number(report['noise_ceiling'])} "
+        f"(a result is named only at {report['power_threshold']} or above).",
         f"- Verdict: {report['verdict']}.",
         f"- {report['n_patterns']} patterns x seeds {', '.join(map(str, seeds))}, {report['tokens']:,} tokens each; "
         f"search direction {report['search']['direction']} ({report['search']['scored_patterns']} scored patterns).",
+        *(f"- {note[0].upper()}{note[1:]}." for note in report["notes"]),
         "",
-        "| search rank | pattern | score | target | layers | mean loss | std | " + f"{percent}% CI | "
+        "| search rank | pattern | score | target | layers | lr | mean loss | std | " + f"{percent}% CI | "
         + " | ".join(f"seed {s}" for s in seeds) + " |",
-        "|" + "---|" * (8 + len(seeds)),
+        "|" + "---|" * (9 + len(seeds)),
     ]
     for row in report["patterns"]:
         std = "n/a" if row["std"] is None else f"{row['std']:.4f}"
         cells = [str(row["search_rank"]), f"`{row['source_pattern']}`", f"{row['score']:.4f}", f"`{row['compact']}`",
-                 str(row["layers"]), f"{row['mean_loss']:.4f}", std, format_interval(row["ci"])]
-        cells += [f"{row['losses'][str(s)]:.4f}" for s in seeds]
+                 str(row["layers"]), f"{row['lr']:g}", loss(row["mean_loss"]), std, format_interval(row["ci"])]
+        cells += [loss(row["losses"][str(s)]) + (" (spiked)" if s in row["spiked_seeds"] else "") for s in seeds]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -275,11 +328,12 @@ def plot_transfer(report: dict[str, Any], path: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = report["patterns"]
+    rows = [row for row in report["patterns"] if row["mean_loss"] is not None]
     x = [row["score"] for row in rows]
     y = [row["mean_loss"] for row in rows]
-    low = [row["mean_loss"] - (row["ci"][0] if row["ci"] else min(row["losses"].values())) for row in rows]
-    high = [(row["ci"][1] if row["ci"] else max(row["losses"].values())) - row["mean_loss"] for row in rows]
+    finite = [[v for v in row["losses"].values() if v is not None] for row in rows]
+    low = [row["mean_loss"] - (row["ci"][0] if row["ci"] else min(v)) for row, v in zip(rows, finite, strict=True)]
+    high = [(row["ci"][1] if row["ci"] else max(v)) - row["mean_loss"] for row, v in zip(rows, finite, strict=True)]
     fig, ax = plt.subplots(figsize=(6.5, 4.5))
     ax.errorbar(x, y, yerr=[low, high], fmt="o", capsize=3)
     for row in rows:

@@ -24,6 +24,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--budget", help="override search.budget (e.g. smoke)")
     parser.add_argument("--tokens", type=int, help="override train.tokens (every model)")
     parser.add_argument("--to", help="override extrapolate.to (target preset)")
+    parser.add_argument("--lr-sweep", help="override train.lr_sweep: comma-separated rates (e.g. 1e-3,2e-3,3e-3,6e-3); "
+                                           "every model first trains at each on a short budget and uses its best "
+                                           "for all its seeds")
+    parser.add_argument("--lr-sweep-fraction", type=float,
+                        help="override train.lr_sweep_fraction: share of the tokens per sweep run (default 0.25)")
     parser.add_argument("--seeds", help="override seeds: a count (3 = seeds 0,1,2) or comma-separated seeds "
                                         "(0,1,2); every model trains once per seed")
     parser.add_argument("--json", action="store_true", help="print the result as one JSON object")
@@ -36,6 +41,8 @@ def run(args: argparse.Namespace) -> int:
     config = PipelineConfig.from_recipe(
         args.recipe, out=args.out, **{"search.trials": args.trials, "search.budget": args.budget,
                                       "train.tokens": args.tokens, "extrapolate.to": args.to,
+                                      "train.lr_sweep": args.lr_sweep,
+                                      "train.lr_sweep_fraction": args.lr_sweep_fraction,
                                       "seeds": args.seeds},
     )
     stages = tuple(s.strip() for s in args.stages.split(",")) if args.stages else STAGES

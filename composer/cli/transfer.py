@@ -9,13 +9,17 @@ from composer.cli.format import print_json
 
 # flags that set a field of the shared training settings (TrainConfig), as `composer train` names them
 TRAIN_FLAGS = {
-    "tokens": (int, "training tokens per run"),
+    "tokens": (int, "training tokens per run (default 500000: the smallest CPU budget measured to rank "
+                    "patterns, docs/evidence.md)"),
     "data": (str, "training text, as composer train --data (default: the offline corpus)"),
     "tokenizer": (str, "tokenizer, as composer train --tokenizer (default: byte-level)"),
     "max_documents": (int, "use only the first N documents of the data"),
     "seq_len": (int, "sequence length"),
     "batch_size": (int, "global batch in sequences"),
-    "lr": (float, "peak learning rate (the same for every pattern)"),
+    "lr": (float, "peak learning rate, the same for every pattern (default 2e-3; see --lr-sweep)"),
+    "lr_sweep": (str, "comma-separated rates (e.g. 1e-3,2e-3,3e-3,6e-3): every pattern first trains at each on a "
+                      "short budget and uses its best for all its seeds"),
+    "lr_sweep_fraction": (float, "share of --tokens per sweep run (default 0.25)"),
     "precision": (str, "training precision, as composer train --precision"),
     "val_tokens": (int, "tokens of the final validation (default: the whole held-out split)"),
     "data_seed": (int, "chooses the held-out documents (default 0, the same for every run)"),

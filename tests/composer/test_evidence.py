@@ -316,3 +316,27 @@ def test_compare_rank_correlations_pairs_the_replicates():
     json.dumps(result, allow_nan=False)
     with pytest.raises(ValueError, match="reference"):
         compare_rank_correlations({"good": good}, losses, reference="other")
+
+
+def test_seed_separation_compares_the_spread_within_models_with_the_spread_between_them():
+    from composer.evidence import seed_separation
+
+    # three models whose means differ by 0.5 while each one's seeds differ by 0.02: decided
+    clear = {"a": {0: 2.00, 1: 2.02}, "b": {0: 2.50, 1: 2.52}, "c": {0: 3.00, 1: 3.02}}
+    power = seed_separation(clear)
+    assert power["within_seed_std"] == pytest.approx(math.sqrt(0.0002))
+    assert power["between_model_std"] == pytest.approx(0.5)
+    assert power["separation"] == pytest.approx(0.5 / math.sqrt(0.0002))
+    assert power["noise_ceiling"] == 1.0 and not power["underpowered"] and power["reason"] is None
+
+    # means 0.01 apart, seeds 0.2 apart and ranking the models in opposite orders: underpowered, both reasons
+    noisy = {"a": {0: 2.0, 1: 2.3}, "b": {0: 2.1, 1: 2.2}, "c": {0: 2.3, 1: 2.0}}
+    power = seed_separation(noisy)
+    assert power["underpowered"] and power["noise_ceiling"] == -1.0
+    assert "rank the architectures differently" in power["reason"] and "between/within" in power["reason"]
+
+    # a diverged seed is dropped; one seed gives no noise estimate; two models give no rank agreement
+    power = seed_separation({"a": {0: 2.0, 1: None}, "b": {0: 2.5, 1: 2.6}})
+    assert power["within_seed_std"] == pytest.approx(math.sqrt(0.005)) and power["noise_ceiling"] is None
+    single = seed_separation({"a": {0: 2.0}, "b": {0: 2.5}, "c": {0: 3.0}})
+    assert single["underpowered"] and "one seed" in single["reason"] and single["separation"] is None

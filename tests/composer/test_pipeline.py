@@ -26,7 +26,15 @@ def test_every_pipeline_recipe_loads_and_its_target_extrapolates(recipe):
     config = PipelineConfig.from_recipe(recipe)
     result = extrapolate("AAMMMM", config.extrapolate["to"], method=config.extrapolate.get("method", "auto"))
     assert set(matched_baselines(result.arch, tuple(config.baselines))) == set(config.baselines)
-    plan = Pipeline(config).plan({"composite": result.pattern})  # TrainConfig accepts the shared train section
+    pipeline = Pipeline(config)
+    if config.lr_sweep is not None:  # every sweep run's TrainConfig is valid; the seeds then use the chosen rate
+        from composer.lr_sweep import plan_sweep
+
+        sweep = plan_sweep({"composite": result.pattern}, config.lr_sweep, Path("unused"), config.base_train,
+                           config.extrapolate["to"], seed=config.seeds[0])
+        assert [r.config.lr for r in sweep] == list(config.lr_sweep.rates)
+        pipeline._sweep = {"models": {"composite": {"chosen_lr": config.lr_sweep.rates[0]}}}
+    plan = pipeline.plan({"composite": result.pattern})  # TrainConfig accepts the shared train section
     assert [r.seed for r in plan] == config.seeds and len(set(config.seeds)) >= 3, "comparisons need seeds"
 
 
@@ -68,8 +76,8 @@ def test_cpu_demo_pipeline_runs_end_to_end_with_seeds_and_resumes(tmp_path, monk
     recipe["train"]["val_tokens"] = 8 * 128  # the test's budget; the recipe scores the whole held-out split
     small = tmp_path / "cpu-demo.yaml"
     small.write_text(yaml.safe_dump(recipe))
-    argv = ["pipeline", "--recipe", str(small), "--out", str(out), "--trials", "2", "--tokens", "4096",
-            "--seeds", "0,1"]
+    argv = ["pipeline", "--recipe", str(small), "--out", str(out), "--trials", "2", "--lr-sweep", "2e-3,6e-3",
+            "--lr-sweep-fraction", "0.5", "--tokens", "4096", "--seeds", "0,1"]
     assert main(argv) == 0
     printed = capsys.readouterr().out
 
@@ -89,6 +97,9 @@ def test_cpu_demo_pipeline_runs_end_to_end_with_seeds_and_resumes(tmp_path, monk
         assert row["val_loss_ci"][0] < row["val_loss"] < row["val_loss_ci"][1]
         assert row["tokens"] == rows[0]["tokens"], "every model trains on the same number of tokens"
         assert set(row["spiked_seeds"]) <= {0, 1}  # seeds whose training spiked (issue 16), marked in the table
+        assert row["chosen_lr"] in (2e-3, 6e-3) and set(row["lr_sweep"]) == {"0.002", "0.006"}
+        chosen = min((loss, float(lr)) for lr, loss in row["lr_sweep"].items() if loss is not None)[1]
+        assert row["chosen_lr"] == chosen, "each model trains its seeds at its best swept rate"
         assert f"| {row['model']} |" in printed
         if row["model"] == "llama":
             assert row["verdict"] == "reference" and row["diff_vs_reference"] == 0
@@ -110,16 +121,51 @@ def test_cpu_demo_pipeline_runs_end_to_end_with_seeds_and_resumes(tmp_path, monk
     for name in names:  # one W&B run per (model, seed), not one run reused by all
         assert list((out / "train" / name / "seed-1" / "wandb").glob("offline-run-*")), name
 
-    # Re-running resumes: the search study is complete, and no (model, seed) is trained again.
+    assert comparison["lr_sweep"]["rates"] == [2e-3, 6e-3] and "power" in comparison and comparison["conclusion"]
+    assert (out / "lr_sweep.md").is_file() and (out / "lr_sweep.png").stat().st_size > 1000
+
+    # Re-running resumes: the search study is complete, and no sweep point or (model, seed) is trained again.
     summaries = sorted((out / "train").glob("*/seed-*/summary.json"))
-    assert len(summaries) == 2 * len(names)
-    before = {path: os.stat(path).st_mtime_ns for path in summaries}
+    swept = sorted((out / "lr-sweep").glob("*/lr-*/summary.json"))
+    assert len(summaries) == 2 * len(names) and len(swept) == 2 * len(names)
+    before = {path: os.stat(path).st_mtime_ns for path in summaries + swept}
     assert main(argv) == 0
     assert f"{len(summaries)} of {len(summaries)} runs already finished" in capsys.readouterr().err
-    assert before == {path: os.stat(path).st_mtime_ns for path in summaries}
+    assert before == {path: os.stat(path).st_mtime_ns for path in summaries + swept}
     # Changed settings are refused instead of being mixed into the table.
     assert main([*argv[:-3], "8192", "--seeds", "1"]) == 2
-    assert "was trained with other settings: tokens=4096 (now 8192)" in capsys.readouterr().err
+    assert "was trained with other settings: tokens=2048 (now 4096)" in capsys.readouterr().err  # a sweep point
+
+
+def test_the_conclusion_names_a_winner_only_when_the_budget_can_decide():
+    from composer.evidence import seed_separation
+    from composer.pipeline import conclusion, format_comparison
+
+    def row(model, losses, verdict, diff=None, ci=None):
+        return {"model": model, "pattern": "AM", "layers": 2, "val_loss": sum(losses) / len(losses),
+                "val_loss_std": 0.01, "val_loss_ci": [1.0, 3.0], "diff_vs_reference": diff, "diff_ci": ci,
+                "verdict": verdict, "tokens_per_s": 1.0, "tokens_per_s_ratio": 1.0, "params": 1,
+                "kv_cache_bytes_per_token": 1, "chosen_lr": 3e-3, "val_losses": dict(enumerate(losses))}
+
+    decided = [row("composite", [2.00, 2.01], "lower", -0.5, [-0.6, -0.4]), row("llama", [2.50, 2.51], "reference"),
+               row("sandwich", [3.00, 3.02], "higher", 0.5, [0.4, 0.6])]
+    power = seed_separation({r["model"]: r["val_losses"] for r in decided})
+    answer = conclusion(decided, "llama", power)
+    assert not answer["underpowered"] and "lower than llama's by -0.5000 ([-0.6000, -0.4000]" in answer["conclusion"]
+    table = format_comparison({"models": decided, "reference": "llama", "confidence": 0.95, "seeds": [0, 1],
+                               "validation": {"same": False}, "notes": [], "power": power, **answer})
+    assert "2.0050 ± 0.0100 *" in table and "**Conclusion:** the composite's validation loss is lower" in table
+
+    close = [row("composite", [2.00, 2.40], "within noise", -0.05, [-0.9, 0.8]), row("llama", [2.45, 2.05], "reference"),
+             row("sandwich", [3.00, 3.02], "higher", 0.8, [0.1, 1.5])]
+    power = seed_separation({r["model"]: r["val_losses"] for r in close})
+    answer = conclusion(close, "llama", power)
+    assert answer["underpowered"] and answer["conclusion"].startswith("underpowered: raise --tokens or --seeds")
+    assert "interval containing 0 (within noise)" in answer["conclusion"]
+    table = format_comparison({"models": close, "reference": "llama", "confidence": 0.95, "seeds": [0, 1],
+                               "validation": {"same": False}, "notes": [], "power": power, **answer})
+    assert " *" not in table, "no winner is starred when the budget cannot decide"
+    assert "**Conclusion:** underpowered" in table and "Power: seed std within a model" in table
 
 
 def test_a_spiked_seed_is_marked_in_the_table():

@@ -81,12 +81,48 @@ def test_cli_errors_are_one_line_and_exit_2(tmp_path, capsys):
     assert capsys.readouterr().err.count("\n") == 1
 
 
-def test_verdict_says_when_the_target_cannot_decide():
+def test_verdict_names_a_result_only_when_the_budget_can_decide():
     assert verdict([0.2, 0.9], 0.9, 3).startswith("transfers")
     assert verdict([-0.9, -0.1], 0.9, 3).startswith("anti-transfers")
-    assert verdict([-0.3, 0.9], 0.9, 3).startswith("no evidence of transfer")
-    assert verdict([0.2, 0.9], 0.1, 3).startswith("target too noisy to decide")
-    assert "one seed" in verdict([-0.3, 0.9], None, 1)
+    assert verdict([-0.3, 0.9], 0.9, 3).startswith("underpowered: raise --tokens or --seeds: the interval contains 0")
+    noisy = verdict([0.2, 0.9], 0.6, 3)
+    assert noisy.startswith("underpowered: raise --tokens or --seeds") and "Spearman 0.60 (< 0.7)" in noisy
+    assert "one seed" in verdict([0.2, 0.9], None, 1) and verdict([0.2, 0.9], None, 1).startswith("underpowered")
+
+
+def test_a_swept_transfer_trains_each_pattern_at_its_best_rate_and_flags_power(search_dir, tmp_path, monkeypatch):
+    """With a fake trainer: pattern p's loss is its search rank (so the search transfers perfectly), bent by how
+    far the rate is from p's own best rate, plus a small seed effect."""
+    best_rate = {"AAMMMM": 1e-3, "MAMAMA": 3e-3, "MMMMMM": 3e-3}
+    trained = []
+
+    def train(config, resume=False):
+        import math
+
+        out = Path(config.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "config.json").write_text(json.dumps({"train": config.to_dict()}))
+        source = next(p for p in best_rate if config.run_name.split("-", 1)[1].startswith(p))
+        loss = list(SCORES).index(source) + abs(math.log(config.lr / best_rate[source])) + 0.01 * config.seed
+        trained.append((source, config.lr, config.tokens, config.seed))
+        summary = {"pattern": config.arch, "val_loss": loss, "tokens": config.tokens, "val_fingerprint": "v",
+                   "val_tokens": 64, "loss_spikes": 0}
+        (out / "summary.json").write_text(json.dumps(summary))
+        return summary
+
+    monkeypatch.setattr("composer.training.run.train", train)
+    config = TransferConfig(search=str(search_dir), k=3, to="tiny", seeds=[0, 1], out=str(tmp_path / "t"),
+                            n_boot=200, train={"tokens": 4096, "seq_len": 64, "batch_size": 8,
+                                               "lr_sweep": "1e-3,3e-3", "lr_sweep_fraction": 0.5})
+    report = Transfer(config, echo=lambda line: None).run()
+    assert {(p, lr) for p, lr, tokens, _ in trained if tokens == 4096} == set(best_rate.items())
+    assert len([t for t in trained if t[2] == 2048]) == 6, "3 patterns x 2 rates at half the tokens, seed 0 only"
+    assert {row["source_pattern"]: row["lr"] for row in report["patterns"]} == best_rate
+    assert report["lr_sweep"]["rates"] == [1e-3, 3e-3] and report["noise_ceiling"] == 1.0
+    assert not report["underpowered"] and report["verdict"].startswith("transfers")
+    assert "learning rate per architecture" in report["notes"][0]
+    assert "| lr |" in (tmp_path / "t" / "transfer.md").read_text()
+    assert (tmp_path / "t" / "lr_sweep.md").is_file()
 
 
 @pytest.mark.slow
@@ -138,4 +174,4 @@ def test_transfer_recipes_load_and_their_train_section_is_valid(recipe, search_d
 
     config = TransferConfig.from_recipe(recipe, search=str(search_dir), seeds="3")
     assert config.seeds == [0, 1, 2] and config.search == str(search_dir)  # flags win over the recipe
-    TrainConfig(**config.train, arch="AM", preset=config.to)
+    TrainConfig(**config.base_train, arch="AM", preset=config.to)
