@@ -181,3 +181,14 @@ def test_without_a_sweep_the_comparison_says_every_model_shared_one_rate(tmp_pat
     assert {row["chosen_lr"] for row in comparison["models"]} == {2e-3}
     assert comparison["lr_sweep"] is None and not (tmp_path / "lr_sweep.json").exists()
     assert any("shared one learning rate (0.002)" in note for note in comparison["notes"])
+
+
+def test_bad_sweeps_on_the_command_line_are_one_line_and_exit_2(tmp_path, capsys):
+    from composer.cli import main
+
+    assert main(["transfer", "--search", str(tmp_path / "none"), "--lr-sweep", "1e-3,x"]) == 2
+    assert "lr_sweep must be comma-separated learning rates" in capsys.readouterr().err
+    recipe = Path(__file__).resolve().parents[2] / "recipes" / "pipeline" / "cpu-demo.yaml"
+    assert main(["pipeline", "--recipe", str(recipe), "--out", str(tmp_path / "p"), "--lr-sweep-fraction", "3"]) == 2
+    err = capsys.readouterr().err
+    assert "lr_sweep_fraction must be in (0, 1]" in err and err.count("\n") == 1
