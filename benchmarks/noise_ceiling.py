@@ -29,7 +29,7 @@ from pathlib import Path
 
 from composer.evidence import POWER_THRESHOLD, noise_ceiling, seed_separation, seed_summary
 from composer.files import atomic_write_json
-from composer.replicates import parse_seeds, plan_replicates, run_replicates, shared_validation
+from composer.replicates import finished_summary, parse_seeds, plan_replicates, run_replicates, shared_validation
 
 # Eight of proxy_transfer.py's twelve patterns: seven that land within ~0.15 of each other at 500K tokens and the
 # paper's stacked winner AAMMMM, which lands well above them; the no-attention and all-attention extremes are
@@ -52,6 +52,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--val-tokens", type=int, help="tokens of the final validation (default: the whole split)")
     parser.add_argument("--threshold", type=float, default=POWER_THRESHOLD)
     parser.add_argument("--out", default="runs/noise-ceiling")
+    parser.add_argument("--report-only", action="store_true",
+                        help="train nothing: report from the runs that finished (a budget part-way through uses the "
+                             "patterns every seed has finished)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     return parser.parse_args(argv)
 
@@ -72,12 +75,20 @@ def measure(args: argparse.Namespace, echo=print) -> dict:
         started = time.perf_counter()
         plan = plan_replicates(models, seeds, out / f"tokens-{tokens}" / "train", {**base, "tokens": tokens},
                                args.to, run_prefix="noise-ceiling-")
-        summaries = run_replicates(plan, echo=echo)
-        losses = {p: {s: summaries[(p, s)]["val_loss"] for s in seeds} for p in patterns}
-        ceiling = noise_ceiling({s: [losses[p][s] for p in patterns] for s in seeds})
+        if args.report_only:
+            summaries = {(r.name, r.seed): summary for r in plan if (summary := finished_summary(r)) is not None}
+        else:
+            summaries = run_replicates(plan, echo=echo)
+        done = [p for p in patterns if all((p, s) in summaries for s in seeds)]
+        if len(done) < 3:
+            echo(f"   {tokens:,} tokens: {len(done)} pattern(s) finished at every seed; skipped (3 needed)")
+            continue
+        losses = {p: {s: summaries[(p, s)]["val_loss"] for s in seeds} for p in done}
+        ceiling = noise_ceiling({s: [losses[p][s] for p in done] for s in seeds})
         power = seed_separation(losses, threshold=args.threshold)
         rows.append({
             "tokens": tokens,
+            "patterns": done,
             "noise_ceiling": ceiling["mean"],
             "noise_ceiling_pairs": ceiling["pairs"],
             "spearman_brown": ceiling["spearman_brown"],
@@ -86,9 +97,9 @@ def measure(args: argparse.Namespace, echo=print) -> dict:
             "between_model_std": power["between_model_std"],
             "separation": power["separation"],
             "reaches_threshold": ceiling["mean"] is not None and ceiling["mean"] >= args.threshold,
-            "mean_loss": {p: seed_summary(list(losses[p].values()))["mean"] for p in patterns},
-            "losses": {p: {str(s): v for s, v in losses[p].items()} for p in patterns},
-            "spiked": {p: [s for s in seeds if summaries[(p, s)].get("loss_spikes")] for p in patterns},
+            "mean_loss": {p: seed_summary(list(losses[p].values()))["mean"] for p in done},
+            "losses": {p: {str(s): v for s, v in losses[p].items()} for p in done},
+            "spiked": {p: [s for s in seeds if summaries[(p, s)].get("loss_spikes")] for p in done},
             "validation": shared_validation(summaries.values()),
             "seconds_this_call": time.perf_counter() - started,
         })
@@ -98,13 +109,13 @@ def measure(args: argparse.Namespace, echo=print) -> dict:
 
 
 def format_table(report: dict) -> str:
-    lines = ["| tokens | noise ceiling | / threshold | Spearman-Brown | within-seed std | between-pattern std | "
-             "separation | decides |", "|---|---|---|---|---|---|---|---|"]
+    lines = ["| tokens | patterns | noise ceiling | / threshold | Spearman-Brown | within-seed std | between-pattern std | "
+             "separation | decides |", "|---|---|---|---|---|---|---|---|---|"]
     for row in report["budgets"]:
         def number(value, spec):
             return "n/a" if value is None else format(value, spec)
 
-        lines.append(f"| {row['tokens']:,} | {number(row['noise_ceiling'], '.3f')} | "
+        lines.append(f"| {row['tokens']:,} | {len(row['patterns'])} | {number(row['noise_ceiling'], '.3f')} | "
                      f"{number(row['ratio_to_threshold'], '.2f')} | {number(row['spearman_brown'], '.3f')} | "
                      f"{number(row['within_seed_std'], '.4f')} | {number(row['between_model_std'], '.4f')} | "
                      f"{number(row['separation'], '.2f')} | {'yes' if row['reaches_threshold'] else 'no'} |")
@@ -132,7 +143,10 @@ def plot(report: dict, path: Path) -> Path:
     left.legend(fontsize=8)
     left.grid(alpha=0.3, which="both")
     for pattern in report["patterns"]:
-        points = [(r["tokens"], r["mean_loss"][pattern]) for r in report["budgets"] if r["mean_loss"][pattern]]
+        points = [(r["tokens"], r["mean_loss"][pattern]) for r in report["budgets"]
+                  if r["mean_loss"].get(pattern) is not None]
+        if not points:
+            continue
         right.plot(*zip(*points, strict=True), "o-", label=pattern, markersize=3)
     right.set_xscale("log")
     right.set_xlabel("training tokens per run")

@@ -42,3 +42,10 @@ def test_noise_ceiling_trains_every_budget_once_and_reports_the_ceiling(tmp_path
     before = {path: path.stat().st_mtime_ns for path in summaries}
     assert len(summaries) == 6 and script.main(argv) == 0
     assert before == {path: path.stat().st_mtime_ns for path in summaries}, "finished runs are not trained again"
+
+    # --report-only reads what finished: with one run gone, that pattern drops out of the budget's row
+    next((tmp_path / "nc").glob("tokens-1024/train/MMMMMM/seed-1/summary.json")).unlink()
+    capsys.readouterr()
+    assert script.main([*argv, "--report-only"]) == 0
+    assert "skipped (3 needed)" in capsys.readouterr().err
+    assert json.loads((tmp_path / "nc" / "noise_ceiling.json").read_text())["budgets"] == []
