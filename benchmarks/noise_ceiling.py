@@ -165,7 +165,8 @@ def main(argv=None) -> int:
     report = measure(args, echo=lambda line: print(line, file=sys.stderr))
     out = Path(args.out)
     atomic_write_json(out / "noise_ceiling.json", report)
-    plot(report, out / "noise_ceiling.png")
+    if report["budgets"]:
+        plot(report, out / "noise_ceiling.png")
     print(json.dumps(report, indent=2) if args.json else format_table(report))
     return 0
 
