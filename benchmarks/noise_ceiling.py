@@ -27,7 +27,7 @@ import sys
 import time
 from pathlib import Path
 
-from composer.evidence import POWER_THRESHOLD, noise_ceiling, seed_separation, seed_summary
+from composer.evidence import POWER_THRESHOLD, seed_separation, seed_summary
 from composer.files import atomic_write_json
 from composer.replicates import finished_summary, parse_seeds, plan_replicates, run_replicates, shared_validation
 
@@ -84,19 +84,19 @@ def measure(args: argparse.Namespace, echo=print) -> dict:
             echo(f"   {tokens:,} tokens: {len(done)} pattern(s) finished at every seed; skipped (3 needed)")
             continue
         losses = {p: {s: summaries[(p, s)]["val_loss"] for s in seeds} for p in done}
-        ceiling = noise_ceiling({s: [losses[p][s] for p in done] for s in seeds})
-        power = seed_separation(losses, threshold=args.threshold)
+        power = seed_separation(losses, threshold=args.threshold)  # the noise ceiling among the rest
+        ceiling = power["noise_ceiling"]
         rows.append({
             "tokens": tokens,
             "patterns": done,
-            "noise_ceiling": ceiling["mean"],
-            "noise_ceiling_pairs": ceiling["pairs"],
-            "spearman_brown": ceiling["spearman_brown"],
-            "ratio_to_threshold": None if ceiling["mean"] is None else ceiling["mean"] / args.threshold,
+            "noise_ceiling": ceiling,
+            "noise_ceiling_pairs": power["noise_ceiling_pairs"],
+            "spearman_brown": power["noise_ceiling_spearman_brown"],
+            "ratio_to_threshold": None if ceiling is None else ceiling / args.threshold,
             "within_seed_std": power["within_seed_std"],
             "between_model_std": power["between_model_std"],
             "separation": power["separation"],
-            "reaches_threshold": ceiling["mean"] is not None and ceiling["mean"] >= args.threshold,
+            "reaches_threshold": ceiling is not None and ceiling >= args.threshold,
             "mean_loss": {p: seed_summary(list(losses[p].values()))["mean"] for p in done},
             "losses": {p: {str(s): v for s, v in losses[p].items()} for p in done},
             "spiked": {p: [s for s in seeds if summaries[(p, s)].get("loss_spikes")] for p in done},

@@ -498,8 +498,9 @@ def seed_separation(losses: Mapping[Hashable, Mapping[Hashable, float | None]],
     - ``between_model_std``: the standard deviation of the models' mean losses;
     - ``separation``: their ratio. Near or below 1 the architectures differ by about as much as reseeding one
       moves it, so no ranking of them can be trusted;
-    - ``noise_ceiling`` / ``noise_ceiling_pairs``: :func:`noise_ceiling`'s mean pairwise Spearman of the
-      models' losses between seeds (defined from three models and two seeds);
+    - ``noise_ceiling`` / ``noise_ceiling_pairs`` / ``noise_ceiling_spearman_brown``: :func:`noise_ceiling`'s
+      mean pairwise Spearman of the models' losses between seeds, its pairs and the reliability of the seeds'
+      mean (defined from three models and two seeds);
     - ``underpowered`` and ``reason``: True when there are fewer than two seeds, or the ceiling is defined and
       below ``threshold``, or the separation is below 1; ``reason`` says which, in words.
 
@@ -530,6 +531,7 @@ def seed_separation(losses: Mapping[Hashable, Mapping[Hashable, float | None]],
         "separation": _plain(ratio),
         "noise_ceiling": _plain(mean_ceiling),
         "noise_ceiling_pairs": ceiling["pairs"] if ceiling else [],
+        "noise_ceiling_spearman_brown": ceiling["spearman_brown"] if ceiling else None,
         "threshold": threshold,
         "underpowered": bool(reasons),
         "reason": "; ".join(reasons) if reasons else None,

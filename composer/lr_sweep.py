@@ -31,13 +31,13 @@ report), and ``lr_sweep_fraction: 1.0`` sweeps at the full budget.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from composer.errors import ComposerRunError, ConfigError
-from composer.files import atomic_write_json, atomic_write_text
+from composer.files import atomic_write_csv, atomic_write_json, atomic_write_text
 from composer.replicates import Replicate, run_replicates
 from composer.training.config import TrainConfig
 
@@ -148,9 +148,13 @@ def choose(losses: Mapping[float, float | None]) -> tuple[float, str | None]:
     return best, edge
 
 
-def run_sweep(models: Mapping[str, str], sweep: LRSweep, root: Path, base: Mapping[str, Any], preset: str,
-              seed: int, run_prefix: str = "", echo: Callable[[str], None] = print) -> dict[str, Any]:
-    """Train every unfinished sweep run and return the sweep report (see :func:`sweep_report`)."""
+def run_sweep(models: Mapping[str, str], sweep: LRSweep, out: Path, base: Mapping[str, Any], preset: str,
+              seeds: Sequence[int], run_prefix: str = "", echo: Callable[[str], None] = print) -> dict[str, Any]:
+    """A comparison's sweep, for ``composer pipeline`` and ``composer transfer`` alike: train every unfinished
+    sweep run under ``<out>/lr-sweep/`` at the sweep's seed (default: the first of the comparison's ``seeds``),
+    write lr_sweep.json/.csv/.md/.png under ``out`` and return the report (see :func:`sweep_report`)."""
+    seed = seeds[0] if sweep.seed is None else sweep.seed
+    root = out / "lr-sweep"
     plan = plan_sweep(models, sweep, root, base, preset, seed, run_prefix)
     tokens = plan[0].config.tokens
     echo(f"== lr sweep: {len(models)} architectures x rates {', '.join(map(rate_label, sweep.rates))} = "
@@ -163,7 +167,15 @@ def run_sweep(models: Mapping[str, str], sweep: LRSweep, root: Path, base: Mappi
     for name, row in report["models"].items():
         edge = f" (at the {row['at_edge']} rate of the sweep)" if row["at_edge"] else ""
         echo(f"   {name}: lr {rate_label(row['chosen_lr'])}{edge}")
+    write_sweep(report, out)
     return report
+
+
+def chosen_rates(report: Mapping[str, Any] | None) -> dict[str, dict[str, float]] | None:
+    """Each architecture's own TrainConfig settings from a sweep (``plan_replicates``' ``per_model``)."""
+    if report is None:
+        return None
+    return {name: {"lr": row["chosen_lr"]} for name, row in report["models"].items()}
 
 
 def sweep_report(by_model: Mapping[str, Mapping[float, Mapping[str, Any]]], sweep: LRSweep, tokens: int,
@@ -228,8 +240,6 @@ def sweep_rows(report: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 def write_sweep(report: Mapping[str, Any], out: Path) -> None:
     """lr_sweep.json/.csv/.md/.png under ``out``."""
-    from composer.files import atomic_write_csv
-
     atomic_write_json(out / "lr_sweep.json", report)
     atomic_write_csv(out / "lr_sweep.csv", sweep_rows(report),
                      ("model", "lr", "val_loss", "diverged", "loss_spikes", "chosen", "tokens", "seed"))
@@ -271,5 +281,5 @@ def plot_sweep(report: Mapping[str, Any], path: Path) -> Path:
     return path
 
 
-__all__ = ["DEFAULT_FRACTION", "LRSweep", "SWEEP_KEYS", "choose", "format_sweep", "parse_rates", "plan_sweep",
+__all__ = ["DEFAULT_FRACTION", "LRSweep", "SWEEP_KEYS", "choose", "chosen_rates", "format_sweep", "parse_rates", "plan_sweep",
            "rate_label", "run_sweep", "split_sweep", "sweep_dir", "sweep_notes", "sweep_report", "write_sweep"]

@@ -63,7 +63,7 @@ from composer.evidence import (
     seed_summary,
 )
 from composer.files import atomic_write_csv, atomic_write_json, atomic_write_text
-from composer.lr_sweep import SWEEP_KEYS, run_sweep, split_sweep, sweep_notes, write_sweep
+from composer.lr_sweep import SWEEP_KEYS, chosen_rates, run_sweep, split_sweep, sweep_notes
 from composer.replicates import (
     Replicate,
     finished_summary,
@@ -123,7 +123,7 @@ class PipelineConfig:
         return cls(**apply_overrides(values, overrides))
 
     def to_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        return dataclasses.asdict(self)
 
 
 def _check_keys(where: str, values: dict, allowed: list[str]) -> None:
@@ -219,20 +219,17 @@ class Pipeline:
     def plan(self, models: dict[str, str]) -> list[Replicate]:
         """Every (model, seed) training, seed-major, under ``<out>/train/<model>/seed-<s>``, each model at its
         swept rate when the recipe sweeps."""
-        sweep = self.sweep_result(models)
-        per_model = {name: {"lr": row["chosen_lr"]} for name, row in sweep["models"].items()} if sweep else None
         return plan_replicates(models, self.config.seeds, self.out / "train", self.config.base_train,
-                               self.config.extrapolate["to"], run_prefix=f"{self.out.name}-", per_model=per_model)
+                               self.config.extrapolate["to"], run_prefix=f"{self.out.name}-",
+                               per_model=chosen_rates(self.sweep_result(models)))
 
     def run_sweep(self, models: dict[str, str]) -> dict[str, Any] | None:
         """The learning-rate sweep (``train.lr_sweep``) of every model; finished points are kept."""
-        sweep = self.config.lr_sweep
-        if sweep is None:
+        if self.config.lr_sweep is None:
             return None
-        seed = self.config.seeds[0] if sweep.seed is None else sweep.seed
-        self._sweep = run_sweep(models, sweep, self.out / "lr-sweep", self.config.base_train,
-                                self.config.extrapolate["to"], seed, run_prefix=f"{self.out.name}-", echo=self.echo)
-        write_sweep(self._sweep, self.out)
+        self._sweep = run_sweep(models, self.config.lr_sweep, self.out, self.config.base_train,
+                                self.config.extrapolate["to"], self.config.seeds, run_prefix=f"{self.out.name}-",
+                                echo=self.echo)
         return self._sweep
 
     def sweep_result(self, models: dict[str, str]) -> dict[str, Any] | None:

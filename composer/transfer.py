@@ -48,7 +48,7 @@ from composer.evidence import (
     seed_summary,
 )
 from composer.files import atomic_write_json, atomic_write_text, make_output_dir
-from composer.lr_sweep import SWEEP_KEYS, run_sweep, split_sweep, sweep_notes, write_sweep
+from composer.lr_sweep import SWEEP_KEYS, chosen_rates, run_sweep, split_sweep, sweep_notes
 from composer.replicates import parse_seeds, plan_replicates, run_dir, run_replicates, shared_validation
 from composer.training.config import TrainConfig, apply_overrides, load_recipe
 
@@ -111,7 +111,7 @@ class TransferConfig:
         return cls(**apply_overrides(values, overrides))
 
     def to_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        return dataclasses.asdict(self)
 
 
 @dataclass(frozen=True)
@@ -191,13 +191,10 @@ class Transfer:
         models = {c.source_pattern: c.target_pattern for c in candidates}
         sweep = None
         if config.lr_sweep is not None:
-            seed = config.seeds[0] if config.lr_sweep.seed is None else config.lr_sweep.seed
-            sweep = run_sweep(models, config.lr_sweep, self.out / "lr-sweep", config.base_train, config.to, seed,
+            sweep = run_sweep(models, config.lr_sweep, self.out, config.base_train, config.to, config.seeds,
                               run_prefix=f"{self.out.name}-", echo=self.echo)
-            write_sweep(sweep, self.out)
-        per_model = {name: {"lr": row["chosen_lr"]} for name, row in sweep["models"].items()} if sweep else None
         plan = plan_replicates(models, config.seeds, self.out / "train", config.base_train, config.to,
-                               run_prefix=f"{self.out.name}-", per_model=per_model)
+                               run_prefix=f"{self.out.name}-", per_model=chosen_rates(sweep))
         summaries = run_replicates(plan, echo=self.echo)
         report = self.report(candidates, search, summaries, sweep)
         write_report(report, self.out)

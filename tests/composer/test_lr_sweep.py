@@ -19,7 +19,6 @@ from composer.lr_sweep import (
     run_sweep,
     split_sweep,
     sweep_notes,
-    write_sweep,
 )
 
 # a loss surface with a different best rate per architecture; "fragile" diverges above 3e-3
@@ -118,13 +117,13 @@ def test_each_architecture_gets_its_best_rate_and_a_killed_sweep_retrains_nothin
     killed = FakeTrain(die_after=5)
     monkeypatch.setattr("composer.training.run.train", killed)
     with pytest.raises(KeyboardInterrupt):
-        run_sweep(models, sweep, tmp_path, base, "tiny", seed=0, echo=lambda line: None)
+        run_sweep(models, sweep, tmp_path, base, "tiny", seeds=[0], echo=lambda line: None)
     assert len(killed.calls) == 5
 
     resumed = FakeTrain()
     monkeypatch.setattr("composer.training.run.train", resumed)
     lines: list[str] = []
-    report = run_sweep(models, sweep, tmp_path, base, "tiny", seed=0, echo=lines.append)
+    report = run_sweep(models, sweep, tmp_path, base, "tiny", seeds=[0], echo=lines.append)
     assert len(resumed.calls) == 12 - 5 and not set(resumed.calls) & set(killed.calls), "finished points are kept"
     assert "5 of 12 runs already finished" in "\n".join(lines)
     assert {name: row["chosen_lr"] for name, row in report["models"].items()} == {
@@ -134,7 +133,6 @@ def test_each_architecture_gets_its_best_rate_and_a_killed_sweep_retrains_nothin
     assert fragile[6e-3]["diverged"] and fragile[6e-3]["val_loss"] is None
     assert report["tokens"] == 4096 and report["fraction"] == 0.5
 
-    write_sweep(report, tmp_path)
     markdown = (tmp_path / "lr_sweep.md").read_text()
     assert "| fragile |" in markdown and "diverged" in markdown and "| 1e-03 (lowest of the sweep) |" in markdown
     assert len((tmp_path / "lr_sweep.csv").read_text().splitlines()) == 1 + 12
