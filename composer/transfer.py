@@ -15,7 +15,12 @@ the project's extrapolator and each is trained once per seed on the same data, t
   the proxy;
 - ``underpowered``: True when the ceiling is below ``composer.evidence.POWER_THRESHOLD`` (or unknown: one
   seed) or the correlation's interval contains 0; the verdict then reads "underpowered: raise --tokens or
-  --seeds" with the reason, instead of naming a result.
+  --seeds" with the reason, instead of naming a result;
+- per pattern, ``vs_baseline``: the paired per-seed difference to its parameter-matched baseline (``baseline``,
+  default Llama's ``AM`` alternation at the depth whose non-embedding size is nearest the pattern's;
+  ``scaling.baselines``) with its interval and verdict. Patterns of similar size share a baseline, and a baseline
+  identical to a pattern's target reuses that pattern's runs. Baselines train with the same seeds, data and
+  learning-rate sweep, and take no part in the rank correlation or the noise ceiling.
 
 With ``train.lr_sweep`` (``--lr-sweep``) every pattern first trains at each rate on a short budget and then uses
 its best rate for all its seeds (``composer.lr_sweep``; ``lr_sweep.json/.csv/.md/.png``, each pattern's ``lr``
@@ -45,6 +50,7 @@ from composer.evidence import (
     bootstrap_rank_correlation,
     format_interval,
     noise_ceiling,
+    paired_difference,
     seed_summary,
 )
 from composer.files import atomic_write_json, atomic_write_text, make_output_dir
@@ -74,6 +80,9 @@ class TransferConfig:
     to: str = "demo-4m"  # target preset: widths and size to extrapolate to
     method: str = "auto"  # extrapolation: stack, stretch or auto
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
+    # the parameter-matched baseline each pattern is compared with: llama or striped-1:R (depth-matched to each
+    # pattern's non-embedding size, scaling.baselines); None trains no baseline
+    baseline: str | None = "llama"
     train: dict[str, Any] = field(default_factory=dict)  # TrainConfig fields shared by every run
     out: str = "runs/transfer"
     n_boot: int = 10_000
@@ -101,6 +110,13 @@ class TransferConfig:
         if not 0 < self.confidence < 1:
             raise ConfigError(f"confidence must be in (0, 1), got {self.confidence!r}")
         self.seeds = parse_seeds(self.seeds)
+        if self.baseline in ("", "none", "null"):
+            self.baseline = None
+        from scaling.baselines import is_depth_matched
+
+        if self.baseline is not None and not is_depth_matched(self.baseline):
+            raise ConfigError(f"baseline must be llama, striped-1:R (R a positive integer) or none, got "
+                              f"{self.baseline!r}: the transfer matches one baseline depth to each pattern's size")
 
     @classmethod
     def from_recipe(cls, path: str | Path | None, **overrides: Any) -> TransferConfig:
@@ -122,6 +138,18 @@ class Candidate:
     score: float
     search_rank: int  # 1 = the search's best
     target_pattern: str
+    compact: str
+    layers: int
+    non_embedding_params: int
+    baseline: str | None = None  # the model name of its matched baseline (a key of Transfer.baselines)
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """A parameter-matched baseline shared by the candidates of about its size."""
+
+    name: str  # e.g. "llama-18L"; a candidate's source pattern when the baseline is that candidate's target
+    pattern: str
     compact: str
     layers: int
     non_embedding_params: int
@@ -170,13 +198,35 @@ class Transfer:
                               f"least {MIN_PATTERNS}: run more trials or name more patterns")
         if not config.patterns and len(chosen) < config.k:
             self.echo(f"   the search scored only {len(ranked)} distinct patterns; using all of them (asked k={config.k})")
-        candidates = []
-        for scored in chosen:
-            result = extrapolate(scored.pattern, config.to, method=config.method)
-            candidates.append(Candidate(scored.pattern, float(scored.score), rank_of[scored.pattern], result.pattern,
-                                        result.compact, result.n_layers, result.non_embedding_params))
+        results = {s.pattern: extrapolate(s.pattern, config.to, method=config.method) for s in chosen}
+        names = self.match_baselines(results)
+        candidates = [Candidate(s.pattern, float(s.score), rank_of[s.pattern], results[s.pattern].pattern,
+                                results[s.pattern].compact, results[s.pattern].n_layers,
+                                results[s.pattern].non_embedding_params, names.get(s.pattern))
+                      for s in chosen]
         source = {"source": population.source, "direction": population.direction, "scored_patterns": len(ranked)}
         return candidates, source
+
+    def match_baselines(self, results: dict[str, Any]) -> dict[str, str]:
+        """Fill ``self.baselines`` (name -> Baseline) and return each source pattern's baseline name.
+
+        Each pattern's baseline is matched to its own non-embedding size; a baseline equal to some pattern's
+        target is that pattern (its runs serve both), so nothing is trained twice."""
+        from composer.accounting import non_embedding_params
+        from scaling.baselines import baseline_pattern
+
+        self.baselines: dict[str, Baseline] = {}
+        if self.config.baseline is None:
+            return {}
+        by_target = {result.pattern: source for source, result in results.items()}
+        names = {}
+        for source, result in results.items():
+            pattern = baseline_pattern(self.config.baseline, result.arch, target=result.non_embedding_params)
+            arch = result.arch.with_pattern(pattern)
+            name = by_target.get(pattern, f"{self.config.baseline}-{arch.n_layers}L")
+            self.baselines[name] = Baseline(name, pattern, arch.compact, arch.n_layers, non_embedding_params(arch))
+            names[source] = name
+        return names
 
     def run(self) -> dict[str, Any]:
         config = self.config
@@ -188,7 +238,12 @@ class Transfer:
         for c in candidates:
             self.echo(f"   #{c.search_rank:<3} {c.source_pattern:<16} score {c.score:.4f} -> {c.compact} "
                       f"({c.layers} layers)")
+        for b in self.baselines.values():
+            self.echo(f"   matched {config.baseline}: {b.name} = {b.compact} ({b.non_embedding_params:,} "
+                      f"non-embedding params) for "
+                      + ", ".join(c.source_pattern for c in candidates if c.baseline == b.name))
         models = {c.source_pattern: c.target_pattern for c in candidates}
+        models.update({b.name: b.pattern for b in self.baselines.values()})
         sweep = None
         if config.lr_sweep is not None:
             sweep = run_sweep(models, config.lr_sweep, self.out, config.base_train, config.to, config.seeds,
@@ -207,17 +262,25 @@ class Transfer:
         shared_lr = TrainConfig(**config.base_train).lr
         seeds = config.seeds
         sign = 1.0 if search["direction"] == "maximize" else -1.0  # correlate "higher is better" scores
-        rows, per_seed = [], []
-        for c in candidates:
-            losses = [summaries[(c.source_pattern, s)]["val_loss"] for s in seeds]
+        def trained(name: str) -> dict[str, Any]:
+            """A model's losses per seed, their summary, learning rate, instability and run directories."""
+            losses = [summaries[(name, s)]["val_loss"] for s in seeds]
             loss = seed_summary(losses, config.confidence)
-            per_seed.append(losses)
-            rows.append({**dataclasses.asdict(c), "losses": {str(s): v for s, v in zip(seeds, losses, strict=True)},
-                         "mean_loss": loss["mean"], "std": loss["std"], "ci": loss["ci"],
-                         "lr": sweep["models"][c.source_pattern]["chosen_lr"] if sweep else shared_lr,
-                         "diverged_seeds": [s for s in seeds if summaries[(c.source_pattern, s)].get("diverged")],
-                         "spiked_seeds": [s for s in seeds if summaries[(c.source_pattern, s)].get("loss_spikes")],
-                         "runs": [str(run_dir(self.out / "train", c.source_pattern, s)) for s in seeds]})
+            return {"losses": {str(s): v for s, v in zip(seeds, losses, strict=True)},
+                    "mean_loss": loss["mean"], "std": loss["std"], "ci": loss["ci"],
+                    "lr": sweep["models"][name]["chosen_lr"] if sweep else shared_lr,
+                    "diverged_seeds": [s for s in seeds if summaries[(name, s)].get("diverged")],
+                    "spiked_seeds": [s for s in seeds if summaries[(name, s)].get("loss_spikes")],
+                    "runs": [str(run_dir(self.out / "train", name, s)) for s in seeds]}
+
+        rows = [{**dataclasses.asdict(c), **trained(c.source_pattern)} for c in candidates]
+        per_seed = [[row["losses"][str(s)] for s in seeds] for row in rows]
+        baselines = {name: {**dataclasses.asdict(b), **trained(name)} for name, b in self.baselines.items()}
+        for row in rows:  # a pattern that is its own baseline has no difference to report
+            if row["baseline"] not in (None, row["source_pattern"]):
+                reference = baselines[row["baseline"]]["losses"]
+                row["vs_baseline"] = paired_difference({s: row["losses"][str(s)] for s in seeds},
+                                                       {s: reference[str(s)] for s in seeds}, config.confidence)
         correlation = bootstrap_rank_correlation([sign * c.score for c in candidates], per_seed,
                                                  n_boot=config.n_boot, confidence=config.confidence)
         ceiling = noise_ceiling({s: [losses[i] for losses in per_seed] for i, s in enumerate(seeds)})
@@ -248,6 +311,8 @@ class Transfer:
             "tokens": next((s["tokens"] for s in summaries.values() if not s.get("diverged")), first["tokens"]),
             "validation": shared_validation(summaries.values()),
             "patterns": rows,
+            "baseline": config.baseline,
+            "baselines": list(baselines.values()),
         }
         return report
 
@@ -286,6 +351,7 @@ def format_report(report: dict[str, Any]) -> str:
     def loss(value: float | None) -> str:
         return "diverged" if value is None else f"{value:.4f}"
 
+    baseline = report.get("baseline")
     lines = [
         f"# Proxy transfer: search score vs loss at {report['to']}",
         "",
@@ -300,15 +366,35 @@ def format_report(report: dict[str, Any]) -> str:
         *(f"- {note[0].upper()}{note[1:]}." for note in report["notes"]),
         "",
         "| search rank | pattern | score | target | layers | lr | mean loss | std | " + f"{percent}% CI | "
-        + " | ".join(f"seed {s}" for s in seeds) + " |",
-        "|" + "---|" * (9 + len(seeds)),
+        + " | ".join(f"seed {s}" for s in seeds) + " |"
+        + (f" vs {baseline} (paired Δ) | {percent}% CI | verdict |" if baseline else ""),
+        "|" + "---|" * (9 + len(seeds) + (3 if baseline else 0)),
     ]
-    for row in report["patterns"]:
+
+    def cells(row: dict[str, Any]) -> list[str]:
         std = "n/a" if row["std"] is None else f"{row['std']:.4f}"
-        cells = [str(row["search_rank"]), f"`{row['source_pattern']}`", f"{row['score']:.4f}", f"`{row['compact']}`",
-                 str(row["layers"]), f"{row['lr']:g}", loss(row["mean_loss"]), std, format_interval(row["ci"])]
-        cells += [loss(row["losses"][str(s)]) + (" (spiked)" if s in row["spiked_seeds"] else "") for s in seeds]
-        lines.append("| " + " | ".join(cells) + " |")
+        return ([f"`{row['compact']}`", str(row["layers"]), f"{row['lr']:g}", loss(row["mean_loss"]), std,
+                 format_interval(row["ci"])]
+                + [loss(row["losses"][str(s)]) + (" (spiked)" if s in row["spiked_seeds"] else "") for s in seeds])
+
+    for row in report["patterns"]:
+        line = [str(row["search_rank"]), f"`{row['source_pattern']}`", f"{row['score']:.4f}", *cells(row)]
+        if baseline:
+            diff = row.get("vs_baseline")
+            if diff is None:
+                line += ["is the baseline" if row["baseline"] else "n/a", "", ""]
+            else:
+                line += [number(diff["mean"]), format_interval(diff["ci"]), f"{diff['verdict']} vs `{row['baseline']}`"]
+        lines.append("| " + " | ".join(line) + " |")
+    if report.get("baselines"):
+        lines += ["", f"Matched {baseline} baselines (each pattern's is the one nearest its non-embedding size; "
+                      "not part of the correlation):", "",
+                  "| baseline | non-embedding params | target | layers | lr | mean loss | std | " + f"{percent}% CI | "
+                  + " | ".join(f"seed {s}" for s in seeds) + " |",
+                  "|" + "---|" * (8 + len(seeds))]
+        for row in report["baselines"]:
+            lines.append("| " + " | ".join([f"`{row['name']}`", f"{row['non_embedding_params']:,}", *cells(row)])
+                         + " |")
     return "\n".join(lines)
 
 
@@ -350,4 +436,4 @@ def plot_transfer(report: dict[str, Any], path: Path) -> Path:
     return path
 
 
-__all__ = ["Candidate", "Transfer", "TransferConfig", "format_report", "spread", "verdict", "write_report"]
+__all__ = ["Baseline", "Candidate", "Transfer", "TransferConfig", "format_report", "spread", "verdict", "write_report"]

@@ -75,6 +75,12 @@ def closest_depth(arch: ArchConfig, generator, target: int, step: int = 1) -> st
     return best_pattern
 
 
+def is_depth_matched(name: str) -> bool:
+    """Whether baseline ``name`` is matched by choosing a depth (``llama``, ``striped-1:R``), so that it can be
+    matched to any size, rather than derived from the composite's own layers (``sandwich``, ``random``)."""
+    return name == "llama" or _STRIPED.fullmatch(str(name)) is not None
+
+
 def baseline_pattern(name: str, composite: ArchConfig, seed: int = 0, target: int | None = None) -> str:
     """The pattern of baseline ``name`` matched to ``composite`` (``target``: the reference size)."""
     target = reference_size(composite) if target is None else target

@@ -46,6 +46,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--to", help="target preset (default demo-4m)")
     parser.add_argument("--method", choices=("auto", "stack", "stretch"), help="extrapolation (default auto)")
     parser.add_argument("--seeds", help="a count (3 = seeds 0,1,2; default) or comma-separated seeds")
+    parser.add_argument("--baseline", help="the parameter-matched baseline each pattern is compared with, paired over "
+                                           "seeds: llama (default), striped-1:R, or none")
     parser.add_argument("--n-boot", dest="n_boot", type=int, help="bootstrap replicates (default 10000)")
     parser.add_argument("--out", help="output directory (default runs/transfer)")
     parser.add_argument("--json", action="store_true", help="print transfer.json")
@@ -58,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     from composer.transfer import Transfer, TransferConfig, format_report
 
     overrides = {name: getattr(args, name) for name in ("search", "study", "patterns", "k", "to", "method", "seeds",
-                                                         "n_boot", "out")}
+                                                         "baseline", "n_boot", "out")}
     overrides.update({f"train.{name}": getattr(args, f"train_{name}") for name in TRAIN_FLAGS})
     config = TransferConfig.from_recipe(args.recipe, **overrides)
     report = Transfer(config, echo=lambda line: print(line, file=sys.stderr)).run()

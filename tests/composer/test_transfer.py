@@ -66,6 +66,7 @@ def test_selection_spreads_over_the_scores_and_extrapolates_each(search_dir, tmp
         ({"k": 2}, "k must be an integer >= 3"),
         ({"seeds": "0,0"}, "seeds must be distinct"),
         ({"train": {"arch": "AM"}}, "train has unknown option(s) ['arch']"),
+        ({"baseline": "sandwich"}, "baseline must be llama, striped-1:R"),
     ],
 )
 def test_bad_requests_name_the_problem(search_dir, tmp_path, changes, message):
@@ -94,7 +95,7 @@ def test_a_swept_transfer_trains_each_pattern_at_its_best_rate_and_flags_power(s
     """With a fake trainer: pattern p's loss is its search rank (so the search transfers perfectly), bent by how
     far the rate is from p's own best rate, plus a small seed effect."""
     best_rate = {"AAMMMM": 1e-3, "MAMAMA": 3e-3, "MMMMMM": 3e-3}
-    trained = []
+    trained, baselines = [], set()
 
     def train(config, resume=False):
         import math
@@ -102,9 +103,17 @@ def test_a_swept_transfer_trains_each_pattern_at_its_best_rate_and_flags_power(s
         out = Path(config.out)
         out.mkdir(parents=True, exist_ok=True)
         (out / "config.json").write_text(json.dumps({"train": config.to_dict()}))
-        source = next(p for p in best_rate if config.run_name.split("-", 1)[1].startswith(p))
-        loss = list(SCORES).index(source) + abs(math.log(config.lr / best_rate[source])) + 0.01 * config.seed
-        trained.append((source, config.lr, config.tokens, config.seed))
+        name = out.parent.name  # <root>/<model>/seed-<s> or <root>/<model>/lr-<rate>
+        if name.startswith("llama"):  # every pattern's matched Llama: best at 3e-3, worse than all by 0.5 + seed
+            baselines.add(name)
+            loss = len(SCORES) + 0.5 + abs(math.log(config.lr / 3e-3)) + 0.1 * config.seed
+            trained.append((name, config.lr, config.tokens, config.seed))
+            summary = {"pattern": config.arch, "val_loss": loss, "tokens": config.tokens, "val_fingerprint": "v",
+                       "val_tokens": 64, "loss_spikes": 0}
+            (out / "summary.json").write_text(json.dumps(summary))
+            return summary
+        loss = list(SCORES).index(name) + abs(math.log(config.lr / best_rate[name])) + 0.01 * config.seed
+        trained.append((name, config.lr, config.tokens, config.seed))
         summary = {"pattern": config.arch, "val_loss": loss, "tokens": config.tokens, "val_fingerprint": "v",
                    "val_tokens": 64, "loss_spikes": 0}
         (out / "summary.json").write_text(json.dumps(summary))
@@ -115,9 +124,18 @@ def test_a_swept_transfer_trains_each_pattern_at_its_best_rate_and_flags_power(s
                             n_boot=200, train={"tokens": 4096, "seq_len": 64, "batch_size": 8,
                                                "lr_sweep": "1e-3,3e-3", "lr_sweep_fraction": 0.5})
     report = Transfer(config, echo=lambda line: None).run()
-    assert {(p, lr) for p, lr, tokens, _ in trained if tokens == 4096} == set(best_rate.items())
-    assert len([t for t in trained if t[2] == 2048]) == 6, "3 patterns x 2 rates at half the tokens, seed 0 only"
+    assert baselines, "the matched Llama baselines are trained beside the patterns"
+    expected = {**best_rate, **{name: 3e-3 for name in baselines}}
+    assert {(p, lr) for p, lr, tokens, _ in trained if tokens == 4096} == set(expected.items())
+    assert len([t for t in trained if t[2] == 2048]) == 2 * len(expected), "every model x 2 rates, seed 0 only"
+    assert len([t for t in trained if t[2] == 4096]) == 2 * len(expected), "every model x 2 seeds"
     assert {row["source_pattern"]: row["lr"] for row in report["patterns"]} == best_rate
+    assert {row["name"] for row in report["baselines"]} == baselines and report["baseline"] == "llama"
+    for row in report["patterns"]:
+        diff = row["vs_baseline"]
+        assert row["baseline"] in baselines and diff["n"] == 2 and diff["mean"] < 0 and diff["verdict"] == "lower"
+        assert diff["differences"][1] - diff["differences"][0] == pytest.approx(0.01 - 0.1)
+    assert "vs llama (paired Δ)" in (tmp_path / "t" / "transfer.md").read_text()
     assert report["lr_sweep"]["rates"] == [1e-3, 3e-3] and report["noise_ceiling"] == 1.0
     assert not report["underpowered"] and report["verdict"].startswith("transfers")
     assert "learning rate per architecture" in report["notes"][0]
@@ -128,7 +146,8 @@ def test_a_swept_transfer_trains_each_pattern_at_its_best_rate_and_flags_power(s
 @pytest.mark.slow
 def test_transfer_trains_each_pattern_once_per_seed_and_resumes_after_a_kill(search_dir, tmp_path, capsys):
     out = tmp_path / "transfer"
-    argv = ["transfer", "--search", str(search_dir), "--k", "3", "--seeds", "2", "--out", str(out), *TRAIN]
+    argv = ["transfer", "--search", str(search_dir), "--k", "3", "--seeds", "2", "--out", str(out), "--baseline", "none",
+            *TRAIN]
     # kill -9 the first attempt as soon as one run has finished
     env = {**os.environ, "COMPOSER_CACHE": str(tmp_path / "cache"), "WANDB_MODE": "offline"}
     child = subprocess.Popen([sys.executable, "-m", "composer", *argv], env=env, stdout=subprocess.DEVNULL,
