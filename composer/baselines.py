@@ -1,14 +1,24 @@
 """Baseline layer patterns the searched architectures are compared with (method.md, "Baselines").
 
-Every generator returns a canonical pattern of exactly ``n_layers`` symbols.
+Every generator returns a canonical pattern of exactly ``n_layers`` symbols. Two kinds:
+
+* the paper's baselines: Llama's 1:1 alternation, striped 1:r, the Sandwich Transformer, random orders;
+* published hybrid families (:data:`FAMILIES`): the layouts of hybrids that shipped (Jamba, Samba, Nemotron-H,
+  Qwen3-Next, the Gated DeltaNet paper's H1, MiniMax-01's 7:1 ratio), written in this project's grammar so that a
+  searched winner can be compared with them. A *layer* here is one symbol, as in Nemotron-H's and this grammar's
+  counting: a published "layer" of mixer + FFN (Jamba, Samba, Qwen3-Next) is two symbols, so Jamba's 32 layers are
+  ``jamba(64)``. Each generator repeats its published period and cuts it at ``n_layers``; :func:`family_pattern`
+  asks for whole mixer + FFN pairs where the family has them.
 """
 
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from composer.errors import ConfigError
-from composer.pattern import parse_pattern
+from composer.pattern import MAX_LAYERS, parse_pattern
 
 
 def _check_layers(n_layers: int) -> None:
@@ -77,9 +87,132 @@ def random_pattern(
     return "".join(symbols)
 
 
+def _periodic(block: str, n_layers: int) -> str:
+    _check_layers(n_layers)
+    return (block * (n_layers // len(block) + 1))[:n_layers]
+
+
+def jamba(n_layers: int) -> str:
+    """Jamba (arXiv 2403.19887; HF ``JambaConfig``): 1 attention per 8 mixers, MoE in every other FFN slot.
+
+    Each Jamba layer is a mixer and an FFN. Within every 8 layers the mixer at offset 4 is attention and the rest
+    are Mamba (``attn_layer_period=8``, ``attn_layer_offset=4``); the FFN of every odd layer is a mixture of
+    experts (``expert_layer_period=2``, ``expert_layer_offset=1``). Jamba's Mamba is Mamba-1; this grammar's
+    state-space mixer is Mamba-2 (``S``), as in Jamba-1.5's successors and every SSM hybrid since.
+    """
+    return _periodic("SMSESMSEAMSESMSE", n_layers)
+
+
+def samba(n_layers: int) -> str:
+    """Samba (arXiv 2406.07522; microsoft/Samba): Mamba, MLP, sliding-window attention, MLP, repeated.
+
+    Samba's layer-wise stack is ``Mamba-MLP-SWA-MLP``; its window is 2,048 tokens (``W``'s ``window`` option).
+    """
+    return _periodic("SMWM", n_layers)
+
+
+def nemotron_h(n_layers: int) -> str:
+    """Nemotron-H (arXiv 2504.03624): Mamba-2 and MLP layers, about 8% of all layers attention, spread evenly.
+
+    The 8B model has 52 layers: 24 Mamba-2, 24 FFN and 4 self-attention (``hybrid_override_pattern``), so
+    ``round(n_layers * 4 / 52)`` (at least one) attention layers sit at the middle of equal segments of the
+    stack and the remaining slots alternate Mamba-2 and MLP, starting with Mamba-2.
+    """
+    _check_layers(n_layers)
+    n_attention = max(1, round(n_layers * 4 / 52))
+    positions = {(2 * j + 1) * n_layers // (2 * n_attention) for j in range(n_attention)}
+    others = iter("SM" * n_layers)
+    return "".join("A" if i in positions else next(others) for i in range(n_layers))
+
+
+def qwen3_next(n_layers: int) -> str:
+    """Qwen3-Next (HF ``Qwen3NextConfig``): 3 Gated DeltaNet : 1 attention, every FFN a mixture of experts.
+
+    Every fourth layer is full attention (``full_attention_interval=4``), the others Gated DeltaNet; all FFNs are
+    sparse MoE. Each layer is a mixer and an FFN (two symbols).
+    """
+    return _periodic("DEDEDEAE", n_layers)
+
+
+def gdn_h1(n_layers: int) -> str:
+    """Gated DeltaNet-H1 (arXiv 2412.06464, the Gated DeltaNet paper's first hybrid): Gated DeltaNet and
+    sliding-window attention alternating, each followed by an MLP."""
+    return _periodic("DMWM", n_layers)
+
+
+def linear_7to1(n_layers: int) -> str:
+    """MiniMax-01's ratio (arXiv 2501.08313): 7 linear-attention mixers, then 1 softmax attention, each followed by
+    an FFN. MiniMax's linear mixer is lightning attention; its documented substitute here is Gated DeltaNet (``D``),
+    and its FFNs are MoE in the paper but MLP here, so that the family isolates the mixer ratio."""
+    return _periodic("DM" * 7 + "AM", n_layers)
+
+
 BASELINES = {
     "llama": llama,
     "striped": striped,
     "sandwich": sandwich,
     "random": random_pattern,
 }
+
+
+@dataclass(frozen=True)
+class Family:
+    """A published hybrid's layout: its generator, where the layout comes from, and its granularity.
+
+    ``unit``: the symbols a depth must keep whole (2: mixer + FFN pairs); ``period``: the symbols of one full
+    repeat of the published layout. A depth chosen to match a size (:func:`family_pattern`) is whole periods, so
+    the published ratios hold exactly; a depth the user names needs only whole units."""
+
+    name: str
+    generator: Callable[[int], str]
+    unit: int
+    period: int
+    source: str
+    fact: str  # the published fact the generator encodes, for listings
+
+    def pattern(self, n_layers: int) -> str:
+        if not isinstance(n_layers, int) or isinstance(n_layers, bool) or n_layers < self.unit \
+                or n_layers % self.unit or n_layers > MAX_LAYERS:
+            whole = "a positive multiple of 2 (whole mixer + FFN pairs)" if self.unit == 2 else "a positive number"
+            raise ConfigError(f"{self.name} needs a depth that is {whole} up to {MAX_LAYERS}, got {n_layers!r}: "
+                              f"e.g. {self.name}:{4 * self.period}")
+        return self.generator(n_layers)
+
+
+FAMILIES: dict[str, Family] = {family.name: family for family in (
+    Family("jamba", jamba, 2, 16, "arXiv 2403.19887; HF JambaConfig",
+           "1 attention : 7 Mamba (attention at offset 4 of each 8), MoE in every other FFN"),
+    Family("samba", samba, 2, 4, "arXiv 2406.07522; microsoft/Samba", "Mamba, MLP, SWA, MLP repeated"),
+    Family("nemotron-h", nemotron_h, 1, 13, "arXiv 2504.03624 (Nemotron-H 8B: 24 Mamba-2 + 24 FFN + 4 attention)",
+           "Mamba-2 and MLP, ~8% of layers attention spread evenly"),
+    Family("qwen3-next", qwen3_next, 2, 8, "HF Qwen3NextConfig (full_attention_interval=4)",
+           "3 Gated DeltaNet : 1 attention, MoE FFNs"),
+    Family("gdn-h1", gdn_h1, 2, 4, "arXiv 2412.06464 (Gated DeltaNet-H1)",
+           "Gated DeltaNet and SWA alternating, with MLPs"),
+    Family("linear-7to1", linear_7to1, 2, 16, "arXiv 2501.08313 (MiniMax-01's ratio; Gated DeltaNet for lightning)",
+           "7 linear-attention (Gated DeltaNet) : 1 attention, with MLPs"),
+)}
+
+
+def get_family(name: str) -> Family:
+    try:
+        return FAMILIES[name]
+    except KeyError:
+        raise ConfigError(f"unknown hybrid family {name!r}; choose one of: {', '.join(FAMILIES)}") from None
+
+
+def matched_depth(pattern_of: Callable[[int], str], size_of: Callable[[str], int], target: int, step: int = 1) -> str:
+    """``pattern_of(n)`` at the depth ``n`` (a multiple of ``step``) whose ``size_of`` is nearest ``target``; the
+    shallower on a tie. Sizes must grow with depth, so the search stops at the first depth at or above target."""
+    best_pattern, best_gap = None, None
+    n = step
+    while n <= MAX_LAYERS:
+        pattern = pattern_of(n)
+        size = size_of(pattern)
+        gap = abs(size - target)
+        if best_gap is None or gap < best_gap:
+            best_pattern, best_gap = pattern, gap
+        if size >= target:
+            break
+        n += step
+    return best_pattern

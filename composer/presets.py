@@ -112,8 +112,31 @@ def get_preset(name: str) -> Preset:
         raise ConfigError(f"unknown preset {name!r}; choose one of: {', '.join(PRESETS)}") from None
 
 
+def family_architecture(spec: str, base: ArchConfig) -> ArchConfig | None:
+    """A published hybrid family (``composer.baselines.FAMILIES``) at ``base``'s widths, or None when ``spec``
+    names none. ``jamba`` takes the depth whose non-embedding parameters are nearest ``base``'s own (so
+    ``jamba --preset llama-3.2-1b`` is a Jamba the size of Llama 3.2 1B) in whole periods of its layout, so
+    its published ratios hold; ``jamba:64`` takes 64 layers (symbols)."""
+    from composer.accounting import non_embedding_params
+    from composer.baselines import FAMILIES, matched_depth
+
+    name, _, depth = spec.partition(":")
+    if name not in FAMILIES:
+        return None
+    family = FAMILIES[name]
+    if depth:
+        if not depth.isdigit():
+            raise ConfigError(f"{spec!r}: the depth after ':' must be a number of layers, e.g. {name}:"
+                              f"{4 * family.period}")
+        return base.with_pattern(family.pattern(int(depth)))
+    pattern = matched_depth(family.generator, lambda p: non_embedding_params(base.with_pattern(p)),
+                            non_embedding_params(base), family.period)
+    return base.with_pattern(pattern)
+
+
 def resolve_architecture(spec: str, preset: str | None, default_preset: str) -> tuple[ArchConfig, str]:
-    """``spec`` is a preset name, or a pattern at the widths of ``preset`` (default ``default_preset``).
+    """``spec`` is a preset name, a published hybrid family (``jamba``, ``jamba:64``: :func:`family_architecture`)
+    or a pattern, the last two at the widths of ``preset`` (default ``default_preset``).
 
     Returns the config and the name of the preset whose widths it uses.
     """
@@ -126,11 +149,21 @@ def resolve_architecture(spec: str, preset: str | None, default_preset: str) -> 
         return PRESETS[spec].arch, spec
     widths = preset or default_preset
     base = get_preset(widths).arch
+    family = family_architecture(spec, base)
+    if family is not None:
+        return family, widths
     try:
         return base.with_pattern(spec), widths
     except PatternError as err:
         if spec[:1].islower():  # looks like a mistyped preset name rather than a pattern
             raise ConfigError(
-                f"{spec!r} is neither a preset ({', '.join(PRESETS)}) nor a pattern of {REGISTRY.describe()}"
+                f"{spec!r} is neither a preset ({', '.join(PRESETS)}), a hybrid family ({', '.join(_family_names())}) "
+                f"nor a pattern of {REGISTRY.describe()}"
             ) from err
         raise
+
+
+def _family_names() -> list[str]:
+    from composer.baselines import FAMILIES
+
+    return list(FAMILIES)

@@ -13,6 +13,10 @@ random patterns, all at the same widths and about the same size. How each is mat
   non-embedding parameters are closest to the reference size.
 * ``random`` (``random-K`` for more of them): the composite's exact layer counts in a random order (seed
   ``seed + K``): the same parameters, only the placement differs, for any primitives.
+* a published hybrid family (``jamba``, ``samba``, ``nemotron-h``, ``qwen3-next``, ``gdn-h1``, ``linear-7to1``;
+  :data:`composer.baselines.FAMILIES`): its layout at the depth (whole periods of the published layout) whose
+  non-embedding parameters are closest to the reference size. Total parameters are matched, so a family with
+  MoE FFNs (Jamba, Qwen3-Next) uses fewer *active* parameters per token than the composite.
 
 Patterns come from :mod:`composer.baselines`; this module only decides depths and counts.
 """
@@ -23,14 +27,14 @@ import dataclasses
 import re
 
 from composer import baselines as patterns
-from composer.accounting import layer_params, non_embedding_params
+from composer.accounting import non_embedding_params
 from composer.config import ArchConfig
 from composer.errors import ConfigError
-from composer.pattern import MAX_LAYERS
 from composer.presets import PRESETS, get_preset
 
 DEFAULT_NAMES = ("llama", "sandwich", "striped-1:2", "random")
-NAME_FORMS = "llama, sandwich, striped-1:R (R a positive integer), random or random-K"
+NAME_FORMS = ("llama, sandwich, striped-1:R (R a positive integer), random, random-K, or a published hybrid "
+              f"family ({', '.join(patterns.FAMILIES)})")
 _STRIPED = re.compile(r"striped-1:([1-9][0-9]*)")
 _RANDOM = re.compile(r"random(?:-([0-9]+))?")
 
@@ -60,25 +64,14 @@ def reference_size(composite: ArchConfig, reference: int | str | ArchConfig | No
 def closest_depth(arch: ArchConfig, generator, target: int, step: int = 1) -> str:
     """``generator(n)`` at the depth ``n`` (a multiple of ``step``) whose size at ``arch``'s widths is nearest
     ``target``; the shallower on a tie."""
-    sizes = layer_params(arch.with_pattern("AM"))
-    best_pattern, best_gap = None, None
-    n = step
-    while n <= MAX_LAYERS:
-        pattern = generator(n)
-        size = sum(sizes[symbol] for symbol in pattern) + arch.d_model
-        gap = abs(size - target)
-        if best_gap is None or gap < best_gap:
-            best_pattern, best_gap = pattern, gap
-        if size >= target:  # sizes only grow with depth: the nearest is this one or the previous
-            break
-        n += step
-    return best_pattern
+    return patterns.matched_depth(generator, lambda pattern: non_embedding_params(arch.with_pattern(pattern)),
+                                  target, step)
 
 
 def is_depth_matched(name: str) -> bool:
     """Whether baseline ``name`` is matched by choosing a depth (``llama``, ``striped-1:R``), so that it can be
     matched to any size, rather than derived from the composite's own layers (``sandwich``, ``random``)."""
-    return name == "llama" or _STRIPED.fullmatch(str(name)) is not None
+    return name == "llama" or name in patterns.FAMILIES or _STRIPED.fullmatch(str(name)) is not None
 
 
 def baseline_pattern(name: str, composite: ArchConfig, seed: int = 0, target: int | None = None) -> str:
@@ -86,6 +79,9 @@ def baseline_pattern(name: str, composite: ArchConfig, seed: int = 0, target: in
     target = reference_size(composite) if target is None else target
     if name == "llama":
         return closest_depth(composite, patterns.llama, target, step=2)
+    if name in patterns.FAMILIES:
+        family = patterns.FAMILIES[name]
+        return closest_depth(composite, family.generator, target, step=family.period)
     if name == "sandwich":
         others = set(composite.counts) - {"A", "M"}
         if others:

@@ -36,6 +36,8 @@ GENERATORS = {
     "striped-1:2": (lambda n: patterns.striped(n, 2), 1),
     "striped-1:4": (lambda n: patterns.striped(n, 4), 1),
     "striped-1:8": (lambda n: patterns.striped(n, 8), 1),
+    # published hybrid families: whole periods of their layout, so their ratios hold exactly
+    **{name: (family.generator, family.period) for name, family in patterns.FAMILIES.items()},
 }
 
 
@@ -46,7 +48,7 @@ def test_depth_matched_baselines_are_the_closest_depth(preset, name):
     target = non_embedding_params(get_preset(preset).arch)
     arch = matched_baselines(composite, (name,))[name]
     generator, step = GENERATORS[name]
-    assert arch.pattern == generator(arch.n_layers)
+    assert arch.pattern == generator(arch.n_layers) and arch.n_layers % step == 0
 
     def gap(depth: int) -> int:
         return abs(non_embedding_params(composite.with_pattern(generator(depth))) - target)
