@@ -7,6 +7,7 @@ import argparse
 from composer.accounting import DTYPE_BYTES, analyze
 from composer.cli.format import human, print_json, print_rows
 from composer.errors import ConfigError
+from composer.formats import FORMATS, convert, format_text
 from composer.presets import PRESETS, resolve_architecture
 from primitives.registry import REGISTRY
 
@@ -32,6 +33,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--cache-dtype", choices=sorted(DTYPE_BYTES), default="bf16", help="KV-cache element type (default bf16)"
     )
+    parser.add_argument("--format", choices=FORMATS, dest="notation",
+                        help="print the architecture in another engine's notation instead: megatron "
+                             "(--hybrid-override-pattern and widths), hf (layer_types) or fla (attn layers)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(handler=run)
 
@@ -40,6 +44,10 @@ def run(args: argparse.Namespace) -> int:
     arch, widths = resolve_architecture(args.spec, args.preset, DEFAULT_WIDTHS)
     if args.seq_len is not None and args.seq_len <= 0:
         raise ConfigError(f"--seq-len must be a positive integer, got {args.seq_len}")
+    if args.notation is not None:
+        converted = convert(arch, args.notation)
+        print_json(converted) if args.json else print(format_text(converted))
+        return 0
     stats = analyze(arch, seq_len=args.seq_len, cache_dtype_bytes=DTYPE_BYTES[args.cache_dtype])
     if args.json:
         print_json({"preset": widths, **stats.to_dict(), "arch": arch.to_dict()})
