@@ -64,7 +64,7 @@ def embedding_params(arch: ArchConfig) -> int:
 
 def non_embedding_params(arch: ArchConfig) -> int:
     per_layer = layer_params(arch)
-    return sum(per_layer[symbol] for symbol in arch.pattern) + arch.d_model  # + final norm
+    return sum(per_layer[token] * n for token, n in arch.counts.items()) + arch.d_model  # + final norm
 
 
 def default_seq_len(arch: ArchConfig) -> int:

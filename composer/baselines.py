@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from composer.errors import ConfigError
-from composer.pattern import MAX_LAYERS, parse_pattern
+from composer.pattern import MAX_LAYERS, layers, parse_pattern
 
 
 def _check_layers(n_layers: int) -> None:
@@ -75,10 +75,10 @@ def random_pattern(
 ) -> str:
     """A random pattern; with ``counts`` (e.g. ``{"A": 9, "M": 18}``) a random order of exactly those layers."""
     _check_layers(n_layers)
-    parse_pattern(primitives)  # validates the symbols
+    choices = layers(parse_pattern(primitives))  # validates the symbols; "AM[AS]" offers A, M and [AS]
     rng = random.Random(seed)
     if counts is None:
-        return "".join(rng.choice(primitives) for _ in range(n_layers))
+        return "".join(rng.choice(choices) for _ in range(n_layers))
     if sum(counts.values()) != n_layers:
         raise ConfigError(f"counts {counts} sum to {sum(counts.values())}, not n_layers={n_layers}")
     symbols = [symbol for symbol, n in counts.items() for _ in range(n)]

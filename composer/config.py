@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from composer.errors import ConfigError, PatternError
-from composer.pattern import compact_pattern, counts, parse_pattern
+from composer.pattern import compact_pattern, counts, layers, n_layers, parse_pattern
 from primitives.rope import RopeScaling
 
 
@@ -60,7 +60,12 @@ class ArchConfig:
     # -- views --------------------------------------------------------------------------------------------
     @property
     def n_layers(self) -> int:
-        return len(self.pattern)
+        return n_layers(self.pattern)
+
+    @property
+    def layers(self) -> list[str]:
+        """One token per layer: a primitive symbol or a parallel layer such as ``"[AS]"``."""
+        return layers(self.pattern)
 
     @property
     def compact(self) -> str:
@@ -74,11 +79,11 @@ class ArchConfig:
         return dict(self.options.get(symbol, {}))
 
     def primitive_configs(self) -> dict[str, Any]:
-        """Config of each primitive the pattern uses, keyed by symbol."""
+        """Config of each layer token the pattern uses (a primitive or a parallel layer), keyed by token."""
         from primitives.registry import REGISTRY
 
         configs = {}
-        for symbol in dict.fromkeys(self.pattern):
+        for symbol in dict.fromkeys(self.layers):
             cls = REGISTRY.get(symbol)
             try:
                 configs[symbol] = cls.config_from_arch(self)

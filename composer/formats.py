@@ -30,12 +30,20 @@ _HF_MIXER = {"A": "full_attention", "W": "sliding_attention", "D": "linear_atten
 
 
 def _refuse(fmt: str, arch: ArchConfig, index: int, why: str) -> ConfigError:
-    symbol = arch.pattern[index]
+    symbol = arch.layers[index]
     return ConfigError(f"--format {fmt} cannot express layer {index} ({symbol}) of {arch.compact!r}: {why}")
+
+
+def _refuse_parallel(arch: ArchConfig, fmt: str) -> None:
+    for i, token in enumerate(arch.layers):
+        if token.startswith("["):
+            raise _refuse(fmt, arch, i, f"{fmt} has no parallel (hybrid-head) layer; its branches would have to "
+                                        "become separate layers, which is a different architecture")
 
 
 def decoder_layers(arch: ArchConfig, fmt: str) -> list[tuple[str, str]]:
     """The pattern as (mixer, FFN) pairs, the unit of a Hugging Face or fla decoder layer."""
+    _refuse_parallel(arch, fmt)
     pattern = arch.pattern
     for i, symbol in enumerate(pattern):
         if i % 2 == 0 and symbol not in MIXERS:
@@ -51,6 +59,7 @@ def decoder_layers(arch: ArchConfig, fmt: str) -> list[tuple[str, str]]:
 
 def to_megatron(arch: ArchConfig) -> dict[str, Any]:
     """``--hybrid-override-pattern`` and the Megatron-LM arguments that give this architecture's widths."""
+    _refuse_parallel(arch, "megatron")
     for i, symbol in enumerate(arch.pattern):
         if symbol not in _MEGATRON:
             raise _refuse("megatron", arch, i, "Megatron-LM's hybrid pattern has Mamba-2 (M), attention (*), MLP "

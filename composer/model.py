@@ -81,7 +81,7 @@ class ComposerModel(nn.Module):
         self.tok_embeddings = nn.Embedding(arch.vocab_size, arch.d_model)
         self.layers = nn.ModuleList(
             ResidualLayer(REGISTRY.get(symbol)(configs[symbol]), arch.d_model, arch.norm_eps)
-            for symbol in arch.pattern
+            for symbol in arch.layers
         )
         self.norm = nn.RMSNorm(arch.d_model, eps=arch.norm_eps)
         self.output = None if arch.tie_embeddings else nn.Linear(arch.d_model, arch.vocab_size, bias=False)

@@ -14,6 +14,7 @@ from primitives.gated_deltanet import GatedDeltaNet
 from primitives.mamba2 import Mamba2
 from primitives.mlp import SwiGLU
 from primitives.moe import MoESwiGLU
+from primitives.parallel import parallel_primitive
 from primitives.sliding_window import SlidingWindowAttention
 
 _BUILTIN: tuple[type[Primitive], ...] = (
@@ -48,15 +49,21 @@ class PrimitiveRegistry:
         return cls
 
     def get(self, key: str) -> type[Primitive]:
-        """Look a primitive up by symbol or by name."""
+        """Look a primitive up by symbol, by name, or by parallel-layer token (``"[AS]"``, made on demand)."""
         if key in self._by_symbol:
             return self._by_symbol[key]
+        if key.startswith("[") and key.endswith("]"):
+            symbols = key[1:-1]
+            if len(symbols) < 2 or len(set(symbols)) != len(symbols):
+                raise KeyError(f"parallel layer {key!r} needs two or more different primitives, e.g. '[AS]'")
+            return parallel_primitive(key, tuple(self.get(symbol) for symbol in symbols))
         for cls in self._by_symbol.values():
             if cls.name == key:
                 return cls
         raise KeyError(f"unknown primitive {key!r}; registered: {self.describe()}")
 
     def __contains__(self, symbol: str) -> bool:
+        """Whether ``symbol`` is a registered primitive symbol (parallel tokens are built from these)."""
         return symbol in self._by_symbol
 
     def __iter__(self) -> Iterator[type[Primitive]]:

@@ -51,7 +51,7 @@ from typing import Any
 from composer.accounting import analyze, layer_params, non_embedding_params
 from composer.config import ArchConfig
 from composer.errors import ConfigError
-from composer.pattern import MAX_LAYERS, compact_pattern, parse_pattern, runs
+from composer.pattern import MAX_LAYERS, compact_pattern, layers, n_layers, parse_pattern, runs
 from composer.presets import PRESETS, get_preset
 
 METHODS = ("stack", "stretch", "auto")
@@ -87,7 +87,7 @@ class Extrapolation:
 
     @property
     def n_layers(self) -> int:
-        return len(self.pattern)
+        return self.arch.n_layers
 
     @property
     def difference(self) -> int:
@@ -186,14 +186,14 @@ def stretch(
 def stack(pattern: str, factor: Fraction, sizes: dict[str, int], rounding: str = "ceil") -> tuple[str, int]:
     """Stack ``pattern`` ``floor(factor)`` times plus a copy stretched by the remainder; returns (pattern, repeats)."""
     repeats = math.floor(factor)
-    _check_depth(repeats * len(pattern), "the stacked pattern")
+    _check_depth(repeats * n_layers(pattern), "the stacked pattern")
     # Below one copy there is nothing to stack onto: keep every run, as stretching does.
     remainder = stretch(pattern, factor - repeats, sizes, rounding, keep_every_run=repeats == 0)
     return pattern * repeats + remainder, repeats
 
 
 def _layer_size(pattern: str, sizes: dict[str, int]) -> int:
-    return sum(sizes[symbol] for symbol in pattern)
+    return sum(sizes[token] for token in layers(pattern))
 
 
 def _bound(pattern: str, factor: Fraction, sizes: dict[str, int], rounding: str, keep_every_run: bool) -> int:
@@ -208,7 +208,7 @@ def _bound(pattern: str, factor: Fraction, sizes: dict[str, int], rounding: str,
         return 0
     if rounding == "ceil" or (keep_every_run and any(x < 1 for x in exact)):
         return sum(sizes[symbol] for symbol, _ in pattern_runs)
-    return max(sizes[symbol] for symbol in pattern) // 2
+    return max(sizes[token] for token in layers(pattern)) // 2
 
 
 def extrapolate(
@@ -246,7 +246,7 @@ def extrapolate(
     m = _layer_size(source, sizes)
     big_m = target_non_embedding - final_norm
     factor = Fraction(big_m, m)
-    chosen = method if method != "auto" else ("stack" if len(source) <= STACK_MAX_LAYERS else "stretch")
+    chosen = method if method != "auto" else ("stack" if n_layers(source) <= STACK_MAX_LAYERS else "stretch")
     if chosen == "stack":
         result, repeats = stack(source, factor, sizes, rounding)
         bound = _bound(source, factor - repeats, sizes, rounding, keep_every_run=repeats == 0)

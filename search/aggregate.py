@@ -39,6 +39,7 @@ import numpy as np
 
 from composer.errors import ConfigError, PatternError
 from composer.pattern import compact_pattern, parse_pattern
+from composer.pattern import layers as layer_tokens
 
 DIRECTIONS = ("maximize", "minimize")
 
@@ -235,25 +236,27 @@ def vote(members: Sequence[Member], c: int | str = 0, direction: str = "maximize
     c = _check_c(c)
     if not members:
         raise ConfigError("no members to vote")
-    lengths = sorted({len(m.pattern) for m in members})
+    tokens = {m.pattern: layer_tokens(m.pattern) for m in members}  # one token per layer ("A", "[AS]")
+    lengths = sorted({len(t) for t in tokens.values()})
     if len(lengths) > 1:
         raise ConfigError(f"members have different lengths ({', '.join(map(str, lengths))} layers); "
                           "aggregate patterns of one study (one stage of an incremental search) at a time")
     sign = 1.0 if direction == "maximize" else -1.0
     registry = _registry_rank()
-    chosen, layers = "", []
+    chosen: list[str] = []
+    layers = []
     for i in range(lengths[0]):
         context = i if c == "all" else min(c, i)
-        supporters = [m for m in members if m.pattern[i - context : i] == chosen[i - context :]]
+        supporters = [m for m in members if tokens[m.pattern][i - context : i] == chosen[i - context :]]
         if not supporters:  # cannot happen: the previous winner's supporters match (see the module docstring)
-            raise RuntimeError(f"no member matches the context {chosen[i - context:]!r} at position {i}")
+            raise RuntimeError(f"no member matches the context {''.join(chosen[i - context:])!r} at position {i}")
         scores: dict[str, list[float]] = defaultdict(list)
         for member in supporters:
-            scores[member.pattern[i]].append(member.score)
+            scores[tokens[member.pattern][i]].append(member.score)
         # sort keys, all "higher is better": votes, mean score, best score, earlier in the registry
         keys = {
             symbol: (len(s), sign * math.fsum(s) / len(s), max(sign * v for v in s),
-                     -registry.get(symbol, len(registry) + ord(symbol)))
+                     -registry.get(symbol, len(registry) + sum(map(ord, symbol))))
             for symbol, s in scores.items()
         }
         ranked = sorted(keys, key=lambda symbol: keys[symbol], reverse=True)
@@ -265,10 +268,10 @@ def vote(members: Sequence[Member], c: int | str = 0, direction: str = "maximize
                     tie_break = name
                     break
                 tied = [symbol for symbol in tied if keys[symbol][level] == keys[winner][level]]
-        chosen += winner
+        chosen.append(winner)
         votes = {symbol: keys[symbol][0] for symbol in sorted(keys, key=lambda s: keys[s][3], reverse=True)}
         layers.append(Vote(i, winner, votes, context, len(supporters), tie_break))
-    return chosen, layers
+    return "".join(chosen), layers
 
 
 # ---------------------------------------------------------------------------------------------------- sources

@@ -9,8 +9,14 @@ import optuna
 from optuna.trial import TrialState
 
 from composer.files import atomic_write_csv, atomic_write_json
-from composer.pattern import compact_pattern
+from composer.pattern import compact_pattern, layers
 from search.engine import is_substitute
+
+
+def attention_share(pattern: str) -> float:
+    """The share of layers with full attention (``A``, alone or as a branch of a parallel layer)."""
+    tokens = layers(pattern)
+    return sum("A" in token for token in tokens) / len(tokens)
 
 
 def leaderboard(study: optuna.Study, maximize: bool) -> list[dict[str, Any]]:
@@ -30,7 +36,7 @@ def leaderboard(study: optuna.Study, maximize: bool) -> list[dict[str, Any]]:
             "score": trial.values[0],
             "params": attrs.get("params"),
             "non_embedding_params": attrs.get("non_embedding_params"),
-            "attention_share": pattern.count("A") / len(pattern),
+            "attention_share": attention_share(pattern),
             "kv_cache_bytes_per_token": attrs.get("kv_cache_bytes_per_token"),
             "trial": trial.number,
             "seconds": attrs.get("seconds"),

@@ -14,6 +14,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import optuna  # noqa: E402
 
+from composer.pattern import layers, n_layers, parse_pattern  # noqa: E402
+
 
 def _save(figure, path: Path) -> Path:
     figure.tight_layout()
@@ -54,15 +56,16 @@ def _score_vs_attention(rows: list[dict[str, Any]], path: Path) -> Path:
 
 def _layer_frequency(rows: list[dict[str, Any]], primitives: str, path: Path) -> Path:
     """Heat map: how often each primitive sits at each layer among the top patterns."""
-    depth = max(len(r["pattern"]) for r in rows)
+    primitives = layers(parse_pattern(primitives))  # layer tokens: "AM[AS]" -> A, M, [AS]
+    depth = max(n_layers(r["pattern"]) for r in rows)
     counts = [[0.0] * depth for _ in primitives]
     for row in rows:
-        for layer, symbol in enumerate(row["pattern"]):
+        for layer, symbol in enumerate(layers(row["pattern"])):
             if symbol in primitives:
                 counts[primitives.index(symbol)][layer] += 1 / len(rows)
     figure, ax = plt.subplots(figsize=(max(4, depth * 0.45), 0.6 * len(primitives) + 1.5))
     image = ax.imshow(counts, vmin=0, vmax=1, cmap="viridis", aspect="auto")
-    ax.set_yticks(range(len(primitives)), list(primitives))
+    ax.set_yticks(range(len(primitives)), primitives)
     ax.set_xticks(range(depth), [str(i) for i in range(depth)])
     ax.set_xlabel("layer (bottom first)")
     ax.set_title(f"Primitive frequency per layer, top {len(rows)} patterns")

@@ -1,8 +1,12 @@
-"""The search space: one categorical choice of primitive per layer, with optional constraints.
+"""The search space: one categorical choice of layer per layer, with optional constraints.
 
 The Optuna parameters are ``layer_0 .. layer_{n-1}``; a trial's pattern is their concatenation (plus any frozen
 head/tail from an incremental strategy). Constraints are checked on the whole pattern; a violating sample is
 recorded as pruned with its reason, so model-based samplers learn to avoid it without a fake score.
+
+``primitives`` lists the layer tokens a layer may be: symbols (``"AM"``) and, to search parallel layers, the
+bracketed pairs to offer (``"AM[AS][WS]"``: attention, MLP, attention beside Mamba-2, SWA beside Mamba-2). Shares
+count whole tokens: ``min_share={"A": 0.2}`` counts ``A`` layers, not ``[AS]`` ones.
 """
 
 from __future__ import annotations
@@ -13,15 +17,15 @@ from dataclasses import dataclass, field
 import optuna
 
 from composer.errors import ConfigError
-from composer.pattern import parse_pattern
+from composer.pattern import counts, layers, n_layers, parse_pattern
 
 
 @dataclass(frozen=True)
 class SearchSpace:
     n_layers: int = 6
-    primitives: str = "AM"
-    min_share: dict[str, float] = field(default_factory=dict)  # symbol -> minimum fraction of layers
-    max_share: dict[str, float] = field(default_factory=dict)  # symbol -> maximum fraction of layers
+    primitives: str = "AM"  # the layer tokens to choose from: symbols and parallel layers, e.g. "AM[AS]"
+    min_share: dict[str, float] = field(default_factory=dict)  # token -> minimum fraction of layers
+    max_share: dict[str, float] = field(default_factory=dict)  # token -> maximum fraction of layers
     max_params: int | None = None  # non-embedding parameters at the search widths
     head: str = ""  # frozen layers before the searched ones (incremental strategies)
     tail: str = ""  # frozen layers after them
@@ -29,13 +33,15 @@ class SearchSpace:
     def __post_init__(self) -> None:
         if not isinstance(self.n_layers, int) or self.n_layers < 1:
             raise ConfigError(f"layers must be a positive integer, got {self.n_layers!r}")
-        symbols = parse_pattern(self.primitives)
+        symbols = self.choices
         if len(set(symbols)) != len(symbols):
-            raise ConfigError(f"primitives {self.primitives!r} repeats a symbol; list each once, e.g. 'AM'")
+            raise ConfigError(f"primitives {self.primitives!r} repeats a symbol; list each layer once, e.g. 'AM' or "
+                              "'AM[AS]'")
         for name, shares in (("min_share", self.min_share), ("max_share", self.max_share)):
             for symbol, share in shares.items():
                 if symbol not in symbols:
-                    raise ConfigError(f"{name} names {symbol!r}, which is not among the primitives {symbols!r}")
+                    raise ConfigError(f"{name} names {symbol!r}, which is not among the primitives "
+                                      f"{''.join(symbols)!r}")
                 if not 0.0 <= share <= 1.0:
                     raise ConfigError(f"{name} of {symbol} must be between 0 and 1, got {share}")
         problem = self.infeasibility()
@@ -51,10 +57,11 @@ class SearchSpace:
         """
         import math
 
-        total = self.n_layers + len(self.head) + len(self.tail)
+        total = self.n_layers + n_layers(self.head) + n_layers(self.tail)
+        frozen = counts(self.head + self.tail)
         lower_sum = upper_sum = 0
-        for symbol in parse_pattern(self.primitives):
-            fixed = (self.head + self.tail).count(symbol)
+        for symbol in self.choices:
+            fixed = frozen.get(symbol, 0)
             low = math.ceil(self.min_share.get(symbol, 0.0) * total - 1e-9) - fixed
             high = math.floor(self.max_share.get(symbol, 1.0) * total + 1e-9) - fixed
             low, high = max(0, low), min(self.n_layers, high)
@@ -70,11 +77,12 @@ class SearchSpace:
 
     @property
     def choices(self) -> list[str]:
-        return list(self.primitives)
+        """The layer tokens a searched layer may be, e.g. ``["A", "M", "[AS]"]``."""
+        return layers(parse_pattern(self.primitives))
 
     @property
     def size(self) -> int:
-        return len(self.primitives) ** self.n_layers
+        return len(self.choices) ** self.n_layers
 
     def param_name(self, index: int) -> str:
         return f"layer_{index}"
@@ -90,22 +98,24 @@ class SearchSpace:
         return self.head + "".join(params[self.param_name(i)] for i in range(self.n_layers)) + self.tail
 
     def params_of(self, pattern: str) -> dict[str, str]:
-        searched = pattern[len(self.head) : len(pattern) - len(self.tail)]
+        tokens = layers(pattern)
+        searched = tokens[n_layers(self.head) : len(tokens) - n_layers(self.tail)]
         return {self.param_name(i): symbol for i, symbol in enumerate(searched)}
 
     def violation(self, pattern: str, non_embedding_params: int | None = None) -> str | None:
         """Why ``pattern`` is outside the constraints, or None."""
-        n = len(pattern)
+        n = n_layers(pattern)
+        have = counts(pattern)
         for symbol, share in self.min_share.items():
-            if pattern.count(symbol) < share * n - 1e-9:
-                return f"{symbol} share {pattern.count(symbol) / n:.2f} is below the minimum {share:.2f}"
+            if have.get(symbol, 0) < share * n - 1e-9:
+                return f"{symbol} share {have.get(symbol, 0) / n:.2f} is below the minimum {share:.2f}"
         for symbol, share in self.max_share.items():
-            if pattern.count(symbol) > share * n + 1e-9:
-                return f"{symbol} share {pattern.count(symbol) / n:.2f} is above the maximum {share:.2f}"
+            if have.get(symbol, 0) > share * n + 1e-9:
+                return f"{symbol} share {have.get(symbol, 0) / n:.2f} is above the maximum {share:.2f}"
         if self.max_params is not None and non_embedding_params is not None and non_embedding_params > self.max_params:
             return f"{non_embedding_params:,} non-embedding parameters exceed the maximum {self.max_params:,}"
         return None
 
     def enumerate(self) -> list[str]:
         """Every pattern of the space (for brute force; only sensible for small spaces)."""
-        return [self.head + "".join(p) + self.tail for p in itertools.product(self.primitives, repeat=self.n_layers)]
+        return [self.head + "".join(p) + self.tail for p in itertools.product(self.choices, repeat=self.n_layers)]

@@ -1,11 +1,13 @@
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from composer.errors import PatternError
-from composer.pattern import compact_pattern, counts, parse_pattern, runs
+from composer.pattern import branches, compact_pattern, counts, layers, n_layers, parse_pattern, runs
 
 
 @pytest.mark.parametrize(
@@ -75,3 +77,58 @@ def test_compact_form(pattern, compact):
 def test_compact_round_trips(pattern):
     assert parse_pattern(compact_pattern(pattern)) == pattern
     assert len(compact_pattern(pattern)) <= len(pattern) + 8
+
+
+# ------------------------------------------------------------------------------------------ parallel layers
+
+
+@given(st.lists(st.sampled_from(["A", "M", "[AS]", "[WS]"]), min_size=1, max_size=60))
+def test_compact_round_trips_with_parallel_layers(tokens):
+    pattern = "".join(tokens)
+    assert parse_pattern(compact_pattern(pattern)) == pattern and layers(pattern) == tokens
+
+
+@pytest.mark.parametrize("text, canonical, compact", [
+    ("[AS]M[AS]M", "[AS]M[AS]M", "([AS]M)x2"),
+    ("[SA]M", "[AS]M", "[AS]M"),  # branch order fixed: attention first, then registry order
+    ("[SW]", "[WS]", "[WS]"),
+    ("[DA]", "[AD]", "[AD]"),
+    ("3[AS] 2M", "[AS][AS][AS]MM", "3[AS]MM"),
+    ("([AS]M)x2 (AM)x2", "[AS]M[AS]MAMAM", "([AS]M)x2 (AM)x2"),
+    ("([WS]MAM)x3", "[WS]MAM" * 3, "([WS]MAM)x3"),
+])
+def test_parallel_layers_parse_to_one_unique_token_per_layer_and_compact_round_trips(text, canonical, compact):
+    assert parse_pattern(text) == canonical
+    assert compact_pattern(canonical) == compact and parse_pattern(compact) == canonical
+    tokens = layers(canonical)
+    assert "".join(tokens) == canonical and n_layers(canonical) == len(tokens)
+    assert all(len(branches(t)) == (len(t) - 2 if t.startswith("[") else 1) for t in tokens)
+
+
+def test_tokens_count_and_run_as_layers():
+    assert counts("[AS]M[AS]MM") == {"[AS]": 2, "M": 3}
+    assert runs("[AS][AS]MA") == [("[AS]", 2), ("M", 1), ("A", 1)]
+    assert layers("AMAM") == list("AMAM") and n_layers("AMAM") == 4
+
+
+@pytest.mark.parametrize("text, message", [
+    ("[A]", "needs two or more primitives"),
+    ("[]", "needs two or more primitives"),
+    ("[AA]", "primitives must differ"),
+    ("[AW]", "at most one attention primitive"),
+    ("[AS", "must be closed with ']'"),
+    ("[A[S]]", "holds primitive symbols only"),
+    ("[(AS)]", "holds primitive symbols only"),
+    ("[2AS]", "holds primitive symbols only"),
+    ("AS]", "unmatched ']'"),
+    ("[AX]", "unknown primitive 'X'"),
+])
+def test_bad_parallel_layers_name_the_problem(text, message):
+    with pytest.raises(PatternError, match=re.escape(message)):
+        parse_pattern(text)
+
+
+def test_allowed_symbols_apply_to_branches():
+    assert parse_pattern("[AS]M", allowed="ASM") == "[AS]M"
+    with pytest.raises(PatternError, match="unknown primitive 'S'"):
+        parse_pattern("[AS]M", allowed="AM")

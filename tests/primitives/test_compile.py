@@ -14,7 +14,7 @@ from composer.model import build_model
 from composer.training.parallelize import apply_compile
 from primitives.rope import apply_rotary, rotary_cos_sin, rotary_split_qkv
 
-ALL_SIX = "AMWSDE"  # attention, MLP, sliding window, Mamba-2, Gated DeltaNet, MoE
+ALL_SIX = "AMWSDE[AS]"  # attention, MLP, sliding window, Mamba-2, Gated DeltaNet, MoE; attention beside Mamba-2
 
 
 def tiny_arch(pattern: str) -> ArchConfig:

@@ -10,7 +10,10 @@ from composer.presets import get_preset
 from primitives.base import InitScheme, Primitive
 from primitives.registry import REGISTRY
 
-SYMBOLS = list(REGISTRY.symbols)
+# every primitive, and parallel layers (primitives/parallel.py): attention, SWA beside each state-space mixer, two
+# state-space mixers, and attention beside an MoE (whose auxiliary loss must pass through)
+PARALLEL = ["[AS]", "[WS]", "[AD]", "[SD]", "[AE]"]
+SYMBOLS = list(REGISTRY.symbols) + PARALLEL
 
 
 def make(symbol: str) -> Primitive:
@@ -70,8 +73,9 @@ def test_accounting_is_positive_and_monotonic_in_seq_len(symbol):
     config = make(symbol).config
     short, long = cls.flops_per_token(config, 128), cls.flops_per_token(config, 4096)
     assert 0 < short <= long
-    # every weight does work for every token, except in routed primitives (E counts only its top_k experts)
-    active = cls.param_count(config) if symbol != "E" else 0
+    # every weight does work for every token, except in routed primitives (E counts only its top_k experts) and a
+    # parallel layer's output scales (elementwise, not matmul weights)
+    active = cls.active_param_count(config) - (config.d_model * (len(symbol) - 2) if symbol.startswith("[") else 0)
     assert 6 * active <= short
     cache = cls.inference_cache(config, dtype_bytes=2)
     assert cache.bytes_at(4096) >= cache.bytes_at(128) >= 0

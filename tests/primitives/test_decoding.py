@@ -20,9 +20,9 @@ BATCH = 2
 
 def tiny_arch(symbol: str, **options) -> ArchConfig:
     defaults = {"W": {"window": WINDOW}, "S": {"chunk_size": CHUNK}, "D": {"chunk_size": CHUNK}}
-    merged = {**defaults.get(symbol, {}), **options}
+    merged = {branch: {**defaults.get(branch, {}), **options} for branch in symbol.strip("[]")}
     return ArchConfig(pattern=symbol, d_model=64, n_heads=4, n_kv_heads=2, head_dim=16, ffn_dim=128,
-                      vocab_size=96, max_seq_len=256, options={symbol: merged} if merged else {})
+                      vocab_size=96, max_seq_len=256, options={b: o for b, o in merged.items() if o})
 
 
 def make(symbol: str, **options) -> Primitive:
@@ -35,6 +35,8 @@ VARIANTS = [(symbol, {}) for symbol in REGISTRY.symbols] + [
     ("W", {"window": 1}),  # the ring holds the token itself only
     ("S", {"d_conv": 1, "n_groups": 2}),  # no convolution state; B/C shared by fewer heads
     ("D", {"use_short_conv": False, "allow_neg_eigval": True}),
+    # parallel layers: each branch decodes with its own cache inside the layer's
+    ("[AS]", {}), ("[WS]", {}), ("[AD]", {}), ("[SD]", {}),
 ]
 IDS = [symbol + "".join(f"-{k}={v}" for k, v in options.items()) for symbol, options in VARIANTS]
 

@@ -173,3 +173,12 @@ def test_every_preset_within_the_documented_bound(pattern, preset):
         nearest = extrapolate(pattern, preset, method=method, rounding="nearest")
         assert abs(nearest.difference) <= _largest(nearest) // 2
         assert ceil.arch.d_model == PRESETS[preset].arch.d_model
+
+
+def test_a_parallel_layer_extrapolates_as_one_layer():
+    result = extrapolate("[AS]MMM", "demo-4m")
+    assert result.method == "stack" and result.pattern.startswith("[AS]MMM[AS]MMM")
+    assert result.n_layers == result.pattern.count("[AS]") + result.pattern.count("M")
+    sizes = layer_params(get_preset("demo-4m").arch.with_pattern("[AS]M"))
+    assert result.non_embedding_params == sum(sizes[t] * n for t, n in result.counts.items()) + 192
+    assert abs(result.non_embedding_params - result.target_non_embedding_params) <= result.bound

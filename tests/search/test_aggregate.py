@@ -360,3 +360,10 @@ def test_incremental_search_aggregates_its_last_stage(tmp_path):
     result = aggregate(tmp_path / "out")
     assert result.source["study"] == f"{cfg.study_name}-stage1"
     assert all(len(m.pattern) == 4 for m in result.members) and len(result.pattern) == 4
+
+
+def test_voting_counts_a_parallel_layer_as_one_position():
+    members = [Member("[AS]MM", 0.9), Member("[AS]MA", 0.8), Member("AM[AS]", 0.7)]
+    pattern, votes = vote(members, c=0)
+    assert pattern == "[AS]MM" and [v.symbol for v in votes] == ["[AS]", "M", "M"]
+    assert votes[0].votes == {"A": 1, "[AS]": 2}

@@ -71,3 +71,16 @@ def test_infeasible_constraints_are_refused_up_front_exactly_when_no_pattern_sat
     else:
         with pytest.raises(ComposerUsageError, match="no pattern satisfies the constraints"):
             SearchSpace(6, "AM", **shares)
+
+
+def test_parallel_layers_are_choices_like_any_primitive():
+    space = SearchSpace(n_layers=3, primitives="AM[AS]", min_share={"[AS]": 0.3})
+    assert space.choices == ["A", "M", "[AS]"] and space.size == 27
+    patterns = space.enumerate()
+    assert len(patterns) == 27 and "[AS]M[AS]" in patterns
+    assert space.violation("AMM") == "[AS] share 0.00 is below the minimum 0.30"
+    assert space.violation("[AS]MA") is None
+    assert space.params_of("[AS]MA") == {"layer_0": "[AS]", "layer_1": "M", "layer_2": "A"}
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+    pattern = space.suggest(study.ask())
+    assert space.params_of(pattern) and len(space.params_of(pattern)) == 3

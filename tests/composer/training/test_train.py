@@ -270,3 +270,20 @@ def test_sigterm_saves_the_step_just_finished_and_resume_completes(tmp_path):
     resumed = subprocess.run([*argv[:-2], "--tokens", str((step + 2) * 512), "--out", str(out), "--resume"],
                              capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=300)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
+
+
+def test_a_parallel_layer_pattern_trains_and_its_summary_counts_the_models_parameters(tmp_path):
+    from composer.config import ArchConfig
+    from composer.model import build_model
+
+    out = tmp_path / "parallel"
+    assert main(["train", "--arch", "([AS]M)x2", "--preset", "tiny", "--seq-len", "64", "--batch-size", "8",
+                 "--max-documents", "200", "--val-batches", "2", "--tokens", str(20 * 512), "--lr", "3e-3",
+                 "--wandb", "off", "--log-interval", "1", "--out", str(out)]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    arch = json.loads((out / "config.json").read_text())["arch"]  # tiny with the tokenizer's vocabulary
+    model = build_model(ArchConfig(**arch))
+    assert summary["params"] == sum(p.numel() for p in model.parameters())
+    assert summary["pattern"] == "[AS]M[AS]M" and math.isfinite(summary["val_loss"])
+    losses = train_losses(out)
+    assert sum(list(losses.values())[-3:]) < sum(list(losses.values())[:3])
