@@ -501,7 +501,7 @@ def aggregate_population(population: Population, *, c: int | str = 0, k: int = 5
     scored = population.scored
     if not scored:
         raise ConfigError("no scored patterns to aggregate")
-    lengths = sorted({len(s.pattern) for s in scored})
+    lengths = sorted({len(layer_tokens(s.pattern)) for s in scored})
     if len(lengths) > 1:
         raise ConfigError(f"the scored patterns have different lengths ({', '.join(map(str, lengths))} "
                           "layers); "

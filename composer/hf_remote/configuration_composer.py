@@ -7,6 +7,7 @@ lm-evaluation-harness, ``model.config.max_position_embeddings``) find what they 
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from transformers import PretrainedConfig
@@ -21,7 +22,8 @@ class ComposerConfig(PretrainedConfig):
             kwargs.setdefault("tie_word_embeddings", bool(self.arch.get("tie_embeddings", True)))
             self.vocab_size = self.arch["vocab_size"]
             self.hidden_size = self.arch["d_model"]
-            self.num_hidden_layers = len(self.arch["pattern"])
+            # one layer per token; a parallel layer "[AS]" is one (composer.pattern, without importing it here)
+            self.num_hidden_layers = len(re.sub(r"\[[^\]]*\]", "#", self.arch["pattern"]))
             self.num_attention_heads = self.arch["n_heads"]
             self.num_key_value_heads = self.arch["n_kv_heads"]
             self.head_dim = self.arch["head_dim"]

@@ -196,3 +196,16 @@ def test_usage_errors_exit_2_with_one_line(tmp_path, capsys, monkeypatch):
     assert main(["export", "--model", str(model_dir), "--out", str(tmp_path / "o")]) == 2
     assert "pip install 'composer-hnas[bench]'" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
+
+
+def test_parallel_layers_export_as_remote_code_with_our_logits_and_generation(tmp_path):
+    model_dir, ours = train_dir(tmp_path, "[AS]M[WS]M", options={"W": {"window": 8}})
+    out = tmp_path / "hf"
+    assert export_hf(model_dir, out).kind == "remote-code"
+    hf = AutoModelForCausalLM.from_pretrained(out, trust_remote_code=True, dtype=torch.float32).eval()
+    assert hf.config.num_hidden_layers == 4
+    a, b = logits_both(ours, hf, seq_len=40)
+    torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-5)
+    prompt = AutoTokenizer.from_pretrained(out, trust_remote_code=True)(TEXT, return_tensors="pt")
+    generated = hf.generate(**prompt, max_new_tokens=4, do_sample=False, eos_token_id=None)
+    assert torch.equal(generated, greedy(ours, prompt["input_ids"], 4))
