@@ -25,7 +25,7 @@ class SearchConfig:
     objectives: list[str] = field(default_factory=lambda: ["score"])  # + "kv" / "tokens_per_s": multi-objective
     trials: int = 20
     timeout: float | None = None  # seconds for the whole search
-    evaluator: str = "mad"  # mad | lm
+    evaluator: str = "mad"  # mad | lm | recall | module:factory
     budget: str = "cpu"  # a named budget of the evaluator (smoke, cpu, gpu, ...)
     widths: str = "search-1m"  # preset whose widths candidates are trained at
     target: str = "llama-3.2-1b"  # preset whose widths the KV-cache objective and reports use
@@ -98,7 +98,7 @@ class SearchConfig:
         if self.study:
             return self.study
         objectives = "+".join(self.objectives)
-        builtin = self.evaluator in ("mad", "lm")  # a custom evaluator's precision is its own business
+        builtin = self.evaluator in ("mad", "lm", "recall")  # a custom evaluator's precision is its own business
         suffix = "-bf16" if builtin and self.resolved_precision == "bf16" else ""
         return (f"{self.evaluator}-{self.budget}-{self.strategy}-{self.layers}L-{self.primitives}-"
                 f"{self.sampler_name}-{objectives}-seed{self.seed}{suffix}")

@@ -4,6 +4,8 @@
   search widths (``search.mad``). Higher is better.
 * ``lm``: validation loss after a fixed token budget on a text source, through the training engine. Lower is
   better.
+* ``recall``: mean accuracy of Zoology's multi-query associative recall over sequence lengths up to 1,024 (more
+  on GPU), with the key-value pairs growing with the length (``search.recall``). Higher is better.
 
 An evaluator is called with the pattern, a seed and a ``report(step, value)`` callback for intermediate values
 (used for pruning); it returns an :class:`Evaluation` or raises ``CandidateFailed`` with a reason.
@@ -131,12 +133,16 @@ class LanguageModelEvaluator:
 
 def make_evaluator(name: str, budget: str, widths: str, data: str | None = None,
                    tokenizer: str | None = None, precision: str = "auto", compile: bool = False) -> Evaluator:
-    """``mad``, ``lm``, or your own as ``module:factory`` (called with budget=, widths=, data=, tokenizer=, and
+    """``mad``, ``lm``, ``recall``, or your own as ``module:factory`` (called with budget=, widths=, data=, tokenizer=, and
     precision= / compile= when its signature takes them)."""
     if name == "mad":
         return MadEvaluator(budget, widths, precision, compile)
     if name == "lm":
         return LanguageModelEvaluator(budget, widths, data, tokenizer, precision, compile)
+    if name == "recall":
+        from search.recall import RecallEvaluator
+
+        return RecallEvaluator(budget, widths, precision, compile)
     if ":" in name:
         import importlib
 
@@ -155,7 +161,7 @@ def make_evaluator(name: str, budget: str, widths: str, data: str | None = None,
             raise ConfigError(f"evaluator factory {name!r} cannot be called as factory(budget=, widths=, data=, "
                               f"tokenizer=): {err}") from err
         return _checked(evaluator, name)
-    raise ConfigError(f"unknown evaluator {name!r}; choose 'mad', 'lm' or a 'module:factory' of your own")
+    raise ConfigError(f"unknown evaluator {name!r}; choose 'mad', 'lm', 'recall' or a 'module:factory' of your own")
 
 
 def _accepted(factory: Callable[..., Any], **options: Any) -> dict[str, Any]:

@@ -18,7 +18,8 @@ FLAGS = {
     "objectives": (str, "comma-separated: score[,kv][,tokens_per_s] (kv: KV-cache bytes at --target widths)"),
     "trials": (int, "number of trials (default 20)"),
     "timeout": (float, "stop starting trials after this many seconds"),
-    "evaluator": (str, "mad (default, synthetic tasks) or lm (validation loss on text)"),
+    "evaluator": (str, "mad (default, synthetic tasks), lm (validation loss on text) or recall (MQAR accuracy "
+                       "over lengths 64-1,024)"),
     "budget": (str, "named evaluation budget: smoke, cpu (default), gpu, ..."),
     "widths": (str, "preset whose widths candidates train at (default search-1m)"),
     "target": (str, "preset for the KV-cache objective and reports (default llama-3.2-1b)"),

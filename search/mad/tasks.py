@@ -435,6 +435,60 @@ def generate_memorization(
     return _tensors(inputs.reshape(n, seq_len), targets.reshape(n, seq_len))
 
 
+# -- multi-query associative recall at length (Zoology) ---------------------------------------------------------
+
+
+def generate_mqar(
+    num_examples: int,
+    seed: Seed,
+    *,
+    split: str = "test",
+    vocab_size: int = 8192,
+    seq_len: int = 256,
+    num_kv_pairs: int = 16,
+    power_a: float = 0.01,
+    random_non_queries: bool = True,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Zoology's MQAR (Arora et al. 2023, arXiv 2312.04927): ``num_kv_pairs`` distinct key-value pairs first, then
+    every key queried once later in the sequence; the target at a query is its value.
+
+    Keys come from ``[1, V/2)`` and values from ``[V/2, V)``, each example drawing distinct keys and values. The
+    queries sit at even offsets after the pairs, their distances drawn without replacement from Zoology's power
+    law ``p(g) ~ power_a * g ** (power_a - 1)`` (``power_a`` 0.01: most queries come soon after the context, a
+    few far), and every other position holds a random token (``random_non_queries``, Zoology's default) or 0.
+    Only the queries are scored, in training as in testing (Zoology trains on them alone). Unlike MAD's recall,
+    the number of pairs is a knob of its own, so a caller can scale it with the length and make a fixed-size
+    state the limit (``search.recall``).
+    """
+    _check_split(split)
+    n_keys = vocab_size // 2 - 1
+    context = 2 * num_kv_pairs
+    space = (seq_len - context) // 2
+    if seq_len % 2 or num_kv_pairs < 1 or space < num_kv_pairs:
+        raise ConfigError(f"MQAR needs an even seq_len with room for {num_kv_pairs} pairs and as many queries "
+                          f"(seq_len >= 4 * num_kv_pairs), got seq_len {seq_len}")
+    if n_keys < num_kv_pairs:
+        raise ConfigError(f"MQAR's vocab_size {vocab_size} has {n_keys} keys, fewer than num_kv_pairs {num_kv_pairs}")
+    if not power_a > 0:
+        raise ConfigError(f"power_a must be positive, got {power_a}")
+    rng = _rng(seed)
+    n = num_examples
+    keys = 1 + np.argsort(rng.random((n, n_keys)), axis=1)[:, :num_kv_pairs]  # distinct per example
+    values = vocab_size // 2 + np.argsort(rng.random((n, vocab_size - vocab_size // 2)), axis=1)[:, :num_kv_pairs]
+    # gaps without replacement from the power law: the top num_kv_pairs of u ** (1 / p) (Efraimidis-Spirakis)
+    weights = power_a * np.arange(1, space + 1, dtype=np.float64) ** (power_a - 1)
+    draws = np.log(rng.random((n, space))) / (weights / weights.sum())
+    gaps = np.argsort(-draws, axis=1)[:, :num_kv_pairs]
+    inputs = (rng.integers(0, vocab_size, size=(n, seq_len)) if random_non_queries
+              else np.zeros((n, seq_len), dtype=np.int64))
+    inputs[:, 0:context:2], inputs[:, 1:context:2] = keys, values
+    rows = np.arange(n)[:, None]
+    inputs[rows, context + 2 * gaps] = keys
+    targets = np.full((n, seq_len), IGNORE_INDEX, dtype=np.int64)
+    targets[rows, context + 2 * gaps] = values
+    return _tensors(inputs, targets)
+
+
 # -- registry --------------------------------------------------------------------------------------------------
 
 _COMMON = ("vocab_size", "seq_len", "num_train_examples", "num_test_examples")
@@ -451,10 +505,11 @@ class TaskSpec:
     description: str
     model: str = "lm"  # "lm": the candidate as a causal LM; "autoencoder": MAD's compression auto-encoder
     sweeps: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)  # MAD's configs/tasks/*.yml "changes"
+    suite: str = "mad"  # "mad": one of MAD's six; "zoology": Zoology's MQAR (search.recall), not in MAD's sweep
 
 
-def _spec(name, shorthand, generate, description, model="lm", sweeps=None, **defaults) -> TaskSpec:
-    return TaskSpec(name, shorthand, generate, dict(defaults), description, model, dict(sweeps or {}))
+def _spec(name, shorthand, generate, description, model="lm", sweeps=None, suite="mad", **defaults) -> TaskSpec:
+    return TaskSpec(name, shorthand, generate, dict(defaults), description, model, dict(sweeps or {}), suite)
 
 
 _EXAMPLES = {"num_train_examples": 12_800, "num_test_examples": 1_280}
@@ -537,6 +592,20 @@ TASKS: dict[str, TaskSpec] = {
             **_EXAMPLES,
             noise_vocab_size=0,
             frac_noise=0.0,
+        ),
+        _spec(
+            "multi-query-associative-recall",
+            "MQAR",
+            generate_mqar,
+            "Zoology's MQAR: distinct key-value pairs, then every key queried once at a power-law distance",
+            suite="zoology",
+            vocab_size=8192,
+            seq_len=256,
+            num_train_examples=20_000,
+            num_test_examples=1_000,
+            num_kv_pairs=16,
+            power_a=0.01,
+            random_non_queries=True,
         ),
         _spec(
             "memorization",
@@ -686,7 +755,7 @@ def _make_dataset(task: TaskConfig, seed: int) -> MadDataset:
 def mad_benchmark_tasks() -> list[TaskConfig]:
     """MAD's full benchmark: each task's baseline plus every one-knob change of ``configs/tasks/*.yml`` (66)."""
     configs = []
-    for spec in TASKS.values():
+    for spec in (spec for spec in TASKS.values() if spec.suite == "mad"):
         configs.append(TaskConfig(spec.name))
         for knob, values in spec.sweeps.items():
             configs.extend(TaskConfig(spec.name, {knob: value}) for value in values)
@@ -707,4 +776,6 @@ def chance_accuracy(task: TaskConfig) -> float:
     if task.name == "memorization":
         n = k["vocab_size"] - 1 - k["noise_vocab_size"]
         return 1.0 / (n - n // 2)
+    if task.name == "multi-query-associative-recall":
+        return 1.0 / (k["vocab_size"] - k["vocab_size"] // 2)
     raise ConfigError(f"no chance level for {task.name!r}")

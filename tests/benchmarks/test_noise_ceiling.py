@@ -3,26 +3,16 @@ separation computed from the runs, the table and plot written, and a second call
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def load_script():
-    spec = importlib.util.spec_from_file_location("noise_ceiling", ROOT / "benchmarks" / "noise_ceiling.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
 
 @pytest.mark.slow
-def test_noise_ceiling_trains_every_budget_once_and_reports_the_ceiling(tmp_path, monkeypatch, capsys):
+def test_noise_ceiling_trains_every_budget_once_and_reports_the_ceiling(tmp_path, monkeypatch, capsys,
+                                                                       load_benchmark):
     monkeypatch.setenv("COMPOSER_CACHE", str(tmp_path / "cache"))
-    script = load_script()
+    script = load_benchmark("noise_ceiling")
     argv = ["--tokens", "1024", "--patterns", "AAMMMM,AMAMAM,MMMMMM", "--seeds", "2", "--to", "tiny",
             "--seq-len", "64", "--batch-size", "8", "--max-documents", "200", "--val-tokens", "512", "--out", str(tmp_path / "nc")]
     assert script.main(argv) == 0

@@ -27,6 +27,7 @@ SMALL = {
     "selective-copying": {"seq_len": 64, "num_tokens_to_copy": 8},
     "compression": {"seq_len": 32},
     "memorization": {"vocab_size": 64, "seq_len": 32, "kv_map_seed": 7},
+    "multi-query-associative-recall": {"vocab_size": 256, "seq_len": 64, "num_kv_pairs": 4},
 }
 
 
@@ -280,3 +281,37 @@ def test_chance_levels():
     assert chance_accuracy(TaskConfig("in-context-recall")) == 1 / 8
     assert chance_accuracy(TaskConfig("selective-copying")) == 1 / 14
     assert chance_accuracy(TaskConfig("memorization")) == 1 / 128
+
+
+# -- MQAR (Zoology) ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("random_non_queries", [True, False])
+def test_mqar_queries_every_key_once_after_its_pairs_and_scores_only_the_queries(random_non_queries):
+    from search.mad.tasks import generate_mqar
+
+    pairs, length, vocab = 8, 128, 512
+    inputs, targets = generate_mqar(100, 0, vocab_size=vocab, seq_len=length, num_kv_pairs=pairs,
+                                    random_non_queries=random_non_queries)
+    for row in range(100):
+        tokens, due = inputs[row].tolist(), targets[row].tolist()
+        keys, values = tokens[0 : 2 * pairs : 2], tokens[1 : 2 * pairs : 2]
+        assert len(set(keys)) == pairs and all(1 <= k < vocab // 2 for k in keys)
+        assert len(set(values)) == pairs and all(vocab // 2 <= v < vocab for v in values)
+        answer = dict(zip(keys, values))
+        queried = [t for t in range(length) if due[t] != IGNORE_INDEX]
+        assert len(queried) == pairs and min(queried) >= 2 * pairs and all(t % 2 == 0 for t in queried)
+        assert sorted(tokens[t] for t in queried) == sorted(keys)
+        assert all(due[t] == answer[tokens[t]] for t in queried)
+        if not random_non_queries:
+            assert all(tokens[t] == 0 for t in range(2 * pairs, length) if t not in queried)
+    near = (torch.nonzero(targets != IGNORE_INDEX)[:, 1] - 2 * pairs).float().mean().item()
+    assert near < (length - 2 * pairs) / 2, "the power law puts most queries soon after the context"
+
+
+def test_mqar_refuses_a_length_without_room_for_its_queries():
+    from search.mad.tasks import generate_mqar
+
+    with pytest.raises(ConfigError, match="seq_len >= 4 \\* num_kv_pairs"):
+        generate_mqar(4, 0, vocab_size=256, seq_len=32, num_kv_pairs=16)
+    assert TaskConfig("multi-query-associative-recall") not in mad_benchmark_tasks()

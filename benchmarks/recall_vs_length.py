@@ -1,0 +1,189 @@
+"""Recall accuracy against sequence length: which mixers keep recalling as the context outgrows a fixed state?
+
+Trains each pattern on Zoology's multi-query associative recall (MQAR) at every length of the budget, with the
+key-value pairs growing with the length (``search.recall``: ``length // kv_ratio`` pairs, 4 at 64 tokens and 64 at
+1,024), and prints accuracy per length beside each pattern's KV cache and fixed state at the training widths. The
+named peer is pure attention (``AMAMAM``, Llama's layout), measured in the same run: the ratio columns are each
+pattern's accuracy over attention's at the same length.
+
+    python benchmarks/recall_vs_length.py                         # the default patterns, cpu budget, seed 0
+    python benchmarks/recall_vs_length.py --budget smoke --patterns AMAMAM,SMSMSM
+    python benchmarks/recall_vs_length.py --lengths 64,256,1024 --steps 600 --seeds 0,1
+
+Each (pattern, seed) result is a JSON file under ``--out``; a finished one is never retrained, so the script
+resumes. Writes ``recall.json``, ``recall.md`` and ``recall.png`` under ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from composer.accounting import analyze
+from composer.files import atomic_write_json, atomic_write_text
+from composer.presets import get_preset
+from composer.replicates import parse_seeds
+from search.recall import RecallEvaluator, get_recall_budget, parse_lengths
+
+REFERENCE = "AMAMAM"  # pure attention with MLPs: the named peer
+# attention, Mamba-2, Gated DeltaNet and sliding-window attention alone (each with MLPs), then four hybrids: one
+# attention layer among Mamba-2 (Jamba/Nemotron-like), one among Gated DeltaNet (Qwen3-Next-like), SWA with
+# Mamba-2 (Samba-like) and attention beside Mamba-2 in one parallel layer (Hymba-like)
+DEFAULT_PATTERNS = (REFERENCE, "SMSMSM", "DMDMDM", "WMWMWM", "SMAMSM", "DMDMAM", "SMWMSM", "[AS]MSMSM")
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--patterns", default=",".join(DEFAULT_PATTERNS), help="comma-separated patterns")
+    parser.add_argument("--budget", default="cpu", help="search.recall budget: smoke, cpu (default) or gpu")
+    parser.add_argument("--lengths", help="comma-separated lengths (default: the budget's)")
+    parser.add_argument("--kv-ratio", type=int, help="tokens per key-value pair (default 16)")
+    parser.add_argument("--steps", type=int, help="optimizer steps per length (default: the budget's)")
+    parser.add_argument("--widths", default="search-1m", help="preset whose widths every pattern trains at")
+    parser.add_argument("--seeds", default="1", help="a count (1: seed 0, the default) or comma-separated seeds")
+    parser.add_argument("--precision", default="fp32", help="auto, fp32 (default) or bf16")
+    parser.add_argument("--out", default="runs/recall")
+    parser.add_argument("--json", action="store_true", help="print recall.json instead of the table")
+    return parser.parse_args(argv)
+
+
+def budget_of(args: argparse.Namespace):
+    budget = get_recall_budget(args.budget)
+    changes = {}
+    if args.lengths:
+        changes["lengths"] = parse_lengths(args.lengths)
+    if args.kv_ratio:
+        changes["kv_ratio"] = args.kv_ratio
+    if args.steps:
+        changes["steps"] = args.steps
+    return budget.replace(**changes) if changes else budget
+
+
+def result_path(out: Path, pattern: str, seed: int) -> Path:
+    safe = pattern.replace("[", "(").replace("]", ")")
+    return out / "runs" / f"{safe}-seed{seed}.json"
+
+
+def run(args: argparse.Namespace) -> dict:
+    out = Path(args.out)
+    (out / "runs").mkdir(parents=True, exist_ok=True)
+    budget = budget_of(args)
+    seeds = parse_seeds(args.seeds)
+    patterns = [p for p in args.patterns.replace(" ", "").split(",") if p]
+    evaluator = RecallEvaluator(budget, args.widths, precision=args.precision)
+    settings = {"budget": budget.name, "lengths": list(budget.lengths), "kv_ratio": budget.kv_ratio,
+                "steps": budget.steps, "tokens_per_step": budget.tokens_per_step, "vocab_size": budget.vocab_size,
+                "lr": budget.lr, "widths": args.widths, "precision": evaluator.precision}
+    results: dict[str, dict[int, dict]] = {}
+    total, done, started = len(patterns) * len(seeds), 0, time.perf_counter()
+    for pattern in patterns:
+        for seed in seeds:
+            path = result_path(out, pattern, seed)
+            if path.exists() and json.loads(path.read_text()).get("settings") == settings:
+                results.setdefault(pattern, {})[seed] = json.loads(path.read_text())
+                done += 1
+                continue
+            evaluation = evaluator(pattern, seed, lambda index, value: None)
+            record = {"pattern": pattern, "seed": seed, "settings": settings, "score": evaluation.score,
+                      "seconds": evaluation.seconds, **evaluation.details}
+            atomic_write_json(path, record)
+            results.setdefault(pattern, {})[seed] = record
+            done += 1
+            elapsed = time.perf_counter() - started
+            print(f"[{done}/{total}] {pattern} seed {seed}: mean {evaluation.score:.3f} "
+                  + " ".join(f"{n}:{a:.2f}" for n, a in evaluation.details["accuracy_by_length"].items())
+                  + f" ({evaluation.seconds:.0f} s, ETA {elapsed / done * (total - done) / 60:.0f} min)",
+                  file=sys.stderr, flush=True)
+    return report(results, settings)
+
+
+def report(results: dict[str, dict[int, dict]], settings: dict) -> dict:
+    widths = get_preset(settings["widths"]).arch
+    rows = []
+    for pattern, by_seed in results.items():
+        lengths = [str(n) for n in settings["lengths"]]
+        accuracy = {n: sum(r["accuracy_by_length"][n] for r in by_seed.values()) / len(by_seed) for n in lengths}
+        stats = analyze(widths.with_pattern(pattern), seq_len=max(settings["lengths"]))
+        rows.append({"pattern": pattern, "seeds": sorted(by_seed), "accuracy_by_length": accuracy,
+                     "mean": sum(accuracy.values()) / len(accuracy),
+                     "kv_cache_bytes_per_token": stats.kv_cache_bytes_per_token,
+                     "cache_bytes_at_longest": stats.cache_bytes_per_sequence,
+                     "state_bytes": stats.state_bytes_per_sequence,
+                     "seconds": sum(r["seconds"] for r in by_seed.values())})
+    reference = next((row for row in rows if row["pattern"] == REFERENCE), None)
+    for row in rows:
+        row["vs_attention"] = None if reference is None else {
+            n: (row["accuracy_by_length"][n] / reference["accuracy_by_length"][n]
+                if reference["accuracy_by_length"][n] > 0 else None) for n in row["accuracy_by_length"]}
+    return {"settings": settings, "reference": REFERENCE, "patterns": rows,
+            "chance": 1.0 / (settings["vocab_size"] - settings["vocab_size"] // 2)}
+
+
+def format_table(data: dict) -> str:
+    settings = data["settings"]
+    lengths = [str(n) for n in settings["lengths"]]
+    lines = [
+        f"MQAR accuracy by length ({settings['budget']} budget: {settings['steps']} steps of "
+        f"{settings['tokens_per_step']:,} tokens per length, 1 pair per {settings['kv_ratio']} tokens, vocab "
+        f"{settings['vocab_size']}, lr {settings['lr']:g}, {settings['widths']} widths, {settings['precision']}); "
+        f"chance {data['chance']:.4f}; ratio: accuracy / {data['reference']}'s at the same length",
+        "",
+        "| pattern | seeds | " + " | ".join(f"{n} ({int(n) // settings['kv_ratio']} pairs)" for n in lengths)
+        + " | mean | KV B/token | cache at " + lengths[-1] + " | state | s |",
+        "|" + "---|" * (len(lengths) + 7),
+    ]
+    for row in data["patterns"]:
+        cells = []
+        for n in lengths:
+            ratio = (row["vs_attention"] or {}).get(n)
+            cells.append(f"{row['accuracy_by_length'][n]:.3f}" + ("" if ratio is None or row["pattern"] == data["reference"]
+                                                                  else f" ({ratio:.2f}x)"))
+        lines.append(f"| `{row['pattern']}` | {','.join(map(str, row['seeds']))} | " + " | ".join(cells)
+                     + f" | {row['mean']:.3f} | {row['kv_cache_bytes_per_token']:,} | "
+                     f"{row['cache_bytes_at_longest'] / 1024:,.0f} KiB | {row['state_bytes'] / 1024:,.0f} KiB | "
+                     f"{row['seconds']:.0f} |")
+    return "\n".join(lines)
+
+
+def plot(data: dict, path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    lengths = data["settings"]["lengths"]
+    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    for row in data["patterns"]:
+        ax.plot(lengths, [row["accuracy_by_length"][str(n)] for n in lengths], marker="o", label=row["pattern"])
+    ax.axhline(data["chance"], color="grey", linestyle=":", label="chance")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(lengths, [str(n) for n in lengths])
+    ax.set_xlabel(f"sequence length (1 key-value pair per {data['settings']['kv_ratio']} tokens)")
+    ax.set_ylabel("MQAR test accuracy")
+    ax.set_title(f"Recall vs length, {data['settings']['widths']} widths, {data['settings']['steps']} steps per length",
+                 fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    data = run(args)
+    out = Path(args.out)
+    atomic_write_json(out / "recall.json", data)
+    atomic_write_text(out / "recall.md", format_table(data) + "\n")
+    plot(data, out / "recall.png")
+    print(json.dumps(data, indent=2) if args.json else format_table(data))
+    print(f"\nrecall.{{json,md,png}} in {out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,180 @@
+"""Recall at length: Zoology's multi-query associative recall (MQAR) over sequence lengths up to 1,024 and more.
+
+Hybrids exist because a fixed-size state cannot hold an unbounded context: attention keeps every token (a KV
+cache growing with the length), Mamba-2 and Gated DeltaNet a fixed state, sliding-window attention a bounded
+window. MAD's recall tasks run at 32-128 tokens, where every pattern's cache is small and the difference does not
+show. Here a pattern is trained and tested on MQAR (``search.mad.tasks.generate_mqar``) at each length of a list,
+with the number of key-value pairs growing with the length (``length // kv_ratio``, Zoology scales it the same
+way), so that what must be remembered outgrows a fixed state while attention still sees it all.
+
+As an evaluator (``composer search --evaluator recall``) the score is the mean test accuracy over the lengths
+(higher is better), and ``details["accuracy_by_length"]`` keeps each one. Beside ``--objectives score,kv`` the
+Pareto front is recall against KV cache. Each length is a separate short training (MAD's protocol, one task per
+length, ``search.mad.evaluate_pattern``), at the search widths (default ``search-1m``: d_model 128, a 64-token
+sliding window).
+
+Budgets (``RECALL_BUDGETS``; measured accuracies and times in docs/recall.md):
+
+* ``smoke``: lengths 64 and 128 (4 and 8 pairs), 60 steps each: under a minute per candidate on 2 CPU cores;
+  checks the plumbing, its accuracies are near chance.
+* ``cpu``: lengths 64, 128, 256, 512, 1024 (4 to 64 pairs), vocabulary 256, 400 steps of 4,096 tokens each.
+* ``gpu``: Zoology's scale: lengths 64 to 2,048, vocabulary 8,192, 20,000 training sequences per length,
+  4 epochs (at least 1,000 steps) of 65,536 tokens.
+
+Every step holds the same number of tokens at every length (``tokens_per_step``; the batch is
+``tokens_per_step // length`` sequences), hence the same number of queries, so longer lengths are not trained on
+more examples. Each length trains with its own seed (``seed * 1000 + index``); the data of a length depends only on
+the seed and the length, never on the pattern.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from composer.errors import ConfigError
+from search.evaluators import Evaluation, Report
+
+DEFAULT_KV_RATIO = 16  # one key-value pair per 16 tokens: 4 pairs at 64 tokens, 64 at 1,024
+
+
+@dataclass(frozen=True)
+class RecallBudget:
+    """The lengths, the pairs per length and how long each length trains."""
+
+    name: str
+    lengths: tuple[int, ...]
+    kv_ratio: int = DEFAULT_KV_RATIO
+    vocab_size: int = 256
+    train_examples: int = 4000  # per length, at least enough for one pass of the steps
+    test_examples: int = 256
+    steps: int | None = 400
+    epochs: float | None = None
+    min_steps: int = 0
+    tokens_per_step: int = 4096  # batch = tokens_per_step // length: every length sees as many queries per step
+    lr: float = 3e-3
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        lengths = tuple(self.lengths)
+        object.__setattr__(self, "lengths", lengths)
+        if not lengths or any(not isinstance(n, int) or n < 4 or n % 2 for n in lengths):
+            raise ConfigError(f"recall lengths must be even integers >= 4, got {list(lengths)}")
+        if not isinstance(self.kv_ratio, int) or self.kv_ratio < 4:
+            raise ConfigError(f"kv_ratio must be an integer >= 4 (a pair and its query need 4 tokens), got "
+                              f"{self.kv_ratio!r}")
+        for n in lengths:
+            if n // self.kv_ratio < 1:
+                raise ConfigError(f"length {n} holds no key-value pair at kv_ratio {self.kv_ratio}: use lengths >= "
+                                  f"{self.kv_ratio}")
+            if n // self.kv_ratio > self.vocab_size // 2 - 1:
+                raise ConfigError(f"length {n} needs {n // self.kv_ratio} distinct keys but vocab_size "
+                                  f"{self.vocab_size} has {self.vocab_size // 2 - 1}: raise vocab_size")
+
+    def kv_pairs(self, length: int) -> int:
+        return length // self.kv_ratio
+
+    def batch_size(self, length: int) -> int:
+        return max(1, self.tokens_per_step // length)
+
+    def task(self, length: int):
+        from search.mad.tasks import TaskConfig
+
+        examples = max(self.train_examples, (self.steps or 0) * self.batch_size(length))
+        return TaskConfig("multi-query-associative-recall", seq_len=length, num_kv_pairs=self.kv_pairs(length),
+                          vocab_size=self.vocab_size, num_train_examples=examples,
+                          num_test_examples=self.test_examples)
+
+    def mad_budget(self, length: int):
+        """Training at ``length`` as a ``search.mad`` budget (its optimiser, schedule and precision handling)."""
+        from search.mad.evaluate import Budget
+
+        return Budget(name=f"recall-{self.name}", tasks=(self.task(length),), steps=self.steps, epochs=self.epochs,
+                      min_steps=self.min_steps, batch_size=self.batch_size(length), lrs=(self.lr,),
+                      eval_batch_size=max(1, 4 * self.batch_size(length)), description=self.description)
+
+    def replace(self, **changes) -> RecallBudget:
+        import dataclasses
+
+        return dataclasses.replace(self, **changes)
+
+
+RECALL_BUDGETS: dict[str, RecallBudget] = {
+    budget.name: budget
+    for budget in (
+        RecallBudget("smoke", lengths=(64, 128), train_examples=1000, test_examples=128, steps=60,
+                     description="plumbing check: lengths 64 and 128, under a minute per candidate on 2 CPU cores"),
+        RecallBudget("cpu", lengths=(64, 128, 256, 512, 1024), steps=400,
+                     description="lengths 64 to 1,024 (4 to 64 pairs), 400 steps of 4,096 tokens each"),
+        RecallBudget("gpu", lengths=(64, 128, 256, 512, 1024, 2048), vocab_size=8192, train_examples=20_000,
+                     test_examples=1000, steps=None, epochs=4, min_steps=1000, tokens_per_step=65_536, lr=1e-3,
+                     description="Zoology's scale: vocab 8,192, 20,000 sequences per length, lengths to 2,048"),
+    )
+}
+
+
+def parse_lengths(text: str | Sequence[int]) -> tuple[int, ...]:
+    """``"64,128,256"`` or a sequence of ints -> a tuple of lengths."""
+    if isinstance(text, str):
+        try:
+            return tuple(int(part) for part in text.replace(" ", "").split(",") if part)
+        except ValueError:
+            raise ConfigError(f"lengths must be comma-separated integers such as 64,128,256, got {text!r}") from None
+    return tuple(text)
+
+
+def get_recall_budget(budget: str | RecallBudget) -> RecallBudget:
+    if isinstance(budget, RecallBudget):
+        return budget
+    try:
+        return RECALL_BUDGETS[budget]
+    except KeyError:
+        raise ConfigError(f"unknown recall budget {budget!r}; choose one of: {', '.join(RECALL_BUDGETS)}") from None
+
+
+class RecallEvaluator:
+    """Mean MQAR test accuracy over the budget's lengths, at the search widths (see the module docstring)."""
+
+    name = "recall"
+    direction = "maximize"
+
+    def __init__(self, budget: str | RecallBudget = "cpu", widths: str = "search-1m", precision: str = "auto",
+                 compile: bool = False, lengths: str | Sequence[int] | None = None,
+                 kv_ratio: int | None = None) -> None:
+        import torch
+
+        from search.mad.evaluate import resolve_precision
+
+        spec = get_recall_budget(budget)
+        changes = {}
+        if lengths is not None:
+            changes["lengths"] = parse_lengths(lengths)
+        if kv_ratio is not None:
+            changes["kv_ratio"] = kv_ratio
+        self.spec = spec.replace(**changes) if changes else spec
+        self.budget = self.spec.name
+        self.widths = widths
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        self.precision = resolve_precision(precision, device)
+        self.compile = compile
+
+    def __call__(self, pattern: str, seed: int, report: Report) -> Evaluation:
+        from search.mad import evaluate_pattern
+
+        by_length: dict[str, float] = {}
+        seconds = 0.0
+        for index, length in enumerate(self.spec.lengths):  # one budget per length: its own batch size
+            budget = self.spec.mad_budget(length)
+            result = evaluate_pattern(pattern, widths=self.widths, tasks=budget.tasks, budget=budget,
+                                      seed=seed * 1_000 + index, precision=self.precision, compile=self.compile)
+            by_length[str(length)] = result.score
+            seconds += result.seconds
+            if report is not None:
+                report(index, sum(by_length.values()) / len(by_length))
+        return Evaluation(score=sum(by_length.values()) / len(by_length), seconds=seconds,
+                          details={"accuracy_by_length": by_length,
+                                   "kv_pairs": {str(n): self.spec.kv_pairs(n) for n in self.spec.lengths}})
+
+
+__all__ = ["DEFAULT_KV_RATIO", "RECALL_BUDGETS", "RecallBudget", "RecallEvaluator", "get_recall_budget",
+           "parse_lengths"]

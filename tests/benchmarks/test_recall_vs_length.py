@@ -1,0 +1,30 @@
+"""``benchmarks/recall_vs_length.py`` at a tiny budget: each (pattern, seed) trained once at every length, the table,
+ratios against attention and plot written, and a second call trains nothing."""
+
+from __future__ import annotations
+
+import json
+
+
+def test_recall_vs_length_measures_each_length_reports_ratios_and_resumes(tmp_path, capsys, load_benchmark):
+    script = load_benchmark("recall_vs_length")
+    out = tmp_path / "recall"
+    argv = ["--budget", "smoke", "--lengths", "32,64", "--kv-ratio", "8", "--steps", "3", "--widths", "tiny",
+            "--patterns", "AMAMAM,SMSMSM,[AS]MSMSM", "--out", str(out)]
+    assert script.main(argv) == 0
+    table = capsys.readouterr().out
+    data = json.loads((out / "recall.json").read_text())
+    assert [row["pattern"] for row in data["patterns"]] == ["AMAMAM", "SMSMSM", "[AS]MSMSM"]
+    for row in data["patterns"]:
+        assert set(row["accuracy_by_length"]) == {"32", "64"} and 0 <= row["mean"] <= 1
+        assert set(row["vs_attention"]) == {"32", "64"}
+    by = {row["pattern"]: row for row in data["patterns"]}
+    assert by["SMSMSM"]["kv_cache_bytes_per_token"] == 0 < by["SMSMSM"]["state_bytes"]
+    assert by["AMAMAM"]["kv_cache_bytes_per_token"] > 0 == by["AMAMAM"]["state_bytes"]
+    assert by["[AS]MSMSM"]["kv_cache_bytes_per_token"] == by["AMAMAM"]["kv_cache_bytes_per_token"] / 3
+    assert "| `SMSMSM` |" in table and "32 (4 pairs)" in table
+    assert (out / "recall.png").stat().st_size > 1000 and (out / "recall.md").is_file()
+    finished = {p: p.stat().st_mtime_ns for p in (out / "runs").glob("*.json")}
+    assert len(finished) == 3
+    assert script.main(argv) == 0
+    assert {p: p.stat().st_mtime_ns for p in (out / "runs").glob("*.json")} == finished, "nothing retrained"

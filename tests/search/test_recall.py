@@ -1,0 +1,67 @@
+"""The recall-at-length evaluator: MQAR over lengths, pairs scaled with length, usable by composer search."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from composer.cli import main
+from composer.errors import ConfigError
+from search.evaluators import make_evaluator
+from search.recall import RECALL_BUDGETS, RecallBudget, RecallEvaluator, parse_lengths
+
+
+def test_budgets_scale_the_pairs_with_the_length_and_keep_tokens_per_step():
+    cpu = RECALL_BUDGETS["cpu"]
+    assert cpu.lengths == (64, 128, 256, 512, 1024) and max(cpu.lengths) >= 1024
+    assert [cpu.kv_pairs(n) for n in cpu.lengths] == [4, 8, 16, 32, 64]
+    assert {cpu.batch_size(n) * n for n in cpu.lengths} == {cpu.tokens_per_step}
+    task = cpu.task(1024)
+    assert task.seq_len == 1024 and task.num_kv_pairs == 64 and task.num_train_examples >= cpu.steps * 4
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"lengths": (64, 63)}, "even integers"),
+    ({"kv_ratio": 2}, "kv_ratio must be an integer >= 4"),
+    ({"lengths": (8,), "kv_ratio": 16}, "holds no key-value pair"),
+    ({"lengths": (4096,), "vocab_size": 256}, "raise vocab_size"),
+])
+def test_bad_budgets_name_the_problem(changes, message):
+    with pytest.raises(ConfigError, match=message):
+        RecallBudget("x", **{"lengths": (64,), **changes})
+
+
+def test_lengths_parse_and_unknown_budgets_are_refused():
+    assert parse_lengths("64, 128,256") == (64, 128, 256)
+    with pytest.raises(ConfigError, match="comma-separated integers"):
+        parse_lengths("64,long")
+    with pytest.raises(ConfigError, match="unknown recall budget 'huge'"):
+        RecallEvaluator("huge")
+
+
+def test_the_evaluator_reports_accuracy_per_length_and_their_mean():
+    budget = RECALL_BUDGETS["smoke"].replace(lengths=(32, 64), steps=4, train_examples=64, test_examples=16,
+                                             kv_ratio=8)
+    evaluator = make_evaluator("recall", "smoke", "tiny")
+    assert evaluator.name == "recall" and evaluator.direction == "maximize"
+    evaluator.spec = budget
+    reports = []
+    result = evaluator("AM", 0, lambda index, value: reports.append((index, value)))
+    by_length = result.details["accuracy_by_length"]
+    assert set(by_length) == {"32", "64"} and result.details["kv_pairs"] == {"32": 4, "64": 8}
+    assert all(0.0 <= v <= 1.0 for v in by_length.values())
+    assert result.score == pytest.approx(sum(by_length.values()) / 2)
+    assert [i for i, _ in reports] == [0, 1] and reports[-1][1] == pytest.approx(result.score)
+    again = RecallEvaluator(budget, "tiny")("AM", 0, lambda *a: None)
+    assert again.details["accuracy_by_length"] == by_length, "same seed, same data and training"
+
+
+@pytest.mark.slow
+def test_composer_search_with_the_recall_evaluator_runs_at_the_smoke_budget(tmp_path, capsys):
+    out = tmp_path / "search"
+    assert main(["search", "--evaluator", "recall", "--budget", "smoke", "--layers", "2", "--trials", "2",
+                 "--widths", "tiny", "--objectives", "score,kv", "--out", str(out)]) == 0
+    rows = json.loads((out / "leaderboard.json").read_text())
+    assert rows and all(0.0 <= row["score"] <= 1.0 for row in rows)
+    assert set(rows[0]["details"]["accuracy_by_length"]) == {"64", "128"}
