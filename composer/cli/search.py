@@ -11,7 +11,8 @@ from composer.errors import ConfigError
 FLAGS = {
     # option: (type, help)
     "layers": (int, "searched layers (default 6; the paper also uses 16)"),
-    "primitives": (str, "allowed primitive symbols (default AM)"),
+    "primitives": (str, "layer tokens a layer may be (default AM; e.g. \"AMS[AS]\" adds Mamba-2 and a "
+                        "parallel A+S layer)"),
     "strategy": (str, "one-shot (default), end-incremental or middle-incremental"),
     "depth": (int, "final depth of incremental strategies (default 2 x --layers)"),
     "sampler": (str, "gp (default, Bayesian optimisation), tpe, random, brute, nsga2 (default with 2+ objectives)"),
