@@ -76,6 +76,13 @@ class TrainConfig:
     run_name: str | None = None
     seed: int = 0
     out: str | None = None
+    # hybridization (composer hybridize, composer/hybridize.py): start from a Composer model and distil it
+    init_from: str | None = None  # a Composer model directory: its widths, vocabulary, tokenizer and weights
+    teacher: str | None = None  # a Composer model directory whose next-token distribution the run distils
+    distill_temperature: float = 1.0
+    kl_weight: float = 1.0  # with a teacher: loss = kl_weight * KL + (1 - kl_weight) * cross-entropy
+    hidden_weight: float = 0.0  # + hidden_weight * mean over layers of the MSE between residual streams
+    freeze: str | list[str] | None = None  # parameter groups not trained: mlp, embeddings, attention, norms
 
     def __post_init__(self) -> None:
         if isinstance(self.options, str):
@@ -102,6 +109,15 @@ class TrainConfig:
             (self.val_tokens is None or self.val_tokens >= 1,
              f"val_tokens must be a positive token count (or unset for the whole split), got {self.val_tokens}"),
             (self.seed >= 0 and self.data_seed >= 0, f"seed and data_seed must be >= 0, got {self.seed}, {self.data_seed}"),
+        ]
+        if isinstance(self.freeze, str):
+            self.freeze = [part.strip() for part in self.freeze.split(",") if part.strip()]
+        checks += [
+            (self.distill_temperature > 0, f"distill_temperature must be positive, got {self.distill_temperature}"),
+            (0.0 <= self.kl_weight <= 1.0, f"kl_weight must be in [0, 1], got {self.kl_weight}"),
+            (self.hidden_weight >= 0, f"hidden_weight must be >= 0, got {self.hidden_weight}"),
+            (self.init_from is not None or not self.freeze,
+             "freeze needs init_from: freezing randomly initialised layers trains nothing useful"),
         ]
         for ok, message in checks:
             if not ok:

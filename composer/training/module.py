@@ -29,6 +29,19 @@ class OptimConfig:
 
 
 @dataclass(frozen=True)
+class HybridizeConfig:
+    """Start from a Composer model's weights (``init_from``, mapped by :func:`composer.hybridize.init_student`),
+    freeze some groups, and distil a teacher's next-token distribution (``teacher``)."""
+
+    init_from: str | None = None
+    freeze: tuple[str, ...] = ()
+    teacher: str | None = None
+    temperature: float = 1.0
+    kl_weight: float = 1.0
+    hidden_weight: float = 0.0
+
+
+@dataclass(frozen=True)
 class ParallelConfig:
     fsdp: bool = False
     fsdp_param_dtype: torch.dtype | None = None  # bf16 for bf16 training under FSDP2
@@ -37,22 +50,45 @@ class ParallelConfig:
 
 
 class ComposerLM(L.LightningModule):
-    def __init__(self, arch: ArchConfig, optim: OptimConfig, parallel: ParallelConfig = ParallelConfig()) -> None:
+    def __init__(self, arch: ArchConfig, optim: OptimConfig, parallel: ParallelConfig = ParallelConfig(),
+                 hybridize: HybridizeConfig = HybridizeConfig()) -> None:
         super().__init__()
         self.arch = arch
         self.optim = optim
         self.parallel = parallel
+        self.hybridize = hybridize
         self.model: ComposerModel | None = None
+        self.init_notes: list[str] = []
+        self.frozen: list[str] = []
         self._val_sum: torch.Tensor | None = None
         self._val_count: torch.Tensor | None = None
+        self._val_kl: torch.Tensor | None = None
         self.save_hyperparameters({"arch": arch.to_dict()})
+
+    @property
+    def teacher(self) -> ComposerModel | None:
+        """The frozen teacher, kept out of the module's children so that checkpoints hold the student only."""
+        return self.__dict__.get("_teacher")
 
     # -- model --------------------------------------------------------------------------------------------
     def configure_model(self) -> None:
         if self.model is not None:
             return
-        with torch.device(self.trainer.strategy.root_device if self._trainer else "cpu"):
+        device = self.trainer.strategy.root_device if self._trainer else torch.device("cpu")
+        with torch.device(device):
             model = ComposerModel(self.arch)
+        h = self.hybridize
+        if h.init_from is not None:  # a resumed run then loads its checkpoint over these weights
+            from composer.hybridize import freeze, init_student, read_model
+
+            teacher_arch, state = read_model(h.init_from)
+            self.init_notes = init_student(model, teacher_arch, state)
+            self.frozen = freeze(model, h.freeze)
+        if h.teacher is not None:
+            from composer.training.checkpoint import load_pretrained
+
+            teacher = load_pretrained(h.teacher, device=device).requires_grad_(False)
+            self.__dict__["_teacher"] = teacher  # not a submodule: not trained, not checkpointed
         if self.parallel.activation_checkpointing:
             parallelize.apply_activation_checkpointing(model)
         if self.parallel.compile:
@@ -71,6 +107,8 @@ class ComposerLM(L.LightningModule):
         Models with auxiliary losses (MoE) also log the two parts, ``train/lm_loss`` (comparable with a dense
         model's ``train/loss``) and ``train/aux_loss``; dense models skip them (no extra all-reduces per step).
         """
+        if self.teacher is not None:
+            return self._distillation_step(batch)
         out = self.model(batch[:, :-1], batch[:, 1:])
         size = batch.size(0)
         self.log("train/loss", out.loss.detach(), prog_bar=True, sync_dist=True, batch_size=size)
@@ -79,16 +117,53 @@ class ComposerLM(L.LightningModule):
             self.log("train/aux_loss", out.aux_loss.detach(), sync_dist=True, batch_size=size)
         return out.loss
 
+    def _distillation_step(self, batch: torch.Tensor) -> torch.Tensor:
+        """``kl_weight * KL(teacher || student) + (1 - kl_weight) * CE (+ hidden_weight * residual MSE)``."""
+        from composer.training.distill import kl_divergence, layer_outputs
+
+        h = self.hybridize
+        inputs, targets = batch[:, :-1], batch[:, 1:]
+        with torch.no_grad():
+            teacher_states = layer_outputs(self.teacher, inputs) if h.hidden_weight else None
+            teacher_logits = self.teacher(inputs).logits
+        if h.hidden_weight:
+            states = layer_outputs(self.model, inputs)
+            logits, lm_loss = self.model.logits_and_loss(states[-1], targets)
+            aux = self.model.collect_aux_loss()
+            hidden = torch.stack([torch.nn.functional.mse_loss(s.float(), t.float())
+                                  for s, t in zip(states, teacher_states, strict=True)]).mean()
+        else:
+            out = self.model(inputs, targets)
+            logits, lm_loss, aux, hidden = out.logits, out.lm_loss, out.aux_loss, None
+        kl = kl_divergence(logits, teacher_logits, h.temperature)
+        loss = h.kl_weight * kl + (1.0 - h.kl_weight) * lm_loss
+        if aux is not None:
+            loss = loss + aux
+        if hidden is not None:
+            loss = loss + h.hidden_weight * hidden
+            self.log("train/hidden_mse", hidden.detach(), sync_dist=True, batch_size=batch.size(0))
+        size = batch.size(0)
+        self.log("train/loss", loss.detach(), prog_bar=True, sync_dist=True, batch_size=size)
+        self.log("train/kl", kl.detach(), sync_dist=True, batch_size=size)
+        self.log("train/lm_loss", lm_loss.detach(), sync_dist=True, batch_size=size)
+        return loss
+
     def on_validation_epoch_start(self) -> None:
         self._val_sum = torch.zeros((), device=self.device, dtype=torch.float64)
         self._val_count = torch.zeros((), device=self.device, dtype=torch.float64)
+        self._val_kl = torch.zeros((), device=self.device, dtype=torch.float64)
 
     def validation_step(self, batch: torch.Tensor, batch_idx: int) -> None:
         targets = batch[:, 1:]
-        loss = self.model(batch[:, :-1], targets).lm_loss  # the pure LM loss: comparable across architectures
+        out = self.model(batch[:, :-1], targets)  # lm_loss, the pure LM loss: comparable across architectures
         n = targets.numel()
-        self._val_sum += loss.detach().double() * n
+        self._val_sum += out.lm_loss.detach().double() * n
         self._val_count += n
+        if self.teacher is not None:
+            from composer.training.distill import kl_divergence
+
+            kl = kl_divergence(out.logits, self.teacher(batch[:, :-1]).logits, 1.0)
+            self._val_kl += kl.detach().double() * n
 
     def on_validation_epoch_end(self) -> None:
         total = self.trainer.strategy.reduce(self._val_sum, reduce_op="sum")
@@ -97,6 +172,9 @@ class ComposerLM(L.LightningModule):
         self.log("val/loss", val_loss, prog_bar=True, rank_zero_only=True)
         self.log("val/ppl", val_loss.exp(), rank_zero_only=True)
         self.log("val/tokens", count.float(), rank_zero_only=True)
+        if self.teacher is not None:
+            kl = self.trainer.strategy.reduce(self._val_kl, reduce_op="sum")
+            self.log("val/kl", (kl / count.clamp(min=1)).float(), rank_zero_only=True)
 
     # -- optimisation -------------------------------------------------------------------------------------
     def configure_optimizers(self):

@@ -45,7 +45,7 @@ from composer.training.checkpoint import (
     resumable_checkpoint,
 )
 from composer.training.config import TrainConfig, wandb_mode
-from composer.training.module import ComposerLM, OptimConfig, ParallelConfig
+from composer.training.module import ComposerLM, HybridizeConfig, OptimConfig, ParallelConfig
 from composer.training.progress import progress_callback
 from composer.training.schedule import ScheduleConfig
 from composer.training.stability import StabilityMonitor
@@ -177,15 +177,18 @@ def build(config: TrainConfig) -> tuple[L.Trainer, ComposerLM, Any, dict[str, An
     if config.out is None:
         raise ConfigError("an output directory is required: pass --out DIR")
     out = Path(config.out)
-    arch, widths = resolve_architecture(config.arch, config.preset, DEFAULT_WIDTHS)
-    arch = arch.replace(max_seq_len=max(arch.max_seq_len, config.seq_len))
-    if config.options:
-        merged = {symbol: {**arch.options.get(symbol, {}), **values} for symbol, values in config.options.items()}
-        arch = arch.replace(options={**arch.options, **merged})
-    tokenizer = load_tokenizer(config.tokenizer)
-    vocab = model_vocab_size(tokenizer.vocab_size)
-    if vocab != arch.vocab_size:
-        arch = arch.replace(vocab_size=vocab)
+    if config.init_from is not None:  # the widths, vocabulary and tokenizer are the initial model's
+        arch, widths, tokenizer = _hybrid_architecture(config)
+    else:
+        arch, widths = resolve_architecture(config.arch, config.preset, DEFAULT_WIDTHS)
+        arch = arch.replace(max_seq_len=max(arch.max_seq_len, config.seq_len))
+        if config.options:
+            merged = {symbol: {**arch.options.get(symbol, {}), **values} for symbol, values in config.options.items()}
+            arch = arch.replace(options={**arch.options, **merged})
+        tokenizer = load_tokenizer(config.tokenizer)
+        vocab = model_vocab_size(tokenizer.vocab_size)
+        if vocab != arch.vocab_size:
+            arch = arch.replace(vocab_size=vocab)
     world_size = world_size_of(config)
     plan = plan_run(config, world_size)
     precision = resolve_precision(config)
@@ -215,6 +218,14 @@ def build(config: TrainConfig) -> tuple[L.Trainer, ComposerLM, Any, dict[str, An
             fsdp_param_dtype=torch.bfloat16 if fsdp_bf16 else None,
             compile=config.compile,
             activation_checkpointing=config.activation_checkpointing,
+        ),
+        HybridizeConfig(
+            init_from=config.init_from,
+            freeze=tuple(config.freeze or ()),
+            teacher=config.teacher,
+            temperature=config.distill_temperature,
+            kl_weight=config.kl_weight,
+            hidden_weight=config.hidden_weight,
         ),
     )
     datamodule = TokenDataModule(
@@ -279,6 +290,27 @@ def build(config: TrainConfig) -> tuple[L.Trainer, ComposerLM, Any, dict[str, An
         "data_seed": config.data_seed,
     }
     return trainer, module, datamodule, context
+
+
+def _hybrid_architecture(config: TrainConfig):
+    """The student of a run that starts from ``init_from``: ``config.arch`` as a pattern over that model's widths
+    (composer.hybridize.student_arch), with its tokenizer unless ``config.tokenizer`` names one."""
+    from composer.data import load_tokenizer
+    from composer.data.tokenizer import find_tokenizer
+    from composer.hybridize import student_arch, teacher_arch
+
+    base = teacher_arch(config.init_from)
+    if config.teacher is not None and teacher_arch(config.teacher).vocab_size != base.vocab_size:
+        raise ConfigError("the teacher and init_from models have different vocabularies: distil from the model "
+                          "the student starts from, or one with the same tokenizer")
+    arch = student_arch(base, config.arch, config.options)
+    arch = arch.replace(max_seq_len=max(arch.max_seq_len, config.seq_len))
+    spec = config.tokenizer or find_tokenizer(config.init_from)[0] or "bytes"
+    tokenizer = load_tokenizer(spec)
+    if tokenizer.vocab_size > arch.vocab_size:
+        raise ConfigError(f"tokenizer {tokenizer.name!r} has {tokenizer.vocab_size:,} ids but {config.init_from!r} "
+                          f"only {arch.vocab_size:,}: pass the tokenizer the model was trained with")
+    return arch, f"from {config.init_from}", tokenizer
 
 
 def train(config: TrainConfig, resume: bool = False) -> dict[str, Any]:
@@ -388,4 +420,29 @@ def _summary(trainer, context, validation, train_loss, wall_time, out: Path) -> 
     }
     if "mfu" in perf:
         summary["mfu"] = perf["mfu"]
+    module = trainer.lightning_module
+    if module.hybridize.init_from is not None or module.teacher is not None:
+        summary["hybridize"] = _hybridize_summary(module, val, stats)
     return summary
+
+
+def _hybridize_summary(module, val: dict[str, Any], stats) -> dict[str, Any]:
+    """What the student inherited and how far it is from its teacher: KL, and cache and state against it."""
+    h = module.hybridize
+    record: dict[str, Any] = {"init_from": h.init_from, "teacher": h.teacher, "frozen": list(h.freeze),
+                              "frozen_params": sum(p.numel() for p in module.model.parameters() if not p.requires_grad),
+                              "init_notes": module.init_notes,
+                              "val_kl": float(val["val/kl"]) if "val/kl" in val else None}
+    if module.teacher is not None:
+        teacher = analyze(module.teacher.arch, seq_len=stats.seq_len)
+        record.update({
+            "teacher_pattern": module.teacher.arch.compact,
+            "kv_cache_bytes_per_token": stats.kv_cache_bytes_per_token,
+            "teacher_kv_cache_bytes_per_token": teacher.kv_cache_bytes_per_token,
+            "cache_bytes_per_sequence": stats.cache_bytes_per_sequence,
+            "teacher_cache_bytes_per_sequence": teacher.cache_bytes_per_sequence,
+            "state_bytes_per_sequence": stats.state_bytes_per_sequence,
+            "teacher_state_bytes_per_sequence": teacher.state_bytes_per_sequence,
+            "cache_ratio": stats.cache_bytes_per_sequence / max(1, teacher.cache_bytes_per_sequence),
+        })
+    return record

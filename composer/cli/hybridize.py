@@ -1,0 +1,82 @@
+"""``composer hybridize --from DIR --pattern P``: replace attention layers of a pretrained model by other mixers and
+distil the original into the result (composer/hybridize.py, composer/training/distill.py)."""
+
+from __future__ import annotations
+
+import argparse
+
+from composer.cli.format import print_json, print_rows
+
+DEFAULT_FREEZE = "mlp,embeddings"
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "hybridize",
+        help="turn a pretrained Transformer into a hybrid by distillation",
+        description="Build the hybrid PATTERN over the model in --from (same depth and FFN layers; attention "
+                    "layers become the mixers PATTERN names, initialised from the attention weights where a "
+                    "mapping exists), freeze the MLPs and embeddings, and distil the original model's "
+                    "next-token distribution into it (KL at --temperature). Runs on Lightning like composer "
+                    "train: --resume continues a killed run; <out>/summary.json holds val_loss, the KL to the "
+                    "teacher and the cache against the teacher's.",
+    )
+    parser.add_argument("--from", dest="source", required=True, metavar="DIR",
+                        help="the teacher: a Composer model directory (composer train's <out>/model, or composer "
+                             "import's output)")
+    parser.add_argument("--pattern", required=True, help="the hybrid, one token per teacher layer, e.g. "
+                                                         "'AMDMDMDM' for an (AM)x4 teacher")
+    parser.add_argument("--out", required=True, help="run directory")
+    parser.add_argument("--data", help="training text, as composer train --data (default: the offline corpus)")
+    parser.add_argument("--tokenizer", help="default: the teacher's")
+    parser.add_argument("--tokens", type=int, default=1_000_000, help="distillation tokens (default 1,000,000)")
+    parser.add_argument("--seq-len", dest="seq_len", type=int, default=256)
+    parser.add_argument("--batch-size", dest="batch_size", type=int, default=16)
+    parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--temperature", type=float, default=1.0, help="distillation temperature (default 1)")
+    parser.add_argument("--kl-weight", dest="kl_weight", type=float, default=1.0,
+                        help="loss = w * KL + (1 - w) * cross-entropy (default 1: pure distillation)")
+    parser.add_argument("--hidden-weight", dest="hidden_weight", type=float, default=0.0,
+                        help="add this times the per-layer MSE between student and teacher residual streams")
+    parser.add_argument("--freeze", default=DEFAULT_FREEZE,
+                        help=f"groups not trained: mlp, embeddings, attention, norms (default {DEFAULT_FREEZE}; "
+                             "'' trains everything)")
+    parser.add_argument("--options", help="per-primitive options as JSON (override the mapped S/D geometry)")
+    parser.add_argument("--max-documents", dest="max_documents", type=int)
+    parser.add_argument("--val-tokens", dest="val_tokens", type=int)
+    parser.add_argument("--precision", default="auto")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--wandb", default="auto")
+    parser.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in --out")
+    parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from composer.training.config import TrainConfig
+    from composer.training.run import train
+
+    optional = {name: getattr(args, name) for name in ("data", "tokenizer", "options", "max_documents", "val_tokens")}
+    config = TrainConfig(
+        arch=args.pattern, init_from=args.source, teacher=args.source, out=args.out, tokens=args.tokens,
+        seq_len=args.seq_len, batch_size=args.batch_size, lr=args.lr, distill_temperature=args.temperature,
+        kl_weight=args.kl_weight, hidden_weight=args.hidden_weight, freeze=args.freeze, precision=args.precision,
+        seed=args.seed, wandb=args.wandb, **{k: v for k, v in optional.items() if v is not None},
+    )
+    summary = train(config, resume=args.resume)
+    if args.json:
+        print_json(summary)
+        return 0
+    h = summary["hybridize"]
+    print_rows([
+        ("pattern", f"{summary['compact']} (teacher {h.get('teacher_pattern')})"),
+        ("val_loss", f"{summary['val_loss']:.4f}" if summary["val_loss"] is not None else "n/a"),
+        ("KL to teacher", f"{h['val_kl']:.4f}" if h["val_kl"] is not None else "n/a"),
+        ("cache / seq", f"{h['cache_bytes_per_sequence']:,} B vs teacher {h['teacher_cache_bytes_per_sequence']:,} B "
+                        f"({h['cache_ratio']:.0%})"),
+        ("frozen", f"{', '.join(h['frozen']) or 'nothing'} ({h['frozen_params']:,} parameters)"),
+        ("summary", f"{args.out}/summary.json"),
+    ])
+    for note in h["init_notes"]:
+        print(f"note: {note}")
+    return 0
