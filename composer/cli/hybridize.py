@@ -48,15 +48,39 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--wandb", default="auto")
     parser.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in --out")
+    search = parser.add_argument_group(
+        "search where attention stays (PostNAS-style; composer/supernet.py)",
+        "With --search the pattern replaces every attention layer (e.g. DMDMDMDM for (AM)x4). A supernet learns "
+        "the replacements beside K randomly kept attention layers, every placement of K is scored on held-out "
+        "text without retraining (placements.json/.md/.png), and the best is distilled (<out>/distill). Re-running "
+        "the command resumes.")
+    search.add_argument("--search", action="store_true", help="search where attention stays")
+    search.add_argument("--keep", type=int, help="attention layers that stay (required with --search)")
+    search.add_argument("--supernet-tokens", dest="supernet_tokens", type=int,
+                        help="tokens of the supernet's training (default: --tokens)")
+    search.add_argument("--candidates", type=int, default=256,
+                        help="score every placement up to this many, else beam search (default 256)")
+    search.add_argument("--beam-width", dest="beam_width", type=int, default=8)
+    search.add_argument("--score-tokens", dest="score_tokens", type=int, default=65_536,
+                        help="held-out tokens each placement is scored on (default 65,536)")
+    search.add_argument("--no-distill", dest="distill", action="store_false",
+                        help="stop after ranking the placements")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from composer.errors import ConfigError
     from composer.training.config import TrainConfig
     from composer.training.run import train
 
     optional = {name: getattr(args, name) for name in ("data", "tokenizer", "options", "max_documents", "val_tokens")}
+    if args.search:
+        if args.keep is None:
+            raise ConfigError("--search needs --keep K: how many attention layers stay")
+        return run_search(args, {k: v for k, v in optional.items() if v is not None})
+    if args.keep is not None:
+        raise ConfigError("--keep goes with --search (without it the pattern says which attention layers stay)")
     config = TrainConfig(
         arch=args.pattern, init_from=args.source, teacher=args.source, out=args.out, tokens=args.tokens,
         seq_len=args.seq_len, batch_size=args.batch_size, lr=args.lr, distill_temperature=args.temperature,
@@ -79,4 +103,24 @@ def run(args: argparse.Namespace) -> int:
     ])
     for note in h["init_notes"]:
         print(f"note: {note}")
+    return 0
+
+
+def run_search(args: argparse.Namespace, optional: dict) -> int:
+    import sys
+
+    from composer.placement_search import PlacementSearch, PlacementSearchConfig, format_placements
+
+    train = {"tokens": args.tokens, "seq_len": args.seq_len, "batch_size": args.batch_size, "lr": args.lr,
+             "distill_temperature": args.temperature, "kl_weight": args.kl_weight, "hidden_weight": args.hidden_weight,
+             "freeze": args.freeze, "precision": args.precision, "seed": args.seed, "wandb": args.wandb, **optional}
+    config = PlacementSearchConfig(source=args.source, pattern=args.pattern, keep=args.keep, out=args.out,
+                                   train=train, supernet_tokens=args.supernet_tokens, max_candidates=args.candidates,
+                                   beam_width=args.beam_width, score_tokens=args.score_tokens,
+                                   distill_best=args.distill)
+    report = PlacementSearch(config, echo=lambda line: print(line, file=sys.stderr)).run()
+    if args.json:
+        print_json(report)
+    else:
+        print(format_placements(report))
     return 0

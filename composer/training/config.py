@@ -83,6 +83,8 @@ class TrainConfig:
     kl_weight: float = 1.0  # with a teacher: loss = kl_weight * KL + (1 - kl_weight) * cross-entropy
     hidden_weight: float = 0.0  # + hidden_weight * mean over layers of the MSE between residual streams
     freeze: str | list[str] | None = None  # parameter groups not trained: mlp, embeddings, attention, norms
+    # composer hybridize --search: train a supernet whose every step keeps this many random teacher attention layers
+    supernet_keep: int | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.options, str):
@@ -118,6 +120,8 @@ class TrainConfig:
             (self.hidden_weight >= 0, f"hidden_weight must be >= 0, got {self.hidden_weight}"),
             (self.init_from is not None or not self.freeze,
              "freeze needs init_from: freezing randomly initialised layers trains nothing useful"),
+            (self.supernet_keep is None or (self.teacher is not None and self.init_from is not None),
+             "supernet_keep needs a teacher and init_from (composer hybridize --search sets both)"),
         ]
         for ok, message in checks:
             if not ok:

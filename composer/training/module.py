@@ -39,6 +39,9 @@ class HybridizeConfig:
     temperature: float = 1.0
     kl_weight: float = 1.0
     hidden_weight: float = 0.0
+    # supernet (composer.supernet): every step runs a random placement of this many kept teacher attention layers
+    supernet_keep: int | None = None
+    seed: int = 0
 
 
 @dataclass(frozen=True)
@@ -107,6 +110,8 @@ class ComposerLM(L.LightningModule):
         Models with auxiliary losses (MoE) also log the two parts, ``train/lm_loss`` (comparable with a dense
         model's ``train/loss``) and ``train/aux_loss``; dense models skip them (no extra all-reduces per step).
         """
+        if self.hybridize.supernet_keep is not None:
+            return self._supernet_step(batch)
         if self.teacher is not None:
             return self._distillation_step(batch)
         out = self.model(batch[:, :-1], batch[:, 1:])
@@ -148,6 +153,40 @@ class ComposerLM(L.LightningModule):
         self.log("train/lm_loss", lm_loss.detach(), sync_dist=True, batch_size=size)
         return loss
 
+    def _supernet_step(self, batch: torch.Tensor) -> torch.Tensor:
+        """One random placement of ``supernet_keep`` kept attention layers, distilled (composer.supernet)."""
+        from composer.supernet import attention_positions, placement_forward, sample_placement
+        from composer.training.distill import kl_divergence
+
+        h = self.hybridize
+        generator = torch.Generator().manual_seed(h.seed * 1_000_003 + self.global_step)  # resumes identically
+        kept = sample_placement(attention_positions(self.teacher.arch), h.supernet_keep, generator)
+        inputs, targets = batch[:, :-1], batch[:, 1:]
+        with torch.no_grad():
+            teacher_logits = self.teacher(inputs).logits
+        logits = placement_forward(self.model, self.teacher, inputs, kept)
+        kl = kl_divergence(logits, teacher_logits, h.temperature)
+        loss = kl
+        if h.kl_weight < 1.0:
+            from composer.loss import cross_entropy
+
+            loss = h.kl_weight * kl + (1.0 - h.kl_weight) * cross_entropy(logits, targets)
+        self.log("train/loss", loss.detach(), prog_bar=True, sync_dist=True, batch_size=batch.size(0))
+        self.log("train/kl", kl.detach(), sync_dist=True, batch_size=batch.size(0))
+        return loss
+
+    def _validation_logits(self, inputs: torch.Tensor, targets: torch.Tensor):
+        """(logits, lm_loss) of the model being trained; a supernet is validated at its uniform placement."""
+        if self.hybridize.supernet_keep is None:
+            out = self.model(inputs, targets)
+            return out.logits, out.lm_loss
+        from composer.loss import cross_entropy
+        from composer.supernet import attention_positions, placement_forward, uniform_placement
+
+        kept = uniform_placement(attention_positions(self.teacher.arch), self.hybridize.supernet_keep)
+        logits = placement_forward(self.model, self.teacher, inputs, kept)
+        return logits, cross_entropy(logits, targets)
+
     def on_validation_epoch_start(self) -> None:
         self._val_sum = torch.zeros((), device=self.device, dtype=torch.float64)
         self._val_count = torch.zeros((), device=self.device, dtype=torch.float64)
@@ -155,14 +194,14 @@ class ComposerLM(L.LightningModule):
 
     def validation_step(self, batch: torch.Tensor, batch_idx: int) -> None:
         targets = batch[:, 1:]
-        out = self.model(batch[:, :-1], targets)  # lm_loss, the pure LM loss: comparable across architectures
+        logits, lm_loss = self._validation_logits(batch[:, :-1], targets)  # the pure LM loss: comparable
         n = targets.numel()
-        self._val_sum += out.lm_loss.detach().double() * n
+        self._val_sum += lm_loss.detach().double() * n
         self._val_count += n
         if self.teacher is not None:
             from composer.training.distill import kl_divergence
 
-            kl = kl_divergence(out.logits, self.teacher(batch[:, :-1]).logits, 1.0)
+            kl = kl_divergence(logits, self.teacher(batch[:, :-1]).logits, 1.0)
             self._val_kl += kl.detach().double() * n
 
     def on_validation_epoch_end(self) -> None:

@@ -226,6 +226,8 @@ def build(config: TrainConfig) -> tuple[L.Trainer, ComposerLM, Any, dict[str, An
             temperature=config.distill_temperature,
             kl_weight=config.kl_weight,
             hidden_weight=config.hidden_weight,
+            supernet_keep=config.supernet_keep,
+            seed=config.seed,
         ),
     )
     datamodule = TokenDataModule(
@@ -304,6 +306,10 @@ def _hybrid_architecture(config: TrainConfig):
         raise ConfigError("the teacher and init_from models have different vocabularies: distil from the model "
                           "the student starts from, or one with the same tokenizer")
     arch = student_arch(base, config.arch, config.options)
+    if config.supernet_keep is not None:
+        from composer.supernet import check_supernet_pattern
+
+        check_supernet_pattern(base, arch.pattern, config.supernet_keep)
     arch = arch.replace(max_seq_len=max(arch.max_seq_len, config.seq_len))
     spec = config.tokenizer or find_tokenizer(config.init_from)[0] or "bytes"
     tokenizer = load_tokenizer(spec)

@@ -168,3 +168,75 @@ def test_a_killed_hybridize_resumes_and_keeps_the_frozen_weights(tmp_path):
         assert torch.equal(ours[name], theirs[name]), f"{name} is frozen and must not change"
     teacher_q = theirs["layers.0.primitive.wqkv.weight"][: ours["layers.0.primitive.q_proj.weight"].shape[0]]
     assert not torch.equal(ours["layers.0.primitive.q_proj.weight"], teacher_q), "the new mixer trained"
+
+
+# -- supernet and placement search ---------------------------------------------------------------------------------
+
+from composer.supernet import (  # noqa: E402
+    beam_search,
+    candidate_placements,
+    check_supernet_pattern,
+    placement_forward,
+    placement_pattern,
+    sample_placement,
+    uniform_placement,
+)
+
+
+def test_placements_patterns_and_the_uniform_baseline():
+    teacher = TEACHER.replace(pattern="AM" * 8)
+    positions = check_supernet_pattern(teacher, "DM" * 8, keep=2)
+    assert positions == [0, 2, 4, 6, 8, 10, 12, 14]
+    assert placement_pattern("DM" * 8, teacher, (2, 10)) == "DMAM" + "DM" * 3 + "AM" + "DM" * 2
+    assert uniform_placement(positions, 2) == (4, 12) and uniform_placement(positions, 1) == (8,)
+    assert len(candidate_placements(positions, 2, 100)) == 28 and candidate_placements(positions, 4, 10) is None
+    draws = {sample_placement(positions, 2, torch.Generator().manual_seed(s)) for s in range(50)}
+    assert all(len(d) == 2 and set(d) <= set(positions) for d in draws) and len(draws) > 10
+    with pytest.raises(ConfigError, match="layers 2 are still A"):
+        check_supernet_pattern(teacher, "DMAM" + "DM" * 6, keep=1)
+    with pytest.raises(ConfigError, match="--keep must be between 1 and 7"):
+        check_supernet_pattern(teacher, "DM" * 8, keep=8)
+
+
+def test_beam_search_finds_the_best_placement_of_an_additive_score():
+    cost = {0: 5.0, 2: 1.0, 4: 3.0, 6: 0.5, 8: 4.0}
+    ranked = beam_search(list(cost), 2, lambda placement: sum(cost[i] for i in placement), width=2)
+    assert ranked[0][0] == (2, 6) and ranked[0][1] == 1.5
+    assert all(len(p) == 2 for p, _ in ranked)
+
+
+def test_a_placement_runs_the_teachers_attention_where_it_is_kept():
+    teacher = teacher_model()
+    student, _ = student_of("DMSMDM", teacher)
+    ids = torch.randint(0, TEACHER.vocab_size, (2, 24))
+    with torch.no_grad():
+        everything = placement_forward(student, teacher, ids, (0, 2, 4))
+        torch.testing.assert_close(everything, teacher(ids).logits)  # every attention kept: the teacher
+        torch.testing.assert_close(placement_forward(student, teacher, ids, ()), student(ids).logits)
+
+
+@pytest.mark.slow
+def test_hybridize_search_ranks_every_placement_and_distils_the_best(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("COMPOSER_CACHE", str(tmp_path / "cache"))
+    common = ["--seq-len", "64", "--batch-size", "8", "--max-documents", "200", "--wandb", "off",
+              "--precision", "32-true"]
+    assert main(["train", "--arch", "(AM)x3", "--preset", "tiny", "--tokens", str(20 * 512),
+                 "--out", str(tmp_path / "teacher"), *common]) == 0
+    capsys.readouterr()
+    argv = ["hybridize", "--from", str(tmp_path / "teacher" / "model"), "--pattern", "DMSMDM", "--search",
+            "--keep", "1", "--tokens", str(4 * 512), "--score-tokens", "1024", "--out", str(tmp_path / "search"),
+            *common]
+    assert main([*argv, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    rows = report["placements"]
+    assert [row["rank"] for row in rows] == [1, 2, 3] and {tuple(row["kept"]) for row in rows} == {(0,), (2,), (4,)}
+    assert rows == sorted(rows, key=lambda row: row["val_loss"]) and sum(row["uniform"] for row in rows) == 1
+    assert report["distilled"]["pattern"] == rows[0]["pattern"]
+    for name in ("placements.json", "placements.csv", "placements.md", "placements.png", "distill/summary.json"):
+        assert (tmp_path / "search" / name).is_file(), name
+    assert main(argv) == 0  # everything finished: nothing is trained again
+    err = capsys.readouterr().err
+    assert err.count("finished before, kept") == 2 and "scored before, kept" in err
+    assert main(["hybridize", "--from", str(tmp_path / "teacher" / "model"), "--pattern", "DMSMDM", "--search",
+                 "--out", str(tmp_path / "x")]) == 2
+    assert "--search needs --keep" in capsys.readouterr().err
