@@ -8,6 +8,7 @@ import argparse
 from composer.cli.format import print_json, print_rows
 
 DEFAULT_FREEZE = "mlp,embeddings"
+PARSER_DEFAULTS: dict[str, object] = {}  # filled by add_parser: an option still at its default was not given
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -21,12 +22,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                     "train: --resume continues a killed run; <out>/summary.json holds val_loss, the KL to the "
                     "teacher and the cache against the teacher's.",
     )
-    parser.add_argument("--from", dest="source", required=True, metavar="DIR",
+    parser.add_argument("--recipe", help="YAML whose keys are these options (from, pattern, out, tokens, ...; see "
+                                         "recipes/hybridize-llama-3.2-1b.yaml); flags win")
+    parser.add_argument("--from", dest="source", metavar="DIR",
                         help="the teacher: a Composer model directory (composer train's <out>/model, or composer "
                              "import's output)")
-    parser.add_argument("--pattern", required=True, help="the hybrid, one token per teacher layer, e.g. "
+    parser.add_argument("--pattern", help="the hybrid, one token per teacher layer, e.g. "
                                                          "'AMDMDMDM' for an (AM)x4 teacher")
-    parser.add_argument("--out", required=True, help="run directory")
+    parser.add_argument("--out", help="run directory")
     parser.add_argument("--data", help="training text, as composer train --data (default: the offline corpus)")
     parser.add_argument("--tokenizer", help="default: the teacher's")
     parser.add_argument("--tokens", type=int, default=1_000_000, help="distillation tokens (default 1,000,000)")
@@ -67,6 +70,32 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         help="stop after ranking the placements")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     parser.set_defaults(handler=run)
+    PARSER_DEFAULTS.update({action.dest: action.default for action in parser._actions})
+
+
+# recipe keys that differ from the flags' destinations
+RECIPE_KEYS = {"from": "source", "no_distill": "distill"}
+
+
+def apply_recipe(args: argparse.Namespace) -> None:
+    """Fill options not given on the command line from ``--recipe``; then check the required ones."""
+    from composer.errors import ConfigError
+    from composer.training.config import load_recipe
+
+    if args.recipe:
+        internal = ("recipe", "handler", "json", "resume", "command")
+        destinations = [name for name in vars(args) if name not in internal]
+        allowed = sorted({*destinations, *RECIPE_KEYS} - set(RECIPE_KEYS.values()))
+        for key, value in load_recipe(args.recipe, allowed).items():
+            dest = RECIPE_KEYS.get(key, key)
+            if key == "no_distill":
+                value = not value
+            if getattr(args, dest) == PARSER_DEFAULTS.get(dest):  # not given on the command line
+                setattr(args, dest, value)
+    missing = [flag for flag, dest in (("--from", "source"), ("--pattern", "pattern"), ("--out", "out"))
+               if getattr(args, dest) is None]
+    if missing:
+        raise ConfigError(f"composer hybridize needs {', '.join(missing)} (on the command line or in --recipe)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -74,6 +103,7 @@ def run(args: argparse.Namespace) -> int:
     from composer.training.config import TrainConfig
     from composer.training.run import train
 
+    apply_recipe(args)
     optional = {name: getattr(args, name) for name in ("data", "tokenizer", "options", "max_documents", "val_tokens")}
     if args.search:
         if args.keep is None:

@@ -240,3 +240,14 @@ def test_hybridize_search_ranks_every_placement_and_distils_the_best(tmp_path, c
     assert main(["hybridize", "--from", str(tmp_path / "teacher" / "model"), "--pattern", "DMSMDM", "--search",
                  "--out", str(tmp_path / "x")]) == 2
     assert "--search needs --keep" in capsys.readouterr().err
+
+
+def test_hybridize_recipes_load_with_valid_keys(capsys):
+    from pathlib import Path
+
+    recipes = sorted((Path(__file__).resolve().parents[2] / "recipes").glob("hybridize*.yaml"))
+    assert recipes
+    for recipe in recipes:  # the teacher does not exist here: the recipe is read, then the import fails by name
+        assert main(["hybridize", "--recipe", str(recipe)]) == 2
+        err = capsys.readouterr().err
+        assert "unknown option" not in err and "is not a Composer model directory" in err, err
