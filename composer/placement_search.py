@@ -165,8 +165,9 @@ class PlacementSearch:
         self.write(report)
         return report
 
-    def best_init(self, kept: tuple[int, ...]) -> Path:
-        """The supernet's replacement layers with the teacher's attention (and its norm) at ``kept``."""
+    def best_init(self, kept: tuple[int, ...], out: Path | None = None) -> Path:
+        """The supernet's replacement layers with the teacher's attention (and its norm) at ``kept``, written as a
+        model directory (default ``<out>/best-init``)."""
         from composer.data.tokenizer import load_tokenizer_for
         from composer.supernet import placement_pattern
         from composer.training.checkpoint import export_weights, load_pretrained
@@ -179,7 +180,7 @@ class PlacementSearch:
             state = {n: t for n, t in state.items() if not n.startswith(prefix)}
             state.update({n: t for n, t in teacher.state_dict().items() if n.startswith(prefix)})
         arch = student.arch.replace(pattern=placement_pattern(student.arch.pattern, teacher.arch, kept))
-        out = self.out / "best-init"
+        out = out or self.out / "best-init"
         export_weights(state, arch, out, tokenizer=load_tokenizer_for(self.config.source))
         return out
 
