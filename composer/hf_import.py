@@ -76,6 +76,15 @@ def read_hf_config(directory: str | Path) -> dict[str, Any]:
     return config
 
 
+def is_transformers_checkpoint(directory: str | Path) -> bool:
+    """A directory with a transformers ``config.json`` (a ``model_type``, no Composer ``arch``)."""
+    try:
+        config = json.loads((Path(directory) / "config.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(config, dict) and "model_type" in config and "arch" not in config
+
+
 def _is_composer_dir(directory: Path) -> bool:
     try:
         return "arch" in json.loads((directory / "config.json").read_text())

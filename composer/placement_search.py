@@ -71,8 +71,11 @@ class PlacementSearch:
         return train(config, resume=latest_checkpoint(out / "checkpoints") is not None)
 
     def run(self) -> dict[str, Any]:
+        from composer.training.run import composer_model_dir
+
         c = self.config
         self.out.mkdir(parents=True, exist_ok=True)
+        c.source = composer_model_dir(c.source, self.out / "imported")  # a transformers checkpoint is imported
         supernet = self.train_config(arch=c.pattern, supernet_keep=c.keep, out=str(self.out / "supernet"),
                                      tokens=c.supernet_tokens or c.train.get("tokens", 1_000_000))
         self.run_training(supernet, f"supernet (every step keeps {c.keep} random attention layers)")
@@ -113,6 +116,8 @@ class PlacementSearch:
             attention_positions,
             beam_search,
             candidate_placements,
+            copy_recall,
+            placement_forward,
             placement_pattern,
             score_placement,
             uniform_placement,
@@ -123,7 +128,7 @@ class PlacementSearch:
         c = self.config
         path = self.out / "placements.json"
         settings = {"keep": c.keep, "max_candidates": c.max_candidates, "beam_width": c.beam_width,
-                    "score_tokens": c.score_tokens}
+                    "score_tokens": c.score_tokens, "probes": ["copy_recall"]}
         if path.is_file():
             report = json.loads(path.read_text())
             if report.get("settings") == settings:
@@ -139,8 +144,11 @@ class PlacementSearch:
         def score(kept: tuple[int, ...]) -> float:
             if kept not in scores:
                 scores[kept] = score_placement(student, teacher, batches, kept)
+                scores[kept]["copy_recall"] = copy_recall(
+                    lambda ids: placement_forward(student, teacher, ids, kept), batches)
                 self.echo(f"   kept {list(kept)}: val_loss {scores[kept]['val_loss']:.4f}, "
-                          f"KL {scores[kept]['val_kl']:.4f} ({len(scores)} scored)")
+                          f"KL {scores[kept]['val_kl']:.4f}, copy recall {scores[kept]['copy_recall']:.3f} "
+                          f"({len(scores)} scored)")
             return scores[kept]["val_loss"]
 
         candidates = candidate_placements(positions, c.keep, c.max_candidates)
@@ -161,6 +169,7 @@ class PlacementSearch:
                          **scores[kept], "uniform": kept == uniform})
         report = {"settings": settings, "method": method, "teacher": c.source, "supernet_pattern": c.pattern,
                   "attention_positions": positions, "scored_tokens": sum(b[:, 1:].numel() for b in batches),
+                  "teacher_copy_recall": copy_recall(lambda ids: teacher(ids).logits, batches),
                   "placements": rows}
         self.write(report)
         return report
@@ -188,7 +197,7 @@ class PlacementSearch:
     def write(self, report: dict[str, Any]) -> None:
         atomic_write_json(self.out / "placements.json", report)
         atomic_write_csv(self.out / "placements.csv", report["placements"],
-                         ["rank", "compact", "kept", "val_loss", "val_kl", "uniform", "pattern"])
+                         ["rank", "compact", "kept", "val_loss", "val_kl", "copy_recall", "uniform", "pattern"])
         atomic_write_text(self.out / "placements.md", format_placements(report) + "\n")
         plot_placements(report, self.out / "placements.png")
 
@@ -198,11 +207,15 @@ def format_placements(report: dict[str, Any]) -> str:
     lines = [f"# Where attention stays: {len(rows)} placements of {report['settings']['keep']} kept attention "
              f"layers ({report['method']})", "",
              f"Teacher `{report['teacher']}`, supernet `{report['supernet_pattern']}`; each placement scored on "
-             f"{report['scored_tokens']:,} held-out tokens without retraining.", "",
-             "| rank | kept layers | pattern | val loss | KL to teacher | |", "|---|---|---|---|---|---|"]
+             f"{report['scored_tokens']:,} held-out tokens without retraining. Copy recall: the share of a random "
+             "span written at the start of each sequence that the placement copies at its end (the teacher: "
+             f"{report.get('teacher_copy_recall', float('nan')):.3f}).", "",
+             "| rank | kept layers | pattern | val loss | KL to teacher | copy recall | |",
+             "|---|---|---|---|---|---|---|"]
     for row in rows:
         lines.append(f"| {row['rank']} | {', '.join(map(str, row['kept']))} | `{row['compact']}` | "
-                     f"{row['val_loss']:.4f} | {row['val_kl']:.4f} | {'uniform' if row['uniform'] else ''} |")
+                     f"{row['val_loss']:.4f} | {row['val_kl']:.4f} | {row.get('copy_recall', float('nan')):.3f} | "
+                     f"{'uniform' if row['uniform'] else ''} |")
     if "distilled" in report:
         d = report["distilled"]
         lines += ["", f"Best placement distilled: val loss {d['val_loss']:.4f}"

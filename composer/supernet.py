@@ -93,6 +93,29 @@ def score_placement(student, teacher, batches: Sequence[torch.Tensor], kept: Ite
     return {"val_loss": loss / tokens, "val_kl": kl / tokens}
 
 
+@torch.no_grad()
+def copy_recall(forward, batches: Sequence[torch.Tensor], span: int = 16, seed: int = 0) -> float:
+    """A retrieval probe that needs no training: in each held-out sequence a random ``span`` of tokens is written
+    at the start and again at the end, and the probe is the share of the second copy's tokens (after its first)
+    that ``forward(input_ids) -> logits`` predicts exactly. Only a model that looks back across the whole sequence
+    can copy; a fixed-size state or a short window loses the span as the distance grows."""
+    generator = torch.Generator().manual_seed(seed)
+    correct = total = 0
+    for batch in batches:
+        ids = batch[:, :-1].clone()
+        length = ids.size(1)
+        if length < 2 * span + 1:
+            raise ConfigError(f"copy_recall needs sequences longer than 2 * span = {2 * span}, got {length}")
+        vocab_high = int(ids.max().item()) + 1  # tokens the text uses: a copy of them is in distribution
+        span_tokens = torch.randint(0, vocab_high, (ids.size(0), span), generator=generator)
+        ids[:, :span] = span_tokens
+        ids[:, length - span:] = span_tokens
+        predicted = forward(ids).argmax(-1)[:, length - span: length - 1]
+        correct += (predicted == span_tokens[:, 1:]).sum().item()
+        total += predicted.numel()
+    return correct / max(total, 1)
+
+
 def beam_search(positions: Sequence[int], keep: int, score: Callable[[tuple[int, ...]], float],
                 width: int = 8) -> list[tuple[tuple[int, ...], float]]:
     """Placements of ``keep`` kept layers grown one layer at a time, keeping the ``width`` lowest-scoring at each

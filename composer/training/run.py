@@ -294,6 +294,19 @@ def build(config: TrainConfig) -> tuple[L.Trainer, ComposerLM, Any, dict[str, An
     return trainer, module, datamodule, context
 
 
+def composer_model_dir(path: str, imported: Path) -> str:
+    """``path`` itself when it is a Composer model directory; a transformers checkpoint is imported once into
+    ``imported`` (``composer import``) and that is used instead, so ``--init-from`` and ``--from`` take either."""
+    from composer.hf_import import import_hf, is_transformers_checkpoint
+
+    if not is_transformers_checkpoint(path):
+        return path
+    if not (imported / "model.safetensors").is_file():
+        print(f"importing the transformers checkpoint {path} into {imported}", file=sys.stderr)
+        import_hf(path, imported, force=True)
+    return str(imported)
+
+
 def _hybrid_architecture(config: TrainConfig):
     """The student of a run that starts from ``init_from``: ``config.arch`` as a pattern over that model's widths
     (composer.hybridize.student_arch), with its tokenizer unless ``config.tokenizer`` names one."""
@@ -301,6 +314,9 @@ def _hybrid_architecture(config: TrainConfig):
     from composer.data.tokenizer import find_tokenizer
     from composer.hybridize import student_arch, teacher_arch
 
+    config.init_from = composer_model_dir(config.init_from, Path(config.out) / "imported")
+    if config.teacher is not None:
+        config.teacher = composer_model_dir(config.teacher, Path(config.out) / "imported")
     base = teacher_arch(config.init_from)
     if config.teacher is not None and teacher_arch(config.teacher).vocab_size != base.vocab_size:
         raise ConfigError("the teacher and init_from models have different vocabularies: distil from the model "

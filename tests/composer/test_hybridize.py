@@ -251,3 +251,37 @@ def test_hybridize_recipes_load_with_valid_keys(capsys):
         assert main(["hybridize", "--recipe", str(recipe)]) == 2
         err = capsys.readouterr().err
         assert "unknown option" not in err and "is not a Composer model directory" in err, err
+
+
+def test_copy_recall_is_one_for_a_model_that_copies_and_chance_for_one_that_does_not():
+    from composer.supernet import copy_recall
+
+    batches = [torch.randint(0, 50, (4, 65)) for _ in range(2)]
+    vocab = 64
+
+    def oracle(ids):  # predicts the true next token: what a perfect copier does on the second copy
+        nxt = torch.cat([ids[:, 1:], ids[:, :1]], dim=1)
+        return torch.nn.functional.one_hot(nxt, vocab).float()
+
+    assert copy_recall(oracle, batches, span=8) == 1.0
+    assert copy_recall(lambda ids: torch.zeros(*ids.shape, vocab), batches, span=8) < 0.1
+    with pytest.raises(ConfigError, match=r"longer than 2 \* span"):
+        copy_recall(oracle, [torch.randint(0, 50, (2, 10))], span=8)
+
+
+def test_hybridize_takes_a_transformers_checkpoint_and_imports_it_once(tmp_path, capsys, monkeypatch):
+    transformers = pytest.importorskip("transformers")
+    monkeypatch.setenv("COMPOSER_CACHE", str(tmp_path / "cache"))
+    from composer.data.tokenizer import load_tokenizer, save_tokenizer_files
+
+    config = transformers.LlamaConfig(vocab_size=320, hidden_size=64, intermediate_size=160, num_hidden_layers=2,
+                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128)
+    torch.manual_seed(0)
+    transformers.AutoModelForCausalLM.from_config(config).save_pretrained(tmp_path / "hf")
+    save_tokenizer_files(load_tokenizer("bytes"), tmp_path / "hf", 128)
+    out = tmp_path / "hybrid"
+    assert main(["hybridize", "--from", str(tmp_path / "hf"), "--pattern", "DMAM", "--out", str(out),
+                 "--tokens", "1024", "--seq-len", "64", "--batch-size", "8", "--max-documents", "100",
+                 "--wandb", "off", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["hybridize"]["teacher_pattern"] == "(AM)x2" and (out / "imported" / "model.safetensors").is_file()
