@@ -35,3 +35,11 @@ def print_table(header: list[str], rows: list[list[str]]) -> None:
     widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows)]
     for row in [header, *rows]:
         print("  ".join(str(cell).ljust(w) for cell, w in zip(row, widths)).rstrip())
+
+
+def is_main_process() -> bool:
+    """False in the extra processes a multi-device run starts (Lightning's launcher sets their ``RANK`` /
+    ``LOCAL_RANK``): only the main process prints a command's result."""
+    import os
+
+    return int(os.environ.get("RANK", os.environ.get("LOCAL_RANK", "0")) or 0) == 0

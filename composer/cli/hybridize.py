@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from composer.cli.format import print_json, print_rows
+from composer.cli.format import is_main_process, print_json, print_rows
 
 DEFAULT_FREEZE = "mlp,embeddings"
 PARSER_DEFAULTS: dict[str, object] = {}  # filled by add_parser: an option still at its default was not given
@@ -48,6 +48,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--max-documents", dest="max_documents", type=int)
     parser.add_argument("--val-tokens", dest="val_tokens", type=int)
     parser.add_argument("--precision", default="auto")
+    parser.add_argument("--devices", default="1", help="devices per node, or 'auto' (several: FSDP2 by default)")
+    parser.add_argument("--strategy", default="auto", help="auto, single, ddp or fsdp, as composer train")
+    parser.add_argument("--accelerator", default="auto")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--wandb", default="auto")
     parser.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in --out")
@@ -115,9 +118,12 @@ def run(args: argparse.Namespace) -> int:
         arch=args.pattern, init_from=args.source, teacher=args.source, out=args.out, tokens=args.tokens,
         seq_len=args.seq_len, batch_size=args.batch_size, lr=args.lr, distill_temperature=args.temperature,
         kl_weight=args.kl_weight, hidden_weight=args.hidden_weight, freeze=args.freeze, precision=args.precision,
-        seed=args.seed, wandb=args.wandb, **{k: v for k, v in optional.items() if v is not None},
+        seed=args.seed, wandb=args.wandb, devices=args.devices, strategy=args.strategy,
+        accelerator=args.accelerator, **{k: v for k, v in optional.items() if v is not None},
     )
     summary = train(config, resume=args.resume)
+    if not is_main_process():
+        return 0
     if args.json:
         print_json(summary)
         return 0
@@ -143,12 +149,15 @@ def run_search(args: argparse.Namespace, optional: dict) -> int:
 
     train = {"tokens": args.tokens, "seq_len": args.seq_len, "batch_size": args.batch_size, "lr": args.lr,
              "distill_temperature": args.temperature, "kl_weight": args.kl_weight, "hidden_weight": args.hidden_weight,
-             "freeze": args.freeze, "precision": args.precision, "seed": args.seed, "wandb": args.wandb, **optional}
+             "freeze": args.freeze, "precision": args.precision, "seed": args.seed, "wandb": args.wandb,
+             "devices": args.devices, "strategy": args.strategy, "accelerator": args.accelerator, **optional}
     config = PlacementSearchConfig(source=args.source, pattern=args.pattern, keep=args.keep, out=args.out,
                                    train=train, supernet_tokens=args.supernet_tokens, max_candidates=args.candidates,
                                    beam_width=args.beam_width, score_tokens=args.score_tokens,
                                    distill_best=args.distill)
     report = PlacementSearch(config, echo=lambda line: print(line, file=sys.stderr)).run()
+    if not is_main_process():
+        return 0
     if args.json:
         print_json(report)
     else:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
-from composer.cli.format import print_json
+from composer.cli.format import is_main_process, print_json
 from composer.training.config import PRECISIONS, STRATEGIES, WANDB_MODES, TrainConfig
 
 HELP = {
@@ -73,6 +73,8 @@ def run(args: argparse.Namespace) -> int:
 
     config = config_from_args(args)
     summary = train(config, resume=args.resume)
+    if not is_main_process():
+        return 0
     if args.json:
         print_json(summary)
     else:
