@@ -28,6 +28,14 @@ HELP = {
     "val_batches": "micro-batches per validation during training (the loss curve; the final one reads them all)",
     "max_documents": "use only the first N documents (quick smoke runs)",
     "options": "per-primitive options as JSON, e.g. '{\"W\": {\"window\": 1024}}' (see docs/primitives.md)",
+    "init_from": "start from this model (a Composer model directory or a transformers checkpoint): its widths, "
+    "vocabulary, tokenizer and weights, mapped onto --arch as composer hybridize does",
+    "teacher": "distil this model's next-token distribution (KL); see composer hybridize",
+    "distill_temperature": "temperature of the distillation KL (default 1)",
+    "kl_weight": "with --teacher: loss = w * KL + (1 - w) * cross-entropy (default 1)",
+    "hidden_weight": "with --teacher: add this times the per-layer MSE between residual streams",
+    "freeze": "comma-separated groups not trained: mlp, embeddings, attention, norms (needs --init-from)",
+    "supernet_keep": "composer hybridize --search's supernet: keep this many random teacher attention layers per step",
 }
 CHOICES = {"strategy": STRATEGIES, "precision": PRECISIONS, "wandb": WANDB_MODES, "schedule": ("cosine", "wsd", "constant")}
 
