@@ -422,6 +422,17 @@ def plot_transfer(report: dict[str, Any], path: Path) -> Path:
     for row in rows:
         ax.annotate(row["compact"] if len(row["source_pattern"]) > 12 else row["source_pattern"],
                     (row["score"], row["mean_loss"]), fontsize=7, xytext=(4, 3), textcoords="offset points")
+    lines = [b for b in report.get("baselines", [])  # the matched baselines, as reference lines
+             if b["mean_loss"] is not None and b["name"] not in {row["source_pattern"] for row in rows}]
+    for i, baseline in enumerate(lines):
+        label = None
+        if i == 0:
+            losses = [b["mean_loss"] for b in lines]
+            label = (f"matched {report.get('baseline')}: {', '.join(b['compact'] for b in lines)} "
+                     f"({min(losses):.3f}-{max(losses):.3f})")
+        ax.axhline(baseline["mean_loss"], color="grey", linestyle="--", linewidth=0.8, label=label)
+    if lines:
+        ax.legend(fontsize=7, loc="best")
     ci = format_interval(report["spearman_ci"], 2)
     ceiling = "n/a" if report["noise_ceiling"] is None else f"{report['noise_ceiling']:.2f}"
     rho = "n/a" if report["spearman"] is None else f"{report['spearman']:.2f}"
