@@ -112,6 +112,8 @@ class PlacementSearch:
     def rank_placements(self) -> dict[str, Any]:
         import json
 
+        import torch
+
         from composer.supernet import (
             attention_positions,
             beam_search,
@@ -140,10 +142,12 @@ class PlacementSearch:
         batches = self.held_out_batches(seq_len)
         positions = attention_positions(teacher.arch)
         scores: dict[tuple[int, ...], dict[str, float]] = {}
+        with torch.no_grad():  # the same for every placement: computed once
+            teacher_logits = [teacher(batch[:, :-1]).logits for batch in batches]
 
         def score(kept: tuple[int, ...]) -> float:
             if kept not in scores:
-                scores[kept] = score_placement(student, teacher, batches, kept)
+                scores[kept] = score_placement(student, teacher, batches, kept, teacher_logits)
                 scores[kept]["copy_recall"] = copy_recall(
                     lambda ids: placement_forward(student, teacher, ids, kept), batches)
                 self.echo(f"   kept {list(kept)}: val_loss {scores[kept]['val_loss']:.4f}, "

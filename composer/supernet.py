@@ -76,19 +76,22 @@ def placement_forward(student, teacher, input_ids: torch.Tensor, kept: Iterable[
 
 
 @torch.no_grad()
-def score_placement(student, teacher, batches: Sequence[torch.Tensor], kept: Iterable[int]) -> dict[str, float]:
-    """Mean held-out cross-entropy and KL to the teacher of one placement, token-weighted over ``batches``."""
+def score_placement(student, teacher, batches: Sequence[torch.Tensor], kept: Iterable[int],
+                    teacher_logits: Sequence[torch.Tensor] | None = None) -> dict[str, float]:
+    """Mean held-out cross-entropy and KL to the teacher of one placement, token-weighted over ``batches``.
+    ``teacher_logits`` (one tensor per batch) saves recomputing the teacher for every placement."""
     from composer.loss import cross_entropy
     from composer.training.distill import kl_divergence
 
     kept = tuple(kept)
     loss = kl = tokens = 0.0
-    for batch in batches:
+    for index, batch in enumerate(batches):
         inputs, targets = batch[:, :-1], batch[:, 1:]
         logits = placement_forward(student, teacher, inputs, kept)
+        reference = teacher_logits[index] if teacher_logits is not None else teacher(inputs).logits
         n = targets.numel()
         loss += cross_entropy(logits, targets).item() * n
-        kl += kl_divergence(logits, teacher(inputs).logits).item() * n
+        kl += kl_divergence(logits, reference).item() * n
         tokens += n
     return {"val_loss": loss / tokens, "val_kl": kl / tokens}
 
