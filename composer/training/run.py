@@ -159,6 +159,9 @@ def build_loggers(config: TrainConfig, out: Path, arch: ArchConfig, plan: RunPla
                 name=config.run_name or out.name,
                 save_dir=str(out),
                 offline=mode == "offline",
+                # explicit: Lightning's offline flag only sets WANDB_MODE, which wandb ignores once an earlier
+                # wandb.init in this process (a search's trials) has set it up, and it then asks for an API key
+                mode=mode,
                 config={**config.to_dict(), "pattern": arch.pattern, "plan": plan.__dict__},
             )
         )

@@ -57,6 +57,20 @@ def test_offline_default_trains_lowers_the_loss_and_logs_to_wandb_offline(tmp_pa
     assert list(runs[0].glob("run-*.wandb")), "the offline W&B run holds no data"
 
 
+def test_offline_wandb_still_logs_after_an_earlier_wandb_run_in_the_process(tmp_path):
+    """A pipeline's search logs its trials with wandb.init before training starts; wandb then ignores the
+    WANDB_MODE that Lightning's offline flag sets, and asked for an API key (wandb 0.31)."""
+    import wandb
+
+    earlier = wandb.init(project="composer-search", dir=str(tmp_path), mode="offline",
+                         settings=wandb.Settings(silent=True))
+    earlier.log({"score": 1.0})
+    earlier.finish()
+    out = tmp_path / "run"
+    train(TrainConfig(**FAST, tokens=2 * 512, wandb="auto", out=str(out)))
+    assert list((out / "wandb").glob("offline-run-*/run-*.wandb")), "the offline W&B run holds no data"
+
+
 def summary_vocab(out: Path) -> int:
     return json.loads((out / "model" / "config.json").read_text())["arch"]["vocab_size"]
 
