@@ -64,9 +64,7 @@ def read_hf_config(directory: str | Path) -> dict[str, Any]:
     directory = Path(directory)
     path = directory / "config.json"
     if not path.is_file():
-        hint = " (a Composer model directory: use it directly)" if (directory / "model.safetensors").is_file() \
-            and _is_composer_dir(directory) else ""
-        raise ConfigError(f"{str(directory)!r} has no config.json: not a transformers checkpoint directory{hint}")
+        raise ConfigError(f"{str(directory)!r} has no config.json: not a transformers checkpoint directory")
     try:
         config = json.loads(path.read_text())
     except ValueError as err:
@@ -83,13 +81,6 @@ def is_transformers_checkpoint(directory: str | Path) -> bool:
     except (OSError, ValueError):
         return False
     return isinstance(config, dict) and "model_type" in config and "arch" not in config
-
-
-def _is_composer_dir(directory: Path) -> bool:
-    try:
-        return "arch" in json.loads((directory / "config.json").read_text())
-    except (OSError, ValueError):
-        return False
 
 
 def _refuse(model_type: str, what: str) -> ConfigError:

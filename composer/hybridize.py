@@ -169,9 +169,10 @@ def freeze(model, groups: list[str] | tuple[str, ...]) -> list[str]:
     if unknown:
         raise ConfigError(f"freeze names unknown group(s) {unknown}; choose from {', '.join(FREEZE_GROUPS)}")
     frozen = []
+    layers = model.arch.layers
     for name, parameter in model.named_parameters():
         parts = name.split(".")
-        token = model.arch.layers[int(parts[1])] if parts[0] == "layers" else None
+        token = layers[int(parts[1])] if parts[0] == "layers" else None
         is_norm = len(parts) > 1 and parts[-2].endswith("norm")
         hit = (("mlp" in groups and token in FFN_SYMBOLS)
                or ("embeddings" in groups and parts[0] in ("tok_embeddings", "output"))
