@@ -49,6 +49,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--tokens-per-step", type=int, help="tokens per optimizer step at every length (default: "
                         "the budget's)")
     parser.add_argument("--lr", type=float, help="learning rate (default: the budget's)")
+    parser.add_argument("--per-length", action="store_true", help="train each length on its own instead of one "
+                        "model on the mixture of lengths (Zoology's protocol, the default)")
     parser.add_argument("--widths", default="search-1m", help="preset whose widths every pattern trains at")
     parser.add_argument("--seeds", default="1", help="a count (1: seed 0, the default) or comma-separated seeds")
     parser.add_argument("--precision", default="auto", help="auto (default: bf16 autocast where the device has "
@@ -71,6 +73,8 @@ def budget_of(args: argparse.Namespace):
         changes["tokens_per_step"] = args.tokens_per_step
     if args.lr:
         changes["lr"] = args.lr
+    if args.per_length:
+        changes["mixture"] = False
     return budget.replace(**changes) if changes else budget
 
 
@@ -88,7 +92,7 @@ def run(args: argparse.Namespace) -> dict:
     evaluator = RecallEvaluator(budget, args.widths, precision=args.precision)
     settings = {"budget": budget.name, "lengths": list(budget.lengths), "kv_ratio": budget.kv_ratio,
                 "steps": budget.steps, "tokens_per_step": budget.tokens_per_step, "vocab_size": budget.vocab_size,
-                "lr": budget.lr, "widths": args.widths, "precision": evaluator.precision}
+                "lr": budget.lr, "mixture": budget.mixture, "widths": args.widths, "precision": evaluator.precision}
     results: dict[str, dict[int, dict]] = {}
     total, done, started = len(patterns) * len(seeds), 0, time.perf_counter()
     for pattern in patterns:
@@ -140,7 +144,9 @@ def format_table(data: dict) -> str:
     lines = [
         f"MQAR accuracy by length ({settings['budget']} budget: {settings['steps']} steps of "
         f"{settings['tokens_per_step']:,} tokens per length, 1 pair per {settings['kv_ratio']} tokens, vocab "
-        f"{settings['vocab_size']}, lr {settings['lr']:g}, {settings['widths']} widths, {settings['precision']}); "
+        f"{settings['vocab_size']}, lr {settings['lr']:g}, {settings['widths']} widths, {settings['precision']}, "
+        + ("one model trained on the mixture of lengths" if settings.get("mixture", True) else
+           "one model per length") + "); "
         f"chance {data['chance']:.4f}; ratio: accuracy / {data['reference']}'s at the same length",
         "",
         "| pattern | seeds | " + " | ".join(f"{n} ({int(n) // settings['kv_ratio']} pairs)" for n in lengths)

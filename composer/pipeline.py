@@ -364,6 +364,10 @@ class Pipeline:
                 "params": first["params"],
                 "non_embedding_params": first["non_embedding_params"],
                 "kv_cache_bytes_per_token": stats.kv_cache_bytes_per_token,
+                # a fixed-size state (Mamba-2, Gated DeltaNet) is the other half of a hybrid's cache; MoE layers
+                # make the parameters one token uses fewer than the counted ones
+                "state_bytes": stats.state_bytes_per_sequence,
+                "active_params": stats.active_params,
                 "runs": [str(run_dir(self.out / "train", name, s)) for s in seeds],
                 # seeds whose training spiked (composer/training/stability.py); older summaries lack the fields
                 "spiked_seeds": [s for s in seeds if summaries[(name, s)].get("loss_spikes")],
@@ -518,7 +522,7 @@ def _require(path: Path) -> Any:
 CSV_COLUMNS = ("model", "pattern", "layers", "seeds", "chosen_lr", "val_loss", "val_loss_std", "val_loss_ci_low",
                "val_loss_ci_high", "diff_vs_reference", "diff_ci_low", "diff_ci_high", "verdict", "spiked_seeds",
                "diverged_seeds", "tokens_per_s", "tokens_per_s_ratio", "params", "non_embedding_params",
-               "kv_cache_bytes_per_token")
+               "kv_cache_bytes_per_token", "state_bytes", "active_params")
 
 
 def comparison_notes(seeds: list[int], validation: dict[str, Any]) -> list[str]:
@@ -545,7 +549,7 @@ def format_comparison(comparison: dict[str, Any]) -> str:
     # no winner is starred when the budget cannot decide (comparisons written before issue 16 lack the field)
     best = min(finite) if finite and not comparison.get("underpowered") else None
     header = ("model", "pattern", "layers", "lr", "val loss (mean ± std)", f"{percent}% CI",
-              f"Δ vs {reference} (paired)", f"{percent}% CI", "verdict", "tokens/s", "ratio", "params", "KV B/token")
+              f"Δ vs {reference} (paired)", f"{percent}% CI", "verdict", "tokens/s", "ratio", "params", "active", "KV B/token", "state B")
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in rows:
         std = f" ± {row['val_loss_std']:.4f}" if row["val_loss_std"] is not None else ""
@@ -560,7 +564,8 @@ def format_comparison(comparison: dict[str, Any]) -> str:
             "—" if row["model"] == reference else format_interval(row["diff_ci"]),
             row["verdict"] + (f" ({'; '.join(marks)})" if marks else ""),
             _number(row["tokens_per_s"], ",.0f"), _number(row["tokens_per_s_ratio"], ".2f"),
-            f"{row['params']:,}", f"{row['kv_cache_bytes_per_token']:,}",
+            f"{row['params']:,}", _number(row.get("active_params"), ","), f"{row['kv_cache_bytes_per_token']:,}",
+            _number(row.get("state_bytes"), ","),
         ]
         lines.append("| " + " | ".join(cells) + " |")
     validation = comparison["validation"]
@@ -569,7 +574,9 @@ def format_comparison(comparison: dict[str, Any]) -> str:
         "",
         f"Seeds {seeds} (every model trained once per seed on the same data, tokens and schedule). Intervals are "
         f"Student-t {percent}% intervals over seeds; Δ is each model's loss minus {reference}'s at the same seed. "
-        "'within noise': the interval contains 0.",
+        "'within noise': the interval contains 0. active: the parameters one token uses (fewer than params with "
+        "MoE layers); state B: the fixed recurrent state one sequence keeps (Mamba-2, Gated DeltaNet), beside the "
+        "KV cache that grows with it.",
     ]
     if validation["same"]:
         footer.append(f"Validation: the same {validation['val_tokens']:,} held-out tokens for every run "

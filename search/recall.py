@@ -9,23 +9,25 @@ way), so that what must be remembered outgrows a fixed state while attention sti
 
 As an evaluator (``composer search --evaluator recall``) the score is the mean test accuracy over the lengths
 (higher is better), and ``details["accuracy_by_length"]`` keeps each one. Beside ``--objectives score,kv`` the
-Pareto front is recall against KV cache. Each length is a separate short training (MAD's protocol, one task per
-length, ``search.mad.evaluate_pattern``), at the search widths (default ``search-1m``: d_model 128, a 64-token
-sliding window).
+Pareto front is recall against KV cache. Patterns train at the search widths (default ``search-1m``: d_model 128,
+a 64-token sliding window). By default one model trains on a mixture of all the lengths and is tested at each
+(Zoology's protocol, ``search.recall_mixture``: what is learnt at short lengths carries to long ones, so a long
+length measures capacity rather than learning speed); ``mixture=False`` trains each length on its own (MAD's
+protocol, one task per length, ``search.mad.evaluate_pattern``).
 
 Budgets (``RECALL_BUDGETS``; measured accuracies and times in docs/recall.md):
 
 * ``smoke``: lengths 64 and 128 (4 and 8 pairs), 60 steps each: under a minute per candidate on 2 CPU cores;
   checks the plumbing, its accuracies are near chance.
-* ``cpu``: lengths 64, 256, 1024 (4, 16, 64 pairs), vocabulary 256, 4,000 steps of 1,024 tokens each: about
-  10 minutes per 2-layer pattern on one CPU core. MQAR is learnt late: fewer steps leave attention on the plateau
-  where it picks one of the context's values at random (accuracy 1 / pairs).
+* ``cpu``: lengths 64, 256, 1024 (4, 16, 64 pairs), vocabulary 256, 4,000 steps of 1,024 tokens per length
+  (12,000 in all): about 10 minutes per 2-layer pattern on one CPU core. MQAR is learnt late: fewer steps leave
+  attention on the plateau where it picks one of the context's values at random (accuracy 1 / pairs).
 * ``gpu``: Zoology's scale: lengths 64 to 2,048, vocabulary 8,192, 20,000 training sequences per length,
   4 epochs (at least 1,000 steps) of 65,536 tokens.
 
 Every step holds the same number of tokens at every length (``tokens_per_step``; the batch is
 ``tokens_per_step // length`` sequences), hence the same number of queries, so longer lengths are not trained on
-more examples. Each length trains with its own seed (``seed * 1000 + index``); the data of a length depends only on
+more examples. Each length's data has its own seed (``seed * 1000 + index``); the data of a length depends only on
 the seed and the length, never on the pattern.
 """
 
@@ -55,6 +57,7 @@ class RecallBudget:
     min_steps: int = 0
     tokens_per_step: int = 4096  # batch = tokens_per_step // length: every length sees as many queries per step
     lr: float = 3e-3
+    mixture: bool = True  # Zoology's protocol: one model trained on every length (search.recall_mixture)
     description: str = ""
 
     def __post_init__(self) -> None:
@@ -164,6 +167,18 @@ class RecallEvaluator:
         self.compile = compile
 
     def __call__(self, pattern: str, seed: int, report: Report) -> Evaluation:
+        if self.spec.mixture:
+            from search.recall_mixture import train_on_mixture
+
+            result = train_on_mixture(pattern, self.spec, widths=self.widths, seed=seed, precision=self.precision,
+                                      compile=self.compile)
+            score = sum(result.accuracy_by_length.values()) / len(result.accuracy_by_length)
+            if report is not None:
+                report(0, score)
+            return Evaluation(score=score, seconds=result.seconds,
+                              details={"accuracy_by_length": result.accuracy_by_length, "protocol": "mixture",
+                                       "train_loss": result.train_loss,
+                                       "kv_pairs": {str(n): self.spec.kv_pairs(n) for n in self.spec.lengths}})
         from search.mad import evaluate_pattern
 
         by_length: dict[str, float] = {}
@@ -177,7 +192,7 @@ class RecallEvaluator:
             if report is not None:
                 report(index, sum(by_length.values()) / len(by_length))
         return Evaluation(score=sum(by_length.values()) / len(by_length), seconds=seconds,
-                          details={"accuracy_by_length": by_length,
+                          details={"accuracy_by_length": by_length, "protocol": "per-length",
                                    "kv_pairs": {str(n): self.spec.kv_pairs(n) for n in self.spec.lengths}})
 
 

@@ -97,6 +97,7 @@ def test_cpu_demo_pipeline_runs_end_to_end_with_seeds_and_resumes(tmp_path, monk
         assert row["val_loss_ci"][0] < row["val_loss"] < row["val_loss_ci"][1]
         assert row["tokens"] == rows[0]["tokens"], "every model trains on the same number of tokens"
         assert set(row["spiked_seeds"]) <= {0, 1}  # seeds whose training spiked (issue 16), marked in the table
+        assert (row["state_bytes"] > 0) == any(symbol in row["pattern"] for symbol in "SD") and row["active_params"] > 0
         assert row["chosen_lr"] in (2e-3, 6e-3) and set(row["lr_sweep"]) == {"0.002", "0.006"}
         chosen = min((loss, float(lr)) for lr, loss in row["lr_sweep"].items() if loss is not None)[1]
         assert row["chosen_lr"] == chosen, "each model trains its seeds at its best swept rate"
@@ -113,7 +114,7 @@ def test_cpu_demo_pipeline_runs_end_to_end_with_seeds_and_resumes(tmp_path, monk
             assert summary["seed"] == seed and summary["val_fingerprint"] == comparison["validation"]["val_fingerprint"]
     assert set(names) - {"composite"} <= set(extrapolation["baselines"])
     markdown = (out / "comparison.md").read_text()
-    assert markdown.startswith("| model |") and "Seeds 0, 1" in markdown
+    assert markdown.startswith("| model |") and "Seeds 0, 1" in markdown and "| KV B/token | state B |" in markdown
     with open(out / "comparison.csv") as f:
         assert len(f.read().splitlines()) == len(rows) + 1
     assert (out / "loss_curves.png").stat().st_size > 1000

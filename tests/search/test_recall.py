@@ -41,9 +41,10 @@ def test_lengths_parse_and_unknown_budgets_are_refused():
         RecallEvaluator("huge")
 
 
-def test_the_evaluator_reports_accuracy_per_length_and_their_mean():
+@pytest.mark.parametrize("mixture", [True, False], ids=["mixture", "per-length"])
+def test_the_evaluator_reports_accuracy_per_length_and_their_mean(mixture):
     budget = RECALL_BUDGETS["smoke"].replace(lengths=(32, 64), steps=4, train_examples=64, test_examples=16,
-                                             kv_ratio=8)
+                                             kv_ratio=8, mixture=mixture)
     evaluator = make_evaluator("recall", "smoke", "tiny")
     assert evaluator.name == "recall" and evaluator.direction == "maximize"
     evaluator.spec = budget
@@ -53,7 +54,8 @@ def test_the_evaluator_reports_accuracy_per_length_and_their_mean():
     assert set(by_length) == {"32", "64"} and result.details["kv_pairs"] == {"32": 4, "64": 8}
     assert all(0.0 <= v <= 1.0 for v in by_length.values())
     assert result.score == pytest.approx(sum(by_length.values()) / 2)
-    assert [i for i, _ in reports] == [0, 1] and reports[-1][1] == pytest.approx(result.score)
+    assert result.details["protocol"] == ("mixture" if mixture else "per-length")
+    assert [i for i, _ in reports] == ([0] if mixture else [0, 1]) and reports[-1][1] == pytest.approx(result.score)
     again = RecallEvaluator(budget, "tiny")("AM", 0, lambda *a: None)
     assert again.details["accuracy_by_length"] == by_length, "same seed, same data and training"
 
