@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 from composer.accounting import analyze
+from composer.evidence import proportion_interval, seed_summary
 from composer.files import atomic_write_json, atomic_write_text
 from composer.presets import get_preset
 from composer.replicates import parse_seeds
@@ -116,14 +117,27 @@ def run(args: argparse.Namespace) -> dict:
     return report(results, settings, args.reference)
 
 
+def accuracy_interval(accuracies: list[float], queries: int) -> tuple[list[float] | None, str]:
+    """A t interval over training seeds when there are two or more; with one seed, Wilson's interval over the
+    test queries, which says how far the test sample alone could move the accuracy (not another seed)."""
+    if len(accuracies) >= 2:
+        return seed_summary(accuracies)["ci"], "seeds"
+    return proportion_interval(round(accuracies[0] * queries), queries), "test queries"
+
+
 def report(results: dict[str, dict[int, dict]], settings: dict, reference_pattern: str = REFERENCE) -> dict:
     widths = get_preset(settings["widths"]).arch
+    test_examples = get_recall_budget(settings["budget"]).test_examples
     rows = []
     for pattern, by_seed in results.items():
         lengths = [str(n) for n in settings["lengths"]]
         accuracy = {n: sum(r["accuracy_by_length"][n] for r in by_seed.values()) / len(by_seed) for n in lengths}
+        intervals = {n: accuracy_interval([r["accuracy_by_length"][n] for r in by_seed.values()],
+                                          test_examples * (int(n) // settings["kv_ratio"])) for n in lengths}
         stats = analyze(widths.with_pattern(pattern), seq_len=max(settings["lengths"]))
         rows.append({"pattern": pattern, "seeds": sorted(by_seed), "accuracy_by_length": accuracy,
+                     "interval_by_length": {n: ci for n, (ci, _) in intervals.items()},
+                     "interval_kind": next(iter(intervals.values()))[1],
                      "mean": sum(accuracy.values()) / len(accuracy),
                      "kv_cache_bytes_per_token": stats.kv_cache_bytes_per_token,
                      "cache_bytes_at_longest": stats.cache_bytes_per_sequence,
@@ -147,7 +161,9 @@ def format_table(data: dict) -> str:
         f"{settings['vocab_size']}, lr {settings['lr']:g}, {settings['widths']} widths, {settings['precision']}, "
         + ("one model trained on the mixture of lengths" if settings.get("mixture", True) else
            "one model per length") + "); "
-        f"chance {data['chance']:.4f}; ratio: accuracy / {data['reference']}'s at the same length",
+        f"chance {data['chance']:.4f}; ratio: accuracy / {data['reference']}'s at the same length; 95% intervals "
+        + ("over the training seeds" if all(r["interval_kind"] == "seeds" for r in data["patterns"]) else
+           "over the test queries where a pattern has one seed (Wilson: the test sample's noise, not a seed's)"),
         "",
         "| pattern | seeds | " + " | ".join(f"{n} ({int(n) // settings['kv_ratio']} pairs)" for n in lengths)
         + " | mean | KV B/token | cache at " + lengths[-1] + " | state | s |",
@@ -157,8 +173,10 @@ def format_table(data: dict) -> str:
         cells = []
         for n in lengths:
             ratio = (row["vs_attention"] or {}).get(n)
-            cells.append(f"{row['accuracy_by_length'][n]:.3f}" + ("" if ratio is None or row["pattern"] == data["reference"]
-                                                                  else f" ({ratio:.2f}x)"))
+            ci = row["interval_by_length"][n]
+            interval = "" if ci is None else f" [{ci[0]:.3f}, {ci[1]:.3f}]"
+            shown_ratio = "" if ratio is None or row["pattern"] == data["reference"] else f" ({ratio:.2f}x)"
+            cells.append(f"{row['accuracy_by_length'][n]:.3f}{interval}{shown_ratio}")
         lines.append(f"| `{row['pattern']}` | {','.join(map(str, row['seeds']))} | " + " | ".join(cells)
                      + f" | {row['mean']:.3f} | {row['kv_cache_bytes_per_token']:,} | "
                      f"{row['cache_bytes_at_longest'] / 1024:,.0f} KiB | {row['state_bytes'] / 1024:,.0f} KiB | "

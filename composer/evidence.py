@@ -126,6 +126,25 @@ def seed_summary(values: Sequence[float | None], confidence: float = 0.95) -> di
     }
 
 
+def proportion_interval(successes: int, trials: int, confidence: float = 0.95) -> list[float] | None:
+    """Wilson score interval of an accuracy measured on ``trials`` independent test items.
+
+    Why: a single training seed gives no spread to build a t interval from, but its test accuracy still has
+    sampling noise from the finite test set; Wilson's interval stays inside [0, 1] and is honest near 0 and 1,
+    where the normal approximation is not. It covers the test sample only, not another training seed.
+    """
+    _check_confidence(confidence)
+    if trials <= 0:
+        return None
+    if not 0 <= successes <= trials:
+        raise ValueError(f"successes must lie in [0, trials={trials}], got {successes}")
+    z = float(stats.norm.ppf(0.5 + confidence / 2))
+    p, n = successes / trials, trials
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return [max(0.0, centre - half), min(1.0, centre + half)]
+
+
 # ------------------------------------------------------------------------------------------ two architectures
 
 
@@ -566,6 +585,7 @@ __all__ = [
     "kendall",
     "noise_ceiling",
     "paired_difference",
+    "proportion_interval",
     "seed_separation",
     "seed_summary",
     "spearman",

@@ -17,7 +17,9 @@ def test_recall_vs_length_measures_each_length_reports_ratios_and_resumes(tmp_pa
     assert [row["pattern"] for row in data["patterns"]] == ["AA", "SS", "[AS]S"]
     for row in data["patterns"]:
         assert set(row["accuracy_by_length"]) == {"32", "64"} and 0 <= row["mean"] <= 1
-        assert set(row["vs_attention"]) == {"32", "64"}
+        assert set(row["vs_attention"]) == {"32", "64"} and row["interval_kind"] == "test queries"
+        low, high = row["interval_by_length"]["64"]
+        assert low <= row["accuracy_by_length"]["64"] <= high
     by = {row["pattern"]: row for row in data["patterns"]}
     assert by["SS"]["kv_cache_bytes_per_token"] == 0 < by["SS"]["state_bytes"]
     assert by["AA"]["kv_cache_bytes_per_token"] > 0 == by["AA"]["state_bytes"]
@@ -29,3 +31,11 @@ def test_recall_vs_length_measures_each_length_reports_ratios_and_resumes(tmp_pa
     assert len(finished) == 3
     assert script.main(argv) == 0
     assert {p: p.stat().st_mtime_ns for p in (out / "runs").glob("*.json")} == finished, "nothing retrained"
+
+
+def test_an_accuracy_gets_a_seed_interval_with_seeds_and_a_test_sample_interval_without(load_benchmark):
+    script = load_benchmark("recall_vs_length")
+    ci, kind = script.accuracy_interval([0.5, 0.6, 0.7], queries=1024)
+    assert kind == "seeds" and ci[0] < 0.6 < ci[1] and ci[1] - ci[0] > 0.4  # t with 2 degrees of freedom
+    ci, kind = script.accuracy_interval([0.5], queries=1024)
+    assert kind == "test queries" and 0.46 < ci[0] < 0.5 < ci[1] < 0.54

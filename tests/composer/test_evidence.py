@@ -25,6 +25,7 @@ from composer.evidence import (
     kendall,
     noise_ceiling,
     paired_difference,
+    proportion_interval,
     seed_summary,
     spearman,
 )
@@ -340,3 +341,15 @@ def test_seed_separation_compares_the_spread_within_models_with_the_spread_betwe
     assert power["within_seed_std"] == pytest.approx(math.sqrt(0.005)) and power["noise_ceiling"] is None
     single = seed_separation({"a": {0: 2.0}, "b": {0: 2.5}, "c": {0: 3.0}})
     assert single["underpowered"] and "one seed" in single["reason"] and single["separation"] is None
+
+
+def test_the_proportion_interval_is_wilsons_and_stays_inside_0_1():
+    low, high = proportion_interval(50, 100)
+    assert low == pytest.approx(0.4038, abs=1e-4) and high == pytest.approx(0.5962, abs=1e-4)  # Wilson, z 1.96
+    assert proportion_interval(0, 1000)[0] == pytest.approx(0.0, abs=1e-12) and proportion_interval(0, 1000)[1] < 0.004
+    assert proportion_interval(1000, 1000)[1] == 1.0
+    wide, narrow = proportion_interval(5, 10), proportion_interval(500, 1000)
+    assert wide[1] - wide[0] > narrow[1] - narrow[0], "more test items, a narrower interval"
+    assert proportion_interval(3, 0) is None
+    with pytest.raises(ValueError, match="successes must lie"):
+        proportion_interval(11, 10)
