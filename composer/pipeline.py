@@ -367,7 +367,8 @@ class Pipeline:
                 # a fixed-size state (Mamba-2, Gated DeltaNet) is the other half of a hybrid's cache; MoE layers
                 # make the parameters one token uses fewer than the counted ones
                 "state_bytes": stats.state_bytes_per_sequence,
-                "active_params": stats.active_params,
+                # the trained model's count less the experts a token skips (stats are at the preset's vocabulary)
+                "active_params": first["params"] - (stats.params - stats.active_params),
                 "runs": [str(run_dir(self.out / "train", name, s)) for s in seeds],
                 # seeds whose training spiked (composer/training/stability.py); older summaries lack the fields
                 "spiked_seeds": [s for s in seeds if summaries[(name, s)].get("loss_spikes")],

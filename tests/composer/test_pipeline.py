@@ -97,7 +97,7 @@ def test_cpu_demo_pipeline_runs_end_to_end_with_seeds_and_resumes(tmp_path, monk
         assert row["val_loss_ci"][0] < row["val_loss"] < row["val_loss_ci"][1]
         assert row["tokens"] == rows[0]["tokens"], "every model trains on the same number of tokens"
         assert set(row["spiked_seeds"]) <= {0, 1}  # seeds whose training spiked (issue 16), marked in the table
-        assert (row["state_bytes"] > 0) == any(symbol in row["pattern"] for symbol in "SD") and row["active_params"] > 0
+        assert (row["state_bytes"] > 0) == any(symbol in row["pattern"] for symbol in "SD") and 0 < row["active_params"] <= row["params"]
         assert row["chosen_lr"] in (2e-3, 6e-3) and set(row["lr_sweep"]) == {"0.002", "0.006"}
         chosen = min((loss, float(lr)) for lr, loss in row["lr_sweep"].items() if loss is not None)[1]
         assert row["chosen_lr"] == chosen, "each model trains its seeds at its best swept rate"
