@@ -550,7 +550,8 @@ def format_comparison(comparison: dict[str, Any]) -> str:
     # no winner is starred when the budget cannot decide (comparisons written before issue 16 lack the field)
     best = min(finite) if finite and not comparison.get("underpowered") else None
     header = ("model", "pattern", "layers", "lr", "val loss (mean ± std)", f"{percent}% CI",
-              f"Δ vs {reference} (paired)", f"{percent}% CI", "verdict", "tokens/s", "ratio", "params", "active", "KV B/token", "state B")
+              f"Δ vs {reference} (paired)", f"{percent}% CI", "verdict", "tokens/s", "ratio", "params", "active",
+              "KV B/token", "state B")
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in rows:
         std = f" ± {row['val_loss_std']:.4f}" if row["val_loss_std"] is not None else ""

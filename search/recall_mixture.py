@@ -52,8 +52,9 @@ def train_on_mixture(pattern: str, spec, *, widths: str = "search-1m", seed: int
     started = time.perf_counter()
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     lengths = spec.lengths
-    datasets = [make_dataset(spec.task(n), seed * 1_000 + i) for i, n in enumerate(lengths)]
-    steps_per_length = [spec.mad_budget(n).steps_for(spec.task(n)) for n in lengths]
+    tasks = [spec.task(n) for n in lengths]
+    datasets = [make_dataset(task, seed * 1_000 + i) for i, task in enumerate(tasks)]
+    steps_per_length = [spec.mad_budget(n).steps_for(task) for n, task in zip(lengths, tasks, strict=True)]
     total = sum(steps_per_length)
     arch = _resolve_widths(widths).with_pattern(pattern).replace(
         vocab_size=round_up(spec.vocab_size, 8), max_seq_len=max(lengths))
