@@ -32,7 +32,8 @@ def is_first_process() -> bool:
     return all(os.environ.get(name, "0") in ("", "0") for name in _RANK_VARIABLES)
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether a process with this pid exists on this host (signal 0 checks without signalling)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -76,7 +77,7 @@ def run_lock(directory: str | Path, command: str = "composer") -> Iterator[None]
         held = _read(path)
         local = held.get("host") == owner["host"]
         pid = held.get("pid")
-        if local and isinstance(pid, int) and pid != owner["pid"] and not _alive(pid):
+        if local and isinstance(pid, int) and pid != owner["pid"] and not process_alive(pid):
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()  # the owner died without releasing it
             continue

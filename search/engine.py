@@ -23,9 +23,16 @@ from composer.accounting import analyze
 from composer.presets import get_preset
 from search.config import SearchConfig
 from search.evaluators import Evaluator, make_evaluator
-from search.resume import EvaluationBudget, TrialSeededSampler, mark_worker, max_trials_for, reap_dead_workers
+from search.resume import (
+    EvaluationBudget,
+    StudyLock,
+    TrialSeededSampler,
+    mark_worker,
+    max_trials_for,
+    reap_dead_workers,
+)
 from search.space import SearchSpace
-from search.storage import make_storage
+from search.storage import GRACE_S, make_storage, worker_lock_path
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
 
@@ -232,19 +239,21 @@ def run_worker(config: SearchConfig, stage: Stage, worker: int, callbacks: list 
     evaluator = make_evaluator(config.evaluator, config.budget, config.widths, config.data, config.tokenizer,
                                config.precision, config.compile)
     study = open_study(config, stage, evaluator, worker)
-    reap_dead_workers(study)
-    budget = EvaluationBudget(stage.trials, max_trials_for(stage.trials, stage.space.size), on_bound=on_bound)
-    if budget.done(study):
-        return
-    timeout = None if deadline is None else max(1.0, deadline - time.time())
-    from search.tracking import WandbTrialLogger
+    with StudyLock(worker_lock_path(config.storage, config.out)) as lock:
+        reap_dead_workers(study, alone=lock.alone, grace_s=GRACE_S)
+        lock.share()
+        budget = EvaluationBudget(stage.trials, max_trials_for(stage.trials, stage.space.size), on_bound=on_bound)
+        if budget.done(study):
+            return
+        timeout = None if deadline is None else max(1.0, deadline - time.time())
+        from search.tracking import WandbTrialLogger
 
-    study.optimize(
-        make_objective(config, stage, evaluator, study),
-        timeout=timeout,
-        catch=(Exception,),
-        callbacks=[budget, WandbTrialLogger(config, stage.study_name), *(callbacks or [])],
-    )
+        study.optimize(
+            make_objective(config, stage, evaluator, study),
+            timeout=timeout,
+            catch=(Exception,),
+            callbacks=[budget, WandbTrialLogger(config, stage.study_name), *(callbacks or [])],
+        )
 
 
 def _worker_main(config: SearchConfig, stage: Stage, worker: int, threads: int, deadline: float | None) -> None:

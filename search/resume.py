@@ -9,7 +9,10 @@ left 3 distinct scored patterns, 5 cached repeats and 3 trials ``RUNNING``):
   (model-based samplers also condition on the same history, so they propose what an uninterrupted run would).
 * :func:`reap_dead_workers`: ``RUNNING`` trials whose worker was a process on this host that no longer exists
   are failed and re-queued with the same pattern at once, instead of after the storage's heartbeat grace
-  (other hosts' trials still go by heartbeat: their pids mean nothing here).
+  (other hosts' trials still go by heartbeat: their pids mean nothing here). A worker killed in the
+  milliseconds between Optuna creating its trial and the trial recording its worker leaves a ``RUNNING`` trial
+  with neither a pid nor a heartbeat, which Optuna never fails; it is reaped when this process is the only one
+  working on a file-backed study (:class:`StudyLock`), or once it is older than the heartbeat grace.
 * :class:`EvaluationBudget`: the trial budget counts evaluations (a pattern trained, or trained and pruned),
   not trials answered from the study's cache, so repeats do not use it up; a bound on all trials still ends
   a search whose space has fewer new patterns than the budget, and says so.
@@ -20,11 +23,20 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
 
 import numpy as np
 import optuna
 from optuna.samplers._lazy_random_state import LazyRandomState
 from optuna.trial import FrozenTrial, TrialState
+
+from composer.runlock import process_alive
+
+try:
+    import fcntl
+except ImportError:  # Windows: no advisory locks, so unrecorded trials wait for the grace period
+    fcntl = None
 
 HOST = socket.gethostname()
 # user attributes of a trial that mean "no training happened here"
@@ -81,38 +93,83 @@ class TrialSeededSampler(optuna.samplers.BaseSampler):
 
 
 def mark_worker(trial: optuna.Trial) -> None:
-    """Record which process on which host runs ``trial`` (read by :func:`reap_dead_workers`)."""
-    trial.set_user_attr("worker", os.getpid())
+    """Record which process on which host runs ``trial`` (read by :func:`reap_dead_workers`).
+
+    The host goes first: a trial with a ``worker`` always has its host, and one killed between the two writes
+    counts as unrecorded.
+    """
     trial.set_user_attr("host", HOST)
+    trial.set_user_attr("worker", os.getpid())
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+class StudyLock:
+    """An advisory lock beside a file-backed study, held shared by every process working on it for its life.
+
+    The kernel drops a dead process's lock however it died, so a process that gets the lock exclusively on
+    entering is the only live worker (``alone``): every ``RUNNING`` trial is then a dead one's, even one that
+    never recorded its worker. Call :meth:`share` once that is settled, so other workers can join. With no path
+    (a database server, or no ``fcntl``) nobody is ever alone.
+    """
+
+    def __init__(self, path: str | Path | None) -> None:
+        self.path = None if path is None or fcntl is None else Path(path)
+        self.alone = False
+        self._fd: int | None = None
+
+    def __enter__(self) -> StudyLock:
+        if self.path is not None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o644)
+            try:
+                fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                self.alone = True
+            except BlockingIOError:
+                self.share()
+        return self
+
+    def share(self) -> None:
+        """Hold the lock shared from now on (waits while another process settles its own reaping)."""
+        if self._fd is not None:
+            fcntl.flock(self._fd, fcntl.LOCK_SH)
+
+    def __exit__(self, *exc) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
 
-def reap_dead_workers(study: optuna.Study, requeue: bool = True) -> list[int]:
-    """Fail the ``RUNNING`` trials of dead local workers (and re-queue their patterns); returns their numbers.
+def _why_dead(trial: FrozenTrial, alone: bool, grace_s: float) -> str | None:
+    """Why a ``RUNNING`` trial's worker is known to be gone, or None while it may still be working."""
+    attrs = trial.user_attrs
+    pid = attrs.get("worker")
+    if not isinstance(pid, int):
+        age = (datetime.now() - trial.datetime_start).total_seconds() if trial.datetime_start else 0.0
+        if alone or age > grace_s:
+            return "its worker died before recording itself"
+        return None
+    if attrs.get("host") != HOST or pid == os.getpid() or process_alive(pid):
+        return None
+    return f"its worker (pid {pid}) died"
 
-    A trial counts as local when it recorded this host's name; one that started but died before recording its
-    worker is left to the heartbeat (it cannot be told apart from a live trial on another host).
+
+def reap_dead_workers(study: optuna.Study, requeue: bool = True, alone: bool = False,
+                      grace_s: float = 120.0) -> list[int]:
+    """Fail the ``RUNNING`` trials of dead workers (and re-queue their patterns); returns their numbers.
+
+    Dead means: recorded as a process of this host that no longer exists; or unrecorded (killed between Optuna
+    creating the trial and its first line) when ``alone`` (see :class:`StudyLock`) or older than ``grace_s``,
+    which no live worker takes to record itself. Other hosts' recorded trials are left to the heartbeat.
     """
     reaped = []
     for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        attrs = trial.user_attrs
-        pid = attrs.get("worker")
-        if attrs.get("host") != HOST or not isinstance(pid, int) or pid == os.getpid() or _alive(pid):
+        why = _why_dead(trial, alone, grace_s)
+        if why is None:
             continue
         storage = study._storage  # Optuna's public API cannot fail another process's trial
         try:
-            storage.set_trial_user_attr(trial._trial_id, "worker_died", f"worker pid {pid} on {HOST} is gone")
+            storage.set_trial_user_attr(trial._trial_id, "worker_died", f"{why} on {HOST}")
             storage.set_trial_user_attr(trial._trial_id, "fail_reason",
-                                        f"its worker (pid {pid}) died; {'re-queued' if requeue else 'not retried'}")
+                                        f"{why}; {'re-queued' if requeue and trial.params else 'not retried'}")
             storage.set_trial_state_values(trial._trial_id, TrialState.FAIL)
         except RuntimeError:  # finished meanwhile: another process reaped it first
             continue

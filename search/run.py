@@ -22,12 +22,12 @@ from composer.files import make_output_dir
 from search.config import SearchConfig
 from search.engine import Stage, launch_workers, open_study, run_worker, stages_of
 from search.evaluators import make_evaluator
-from search.resume import reap_dead_workers
+from search.resume import StudyLock, reap_dead_workers
 from search.leaderboard import failures, format_table, leaderboard, write_leaderboard
 from search.plots import plot_all
 from search.progress import SearchProgress
 from search.space import SearchSpace
-from search.storage import default_storage_url
+from search.storage import GRACE_S, default_storage_url, worker_lock_path
 from search.tracking import log_summary
 
 MAX_BRUTE_FORCE = 4096
@@ -76,7 +76,8 @@ def run_search(config: SearchConfig, echo=print) -> dict[str, Any]:
         else:
             launch_workers(config, stage, deadline, poll=lambda: progress.poll(lambda: open_study(config, stage, evaluator)))
         study = open_study(config, stage, evaluator)
-        reap_dead_workers(study, requeue=False)  # every worker of this run has ended: nothing stays RUNNING
+        with StudyLock(worker_lock_path(config.storage, out)) as lock:  # this run's workers have ended
+            reap_dead_workers(study, requeue=False, alone=lock.alone, grace_s=GRACE_S)
         rows = leaderboard(study, maximize)
         if not rows:
             reasons = "; ".join(f"trial {f['trial']} {f['pattern']}: {f['reason']}" for f in failures(study)[:3])

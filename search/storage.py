@@ -26,6 +26,17 @@ def default_storage_url(out: str | Path) -> str:
     return f"sqlite:///{Path(out).resolve() / 'study.db'}"
 
 
+def worker_lock_path(url: str | None, out: str | Path) -> Path | None:
+    """Where the workers of a file-backed study hold their lock (``search.resume.StudyLock``): beside the SQLite
+    or journal file. None for a database server, whose workers may be on any host."""
+    url = url or default_storage_url(out)
+    if url.startswith("journal:") or url.endswith(JOURNAL_SUFFIXES):
+        return Path(url.removeprefix("journal:") + ".workers.lock")
+    if url.startswith("sqlite:///") and url != "sqlite:///:memory:":
+        return Path(url.removeprefix("sqlite:///") + ".workers.lock")
+    return None
+
+
 def _retry_stale_trials() -> dict:
     """Re-run (once) a trial whose worker stopped heart-beating; the callback was renamed in Optuna 4.9."""
     from optuna import storages

@@ -96,6 +96,20 @@ def test_interrupted_search_resumes_without_losing_or_repeating_trials(tmp_path,
     assert len(trained(log)) == len(set(trained(log))), "a pattern was trained twice"
 
 
+def test_a_trial_left_running_by_a_kill_before_its_worker_was_recorded_is_failed_on_rerun(tmp_path):
+    """The CI flake of issue 13's kill test, made deterministic: a process killed between Optuna creating a trial
+    and the objective's first line leaves it RUNNING with no worker and no heartbeat. The next run on the study is
+    its only worker (the study lock says so), so it fails that trial instead of leaving it RUNNING for ever."""
+    cfg = config(tmp_path, sampler="random", trials=3)
+    storage = f"sqlite:///{tmp_path / 'out' / 'study.db'}"
+    (tmp_path / "out").mkdir()
+    orphan = optuna.create_study(storage=storage, study_name=cfg.study_name, direction="maximize").ask()
+    run_search(cfg, echo=lambda _: None)
+    trials = optuna.load_study(study_name=cfg.study_name, storage=storage).get_trials(deepcopy=False)
+    assert not [t.number for t in trials if t.state == optuna.trial.TrialState.RUNNING]
+    assert "before recording itself" in trials[orphan.number].user_attrs["fail_reason"]
+
+
 @pytest.mark.parametrize("sampler", ["random", "gp"])
 def test_pruner_stops_trials_below_the_median_and_keeps_them_off_the_leaderboard(tmp_path, monkeypatch, sampler):
     monkeypatch.setenv("TOY_EVAL_STEPS", "3")
