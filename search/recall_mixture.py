@@ -15,7 +15,6 @@ are MAD's (``search.mad.evaluate``).
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass
 
@@ -23,14 +22,15 @@ import torch
 
 from search.mad.evaluate import (
     CandidateFailed,
-    _accuracy,
-    _autocast,
-    _batches,
-    _lr_lambda,
-    _NonFinite,
-    _resolve_widths,
+    NonFinite,
+    autocast_for,
+    batch_indices,
+    fit,
+    held_out_accuracy,
+    resolve_widths,
+    seeded_task_model,
 )
-from search.mad.models import build_task_model, round_up
+from search.mad.models import round_up
 from search.mad.tasks import make_dataset
 
 
@@ -56,48 +56,28 @@ def train_on_mixture(pattern: str, spec, *, widths: str = "search-1m", seed: int
     datasets = [make_dataset(task, seed * 1_000 + i) for i, task in enumerate(tasks)]
     steps_per_length = [spec.mad_budget(n).steps_for(task) for n, task in zip(lengths, tasks, strict=True)]
     total = sum(steps_per_length)
-    arch = _resolve_widths(widths).with_pattern(pattern).replace(
+    arch = resolve_widths(widths).with_pattern(pattern).replace(
         vocab_size=round_up(spec.vocab_size, 8), max_seq_len=max(lengths))
-    cuda = [device.index if device.index is not None else torch.cuda.current_device()] if device.type == "cuda" else []
-    with torch.random.fork_rng(devices=cuda):  # leave the caller's global RNG alone
-        torch.manual_seed(seed)
-        model = build_task_model(arch, "lm", device)
-    if compile:
-        from composer.training.parallelize import apply_compile
-
-        apply_compile(model)
-    optimizer = torch.optim.AdamW(model.parameter_groups(0.0), lr=spec.lr)
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, _lr_lambda(total, 0.1, 0.01))
+    model = seeded_task_model(arch, "lm", seed, device, compile)
     generator = torch.Generator().manual_seed(seed + 1)
-    streams = [_batches(len(data.train_inputs), spec.batch_size(n), steps, generator)
+    streams = [batch_indices(len(data.train_inputs), spec.batch_size(n), steps, generator)
                for data, n, steps in zip(datasets, lengths, steps_per_length, strict=True)]
-    order = _round_robin(steps_per_length)
-    autocast = _autocast(precision, device)
-    late: list[float] = []
-    model.train()
+
+    def batches():
+        for which in _round_robin(steps_per_length):
+            data, idx = datasets[which], next(streams[which])
+            yield (data.train_inputs[idx].to(device), data.train_targets[idx].to(device),
+                   f" (length {lengths[which]})")
+
+    autocast = autocast_for(precision, device)
     try:
-        for step, which in enumerate(order):
-            data = datasets[which]
-            idx = next(streams[which])
-            with autocast():
-                loss = model(data.train_inputs[idx].to(device), targets=data.train_targets[idx].to(device)).loss
-            value = loss.item()
-            if not math.isfinite(value):
-                raise _NonFinite(f"training loss is {value} at step {step} (length {lengths[which]})", step)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            if not torch.isfinite(norm):
-                raise _NonFinite(f"gradient norm is {norm.item()} at step {step} (length {lengths[which]})", step)
-            optimizer.step()
-            schedule.step()
-            if step >= total - max(1, total // 10):
-                late.append(value)
-        accuracy = {str(n): _accuracy(model, data, max(1, 4 * spec.batch_size(n)), device, autocast)
+        late_loss = fit(model, batches(), total, lr=spec.lr, weight_decay=0.0, warmup_fraction=0.1,
+                        min_lr_ratio=0.01, grad_clip=1.0, autocast=autocast)
+        accuracy = {str(n): held_out_accuracy(model, data, max(1, 4 * spec.batch_size(n)), device, autocast)
                     for n, data in zip(lengths, datasets, strict=True)}
-    except _NonFinite as err:
+    except NonFinite as err:
         raise CandidateFailed(f"{pattern}: recall mixture: {err.reason}", task="recall", step=err.step) from None
-    return MixtureResult(accuracy, sum(late) / len(late), total, time.perf_counter() - started)
+    return MixtureResult(accuracy, late_loss, total, time.perf_counter() - started)
 
 
 def _round_robin(steps_per_length: list[int]) -> list[int]:

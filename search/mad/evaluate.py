@@ -35,7 +35,7 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -275,7 +275,7 @@ def _lr_lambda(steps: int, warmup_fraction: float, min_ratio: float) -> Callable
     return factor
 
 
-def _batches(n: int, batch_size: int, steps: int, generator: torch.Generator):
+def batch_indices(n: int, batch_size: int, steps: int, generator: torch.Generator):
     """Indices of ``steps`` batches: shuffled epochs, cycled; a short last batch of an epoch is dropped."""
     batch_size = min(batch_size, n)
     per_epoch = n // batch_size
@@ -289,10 +289,71 @@ def _batches(n: int, batch_size: int, steps: int, generator: torch.Generator):
             done += 1
 
 
-class _NonFinite(Exception):
+class NonFinite(Exception):
+    """A non-finite loss, gradient norm or test logit, at ``step`` (-1: on the test split)."""
+
     def __init__(self, reason: str, step: int) -> None:
         super().__init__(reason)
         self.reason, self.step = reason, step
+
+
+def seeded_task_model(arch: ArchConfig, kind: str, seed: int, device: torch.device,
+                      compile: bool = False) -> torch.nn.Module:
+    """The task model initialised from ``seed`` alone (the caller's global RNG is left as it was), compiled if
+    asked: the same pattern and seed give the same weights whatever ran before."""
+    cuda = [device.index if device.index is not None else torch.cuda.current_device()] if device.type == "cuda" else []
+    with torch.random.fork_rng(devices=cuda):
+        torch.manual_seed(seed)
+        model = build_task_model(arch, kind, device)
+    if compile:
+        from composer.training.parallelize import apply_compile
+
+        apply_compile(model)
+    return model
+
+
+def fit(
+    model: torch.nn.Module,
+    batches: Iterable[tuple[torch.Tensor, torch.Tensor, str]],
+    steps: int,
+    *,
+    lr: float,
+    weight_decay: float,
+    warmup_fraction: float,
+    min_lr_ratio: float,
+    grad_clip: float | None,
+    autocast: Callable[[], Any] = contextlib.nullcontext,
+) -> float:
+    """Train ``model`` for ``steps`` batches of ``(inputs, targets, where)``; return the mean training loss over the
+    last tenth of the steps.
+
+    AdamW on the model's own parameter groups (no decay where a primitive says so), linear warmup then cosine to
+    ``min_lr_ratio``, optional gradient clipping. ``where`` (e.g. ``" (length 256)"``) is appended to the step in
+    a failure's reason. A non-finite loss or gradient norm raises :class:`NonFinite` at once: a diverged candidate
+    is recorded, not trained on.
+    """
+    optimizer = torch.optim.AdamW(model.parameter_groups(weight_decay), lr=lr)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, _lr_lambda(steps, warmup_fraction, min_lr_ratio))
+    tail = max(1, steps // 10)
+    late_losses: list[float] = []
+    model.train()
+    for step, (inputs, targets, where) in enumerate(batches):
+        with autocast():
+            loss = model(inputs, targets=targets).loss
+        value = loss.item()
+        if not math.isfinite(value):
+            raise NonFinite(f"training loss is {value} at step {step}{where}", step)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if grad_clip is not None:
+            norm = torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+            if not torch.isfinite(norm):
+                raise NonFinite(f"gradient norm is {norm.item()} at step {step}{where}", step)
+        optimizer.step()
+        schedule.step()
+        if step >= steps - tail:
+            late_losses.append(value)
+    return sum(late_losses) / len(late_losses)
 
 
 def _train_and_test(
@@ -306,50 +367,18 @@ def _train_and_test(
     precision: str = "fp32",
     compile: bool = False,
 ) -> tuple[float, float, int]:
-    """Accuracy on the test split, mean late training loss, steps. Raises ``_NonFinite``."""
-    task = data.task
-    steps = budget.steps_for(task)
-    cuda = (
-        [device.index if device.index is not None else torch.cuda.current_device()]
-        if device.type == "cuda"
-        else []
-    )
-    with torch.random.fork_rng(devices=cuda):  # leave the caller's global RNG alone
-        torch.manual_seed(seed)
-        model = build_task_model(arch, task.spec.model, device)
-    if compile:
-        from composer.training.parallelize import apply_compile
-
-        apply_compile(model)
+    """Accuracy on the test split, mean late training loss, steps. Raises ``NonFinite``."""
+    steps = budget.steps_for(data.task)
+    model = seeded_task_model(arch, data.task.spec.model, seed, device, compile)
     generator = torch.Generator().manual_seed(seed + 1)
-    optimizer = torch.optim.AdamW(model.parameter_groups(weight_decay), lr=lr)
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, _lr_lambda(steps, budget.warmup_fraction, budget.min_lr_ratio)
-    )
     inputs, targets = data.train_inputs.to(device), data.train_targets.to(device)
-    autocast = _autocast(precision, device)
-    tail = max(1, steps // 10)
-    late_losses: list[float] = []
-    model.train()
-    for step, idx in enumerate(_batches(len(inputs), budget.batch_size, steps, generator)):
-        idx = idx.to(device)
-        with autocast():
-            loss = model(inputs[idx], targets=targets[idx]).loss
-        value = loss.item()
-        if not math.isfinite(value):
-            raise _NonFinite(f"training loss is {value} at step {step}", step)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if budget.grad_clip is not None:
-            norm = torch.nn.utils.clip_grad_norm_(model.parameters(), budget.grad_clip)
-            if not torch.isfinite(norm):
-                raise _NonFinite(f"gradient norm is {norm.item()} at step {step}", step)
-        optimizer.step()
-        schedule.step()
-        if step >= steps - tail:
-            late_losses.append(value)
-    accuracy = _accuracy(model, data, budget.eval_batch_size, device, autocast)
-    return accuracy, sum(late_losses) / len(late_losses), steps
+    batches = ((inputs[idx], targets[idx], "") for idx in
+               (i.to(device) for i in batch_indices(len(inputs), budget.batch_size, steps, generator)))
+    autocast = autocast_for(precision, device)
+    late_loss = fit(model, batches, steps, lr=lr, weight_decay=weight_decay, warmup_fraction=budget.warmup_fraction,
+                    min_lr_ratio=budget.min_lr_ratio, grad_clip=budget.grad_clip, autocast=autocast)
+    accuracy = held_out_accuracy(model, data, budget.eval_batch_size, device, autocast)
+    return accuracy, late_loss, steps
 
 
 def resolve_precision(requested: str, device: torch.device | str) -> str:
@@ -361,14 +390,14 @@ def resolve_precision(requested: str, device: torch.device | str) -> str:
     return "bf16" if device_has_native_bf16(device) else "fp32"
 
 
-def _autocast(precision: str, device: torch.device) -> Callable[[], Any]:
+def autocast_for(precision: str, device: torch.device) -> Callable[[], Any]:
     if precision == "bf16":
         return lambda: torch.autocast(device.type, dtype=torch.bfloat16)
     return contextlib.nullcontext
 
 
 @torch.no_grad()
-def _accuracy(
+def held_out_accuracy(
     model: torch.nn.Module,
     data: MadDataset,
     batch_size: int,
@@ -385,14 +414,14 @@ def _accuracy(
         with autocast():
             logits = model(x).logits[..., :vocab].float()
         if not torch.isfinite(logits).all():
-            raise _NonFinite("non-finite logits on the test split", -1)
+            raise NonFinite("non-finite logits on the test split", -1)
         mask = y != IGNORE_INDEX
         correct += (logits.argmax(-1)[mask] == y[mask]).sum().item()
         total += mask.sum().item()
     return correct / max(total, 1)
 
 
-def _resolve_widths(widths: str | ArchConfig) -> ArchConfig:
+def resolve_widths(widths: str | ArchConfig) -> ArchConfig:
     if isinstance(widths, ArchConfig):
         return widths
     return get_preset(widths).arch
@@ -433,7 +462,7 @@ def evaluate_pattern(
     for task in tasks:
         if not isinstance(task, TaskConfig):
             raise ConfigError(f"tasks must be TaskConfig objects, got {task!r}")
-    base = _resolve_widths(widths).with_pattern(pattern)
+    base = resolve_widths(widths).with_pattern(pattern)
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     precision = resolve_precision(precision or budget.precision, device)
 
@@ -453,7 +482,7 @@ def evaluate_pattern(
                     accuracy, loss, steps = _train_and_test(
                         arch, data, budget, lr, wd, seed * 1_000 + index, device, precision, compile
                     )
-                except _NonFinite as err:  # a diverged cell scores 0; the task fails when every cell diverged
+                except NonFinite as err:  # a diverged cell scores 0; the task fails when every cell diverged
                     cell_failures.append((f"{task.label} (lr {lr:g}, wd {wd:g}): {err.reason}", err.step))
                     accuracy, loss, steps = 0.0, float("nan"), err.step
                 train_seconds += time.perf_counter() - cell_started
