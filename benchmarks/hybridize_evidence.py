@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from composer.evidence import bootstrap_rank_correlation, format_interval, paired_difference, seed_summary
-from composer.files import atomic_write_json, atomic_write_text
+from composer.files import write_outputs
 from composer.replicates import parse_seeds
 
 
@@ -87,7 +87,6 @@ def spread(rows: list[dict], k: int) -> list[dict]:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from composer.placement_search import PlacementSearch, PlacementSearchConfig
-    from composer.supernet import attention_positions
     from composer.training.config import TrainConfig
 
     out = Path(args.out)
@@ -201,8 +200,7 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     report = run(args)
     out = Path(args.out)
-    atomic_write_json(out / "hybridize.json", report)
-    atomic_write_text(out / "hybridize.md", format_report(report) + "\n")
+    write_outputs(out, "hybridize", report, table=format_report(report))
     print(format_report(report))
     return 0
 

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 from composer.evidence import POWER_THRESHOLD, seed_separation, seed_summary
-from composer.files import atomic_write_json
+from composer.files import write_outputs
 from composer.replicates import finished_summary, parse_seeds, plan_replicates, run_replicates, shared_validation
 
 # Eight of proxy_transfer.py's twelve patterns: seven that land within ~0.15 of each other at 500K tokens and the
@@ -164,9 +164,7 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     report = measure(args, echo=lambda line: print(line, file=sys.stderr))
     out = Path(args.out)
-    atomic_write_json(out / "noise_ceiling.json", report)
-    if report["budgets"]:
-        plot(report, out / "noise_ceiling.png")
+    write_outputs(out, "noise_ceiling", report, plot=plot if report["budgets"] else None)
     print(json.dumps(report, indent=2) if args.json else format_table(report))
     return 0
 

@@ -33,7 +33,7 @@ from composer.evidence import (
     noise_ceiling,
     seed_summary,
 )
-from composer.files import atomic_write_json, atomic_write_text
+from composer.files import atomic_write_json, write_outputs
 from composer.replicates import parse_seeds, plan_replicates, run_replicates, shared_validation
 
 # Spread over the default 6-layer A/M space: the paper's winner and the Llama alternation, attention placed
@@ -180,9 +180,8 @@ def main(argv=None) -> int:
         "peer": args.peer,
         "wall_time_s": time.perf_counter() - started,
     }
-    atomic_write_json(out / "proxy_transfer.json", result)
     table = format_table(result)
-    atomic_write_text(out / "proxy_transfer.md", table + "\n")
+    write_outputs(out, "proxy_transfer", result, table=table)
     print(json.dumps(result, indent=2) if args.json else table)
     return 0
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from composer.accounting import analyze
 from composer.evidence import proportion_interval, seed_summary
-from composer.files import atomic_write_json, atomic_write_text
+from composer.files import atomic_write_json, write_outputs
 from composer.presets import get_preset
 from composer.replicates import parse_seeds
 from search.recall import RecallEvaluator, get_recall_budget, parse_lengths
@@ -213,9 +213,7 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     data = run(args)
     out = Path(args.out)
-    atomic_write_json(out / "recall.json", data)
-    atomic_write_text(out / "recall.md", format_table(data) + "\n")
-    plot(data, out / "recall.png")
+    write_outputs(out, "recall", data, table=format_table(data), plot=plot)
     print(json.dumps(data, indent=2) if args.json else format_table(data))
     print(f"\nrecall.{{json,md,png}} in {out}", file=sys.stderr)
     return 0

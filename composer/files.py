@@ -10,6 +10,7 @@ import io
 import json
 import os
 import uuid
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,30 @@ def atomic_write_csv(path: str | Path, rows: list[dict[str, Any]], columns: list
     writer.writeheader()
     writer.writerows(rows)
     return atomic_write_text(path, buffer.getvalue())
+
+
+def write_outputs(
+    out: str | Path,
+    stem: str,
+    report: Any,
+    *,
+    table: str | None = None,
+    rows: tuple[list[dict[str, Any]], Sequence[str]] | None = None,
+    plot: Callable[[Any, Path], Any] | None = None,
+) -> Path:
+    """A measured result in every form it is read in, side by side under ``out``: ``stem.json`` (all of it, for
+    programs), ``stem.csv`` (``rows`` as ``(rows, columns)``, for spreadsheets), ``stem.md`` (the ``table`` people
+    read) and ``stem.png`` (``plot(report, path)``: what people would rather see than read). Each file is written
+    atomically; the forms not given are not written. Returns ``out``."""
+    out = Path(out)
+    atomic_write_json(out / f"{stem}.json", report)
+    if rows is not None:
+        atomic_write_csv(out / f"{stem}.csv", *rows)
+    if table is not None:
+        atomic_write_text(out / f"{stem}.md", table + "\n")
+    if plot is not None:
+        plot(report, out / f"{stem}.png")
+    return out
 
 
 def make_output_dir(path: str | Path) -> Path:

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from composer.errors import ComposerRunError, ConfigError
-from composer.files import atomic_write_csv, atomic_write_json, atomic_write_text
+from composer.files import write_outputs
 from composer.replicates import Replicate, run_replicates
 from composer.training.config import TrainConfig
 
@@ -240,11 +240,9 @@ def sweep_rows(report: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 def write_sweep(report: Mapping[str, Any], out: Path) -> None:
     """lr_sweep.json/.csv/.md/.png under ``out``."""
-    atomic_write_json(out / "lr_sweep.json", report)
-    atomic_write_csv(out / "lr_sweep.csv", sweep_rows(report),
-                     ("model", "lr", "val_loss", "diverged", "loss_spikes", "chosen", "tokens", "seed"))
-    atomic_write_text(out / "lr_sweep.md", format_sweep(report) + "\n")
-    plot_sweep(report, out / "lr_sweep.png")
+    columns = ("model", "lr", "val_loss", "diverged", "loss_spikes", "chosen", "tokens", "seed")
+    write_outputs(out, "lr_sweep", report, rows=(sweep_rows(report), columns), table=format_sweep(report),
+                 plot=plot_sweep)
 
 
 def plot_sweep(report: Mapping[str, Any], path: Path) -> Path:

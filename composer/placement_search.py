@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from composer.errors import ConfigError
-from composer.files import atomic_write_csv, atomic_write_json, atomic_write_text
+from composer.files import write_outputs
 
 
 @dataclass
@@ -114,6 +114,7 @@ class PlacementSearch:
 
         import torch
 
+        from composer.pattern import compact_pattern
         from composer.supernet import (
             attention_positions,
             beam_search,
@@ -124,7 +125,6 @@ class PlacementSearch:
             score_placement,
             uniform_placement,
         )
-        from composer.pattern import compact_pattern
         from composer.training.checkpoint import load_pretrained
 
         c = self.config
@@ -199,11 +199,9 @@ class PlacementSearch:
 
     # -- reports ------------------------------------------------------------------------------------------------
     def write(self, report: dict[str, Any]) -> None:
-        atomic_write_json(self.out / "placements.json", report)
-        atomic_write_csv(self.out / "placements.csv", report["placements"],
-                         ["rank", "compact", "kept", "val_loss", "val_kl", "copy_recall", "uniform", "pattern"])
-        atomic_write_text(self.out / "placements.md", format_placements(report) + "\n")
-        plot_placements(report, self.out / "placements.png")
+        columns = ["rank", "compact", "kept", "val_loss", "val_kl", "copy_recall", "uniform", "pattern"]
+        write_outputs(self.out, "placements", report, rows=(report["placements"], columns),
+                     table=format_placements(report), plot=plot_placements)
 
 
 def format_placements(report: dict[str, Any]) -> str:

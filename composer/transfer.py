@@ -53,7 +53,7 @@ from composer.evidence import (
     paired_difference,
     seed_summary,
 )
-from composer.files import atomic_write_json, atomic_write_text, make_output_dir
+from composer.files import atomic_write_json, make_output_dir, write_outputs
 from composer.lr_sweep import SWEEP_KEYS, chosen_rates, run_sweep, split_sweep, sweep_notes
 from composer.replicates import parse_seeds, plan_replicates, run_dir, run_replicates, shared_validation
 from composer.training.config import TrainConfig, apply_overrides, load_recipe
@@ -173,8 +173,8 @@ class Transfer:
 
     def select(self) -> tuple[list[Candidate], dict[str, Any]]:
         """The patterns to train, best search score first, and what the search was."""
-        from search.aggregate import load_population
         from scaling.extrapolate import extrapolate
+        from search.aggregate import load_population
 
         config = self.config
         population = load_population(config.search, study=config.study)
@@ -399,9 +399,7 @@ def format_report(report: dict[str, Any]) -> str:
 
 
 def write_report(report: dict[str, Any], out: Path) -> None:
-    atomic_write_json(out / "transfer.json", report)
-    atomic_write_text(out / "transfer.md", format_report(report) + "\n")
-    plot_transfer(report, out / "transfer.png")
+    write_outputs(out, "transfer", report, table=format_report(report), plot=plot_transfer)
 
 
 def plot_transfer(report: dict[str, Any], path: Path) -> Path:

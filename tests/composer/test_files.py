@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from composer.files import atomic_write_csv, atomic_write_json, atomic_write_text
+from composer.files import atomic_write_csv, atomic_write_json, atomic_write_text, write_outputs
 
 
 def test_writes_replace_the_file_and_leave_no_temporary(tmp_path):
@@ -27,3 +27,18 @@ def test_a_failed_write_keeps_the_previous_file(tmp_path):
         atomic_write_json(path, {"not serialisable": object()})
     assert path.read_text() == "previous"
     assert [p.name for p in tmp_path.iterdir()] == ["best.json"]
+
+
+def test_write_outputs_writes_each_form_given_and_only_those(tmp_path):
+    report = {"rows": [{"name": "a", "loss": 1.5}, {"name": "b", "loss": 2.0}]}
+    drawn = []
+    write_outputs(tmp_path, "result", report, rows=(report["rows"], ["name", "loss"]), table="| a | 1.5 |",
+                  plot=lambda data, path: drawn.append((data, path)))
+    assert json.loads((tmp_path / "result.json").read_text()) == report
+    assert (tmp_path / "result.csv").read_text().splitlines() == ["name,loss", "a,1.5", "b,2.0"]
+    assert (tmp_path / "result.md").read_text() == "| a | 1.5 |\n"
+    assert drawn == [(report, tmp_path / "result.png")]
+
+    write_outputs(tmp_path, "bare", report)
+    assert (tmp_path / "bare.json").exists()
+    assert not any((tmp_path / f"bare.{ext}").exists() for ext in ("csv", "md", "png"))
