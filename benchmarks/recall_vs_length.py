@@ -9,15 +9,22 @@ pattern's accuracy over attention's at the same length.
     python benchmarks/recall_vs_length.py                         # the default patterns, cpu budget, seed 0
     python benchmarks/recall_vs_length.py --budget smoke --patterns AMAMAM,SMSMSM
     python benchmarks/recall_vs_length.py --lengths 64,256,1024 --steps 600 --seeds 0,1
+    python benchmarks/recall_vs_length.py --lrs 1e-3,3e-3                 # each pattern's own learning rate
 
-Each (pattern, seed) result is a JSON file under ``--out``; a finished one is never retrained, so the script
-resumes. Writes ``recall.json``, ``recall.md`` and ``recall.png`` under ``--out``.
+With ``--lrs`` every pattern trains at each rate and is reported at the one with the lowest final training loss
+(the mean over the last tenth of the steps, on training sequences): the choice never looks at the test queries,
+and one rate for all would compare the patterns at a rate that suits some and stalls others (docs/recall.md).
+
+Each (pattern, rate, seed) result is a JSON file under ``--out``; a finished one is never retrained, so the script
+resumes (and several invocations over disjoint ``--patterns`` can share one ``--out``). Writes ``recall.json``,
+``recall.md`` and ``recall.png`` under ``--out``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 from pathlib import Path
@@ -50,6 +57,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--tokens-per-step", type=int, help="tokens per optimizer step at every length (default: "
                         "the budget's)")
     parser.add_argument("--lr", type=float, help="learning rate (default: the budget's)")
+    parser.add_argument("--lrs", help="comma-separated learning rates: each pattern is reported at the one with "
+                        "the lowest final training loss")
     parser.add_argument("--per-length", action="store_true", help="train each length on its own instead of one "
                         "model on the mixture of lengths (Zoology's protocol, the default)")
     parser.add_argument("--widths", default="search-1m", help="preset whose widths every pattern trains at")
@@ -79,9 +88,20 @@ def budget_of(args: argparse.Namespace):
     return budget.replace(**changes) if changes else budget
 
 
-def result_path(out: Path, pattern: str, seed: int) -> Path:
+def parse_lrs(text: str) -> list[float]:
+    try:
+        rates = [float(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise SystemExit(f"error: --lrs takes comma-separated numbers such as 1e-3,3e-3, got {text!r}") from None
+    if not rates or any(rate <= 0 for rate in rates):
+        raise SystemExit(f"error: --lrs takes positive learning rates, got {text!r}")
+    return sorted(set(rates))
+
+
+def result_path(out: Path, pattern: str, seed: int, lr: float | None = None) -> Path:
+    """One file per (pattern, seed), and per rate in a sweep."""
     safe = pattern.replace("[", "(").replace("]", ")")
-    return out / "runs" / f"{safe}-seed{seed}.json"
+    return out / "runs" / (f"{safe}-seed{seed}.json" if lr is None else f"{safe}-lr{lr:g}-seed{seed}.json")
 
 
 def run(args: argparse.Namespace) -> dict:
@@ -89,32 +109,52 @@ def run(args: argparse.Namespace) -> dict:
     (out / "runs").mkdir(parents=True, exist_ok=True)
     budget = budget_of(args)
     seeds = parse_seeds(args.seeds)
+    rates = parse_lrs(args.lrs) if args.lrs else [budget.lr]
+    sweep = len(rates) > 1
     patterns = [p for p in args.patterns.replace(" ", "").split(",") if p]
-    evaluator = RecallEvaluator(budget, args.widths, precision=args.precision)
-    settings = {"budget": budget.name, "lengths": list(budget.lengths), "kv_ratio": budget.kv_ratio,
-                "steps": budget.steps, "tokens_per_step": budget.tokens_per_step, "vocab_size": budget.vocab_size,
-                "lr": budget.lr, "mixture": budget.mixture, "widths": args.widths, "precision": evaluator.precision}
-    results: dict[str, dict[int, dict]] = {}
-    total, done, started = len(patterns) * len(seeds), 0, time.perf_counter()
-    for pattern in patterns:
-        for seed in seeds:
-            path = result_path(out, pattern, seed)
-            if path.exists() and json.loads(path.read_text()).get("settings") == settings:
-                results.setdefault(pattern, {})[seed] = json.loads(path.read_text())
+    results: dict[str, dict[float, dict[int, dict]]] = {}
+    total, done, trained, started = len(patterns) * len(rates) * len(seeds), 0, 0, time.perf_counter()
+    for lr in rates:
+        evaluator = RecallEvaluator(budget.replace(lr=lr), args.widths, precision=args.precision)
+        settings = settings_of(evaluator, args.widths)
+        for pattern in patterns:
+            for seed in seeds:
+                path = result_path(out, pattern, seed, lr if sweep else None)
                 done += 1
-                continue
-            evaluation = evaluator(pattern, seed, lambda index, value: None)
-            record = {"pattern": pattern, "seed": seed, "settings": settings, "score": evaluation.score,
-                      "seconds": evaluation.seconds, **evaluation.details}
-            atomic_write_json(path, record)
-            results.setdefault(pattern, {})[seed] = record
-            done += 1
-            elapsed = time.perf_counter() - started
-            print(f"[{done}/{total}] {pattern} seed {seed}: mean {evaluation.score:.3f} "
-                  + " ".join(f"{n}:{a:.2f}" for n, a in evaluation.details["accuracy_by_length"].items())
-                  + f" ({evaluation.seconds:.0f} s, ETA {elapsed / done * (total - done) / 60:.0f} min)",
-                  file=sys.stderr, flush=True)
+                if path.exists() and json.loads(path.read_text()).get("settings") == settings:
+                    results.setdefault(pattern, {}).setdefault(lr, {})[seed] = json.loads(path.read_text())
+                    continue
+                evaluation = evaluator(pattern, seed, lambda index, value: None)
+                record = {"pattern": pattern, "seed": seed, "settings": settings, "score": evaluation.score,
+                          "seconds": evaluation.seconds, **evaluation.details}
+                atomic_write_json(path, record)
+                results.setdefault(pattern, {}).setdefault(lr, {})[seed] = record
+                trained += 1
+                elapsed = time.perf_counter() - started
+                print(f"[{done}/{total}] {pattern} lr {lr:g} seed {seed}: mean {evaluation.score:.3f} "
+                      + " ".join(f"{n}:{a:.2f}" for n, a in evaluation.details["accuracy_by_length"].items())
+                      + f" ({evaluation.seconds:.0f} s, ETA {elapsed / trained * (total - done) / 60:.0f} min)",
+                      file=sys.stderr, flush=True)
+    settings = {**settings, "lr": rates[0] if not sweep else None, "lrs": rates}
     return report(results, settings, args.reference)
+
+
+def settings_of(evaluator: RecallEvaluator, widths: str) -> dict:
+    """What a stored result must match to be reused (anything else changes what it measured)."""
+    budget = evaluator.spec
+    return {"budget": budget.name, "lengths": list(budget.lengths), "kv_ratio": budget.kv_ratio,
+            "steps": budget.steps, "tokens_per_step": budget.tokens_per_step, "vocab_size": budget.vocab_size,
+            "lr": budget.lr, "mixture": budget.mixture, "widths": widths, "precision": evaluator.precision}
+
+
+def chosen_rate(by_lr: dict[float, dict[int, dict]]) -> float:
+    """The rate whose seeds end with the lowest mean training loss (a non-finite loss never wins)."""
+    def final_loss(lr: float) -> float:
+        losses = [r.get("train_loss", float("inf")) for r in by_lr[lr].values()]
+        value = sum(losses) / len(losses)
+        return value if math.isfinite(value) else float("inf")
+
+    return min(by_lr, key=final_loss)
 
 
 def accuracy_interval(accuracies: list[float], queries: int) -> tuple[list[float] | None, str]:
@@ -125,17 +165,26 @@ def accuracy_interval(accuracies: list[float], queries: int) -> tuple[list[float
     return proportion_interval(round(accuracies[0] * queries), queries), "test queries"
 
 
-def report(results: dict[str, dict[int, dict]], settings: dict, reference_pattern: str = REFERENCE) -> dict:
+def report(results: dict[str, dict[float, dict[int, dict]]], settings: dict,
+           reference_pattern: str = REFERENCE) -> dict:
+    """Per pattern (at its chosen rate when several were swept): accuracy and interval per length, ratios to the
+    reference, cache and state; ``sweep`` keeps every rate's mean accuracy and final training loss."""
     widths = get_preset(settings["widths"]).arch
     test_examples = get_recall_budget(settings["budget"]).test_examples
     rows = []
-    for pattern, by_seed in results.items():
+    for pattern, by_lr in results.items():
+        lr = chosen_rate(by_lr)
+        by_seed = by_lr[lr]
         lengths = [str(n) for n in settings["lengths"]]
         accuracy = {n: sum(r["accuracy_by_length"][n] for r in by_seed.values()) / len(by_seed) for n in lengths}
         intervals = {n: accuracy_interval([r["accuracy_by_length"][n] for r in by_seed.values()],
                                           test_examples * (int(n) // settings["kv_ratio"])) for n in lengths}
         stats = analyze(widths.with_pattern(pattern), seq_len=max(settings["lengths"]))
-        rows.append({"pattern": pattern, "seeds": sorted(by_seed), "accuracy_by_length": accuracy,
+        sweep = {f"{rate:g}": {"mean": sum(r["score"] for r in runs.values()) / len(runs),
+                               "train_loss": sum(r.get("train_loss", float("nan")) for r in runs.values()) / len(runs)}
+                 for rate, runs in sorted(by_lr.items())}
+        rows.append({"pattern": pattern, "seeds": sorted(by_seed), "lr": lr, "sweep": sweep,
+                     "accuracy_by_length": accuracy,
                      "interval_by_length": {n: ci for n, (ci, _) in intervals.items()},
                      "interval_kind": next(iter(intervals.values()))[1],
                      "mean": sum(accuracy.values()) / len(accuracy),
@@ -152,22 +201,29 @@ def report(results: dict[str, dict[int, dict]], settings: dict, reference_patter
             "chance": 1.0 / (settings["vocab_size"] - settings["vocab_size"] // 2)}
 
 
+def rate_text(settings: dict) -> str:
+    rates = settings.get("lrs") or [settings["lr"]]
+    if len(rates) == 1:
+        return f"lr {rates[0]:g}"
+    return f"lr chosen per pattern from {', '.join(f'{r:g}' for r in rates)} by final training loss"
+
+
 def format_table(data: dict) -> str:
     settings = data["settings"]
     lengths = [str(n) for n in settings["lengths"]]
     lines = [
         f"MQAR accuracy by length ({settings['budget']} budget: {settings['steps']} steps of "
         f"{settings['tokens_per_step']:,} tokens per length, 1 pair per {settings['kv_ratio']} tokens, vocab "
-        f"{settings['vocab_size']}, lr {settings['lr']:g}, {settings['widths']} widths, {settings['precision']}, "
+        f"{settings['vocab_size']}, {rate_text(settings)}, {settings['widths']} widths, {settings['precision']}, "
         + ("one model trained on the mixture of lengths" if settings.get("mixture", True) else
            "one model per length") + "); "
         f"chance {data['chance']:.4f}; ratio: accuracy / {data['reference']}'s at the same length; 95% intervals "
         + ("over the training seeds" if all(r["interval_kind"] == "seeds" for r in data["patterns"]) else
            "over the test queries where a pattern has one seed (Wilson: the test sample's noise, not a seed's)"),
         "",
-        "| pattern | seeds | " + " | ".join(f"{n} ({int(n) // settings['kv_ratio']} pairs)" for n in lengths)
+        "| pattern | lr | seeds | " + " | ".join(f"{n} ({int(n) // settings['kv_ratio']} pairs)" for n in lengths)
         + " | mean | KV B/token | cache at " + lengths[-1] + " | state | s |",
-        "|" + "---|" * (len(lengths) + 7),
+        "|" + "---|" * (len(lengths) + 8),
     ]
     for row in data["patterns"]:
         cells = []
@@ -177,7 +233,8 @@ def format_table(data: dict) -> str:
             interval = "" if ci is None else f" [{ci[0]:.3f}, {ci[1]:.3f}]"
             shown_ratio = "" if ratio is None or row["pattern"] == data["reference"] else f" ({ratio:.2f}x)"
             cells.append(f"{row['accuracy_by_length'][n]:.3f}{interval}{shown_ratio}")
-        lines.append(f"| `{row['pattern']}` | {','.join(map(str, row['seeds']))} | " + " | ".join(cells)
+        lines.append(f"| `{row['pattern']}` | {row['lr']:g} | {','.join(map(str, row['seeds']))} | "
+                     + " | ".join(cells)
                      + f" | {row['mean']:.3f} | {row['kv_cache_bytes_per_token']:,} | "
                      f"{row['cache_bytes_at_longest'] / 1024:,.0f} KiB | {row['state_bytes'] / 1024:,.0f} KiB | "
                      f"{row['seconds']:.0f} |")

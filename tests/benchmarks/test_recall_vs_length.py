@@ -39,3 +39,30 @@ def test_an_accuracy_gets_a_seed_interval_with_seeds_and_a_test_sample_interval_
     assert kind == "seeds" and ci[0] < 0.6 < ci[1] and ci[1] - ci[0] > 0.4  # t with 2 degrees of freedom
     ci, kind = script.accuracy_interval([0.5], queries=1024)
     assert kind == "test queries" and 0.46 < ci[0] < 0.5 < ci[1] < 0.54
+
+
+def test_a_rate_sweep_reports_each_pattern_at_its_lowest_final_training_loss(tmp_path, capsys, load_benchmark):
+    script = load_benchmark("recall_vs_length")
+    out = tmp_path / "sweep"
+    argv = ["--budget", "smoke", "--lengths", "32", "--kv-ratio", "8", "--steps", "3", "--widths", "tiny",
+            "--patterns", "AA,SS", "--lrs", "3e-3,1e-3", "--out", str(out)]
+    assert script.main(argv) == 0
+    table = capsys.readouterr().out
+    assert sorted(p.name for p in (out / "runs").glob("*.json")) == [
+        "AA-lr0.001-seed0.json", "AA-lr0.003-seed0.json", "SS-lr0.001-seed0.json", "SS-lr0.003-seed0.json"]
+    data = json.loads((out / "recall.json").read_text())
+    assert data["settings"]["lrs"] == [0.001, 0.003] and data["settings"]["lr"] is None
+    for row in data["patterns"]:
+        assert set(row["sweep"]) == {"0.001", "0.003"}
+        losses = {float(rate): point["train_loss"] for rate, point in row["sweep"].items()}
+        assert row["lr"] == min(losses, key=losses.get)
+        assert f"| `{row['pattern']}` | {row['lr']:g} |" in table
+    assert "lr chosen per pattern from 0.001, 0.003 by final training loss" in table
+
+
+def test_the_chosen_rate_never_is_one_that_diverged(load_benchmark):
+    script = load_benchmark("recall_vs_length")
+    by_lr = {0.01: {0: {"train_loss": float("nan")}}, 0.003: {0: {"train_loss": 4.8}, 1: {"train_loss": 4.6}},
+             0.001: {0: {"train_loss": 4.0}, 1: {"train_loss": 5.0}}}
+    assert script.chosen_rate(by_lr) == 0.001
+    assert script.chosen_rate({0.01: {0: {"train_loss": float("nan")}}, 0.1: {0: {}}}) in (0.01, 0.1)
