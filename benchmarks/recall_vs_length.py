@@ -34,7 +34,7 @@ from composer.evidence import proportion_interval, seed_summary
 from composer.files import atomic_write_json, write_outputs
 from composer.presets import get_preset
 from composer.replicates import parse_seeds
-from search.recall import RecallEvaluator, get_recall_budget, parse_lengths
+from search.recall import RecallEvaluator, get_recall_budget, lowest_final_loss, parse_lengths
 
 REFERENCE = "AA"  # pure attention: the named peer
 # Zoology's 2-layer models without MLPs: with MLPs between them (AMAM) attention is still on its plateau after
@@ -82,7 +82,7 @@ def budget_of(args: argparse.Namespace):
     if args.tokens_per_step:
         changes["tokens_per_step"] = args.tokens_per_step
     if args.lr:
-        changes["lr"] = args.lr
+        changes["lrs"] = (args.lr,)
     if args.per_length:
         changes["mixture"] = False
     return budget.replace(**changes) if changes else budget
@@ -109,13 +109,13 @@ def run(args: argparse.Namespace) -> dict:
     (out / "runs").mkdir(parents=True, exist_ok=True)
     budget = budget_of(args)
     seeds = parse_seeds(args.seeds)
-    rates = parse_lrs(args.lrs) if args.lrs else [budget.lr]
+    rates = parse_lrs(args.lrs) if args.lrs else sorted(budget.lrs)
     sweep = len(rates) > 1
     patterns = [p for p in args.patterns.replace(" ", "").split(",") if p]
     results: dict[str, dict[float, dict[int, dict]]] = {}
     total, done, trained, started = len(patterns) * len(rates) * len(seeds), 0, 0, time.perf_counter()
     for lr in rates:
-        evaluator = RecallEvaluator(budget.replace(lr=lr), args.widths, precision=args.precision)
+        evaluator = RecallEvaluator(budget.replace(lrs=(lr,)), args.widths, precision=args.precision)
         settings = settings_of(evaluator, args.widths)
         for pattern in patterns:
             for seed in seeds:
@@ -144,17 +144,16 @@ def settings_of(evaluator: RecallEvaluator, widths: str) -> dict:
     budget = evaluator.spec
     return {"budget": budget.name, "lengths": list(budget.lengths), "kv_ratio": budget.kv_ratio,
             "steps": budget.steps, "tokens_per_step": budget.tokens_per_step, "vocab_size": budget.vocab_size,
-            "lr": budget.lr, "mixture": budget.mixture, "widths": widths, "precision": evaluator.precision}
+            "lr": budget.lrs[0], "mixture": budget.mixture, "widths": widths, "precision": evaluator.precision}
 
 
 def chosen_rate(by_lr: dict[float, dict[int, dict]]) -> float:
-    """The rate whose seeds end with the lowest mean training loss (a non-finite loss never wins)."""
-    def final_loss(lr: float) -> float:
-        losses = [r.get("train_loss", float("inf")) for r in by_lr[lr].values()]
-        value = sum(losses) / len(losses)
-        return value if math.isfinite(value) else float("inf")
+    """The rate whose seeds end with the lowest mean training loss (the evaluator's rule, applied to the mean over
+    seeds; a non-finite loss never wins)."""
+    def mean_final_loss(runs: dict[int, dict]) -> float:
+        return sum(r.get("train_loss", math.inf) for r in runs.values()) / len(runs)
 
-    return min(by_lr, key=final_loss)
+    return lowest_final_loss({lr: mean_final_loss(runs) for lr, runs in by_lr.items()})
 
 
 def accuracy_interval(accuracies: list[float], queries: int) -> tuple[list[float] | None, str]:

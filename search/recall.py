@@ -15,6 +15,13 @@ a 64-token sliding window). By default one model trains on a mixture of all the 
 length measures capacity rather than learning speed); ``mixture=False`` trains each length on its own (MAD's
 protocol, one task per length, ``search.mad.evaluate_pattern``).
 
+A budget with several learning rates (``lrs``) trains every candidate at each and scores it at the rate whose run
+ends with the lowest training loss (``lowest_final_loss``; never chosen by the test queries it is scored on), so a
+pattern is not ranked by how well one shared rate suits it: at 3e-3 a Mamba-2 layer under attention never leaves
+chance where 1e-3 teaches it (docs/recall.md). ``details`` keeps the chosen ``lr`` and each rate's ``lr_sweep``
+point; a rate that diverges is recorded there and the candidate fails only if every rate does. The per-length
+protocol hands the rates to MAD, which keeps each task's best cell.
+
 Budgets (``RECALL_BUDGETS``; measured accuracies and times in docs/recall.md):
 
 * ``smoke``: lengths 64 and 128 (4 and 8 pairs), 60 steps each: under a minute per candidate on 2 CPU cores;
@@ -33,6 +40,7 @@ the seed and the length, never on the pattern.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -56,13 +64,21 @@ class RecallBudget:
     epochs: float | None = None
     min_steps: int = 0
     tokens_per_step: int = 4096  # batch = tokens_per_step // length: every length sees as many queries per step
-    lr: float = 3e-3
+    lrs: tuple[float, ...] = (3e-3,)  # several: each candidate trains at each, keeps the lowest final training loss
     mixture: bool = True  # Zoology's protocol: one model trained on every length (search.recall_mixture)
     description: str = ""
 
     def __post_init__(self) -> None:
         lengths = tuple(self.lengths)
         object.__setattr__(self, "lengths", lengths)
+        try:
+            lrs = tuple(float(lr) for lr in self.lrs)
+        except (TypeError, ValueError):
+            raise ConfigError(f"recall lrs must be a list of learning rates such as [1e-3, 3e-3], got "
+                              f"{self.lrs!r}") from None
+        if not lrs or any(not lr > 0 for lr in lrs) or len(set(lrs)) != len(lrs):
+            raise ConfigError(f"recall lrs must be distinct positive learning rates, got {list(self.lrs)}")
+        object.__setattr__(self, "lrs", lrs)
         if not lengths or any(not isinstance(n, int) or n < 4 or n % 2 for n in lengths):
             raise ConfigError(f"recall lengths must be even integers >= 4, got {list(lengths)}")
         if not isinstance(self.kv_ratio, int) or self.kv_ratio < 4:
@@ -95,7 +111,7 @@ class RecallBudget:
         from search.mad.evaluate import Budget
 
         return Budget(name=f"recall-{self.name}", tasks=(self.task(length),), steps=self.steps, epochs=self.epochs,
-                      min_steps=self.min_steps, batch_size=self.batch_size(length), lrs=(self.lr,),
+                      min_steps=self.min_steps, batch_size=self.batch_size(length), lrs=self.lrs,
                       eval_batch_size=max(1, 4 * self.batch_size(length)), description=self.description)
 
     def replace(self, **changes) -> RecallBudget:
@@ -115,7 +131,7 @@ RECALL_BUDGETS: dict[str, RecallBudget] = {
         RecallBudget("cpu", lengths=(64, 256, 1024), steps=4000, tokens_per_step=1024,
                      description="lengths 64, 256, 1,024 (4, 16, 64 pairs), 4,000 steps of 1,024 tokens each"),
         RecallBudget("gpu", lengths=(64, 128, 256, 512, 1024, 2048), vocab_size=8192, train_examples=20_000,
-                     test_examples=1000, steps=None, epochs=4, min_steps=1000, tokens_per_step=65_536, lr=1e-3,
+                     test_examples=1000, steps=None, epochs=4, min_steps=1000, tokens_per_step=65_536, lrs=(1e-3,),
                      description="Zoology's scale: vocab 8,192, 20,000 sequences per length, lengths to 2,048"),
     )
 }
@@ -168,17 +184,7 @@ class RecallEvaluator:
 
     def __call__(self, pattern: str, seed: int, report: Report) -> Evaluation:
         if self.spec.mixture:
-            from search.recall_mixture import train_on_mixture
-
-            result = train_on_mixture(pattern, self.spec, widths=self.widths, seed=seed, precision=self.precision,
-                                      compile=self.compile)
-            score = sum(result.accuracy_by_length.values()) / len(result.accuracy_by_length)
-            if report is not None:
-                report(0, score)
-            return Evaluation(score=score, seconds=result.seconds,
-                              details={"accuracy_by_length": result.accuracy_by_length, "protocol": "mixture",
-                                       "train_loss": result.train_loss,
-                                       "kv_pairs": {str(n): self.spec.kv_pairs(n) for n in self.spec.lengths}})
+            return self._on_mixture(pattern, seed, report)
         from search.mad import evaluate_pattern
 
         by_length: dict[str, float] = {}
@@ -195,6 +201,54 @@ class RecallEvaluator:
                           details={"accuracy_by_length": by_length, "protocol": "per-length",
                                    "kv_pairs": {str(n): self.spec.kv_pairs(n) for n in self.spec.lengths}})
 
+    def _on_mixture(self, pattern: str, seed: int, report: Report) -> Evaluation:
+        """Zoology's protocol at each of the budget's rates; the candidate keeps the rate it trains best at."""
+        from search.mad.evaluate import CandidateFailed
+        from search.recall_mixture import train_on_mixture
+
+        results, failures = {}, {}
+        for lr in self.spec.lrs:
+            try:
+                results[lr] = train_on_mixture(pattern, self.spec, lr=lr, widths=self.widths, seed=seed,
+                                               precision=self.precision, compile=self.compile)
+            except CandidateFailed as err:
+                failures[lr] = err
+        if not results:  # every rate diverged: the first failure says where, the rest are named
+            first, *others = failures.values()
+            also = f" (lr {', '.join(map(_rate, list(failures)[1:]))} failed too)" if others else ""
+            raise CandidateFailed(first.reason + also, task=first.task, step=first.step)
+        lr = lowest_final_loss({rate: result.train_loss for rate, result in results.items()})
+        chosen = results[lr]
+        score = sum(chosen.accuracy_by_length.values()) / len(chosen.accuracy_by_length)
+        if report is not None:
+            report(0, score)
+        sweep = {_rate(rate): {"score": sum(r.accuracy_by_length.values()) / len(r.accuracy_by_length),
+                               "train_loss": r.train_loss} for rate, r in results.items()}
+        sweep.update({_rate(rate): {"failed": err.reason} for rate, err in failures.items()})
+        details = {"accuracy_by_length": chosen.accuracy_by_length, "protocol": "mixture",
+                   "train_loss": chosen.train_loss, "lr": lr,
+                   "kv_pairs": {str(n): self.spec.kv_pairs(n) for n in self.spec.lengths}}
+        if len(self.spec.lrs) > 1:
+            details["lr_sweep"] = sweep
+        return Evaluation(score=score, seconds=sum(r.seconds for r in results.values()), details=details)
+
+
+def lowest_final_loss(final_losses: dict[float, float]) -> float:
+    """The learning rate whose run ends with the lowest training loss; a non-finite loss never wins.
+
+    Why training loss and not test accuracy: the rate is then chosen without looking at the queries the
+    candidate is scored on, so a sweep cannot pick a lucky test sample. With every loss non-finite the first
+    rate is returned (its accuracy, near chance, says the rest).
+    """
+    finite = {lr: loss for lr, loss in final_losses.items() if math.isfinite(loss)}
+    if not finite:
+        return next(iter(final_losses))
+    return min(finite, key=finite.get)
+
+
+def _rate(lr: float) -> str:
+    return f"{lr:g}"
+
 
 __all__ = ["DEFAULT_KV_RATIO", "RECALL_BUDGETS", "RecallBudget", "RecallEvaluator", "get_recall_budget",
-           "parse_lengths"]
+           "lowest_final_loss", "parse_lengths"]

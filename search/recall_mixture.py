@@ -42,14 +42,17 @@ class MixtureResult:
     seconds: float
 
 
-def train_on_mixture(pattern: str, spec, *, widths: str = "search-1m", seed: int = 0, precision: str = "fp32",
-                     device: torch.device | str | None = None, compile: bool = False) -> MixtureResult:
-    """Train ``pattern`` once on every length of ``spec`` (a ``search.recall.RecallBudget``) and test each.
+def train_on_mixture(pattern: str, spec, *, lr: float | None = None, widths: str = "search-1m", seed: int = 0,
+                     precision: str = "fp32", device: torch.device | str | None = None,
+                     compile: bool = False) -> MixtureResult:
+    """Train ``pattern`` once on every length of ``spec`` (a ``search.recall.RecallBudget``) and test each, at
+    learning rate ``lr`` (default: the budget's first; ``RecallEvaluator`` runs a budget's rates in turn).
 
     A non-finite loss, gradient norm or test logit raises :class:`CandidateFailed` (a search records the trial as
     failed with that reason and goes on).
     """
     started = time.perf_counter()
+    lr = spec.lrs[0] if lr is None else lr
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     lengths = spec.lengths
     tasks = [spec.task(n) for n in lengths]
@@ -71,12 +74,12 @@ def train_on_mixture(pattern: str, spec, *, widths: str = "search-1m", seed: int
 
     autocast = autocast_for(precision, device)
     try:
-        late_loss = fit(model, batches(), total, lr=spec.lr, weight_decay=0.0, warmup_fraction=0.1,
+        late_loss = fit(model, batches(), total, lr=lr, weight_decay=0.0, warmup_fraction=0.1,
                         min_lr_ratio=0.01, grad_clip=1.0, autocast=autocast)
         accuracy = {str(n): held_out_accuracy(model, data, max(1, 4 * spec.batch_size(n)), device, autocast)
                     for n, data in zip(lengths, datasets, strict=True)}
     except NonFinite as err:
-        raise CandidateFailed(f"{pattern}: recall mixture: {err.reason}", task="recall", step=err.step) from None
+        raise CandidateFailed(f"{pattern}: recall mixture at lr {lr:g}: {err.reason}", task="recall", step=err.step) from None
     return MixtureResult(accuracy, late_loss, total, time.perf_counter() - started)
 
 

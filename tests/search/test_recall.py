@@ -9,7 +9,8 @@ import pytest
 from composer.cli import main
 from composer.errors import ConfigError
 from search.evaluators import make_evaluator
-from search.recall import RECALL_BUDGETS, RecallBudget, RecallEvaluator, parse_lengths
+from search.mad.evaluate import CandidateFailed
+from search.recall import RECALL_BUDGETS, RecallBudget, RecallEvaluator, lowest_final_loss, parse_lengths
 
 
 def test_budgets_scale_the_pairs_with_the_length_and_keep_tokens_per_step():
@@ -27,6 +28,10 @@ def test_budgets_scale_the_pairs_with_the_length_and_keep_tokens_per_step():
     ({"kv_ratio": 2}, "kv_ratio must be an integer >= 4"),
     ({"lengths": (8,), "kv_ratio": 16}, "holds no key-value pair"),
     ({"lengths": (4096,), "vocab_size": 256}, "raise vocab_size"),
+    ({"lrs": ()}, "distinct positive learning rates"),
+    ({"lrs": (1e-3, -1e-3)}, "distinct positive learning rates"),
+    ({"lrs": (1e-3, 1e-3)}, "distinct positive learning rates"),
+    ({"lrs": ("fast",)}, "a list of learning rates"),
 ])
 def test_bad_budgets_name_the_problem(changes, message):
     with pytest.raises(ConfigError, match=message):
@@ -58,6 +63,35 @@ def test_the_evaluator_reports_accuracy_per_length_and_their_mean(mixture):
     assert [i for i, _ in reports] == ([0] if mixture else [0, 1]) and reports[-1][1] == pytest.approx(result.score)
     again = RecallEvaluator(budget, "tiny")("AM", 0, lambda *a: None)
     assert again.details["accuracy_by_length"] == by_length, "same seed, same data and training"
+
+
+def test_the_rate_is_the_lowest_final_training_loss_and_never_a_diverged_one():
+    assert lowest_final_loss({1e-3: 4.1, 3e-3: 3.2, 1e-2: 4.9}) == 3e-3
+    assert lowest_final_loss({1e-2: float("nan"), 3e-3: float("inf"), 1e-3: 4.8}) == 1e-3
+    assert lowest_final_loss({1e-2: float("nan"), 3e-3: float("inf")}) == 1e-2  # all diverged: the first
+
+
+def test_a_candidate_keeps_the_rate_it_trains_best_at_and_a_diverged_rate_is_recorded_not_fatal():
+    evaluator = RecallEvaluator(RecallBudget("t", lengths=(16, 32), kv_ratio=16, vocab_size=32, steps=20,
+                                             tokens_per_step=256, test_examples=16, lrs=(float("inf"), 1e-2, 1e-3)),
+                                "tiny")
+    reports = []
+    result = evaluator("AA", 0, lambda index, value: reports.append(value))
+    sweep = result.details["lr_sweep"]
+    assert set(sweep) == {"inf", "0.01", "0.001"} and "loss is nan" in sweep["inf"]["failed"]
+    losses = {rate: point["train_loss"] for rate, point in sweep.items() if "train_loss" in point}
+    chosen = min(losses, key=losses.get)
+    assert f"{result.details['lr']:g}" == chosen and result.details["train_loss"] == losses[chosen]
+    assert result.score == pytest.approx(sweep[chosen]["score"]) and reports == [result.score]
+    single = RecallEvaluator(evaluator.spec.replace(lrs=(result.details["lr"],)), "tiny")("AA", 0, None)
+    assert single.score == result.score and "lr_sweep" not in single.details, "a sweep point is the plain run"
+
+
+def test_a_candidate_diverging_at_every_rate_fails_naming_them():
+    evaluator = RecallEvaluator(RecallBudget("t", lengths=(16,), kv_ratio=16, vocab_size=32, steps=3,
+                                             tokens_per_step=64, test_examples=8, lrs=(float("inf"), 1e30)), "tiny")
+    with pytest.raises(CandidateFailed, match=r"AA: recall mixture at lr inf: .*\(lr 1e\+30 failed too\)$"):
+        evaluator("AA", 0, None)
 
 
 @pytest.mark.slow

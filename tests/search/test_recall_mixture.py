@@ -19,7 +19,7 @@ def test_steps_take_the_lengths_in_turn_each_its_own_number_of_times():
 def test_one_model_learns_every_length_and_the_same_seed_repeats_it():
     # 1 pair at 16 tokens and 2 at 32: answerable from the context's values alone, so a few hundred steps learn it
     budget = RecallBudget("t", lengths=(16, 32), kv_ratio=16, vocab_size=32, steps=150, tokens_per_step=256,
-                          test_examples=64, lr=1e-2)
+                          test_examples=64, lrs=(1e-2,))
     result = train_on_mixture("AA", budget, widths="tiny", seed=0)
     chance = 1 / 16
     assert set(result.accuracy_by_length) == {"16", "32"} and result.steps == 300
@@ -31,6 +31,6 @@ def test_one_model_learns_every_length_and_the_same_seed_repeats_it():
 
 def test_a_diverged_run_is_a_failed_candidate_naming_the_length():
     budget = RecallBudget("t", lengths=(16, 32), kv_ratio=16, vocab_size=32, steps=3, tokens_per_step=64,
-                          test_examples=8, lr=float("inf"))
-    with pytest.raises(CandidateFailed, match=r"AS: recall mixture: .* at step \d+ \(length (16|32)\)"):
+                          test_examples=8, lrs=(float("inf"),))
+    with pytest.raises(CandidateFailed, match=r"AS: recall mixture at lr inf: .* at step \d+ \(length (16|32)\)"):
         train_on_mixture("AS", budget, widths="tiny", seed=0)
