@@ -183,6 +183,7 @@ def report(results: dict[str, dict[float, dict[int, dict]]], settings: dict,
                                "train_loss": sum(r.get("train_loss", float("nan")) for r in runs.values()) / len(runs)}
                  for rate, runs in sorted(by_lr.items())}
         rows.append({"pattern": pattern, "seeds": sorted(by_seed), "lr": lr, "sweep": sweep,
+                     "lr_at_edge": len(by_lr) > 1 and lr in (min(by_lr), max(by_lr)),
                      "accuracy_by_length": accuracy,
                      "interval_by_length": {n: ci for n, (ci, _) in intervals.items()},
                      "interval_kind": next(iter(intervals.values()))[1],
@@ -232,12 +233,33 @@ def format_table(data: dict) -> str:
             interval = "" if ci is None else f" [{ci[0]:.3f}, {ci[1]:.3f}]"
             shown_ratio = "" if ratio is None or row["pattern"] == data["reference"] else f" ({ratio:.2f}x)"
             cells.append(f"{row['accuracy_by_length'][n]:.3f}{interval}{shown_ratio}")
-        lines.append(f"| `{row['pattern']}` | {row['lr']:g} | {','.join(map(str, row['seeds']))} | "
+        lines.append(f"| `{row['pattern']}` | {row['lr']:g}{' (edge)' if row.get('lr_at_edge') else ''} | "
+                     f"{','.join(map(str, row['seeds']))} | "
                      + " | ".join(cells)
                      + f" | {row['mean']:.3f} | {row['kv_cache_bytes_per_token']:,} | "
                      f"{row['cache_bytes_at_longest'] / 1024:,.0f} KiB | {row['state_bytes'] / 1024:,.0f} KiB | "
                      f"{row['seconds']:.0f} |")
-    return "\n".join(lines)
+    return "\n".join(lines + sweep_table(data))
+
+
+def sweep_table(data: dict) -> list[str]:
+    """Each rate's mean accuracy and final training loss per pattern (nothing when one rate was run)."""
+    rates = data["settings"].get("lrs") or []
+    if len(rates) < 2:
+        return []
+    lines = ["", "Learning-rate sweep: mean accuracy over the lengths / final training loss at each rate; the "
+             "chosen rate is the lowest loss" + (" ('edge': the grid's lowest or highest rate, so a wider grid may "
+                                                  "do better)" if any(r["lr_at_edge"] for r in data["patterns"])
+                                                  else ""), "",
+             "| pattern | " + " | ".join(f"lr {rate:g}" for rate in rates) + " |", "|" + "---|" * (len(rates) + 1)]
+    for row in data["patterns"]:
+        cells = []
+        for rate in rates:
+            point = row["sweep"].get(f"{rate:g}")
+            text = "" if point is None else f"{point['mean']:.3f} / {point['train_loss']:.3f}"
+            cells.append(f"**{text}**" if point is not None and rate == row["lr"] else text)
+        lines.append(f"| `{row['pattern']}` | " + " | ".join(cells) + " |")
+    return lines
 
 
 def plot(data: dict, path: Path) -> Path:

@@ -56,8 +56,10 @@ def test_a_rate_sweep_reports_each_pattern_at_its_lowest_final_training_loss(tmp
         assert set(row["sweep"]) == {"0.001", "0.003"}
         losses = {float(rate): point["train_loss"] for rate, point in row["sweep"].items()}
         assert row["lr"] == min(losses, key=losses.get)
-        assert f"| `{row['pattern']}` | {row['lr']:g} |" in table
+        assert f"| `{row['pattern']}` | {row['lr']:g} (edge) |" in table
     assert "lr chosen per pattern from 0.001, 0.003 by final training loss" in table
+    assert all(row["lr_at_edge"] for row in data["patterns"])  # with two rates either one is an edge
+    assert "Learning-rate sweep" in table and "| pattern | lr 0.001 | lr 0.003 |" in table
 
 
 def test_the_chosen_rate_never_is_one_that_diverged(load_benchmark):
