@@ -30,8 +30,10 @@ import time
 from pathlib import Path
 
 from composer.accounting import analyze
+from composer.errors import ConfigError
 from composer.evidence import proportion_interval, seed_summary
 from composer.files import atomic_write_json, write_outputs
+from composer.lr_sweep import parse_rates
 from composer.presets import get_preset
 from composer.replicates import parse_seeds
 from search.recall import RecallEvaluator, get_recall_budget, lowest_final_loss, parse_lengths
@@ -83,19 +85,11 @@ def budget_of(args: argparse.Namespace):
         changes["tokens_per_step"] = args.tokens_per_step
     if args.lr:
         changes["lrs"] = (args.lr,)
+    if args.lrs:
+        changes["lrs"] = parse_rates(args.lrs, "--lrs")
     if args.per_length:
         changes["mixture"] = False
     return budget.replace(**changes) if changes else budget
-
-
-def parse_lrs(text: str) -> list[float]:
-    try:
-        rates = [float(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise SystemExit(f"error: --lrs takes comma-separated numbers such as 1e-3,3e-3, got {text!r}") from None
-    if not rates or any(rate <= 0 for rate in rates):
-        raise SystemExit(f"error: --lrs takes positive learning rates, got {text!r}")
-    return sorted(set(rates))
 
 
 def result_path(out: Path, pattern: str, seed: int, lr: float | None = None) -> Path:
@@ -109,7 +103,7 @@ def run(args: argparse.Namespace) -> dict:
     (out / "runs").mkdir(parents=True, exist_ok=True)
     budget = budget_of(args)
     seeds = parse_seeds(args.seeds)
-    rates = parse_lrs(args.lrs) if args.lrs else sorted(budget.lrs)
+    rates = sorted(budget.lrs)
     sweep = len(rates) > 1
     patterns = [p for p in args.patterns.replace(" ", "").split(",") if p]
     results: dict[str, dict[float, dict[int, dict]]] = {}
@@ -121,8 +115,9 @@ def run(args: argparse.Namespace) -> dict:
             for seed in seeds:
                 path = result_path(out, pattern, seed, lr if sweep else None)
                 done += 1
-                if path.exists() and json.loads(path.read_text()).get("settings") == settings:
-                    results.setdefault(pattern, {}).setdefault(lr, {})[seed] = json.loads(path.read_text())
+                stored = json.loads(path.read_text()) if path.exists() else None
+                if stored is not None and stored.get("settings") == settings:
+                    results.setdefault(pattern, {}).setdefault(lr, {})[seed] = stored
                     continue
                 evaluation = evaluator(pattern, seed, lambda index, value: None)
                 record = {"pattern": pattern, "seed": seed, "settings": settings, "score": evaluation.score,
@@ -289,7 +284,11 @@ def plot(data: dict, path: Path) -> Path:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    data = run(args)
+    try:
+        data = run(args)
+    except ConfigError as err:  # a bad --lrs, --lengths or budget: one line, a usage error
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     out = Path(args.out)
     write_outputs(out, "recall", data, table=format_table(data), plot=plot)
     print(json.dumps(data, indent=2) if args.json else format_table(data))

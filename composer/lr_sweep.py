@@ -67,26 +67,26 @@ class LRSweep:
         return {"rates": list(self.rates), "fraction": self.fraction, "seed": self.seed}
 
 
-def parse_rates(value: Any) -> tuple[float, ...]:
+def parse_rates(value: Any, name: str = "lr_sweep") -> tuple[float, ...]:
     """Learning rates from a recipe list (``[1e-3, 2e-3]``) or a flag (``1e-3,2e-3``): positive, distinct,
-    returned ascending."""
+    returned ascending. ``name`` is the setting errors name (the recipe key or the flag the user wrote)."""
     if isinstance(value, str):
         parts = [part for part in value.replace(" ", "").split(",") if part]
         try:
             value = [float(part) for part in parts]
         except ValueError:
-            raise ConfigError(f"lr_sweep must be comma-separated learning rates such as 1e-3,2e-3,3e-3, "
+            raise ConfigError(f"{name} must be comma-separated learning rates such as 1e-3,2e-3,3e-3, "
                               f"got {value!r}") from None
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         value = [value]
     if not isinstance(value, (list, tuple)) or not value or not all(
         isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0 for v in value
     ):
-        raise ConfigError(f"lr_sweep must be a non-empty list of positive learning rates such as "
+        raise ConfigError(f"{name} must be a non-empty list of positive learning rates such as "
                           f"[1.0e-3, 2.0e-3, 3.0e-3, 6.0e-3], got {value!r}")
     rates = sorted(float(v) for v in value)
     if len(set(rates)) != len(rates):
-        raise ConfigError(f"lr_sweep has a repeated rate: {list(value)}")
+        raise ConfigError(f"{name} has a repeated rate: {list(value)}")
     return tuple(rates)
 
 

@@ -134,7 +134,8 @@ RECALL_BUDGETS: dict[str, RecallBudget] = {
                      description="lengths 64, 256, 1,024 (4, 16, 64 pairs), 4,000 steps of 1,024 tokens each, "
                      "at lr 1e-3 and 3e-3"),
         RecallBudget("gpu", lengths=(64, 128, 256, 512, 1024, 2048), vocab_size=8192, train_examples=20_000,
-                     test_examples=1000, steps=None, epochs=4, min_steps=1000, tokens_per_step=65_536, lrs=(3e-4, 1e-3, 3e-3),
+                     test_examples=1000, steps=None, epochs=4, min_steps=1000, tokens_per_step=65_536,
+                     lrs=(3e-4, 1e-3, 3e-3),
                      description="Zoology's scale: vocab 8,192, 20,000 sequences per length, lengths to 2,048, "
                      "lr 3e-4, 1e-3 and 3e-3 (Zoology sweeps each model's rate too)"),
     )
@@ -221,13 +222,12 @@ class RecallEvaluator:
             first, *others = failures.values()
             also = f" (lr {', '.join(map(_rate, list(failures)[1:]))} failed too)" if others else ""
             raise CandidateFailed(first.reason + also, task=first.task, step=first.step)
-        lr = lowest_final_loss({rate: result.train_loss for rate, result in results.items()})
-        chosen = results[lr]
-        score = sum(chosen.accuracy_by_length.values()) / len(chosen.accuracy_by_length)
-        if report is not None:
-            report(0, score)
         sweep = {_rate(rate): {"score": sum(r.accuracy_by_length.values()) / len(r.accuracy_by_length),
                                "train_loss": r.train_loss} for rate, r in results.items()}
+        lr = lowest_final_loss({rate: result.train_loss for rate, result in results.items()})
+        chosen, score = results[lr], sweep[_rate(lr)]["score"]
+        if report is not None:
+            report(0, score)
         sweep.update({_rate(rate): {"failed": err.reason} for rate, err in failures.items()})
         details = {"accuracy_by_length": chosen.accuracy_by_length, "protocol": "mixture",
                    "train_loss": chosen.train_loss, "lr": lr,

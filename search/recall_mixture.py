@@ -79,7 +79,8 @@ def train_on_mixture(pattern: str, spec, *, lr: float | None = None, widths: str
         accuracy = {str(n): held_out_accuracy(model, data, max(1, 4 * spec.batch_size(n)), device, autocast)
                     for n, data in zip(lengths, datasets, strict=True)}
     except NonFinite as err:
-        raise CandidateFailed(f"{pattern}: recall mixture at lr {lr:g}: {err.reason}", task="recall", step=err.step) from None
+        raise CandidateFailed(f"{pattern}: recall mixture at lr {lr:g}: {err.reason}", task="recall",
+                              step=err.step) from None
     return MixtureResult(accuracy, late_loss, total, time.perf_counter() - started)
 
 

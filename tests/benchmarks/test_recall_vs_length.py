@@ -68,3 +68,12 @@ def test_the_chosen_rate_never_is_one_that_diverged(load_benchmark):
              0.001: {0: {"train_loss": 4.0}, 1: {"train_loss": 5.0}}}
     assert script.chosen_rate(by_lr) == 0.001
     assert script.chosen_rate({0.01: {0: {"train_loss": float("nan")}}, 0.1: {0: {}}}) in (0.01, 0.1)
+
+
+def test_bad_rates_are_a_one_line_usage_error_naming_the_flag(tmp_path, capsys, load_benchmark):
+    script = load_benchmark("recall_vs_length")
+    assert script.main(["--lrs", "1e-3,fast", "--out", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.strip() == ("error: --lrs must be comma-separated learning rates such as "
+                                               "1e-3,2e-3,3e-3, got '1e-3,fast'")
+    assert script.main(["--lrs", "1e-3,1e-3", "--out", str(tmp_path)]) == 2
+    assert "--lrs has a repeated rate" in capsys.readouterr().err
