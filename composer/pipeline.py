@@ -24,9 +24,16 @@ validation loss over seeds, and the paired per-seed difference to the matched Ll
 verdict in words ("lower", "higher", "within noise"); plus tokens/s, parameters and KV-cache bytes per token at
 the target widths. loss_curves.png plots each model's mean curve over seeds with the seeds' range as a band.
 
-Learning rates: with ``train.lr_sweep`` every model first trains at each rate on a short budget (one seed) and
-uses its best rate for all its seeds (``composer.lr_sweep``; ``lr_sweep.json/.csv/.md/.png``, ``chosen_lr`` per
-model in comparison.json); without it the comparison notes that every model shared one rate.
+Learning rates (``composer.search_rates``), strongest rule first: with ``train.lr_sweep`` every model first trains
+at each rate on a short budget (one seed) and uses its best rate for all its seeds (``composer.lr_sweep``;
+``lr_sweep.json/.csv/.md/.png``); an explicit ``train.lr`` is shared by every model; otherwise, when the search
+recorded a rate per trial (its ``lm`` and ``recall`` evaluators), the composite starts at the rate the search chose
+for the composite's own pattern if the search scored it, else for the best member of the aggregation's top
+cluster, and a depth-matched baseline (llama, striped-1:R, a published family) at the rate of its layout at the
+search depth when the search scored that layout (so the composite's tuned start is not set against a baseline at
+an untuned default); every other model shares the default rate. A search rate was found at the search's widths:
+a starting point, not a rate tuned at the target, and the notes say so. comparison.json gives per model
+``chosen_lr``, ``lr_source`` (``search``, ``sweep`` or ``shared``), ``search_lr`` and ``search_lr_pattern``.
 
 Power: ``comparison.json``'s ``power`` gives the seed spread within each model against the spread between them
 and the seeds' rank agreement (``composer.evidence.seed_separation``). When that says the budget cannot decide,
@@ -63,7 +70,7 @@ from composer.evidence import (
     seed_summary,
 )
 from composer.files import atomic_write_csv, atomic_write_json, atomic_write_text
-from composer.lr_sweep import SWEEP_KEYS, chosen_rates, run_sweep, split_sweep, sweep_notes
+from composer.lr_sweep import SWEEP_KEYS, run_sweep, split_sweep
 from composer.replicates import (
     Replicate,
     finished_summary,
@@ -73,6 +80,7 @@ from composer.replicates import (
     run_replicates,
     shared_validation,
 )
+from composer.search_rates import SearchRate, StartingRate, lookup, per_model, rate_notes, starting_rates
 from composer.training.config import TrainConfig, apply_overrides, load_recipe
 
 STAGES = ("search", "aggregate", "extrapolate", "train", "eval", "compare")
@@ -116,6 +124,8 @@ class PipelineConfig:
             self.baselines = [self.baselines]
         self.seeds = parse_seeds(self.seeds)
         self.base_train, self.lr_sweep = split_sweep(self.train)
+        # the recipe's own rate overrides the search's; TrainConfig's default does not (composer.search_rates)
+        self.explicit_lr = self.base_train.get("lr") is not None
 
     @classmethod
     def from_recipe(cls, path: str | Path, **overrides: Any) -> PipelineConfig:
@@ -164,6 +174,7 @@ class Pipeline:
         self.echo = echo
         self._task_manager: Any = None  # lm-eval's task index, built on first use by the eval stage
         self._sweep: dict[str, Any] | None = None  # lr_sweep.json of this run's train stage
+        self._search_rates: dict[str, SearchRate | None] = {}  # model -> its search rate (set by use_search_rates)
 
     # -- stages -------------------------------------------------------------------------------------------
     def run_search(self) -> dict[str, Any]:
@@ -216,12 +227,33 @@ class Pipeline:
             models[name] = pattern
         return models
 
+    def use_search_rates(self, aggregation: dict[str, Any], models: dict[str, str]) -> None:
+        """Find each model's search rate in ``aggregation`` (aggregate.json): the composite's own pattern's, else
+        the best rated member's of the top cluster; a depth-matched baseline's layout's at the search depth.
+        Models the search has no rate for (and aggregate.json files written before issue 25) get None."""
+        from composer.pattern import layers as layer_tokens
+        from scaling.baselines import layout_at_depth
+
+        rates = aggregation.get("rates") or {}
+        depth = len(layer_tokens(aggregation["pattern"]))
+        found = {COMPOSITE: lookup(rates, aggregation["pattern"], *(m["pattern"] for m in aggregation["members"]))}
+        for name in models:
+            if name != COMPOSITE:
+                found[name] = lookup(rates, layout_at_depth(name, depth))
+        self._search_rates = found
+
+    def starting_rates(self, models: dict[str, str]) -> dict[str, StartingRate]:
+        """Every model's rate and its source, by ``composer.search_rates``' precedence."""
+        return starting_rates({name: self._search_rates.get(name) for name in models},
+                              TrainConfig(**self.config.base_train).lr, explicit_lr=self.config.explicit_lr,
+                              sweep=self.sweep_result(models))
+
     def plan(self, models: dict[str, str]) -> list[Replicate]:
         """Every (model, seed) training, seed-major, under ``<out>/train/<model>/seed-<s>``, each model at its
-        swept rate when the recipe sweeps."""
+        starting rate (:meth:`starting_rates`)."""
         return plan_replicates(models, self.config.seeds, self.out / "train", self.config.base_train,
                                self.config.extrapolate["to"], run_prefix=f"{self.out.name}-",
-                               per_model=chosen_rates(self.sweep_result(models)))
+                               per_model=per_model(self.starting_rates(models)))
 
     def run_sweep(self, models: dict[str, str]) -> dict[str, Any] | None:
         """The learning-rate sweep (``train.lr_sweep``) of every model; finished points are kept."""
@@ -249,6 +281,8 @@ class Pipeline:
         plan = self.plan(models)
         seeds = ", ".join(map(str, self.config.seeds))
         self.echo(f"== train: {len(models)} models x seeds {seeds} = {len(plan)} runs")
+        self.echo("   learning rates: " + ", ".join(f"{name} {rate.lr:g} ({rate.source})"
+                                                    for name, rate in self.starting_rates(models).items()))
         return run_replicates(plan, echo=self.echo)
 
     def finished(self, models: dict[str, str]) -> dict[tuple[str, int], dict[str, Any]]:
@@ -335,6 +369,7 @@ class Pipeline:
         losses = {name: {seed: summaries[(name, seed)]["val_loss"] for seed in seeds} for name in models}
         sweep = self.sweep_result(models)
         shared_lr = TrainConfig(**self.config.base_train).lr
+        rates = self.starting_rates(models)
         speeds = {name: seed_summary([summaries[(name, s)]["tokens_per_s"] for s in seeds])["mean"]
                   for name in models}
         rows = []
@@ -373,7 +408,8 @@ class Pipeline:
                 # seeds whose training spiked (composer/training/stability.py); older summaries lack the fields
                 "spiked_seeds": [s for s in seeds if summaries[(name, s)].get("loss_spikes")],
                 "diverged_seeds": [s for s in seeds if summaries[(name, s)].get("diverged")],
-                "chosen_lr": sweep["models"][name]["chosen_lr"] if sweep else shared_lr,
+                "chosen_lr": rates[name].lr,
+                **{key: value for key, value in rates[name].to_dict().items() if key != "lr"},
                 "lr_sweep": ({str(p["lr"]): p["val_loss"] for p in sweep["models"][name]["points"]}
                              if sweep else None),
             })
@@ -386,7 +422,8 @@ class Pipeline:
             "seeds": seeds,
             "confidence": CONFIDENCE,
             "validation": validation,
-            "notes": comparison_notes(seeds, validation) + sweep_notes(sweep, shared_lr),
+            "notes": comparison_notes(seeds, validation) + rate_notes(rates, shared_lr, sweep,
+                                                                      self.config.explicit_lr),
             "power": power,
             **conclusion(rows, reference, power),
             "lr_sweep": None if sweep is None else {k: sweep[k] for k in ("rates", "fraction", "tokens", "seed")},
@@ -426,6 +463,7 @@ class Pipeline:
         extrapolation = self.run_extrapolate(aggregation["pattern"])
         result["extrapolate"] = {k: extrapolation[k] for k in ("pattern", "method", "counts", "baselines")}
         models = self.models(extrapolation)
+        self.use_search_rates(aggregation, models)
         if "train" in stages or "eval" in stages or "compare" in stages:
             summaries = self.run_train(models) if "train" in stages else self.finished(models)
             evaluations = None
@@ -520,7 +558,7 @@ def _require(path: Path) -> Any:
     return data
 
 
-CSV_COLUMNS = ("model", "pattern", "layers", "seeds", "chosen_lr", "val_loss", "val_loss_std", "val_loss_ci_low",
+CSV_COLUMNS = ("model", "pattern", "layers", "seeds", "chosen_lr", "lr_source", "search_lr", "val_loss", "val_loss_std", "val_loss_ci_low",
                "val_loss_ci_high", "diff_vs_reference", "diff_ci_low", "diff_ci_high", "verdict", "spiked_seeds",
                "diverged_seeds", "tokens_per_s", "tokens_per_s_ratio", "params", "non_embedding_params",
                "kv_cache_bytes_per_token", "state_bytes", "active_params")

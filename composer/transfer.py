@@ -22,9 +22,16 @@ the project's extrapolator and each is trained once per seed on the same data, t
   identical to a pattern's target reuses that pattern's runs. Baselines train with the same seeds, data and
   learning-rate sweep, and take no part in the rank correlation or the noise ceiling.
 
-With ``train.lr_sweep`` (``--lr-sweep``) every pattern first trains at each rate on a short budget and then uses
-its best rate for all its seeds (``composer.lr_sweep``; ``lr_sweep.json/.csv/.md/.png``, each pattern's ``lr``
-in transfer.json); without it every pattern shares one rate and the report says so.
+Learning rates (``composer.search_rates``), strongest rule first: with ``train.lr_sweep`` (``--lr-sweep``) every
+pattern first trains at each rate on a short budget and then uses its best rate for all its seeds
+(``composer.lr_sweep``; ``lr_sweep.json/.csv/.md/.png``); an explicit ``train.lr`` (``--lr``) is shared by every
+pattern; otherwise, when the search recorded a rate per trial (its ``lm`` and ``recall`` evaluators), each pattern
+trains at its own search rate and its matched baseline at the rate the search chose for the baseline's layout at
+the search depth (llama: ``AMAMAM`` for a six-layer search) when the search scored it; the rest share the default
+rate. Why: a rate that suits one architecture handicaps another (issue 16), and the search already found one per
+pattern, though at its own widths: a starting point, not a rate tuned at the target, as the notes say. Each row of
+transfer.json gives its ``lr``, ``lr_source`` (``search``, ``sweep`` or ``shared``), ``search_lr`` and
+``search_lr_pattern``.
 
 The default budget (``DEFAULT_TRAIN``) is the smallest one measured on CPU whose noise ceiling reaches the
 threshold with the default data (docs/evidence.md, "How many tokens decide").
@@ -54,8 +61,10 @@ from composer.evidence import (
     seed_summary,
 )
 from composer.files import atomic_write_json, make_output_dir, write_outputs
-from composer.lr_sweep import SWEEP_KEYS, chosen_rates, run_sweep, split_sweep, sweep_notes
+from composer.lr_sweep import SWEEP_KEYS, run_sweep, split_sweep
+from composer.pattern import layers as layer_tokens
 from composer.replicates import parse_seeds, plan_replicates, run_dir, run_replicates, shared_validation
+from composer.search_rates import StartingRate, lookup, per_model, rate_notes, search_rates, starting_rates
 from composer.training.config import TrainConfig, apply_overrides, load_recipe
 
 _PER_RUN = ("arch", "preset", "out", "run_name", "seed")  # set by the transfer for each run
@@ -94,6 +103,8 @@ class TransferConfig:
                               "--out directory, a leaderboard.json, a study.db or a storage URL)")
         if not isinstance(self.train, dict):
             raise ConfigError("the train section must be a mapping of TrainConfig option: value")
+        # the user's own rate overrides the search's; the default does not (composer.search_rates)
+        self.explicit_lr = self.train.get("lr") is not None
         self.train = {**DEFAULT_TRAIN, **self.train}
         valid = [f for f in TrainConfig.field_names() if f not in _PER_RUN] + list(SWEEP_KEYS)
         unknown = sorted(set(self.train) - set(valid))
@@ -170,6 +181,8 @@ class Transfer:
         self.config = config
         self.out = Path(config.out)
         self.echo = echo
+        self.rates: dict[str, float] = {}  # searched pattern -> the rate its search trial chose (select fills it)
+        self.baselines: dict[str, Baseline] = {}
 
     def select(self) -> tuple[list[Candidate], dict[str, Any]]:
         """The patterns to train, best search score first, and what the search was."""
@@ -178,6 +191,7 @@ class Transfer:
 
         config = self.config
         population = load_population(config.search, study=config.study)
+        self.rates = search_rates(population.scored)
         maximize = population.direction == "maximize"
         ranked = sorted(population.scored, key=lambda s: (-s.score if maximize else s.score, s.pattern))
         rank_of = {s.pattern: i for i, s in enumerate(ranked, 1)}
@@ -215,7 +229,7 @@ class Transfer:
         from composer.accounting import non_embedding_params
         from scaling.baselines import baseline_pattern
 
-        self.baselines: dict[str, Baseline] = {}
+        self.baselines = {}
         if self.config.baseline is None:
             return {}
         by_target = {result.pattern: source for source, result in results.items()}
@@ -227,6 +241,21 @@ class Transfer:
             self.baselines[name] = Baseline(name, pattern, arch.compact, arch.n_layers, non_embedding_params(arch))
             names[source] = name
         return names
+
+    def starting_rates(self, candidates: list[Candidate], sweep: dict[str, Any] | None = None
+                       ) -> dict[str, StartingRate]:
+        """Every trained model's rate and its source (``composer.search_rates``): a pattern's search rate is its
+        own trial's; a baseline's is the trial of its layout at the search depth of the patterns it serves."""
+        from scaling.baselines import layout_at_depth
+
+        found = {c.source_pattern: lookup(self.rates, c.source_pattern) for c in candidates}
+        for name in self.baselines:
+            if name not in found:  # a baseline that is some pattern's target already has that pattern's rate
+                served = next(c for c in candidates if c.baseline == name)
+                depth = len(layer_tokens(served.source_pattern))
+                found[name] = lookup(self.rates, layout_at_depth(self.config.baseline, depth))
+        shared_lr = TrainConfig(**self.config.base_train).lr
+        return starting_rates(found, shared_lr, explicit_lr=self.config.explicit_lr, sweep=sweep)
 
     def run(self) -> dict[str, Any]:
         config = self.config
@@ -248,27 +277,32 @@ class Transfer:
         if config.lr_sweep is not None:
             sweep = run_sweep(models, config.lr_sweep, self.out, config.base_train, config.to, config.seeds,
                               run_prefix=f"{self.out.name}-", echo=self.echo)
+        rates = self.starting_rates(candidates, sweep)
+        self.echo("   learning rates: "
+                  + ", ".join(f"{name} {rate.lr:g} ({rate.source})" for name, rate in rates.items()))
         plan = plan_replicates(models, config.seeds, self.out / "train", config.base_train, config.to,
-                               run_prefix=f"{self.out.name}-", per_model=chosen_rates(sweep))
+                               run_prefix=f"{self.out.name}-", per_model=per_model(rates))
         summaries = run_replicates(plan, echo=self.echo)
-        report = self.report(candidates, search, summaries, sweep)
+        report = self.report(candidates, search, summaries, sweep, rates)
         write_report(report, self.out)
         return report
 
     def report(self, candidates: list[Candidate], search: dict[str, Any],
                summaries: dict[tuple[str, int], dict[str, Any]],
-               sweep: dict[str, Any] | None = None) -> dict[str, Any]:
+               sweep: dict[str, Any] | None = None,
+               rates: dict[str, StartingRate] | None = None) -> dict[str, Any]:
         config = self.config
         shared_lr = TrainConfig(**config.base_train).lr
+        rates = self.starting_rates(candidates, sweep) if rates is None else rates
         seeds = config.seeds
         sign = 1.0 if search["direction"] == "maximize" else -1.0  # correlate "higher is better" scores
         def trained(name: str) -> dict[str, Any]:
-            """A model's losses per seed, their summary, learning rate, instability and run directories."""
+            """A model's losses per seed, their summary, learning rate (and its source), instability and runs."""
             losses = [summaries[(name, s)]["val_loss"] for s in seeds]
             loss = seed_summary(losses, config.confidence)
             return {"losses": {str(s): v for s, v in zip(seeds, losses, strict=True)},
                     "mean_loss": loss["mean"], "std": loss["std"], "ci": loss["ci"],
-                    "lr": sweep["models"][name]["chosen_lr"] if sweep else shared_lr,
+                    **rates[name].to_dict(),
                     "diverged_seeds": [s for s in seeds if summaries[(name, s)].get("diverged")],
                     "spiked_seeds": [s for s in seeds if summaries[(name, s)].get("loss_spikes")],
                     "runs": [str(run_dir(self.out / "train", name, s)) for s in seeds]}
@@ -300,7 +334,7 @@ class Transfer:
             "underpowered": said.startswith(UNDERPOWERED),
             "power_threshold": POWER_THRESHOLD,
             "lr_sweep": None if sweep is None else {k: sweep[k] for k in ("rates", "fraction", "tokens", "seed")},
-            "notes": sweep_notes(sweep, shared_lr),
+            "notes": rate_notes(rates, shared_lr, sweep, config.explicit_lr),
             "n_patterns": len(candidates),
             "n_boot": correlation["n_boot"],
             "confidence": config.confidence,
@@ -373,8 +407,9 @@ def format_report(report: dict[str, Any]) -> str:
 
     def cells(row: dict[str, Any]) -> list[str]:
         std = "n/a" if row["std"] is None else f"{row['std']:.4f}"
-        return ([f"`{row['compact']}`", str(row["layers"]), f"{row['lr']:g}", loss(row["mean_loss"]), std,
-                 format_interval(row["ci"])]
+        source = f" ({row['lr_source']})" if row.get("lr_source") else ""  # reports before issue 25 lack it
+        return ([f"`{row['compact']}`", str(row["layers"]), f"{row['lr']:g}{source}", loss(row["mean_loss"]),
+                 std, format_interval(row["ci"])]
                 + [loss(row["losses"][str(s)]) + (" (spiked)" if s in row["spiked_seeds"] else "") for s in seeds])
 
     for row in report["patterns"]:

@@ -74,6 +74,25 @@ def is_depth_matched(name: str) -> bool:
     return name == "llama" or name in patterns.FAMILIES or _STRIPED.fullmatch(str(name)) is not None
 
 
+def layout_at_depth(name: str, n_layers: int) -> str | None:
+    """A depth-matched baseline's own layout at ``n_layers`` (``llama`` at 6: ``AMAMAM``); None for a baseline
+    derived from a composite (``sandwich``, ``random``) or a family that has no layout at that depth.
+
+    Why: a search scores patterns at one small depth, so this is the pattern under which it may have scored the
+    baseline itself (``composer transfer`` and ``composer pipeline`` start the baseline at that trial's rate)."""
+    if name == "llama":
+        return patterns.llama(n_layers)
+    striped = _STRIPED.fullmatch(str(name))
+    if striped:
+        return patterns.striped(n_layers, int(striped.group(1)))
+    if name in patterns.FAMILIES:
+        try:
+            return patterns.FAMILIES[name].pattern(n_layers)
+        except ConfigError:  # e.g. an odd depth for a family of mixer + FFN pairs
+            return None
+    return None
+
+
 def baseline_pattern(name: str, composite: ArchConfig, seed: int = 0, target: int | None = None) -> str:
     """The pattern of baseline ``name`` matched to ``composite`` (``target``: the reference size)."""
     target = reference_size(composite) if target is None else target

@@ -12,6 +12,10 @@ Decisions the paper leaves open (docs/aggregate.md gives the reasons):
   skipped (constraint-violating) and failed trials are excluded, exactly as on the leaderboard. Each *distinct
   pattern* counts once, with the mean of its genuine scores (two workers may race to train the same pattern);
   a pattern answered from the cache does not vote twice.
+* **Learning rate.** The ``lm`` and ``recall`` evaluators train each candidate at a few rates and record the best
+  (trial attribute ``lr``, leaderboard key ``lr``); each pattern carries the rate of its best-scoring trial
+  (a tie to the lower rate), so ``composer transfer`` and ``composer pipeline`` can start it there. Patterns
+  scored without a rate (``mad``) carry None.
 * **K-means.** Exact, globally optimal 1-D K-means by dynamic programming over the sorted scores (the method
   of R's Ckmeans.1d.dp, Wang & Song 2011), not Lloyd iterations: deterministic without a seed and never stuck
   in a local optimum. Equal scores always share a cluster (the DP runs over distinct scores weighted by their
@@ -58,6 +62,7 @@ class Scored:
     pattern: str
     score: float
     trials: tuple[int, ...] = ()
+    lr: float | None = None  # the learning rate its best-scoring trial chose; None when the evaluator has none
 
 
 @dataclass(frozen=True)
@@ -113,6 +118,9 @@ class Aggregation:
     best: Member  # the single best scored pattern, for comparison
     score: float | None  # the aggregated pattern's own score when it was scored in the search, else None
     trials: dict[str, tuple[int, ...]] = field(default_factory=dict)  # member pattern -> its trial numbers
+    # every scored pattern's chosen learning rate (those that have one): the pipeline starts the composite and
+    # its baselines from them without reading the search again
+    rates: dict[str, float] = field(default_factory=dict)
     population: int = 0  # distinct scored patterns clustered
     excluded: dict[str, int] = field(default_factory=dict)
     source: dict[str, Any] = field(default_factory=dict)
@@ -121,18 +129,25 @@ class Aggregation:
     def compact(self) -> str:
         return compact_pattern(self.pattern)
 
+    @property
+    def lr(self) -> float | None:
+        """The aggregated pattern's own search rate when the search scored it with one."""
+        return self.rates.get(self.pattern)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "pattern": self.pattern,
             "compact": self.compact,
             "score": self.score,
+            "lr": self.lr,
             "c": self.c,
             "k": self.k,
             "k_used": self.k_used,
             "direction": self.direction,
             "best": {"pattern": self.best.pattern, "score": self.best.score},
             "members": [
-                {"pattern": m.pattern, "score": m.score, "trials": list(self.trials.get(m.pattern, ()))}
+                {"pattern": m.pattern, "score": m.score, "trials": list(self.trials.get(m.pattern, ())),
+                 "lr": self.rates.get(m.pattern)}
                 for m in self.members
             ],
             "clusters": [cluster.to_dict() for cluster in self.clusters],
@@ -141,6 +156,7 @@ class Aggregation:
             "population": self.population,
             "excluded": self.excluded,
             "source": self.source,
+            "rates": self.rates,
         }
 
 
@@ -288,15 +304,46 @@ def _canonical(text: Any, where: str) -> str:
         raise ConfigError(f"{where}: {err}") from None
 
 
-def _fold(rows: Iterable[tuple[str, float, int | None]]) -> tuple[Scored, ...]:
-    """One entry per distinct pattern: the mean of its genuine scores and all its trial numbers."""
-    scores: dict[str, list[float]] = defaultdict(list)
-    trials: dict[str, list[int]] = defaultdict(list)
-    for pattern, score, trial in rows:
-        scores[pattern].append(score)
-        if trial is not None:
-            trials[pattern].append(trial)
-    return tuple(Scored(p, math.fsum(s) / len(s), tuple(sorted(trials[p]))) for p, s in scores.items())
+class Row(NamedTuple):
+    """One genuinely scored trial as a source gives it."""
+
+    pattern: str
+    score: float
+    trial: int | None = None
+    lr: float | None = None
+
+
+def _rate(value: Any, where: str) -> float | None:
+    """A recorded learning rate: None when absent, else a positive finite number (anything else is an error,
+    so a corrupt rate never becomes a run's rate)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise ConfigError(f"{where}: 'lr' must be a positive learning rate or null, got {value!r}")
+    return float(value)
+
+
+def _best_rate(rows: Sequence[Row], maximize: bool) -> float | None:
+    """The rate of the best-scoring of a pattern's trials that recorded one (a tie to the lower rate): the rate
+    that earned the pattern its best score is the one worth starting from."""
+    rated = [row for row in rows if row.lr is not None]
+    if not rated:
+        return None
+    sign = -1.0 if maximize else 1.0
+    return min(rated, key=lambda row: (sign * row.score, row.lr)).lr
+
+
+def _fold(rows: Iterable[Row], maximize: bool = True) -> tuple[Scored, ...]:
+    """One entry per distinct pattern: the mean of its genuine scores, all its trial numbers and the rate of
+    its best-scoring trial."""
+    by_pattern: dict[str, list[Row]] = defaultdict(list)
+    for row in rows:
+        by_pattern[row.pattern].append(Row(*row))
+    return tuple(
+        Scored(p, math.fsum(r.score for r in group) / len(group),
+               tuple(sorted(r.trial for r in group if r.trial is not None)), _best_rate(group, maximize))
+        for p, group in by_pattern.items()
+    )
 
 
 def _infer_direction(scores: list[float], where: str) -> str:
@@ -333,15 +380,17 @@ def read_leaderboard(path: str | Path, direction: str | None = None) -> Populati
         score = row.get("score")
         if isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score):
             raise ConfigError(f"{where}: 'score' must be a finite number, got {score!r}")
-        rows.append((_canonical(row.get("pattern"), where), float(score), row.get("trial")))
+        rows.append(Row(_canonical(row.get("pattern"), where), float(score), row.get("trial"),
+                        _rate(row.get("lr"), where)))
     best = path.parent / "best.json"
     if direction is None and best.is_file():
         try:
             direction = json.loads(best.read_text()).get("direction")
         except (OSError, json.JSONDecodeError, AttributeError):
             direction = None
-    direction = direction or _infer_direction([score for _, score, _ in rows], str(path))
-    return Population(_fold(rows), direction, {"kind": "leaderboard", "path": str(path.resolve())})
+    direction = direction or _infer_direction([row.score for row in rows], str(path))
+    return Population(_fold(rows, direction == "maximize"), direction,
+                      {"kind": "leaderboard", "path": str(path.resolve())})
 
 
 def _reason(trial) -> str | None:
@@ -420,8 +469,10 @@ def read_study(storage: str, study: str | None = None, preferred: Sequence[str] 
     if not rows:
         raise ConfigError(f"study {study!r} in {storage} has no completed, scored trials "
                           f"({len(trials)} trial(s): {dict(excluded) or 'none ran'})")
-    scored = _fold((_canonical(r["pattern"], f"trial {r['trial']}"), float(r["score"]), r["trial"])
-                   for r in rows)
+    rates = {trial.number: trial.user_attrs.get("lr") for trial in trials}  # the evaluator's chosen rate
+    scored = _fold((Row(_canonical(r["pattern"], f"trial {r['trial']}"), float(r["score"]), r["trial"],
+                        _rate(rates.get(r["trial"]), f"trial {r['trial']}")) for r in rows),
+                   direction == "maximize")
     return Population(scored, direction, {"kind": "storage", "storage": storage, "study": study},
                       dict(sorted(excluded.items())))
 
@@ -528,6 +579,7 @@ def aggregate_population(population: Population, *, c: int | str = 0, k: int = 5
         best=Member(ranked[0].pattern, ranked[0].score),
         score=own.get(pattern),
         trials={s.pattern: s.trials for s in ranked if low <= s.score <= high},
+        rates={s.pattern: s.lr for s in ranked if s.lr is not None},
         population=len(scored),
         excluded=dict(population.excluded),
         source=dict(population.source),

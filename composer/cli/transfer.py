@@ -16,7 +16,8 @@ TRAIN_FLAGS = {
     "max_documents": (int, "use only the first N documents of the data"),
     "seq_len": (int, "sequence length"),
     "batch_size": (int, "global batch in sequences"),
-    "lr": (float, "peak learning rate, the same for every pattern (default 2e-3; see --lr-sweep)"),
+    "lr": (float, ("peak learning rate, the same for every pattern (default: each pattern's rate from the search "
+                   "when its trials recorded one, else 2e-3; see --lr-sweep)")),
     "lr_sweep": (str, "comma-separated rates (e.g. 1e-3,2e-3,3e-3,6e-3): every pattern first trains at each on a "
                       "short budget and uses its best for all its seeds"),
     "lr_sweep_fraction": (float, "share of --tokens per sweep run (default 0.25)"),

@@ -179,3 +179,84 @@ def test_a_spiked_seed_is_marked_in_the_table():
     comparison = {"models": [row], "reference": "hybrid", "confidence": 0.95, "seeds": [0, 1],
                   "validation": {"same": False}, "notes": []}
     assert "reference (spiked: seed 1)" in format_comparison(comparison)
+
+
+# ------------------------------------------------------------------------------ starting rates from the search
+
+
+def rated_aggregation(pattern: str, rates: dict[str, float]) -> dict:
+    """The parts of aggregate.json the starting rates read: the voted pattern, its members and the search rates."""
+    return {"pattern": pattern, "rates": rates,
+            "members": [{"pattern": "AAMMMM", "score": 0.9}, {"pattern": "AAMMAM", "score": 0.8}]}
+
+
+@pytest.mark.parametrize(
+    "pattern, train, composite, llama",
+    [
+        ("AAMMAM", {}, (6e-3, "search", "AAMMAM"), (3e-3, "search")),  # the composite's own pattern was scored
+        ("AAAMAM", {}, (1e-3, "search", "AAMMMM"), (3e-3, "search")),  # voted, never scored: the best member's
+        ("AAAMAM", {"lr": 5e-4}, (5e-4, "shared", "AAMMMM"), (5e-4, "shared")),  # an explicit train.lr wins
+        ("AAAMAM", {"lr": 5e-4, "lr_sweep": [1e-3, 2e-3]}, (2e-3, "sweep", "AAMMMM"), (1e-3, "sweep")),  # a sweep
+    ],
+    ids=["own", "best-member", "explicit-lr", "sweep"],
+)
+def test_the_composite_starts_at_its_search_rate_unless_the_recipe_decides(tmp_path, pattern, train, composite,
+                                                                             llama):
+    config = PipelineConfig(out=str(tmp_path), extrapolate={"to": "tiny"}, baselines=["llama", "sandwich"],
+                            train={"tokens": 4096, "seq_len": 64, "batch_size": 8, **train})
+    pipeline = Pipeline(config, echo=lambda line: None)
+    pipeline._sweep = {"models": {"composite": {"chosen_lr": 2e-3}, "llama": {"chosen_lr": 1e-3},
+                                  "sandwich": {"chosen_lr": 1e-3}}}
+    models = {"composite": "AAMMA", "llama": "AMAM", "sandwich": "AAMMM"}
+    pipeline.use_search_rates(rated_aggregation(pattern, {"AAMMMM": 1e-3, "AAMMAM": 6e-3, "AMAMAM": 3e-3}), models)
+    rates = pipeline.starting_rates(models)
+    assert (rates["composite"].lr, rates["composite"].source, rates["composite"].search.pattern) == composite
+    assert (rates["llama"].lr, rates["llama"].source) == llama and rates["llama"].search.pattern == "AMAMAM"
+    assert rates["sandwich"].search is None, "a sandwich has no layout of its own at the search depth"
+    planned = {(r.name, r.seed): r.config.lr for r in pipeline.plan(models)}
+    assert planned[("composite", 0)] == planned[("composite", 2)] == composite[0]
+    assert planned[("llama", 1)] == llama[0]
+
+
+def test_a_pipeline_from_a_rated_search_trains_and_reports_the_search_rates(tmp_path, monkeypatch):
+    """aggregate -> extrapolate -> train (a fake trainer that writes what a run writes) -> compare, from a
+    leaderboard.json whose rows carry the rate each trial chose."""
+    out = tmp_path / "pipeline"
+    (out / "search").mkdir(parents=True)
+    scores = {"AAMMMM": (0.95, 1e-3), "AMAMAM": (0.60, 5e-4), "MAMAMA": (0.40, 6e-3), "MMAAMM": (0.25, None),
+              "MMMMAM": (0.10, 1e-3), "MMMMMM": (0.01, None)}  # striped-1:3's 6-layer AMMMAM was not scored
+    rows = [{"rank": i, "pattern": p, "score": s, "trial": i, "lr": lr}
+            for i, (p, (s, lr)) in enumerate(scores.items())]
+    (out / "search" / "leaderboard.json").write_text(json.dumps(rows))
+
+    def train(config, resume=False):
+        run = Path(config.out)
+        run.mkdir(parents=True, exist_ok=True)
+        (run / "config.json").write_text(json.dumps({"train": config.to_dict()}))
+        summary = {"pattern": config.arch, "val_loss": 5.0 + 0.1 * config.seed + len(config.arch) / 100,
+                   "tokens": config.tokens, "tokens_per_s": 100.0, "params": 1000, "non_embedding_params": 500,
+                   "val_fingerprint": "v", "val_tokens": 64, "loss_spikes": 0, "seed": config.seed}
+        (run / "summary.json").write_text(json.dumps(summary))
+        return summary
+
+    monkeypatch.setattr("composer.training.run.train", train)
+    config = PipelineConfig(out=str(out), extrapolate={"to": "tiny"}, baselines=["llama", "striped-1:3"],
+                            seeds=[0, 1], train={"tokens": 4096, "seq_len": 64, "batch_size": 8})
+    result = Pipeline(config, echo=lambda line: None).run(("aggregate", "extrapolate", "train", "compare"))
+    aggregate = json.loads((out / "aggregate.json").read_text())
+    assert aggregate["pattern"] == "AAMMMM" and aggregate["lr"] == 1e-3 and aggregate["rates"]["AMAMAM"] == 5e-4
+    rows = {row["model"]: row for row in json.loads((out / "comparison.json").read_text())["models"]}
+    assert rows == {row["model"]: row for row in result["comparison"]["models"]}
+    expected = {"composite": (1e-3, "search", "AAMMMM"), "llama": (5e-4, "search", "AMAMAM"),
+                "striped-1:3": (3e-3, "shared", None)}  # TrainConfig's default rate
+    assert set(rows) == set(expected)
+    for name, (lr, source, searched) in expected.items():
+        row = rows[name]
+        assert (row["chosen_lr"], row["lr_source"], row["search_lr_pattern"]) == (lr, source, searched), name
+        for seed in (0, 1):  # the rate each run was actually trained at
+            trained = json.loads((out / "train" / name / f"seed-{seed}" / "config.json").read_text())["train"]
+            assert trained["lr"] == lr, (name, seed)
+    notes = result["comparison"]["notes"]
+    assert any("from the search for composite, llama" in note for note in notes)
+    assert any("not a rate tuned at the target" in note for note in notes)
+    assert "lr_source" in (out / "comparison.csv").read_text().splitlines()[0]

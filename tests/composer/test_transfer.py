@@ -143,6 +143,111 @@ def test_a_swept_transfer_trains_each_pattern_at_its_best_rate_and_flags_power(s
     assert (tmp_path / "t" / "lr_sweep.md").is_file()
 
 
+# The rates an lm/recall search chose per trial (issue 25); MMMMAM and MMMMMM were scored without one.
+SEARCH_LR = {"AAMMMM": 1e-3, "AMAMAM": 3e-3, "MAMAMA": 6e-3, "MMAAMM": 1e-3}
+
+
+def write_rated_search(out: Path, rates: dict[str, float] = SEARCH_LR, study: bool = False) -> Path:
+    """A search directory whose trials recorded a rate: leaderboard.json rows with "lr", or (``study``) an Optuna
+    study.db whose trials carry the user attribute "lr" and no leaderboard at all."""
+    out.mkdir()
+    if study:
+        import optuna
+        from optuna.trial import create_trial
+
+        made = optuna.create_study(storage=f"sqlite:///{out / 'study.db'}", study_name="lm", direction="maximize")
+        for pattern, score in SCORES.items():
+            attrs = {"pattern": pattern, **({"lr": rates[pattern]} if pattern in rates else {})}
+            made.add_trial(create_trial(value=score, user_attrs=attrs))
+        return out
+    rows = [{"rank": i, "pattern": p, "score": s, "trial": i, "lr": rates.get(p)}
+            for i, (p, s) in enumerate(SCORES.items(), 1)]
+    (out / "leaderboard.json").write_text(json.dumps(rows))
+    (out / "best.json").write_text(json.dumps({**rows[0], "direction": "maximize"}))
+    return out
+
+
+def fake_train(trained: dict[tuple[str, int, int], float]):
+    """A trainer that records each run's (model, tokens, seed) -> the lr of the TrainConfig it was given, and
+    writes the config.json and summary.json a real run writes."""
+    def train(config, resume=False):
+        out = Path(config.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "config.json").write_text(json.dumps({"train": config.to_dict()}))
+        trained[(out.parent.name, config.tokens, config.seed)] = config.lr
+        summary = {"pattern": config.arch, "val_loss": 5.0 + config.seed + len(trained) / 100, "tokens": config.tokens,
+                   "val_fingerprint": "v", "val_tokens": 64, "loss_spikes": 0}
+        (out / "summary.json").write_text(json.dumps(summary))
+        return summary
+
+    return train
+
+
+def test_a_search_rate_is_carried_into_each_patterns_training(tmp_path, capsys):
+    """Real training at the tiny preset: each pattern's run trains at the rate its search trial chose."""
+    search = write_rated_search(tmp_path / "search")
+    out = tmp_path / "transfer"
+    argv = ["transfer", "--search", str(search), "--patterns", "AAMMMM,MAMAMA,MMMMMM", "--seeds", "1",
+            "--baseline", "none", "--out", str(out), "--json", *TRAIN]
+    assert main(argv) == 0
+    report = json.loads(capsys.readouterr().out)
+    trained = {row["source_pattern"]: json.loads((Path(row["runs"][0]) / "config.json").read_text())["train"]["lr"]
+               for row in report["patterns"]}
+    assert trained == {"AAMMMM": 1e-3, "MAMAMA": 6e-3, "MMMMMM": 2e-3}, "the search's rates, else the default"
+    rows = {row["source_pattern"]: row for row in report["patterns"]}
+    assert {p: (r["lr"], r["lr_source"], r["search_lr"]) for p, r in rows.items()} == {
+        "AAMMMM": (1e-3, "search", 1e-3), "MAMAMA": (6e-3, "search", 6e-3), "MMMMMM": (2e-3, "shared", None)}
+    assert any("not a rate tuned at the target" in note for note in report["notes"])
+    table = (out / "transfer.md").read_text()
+    assert "| 0.006 (search) |" in table and "| 0.002 (shared) |" in table
+
+
+@pytest.mark.parametrize("source", ["leaderboard", "study"])
+@pytest.mark.parametrize(
+    "train, expected, source_of",
+    [  # no rate chosen by the user: the search's; the matched Llama takes the rate of AMAMAM, its 6-layer layout
+        ({}, {"AAMMMM": 1e-3, "MAMAMA": 6e-3, "MMMMMM": 2e-3, "llama": 3e-3}, {"AAMMMM": "search", "MMMMMM": "shared"}),
+        # an explicit --lr wins over the search
+        ({"lr": 5e-4}, {"AAMMMM": 5e-4, "MAMAMA": 5e-4, "MMMMMM": 5e-4, "llama": 5e-4}, {"AAMMMM": "shared"}),
+        # --lr-sweep wins over both (the fake loss grows with every run, so the first, lower rate wins)
+        ({"lr": 5e-4, "lr_sweep": "4e-3,8e-3", "lr_sweep_fraction": 0.5},
+         {"AAMMMM": 4e-3, "MAMAMA": 4e-3, "MMMMMM": 4e-3, "llama": 4e-3}, {"AAMMMM": "sweep", "MMMMMM": "sweep"}),
+    ],
+    ids=["search", "explicit-lr", "sweep"],
+)
+def test_search_rates_yield_to_an_explicit_rate_and_to_a_sweep(tmp_path, monkeypatch, source, train, expected,
+                                                               source_of):
+    trained: dict[tuple[str, int, int], float] = {}
+    monkeypatch.setattr("composer.training.run.train", fake_train(trained))
+    search = write_rated_search(tmp_path / "search", study=source == "study")
+    config = TransferConfig(search=str(search), patterns="AAMMMM,MAMAMA,MMMMMM", to="tiny", seeds=[0, 1],
+                            out=str(tmp_path / "t"), n_boot=200,
+                            train={"tokens": 4096, "seq_len": 64, "batch_size": 8, **train})
+    report = Transfer(config, echo=lambda line: None).run()
+    runs = {(name, seed): lr for (name, tokens, seed), lr in trained.items() if tokens == 4096}
+    assert len(runs) == 2 * (3 + len(report["baselines"])) and report["baselines"]
+    for (name, _), lr in runs.items():  # the rate each run was actually trained at
+        assert lr == expected["llama" if name.startswith("llama") else name], name
+    rows = {row["source_pattern"]: row for row in report["patterns"]}
+    for name, lr_source in source_of.items():
+        assert rows[name]["lr_source"] == lr_source and rows[name]["lr"] == expected[name]
+        assert rows[name]["search_lr"] == SEARCH_LR.get(name), "the search's rate is always recorded"
+    for row in report["baselines"]:
+        assert row["lr"] == expected["llama"] and row["search_lr_pattern"] == "AMAMAM"
+
+
+def test_a_baseline_layout_the_search_never_scored_shares_the_default_rate(tmp_path, monkeypatch):
+    trained: dict[tuple[str, int, int], float] = {}
+    monkeypatch.setattr("composer.training.run.train", fake_train(trained))
+    search = write_rated_search(tmp_path / "search", {"AAMMMM": 1e-3, "MAMAMA": 6e-3})  # AMAMAM has no rate
+    config = TransferConfig(search=str(search), patterns="AAMMMM,MAMAMA,MMMMMM", to="tiny", seeds=[0],
+                            out=str(tmp_path / "t"), n_boot=200, train={"tokens": 4096, "seq_len": 64, "batch_size": 8})
+    report = Transfer(config, echo=lambda line: None).run()
+    assert {row["lr_source"] for row in report["baselines"]} == {"shared"}
+    assert {lr for (name, _, _), lr in trained.items() if name.startswith("llama")} == {2e-3}
+    assert "llama" in report["notes"][0] and "at the shared 0.002" in report["notes"][0]
+
+
 @pytest.mark.slow
 def test_transfer_trains_each_pattern_once_per_seed_and_resumes_after_a_kill(search_dir, tmp_path, capsys):
     out = tmp_path / "transfer"

@@ -6,7 +6,7 @@ from composer import baselines as patterns
 from composer.accounting import non_embedding_params
 from composer.errors import ConfigError
 from composer.presets import get_preset
-from scaling.baselines import matched_baselines, preset_of, reference_size
+from scaling.baselines import layout_at_depth, matched_baselines, preset_of, reference_size
 from scaling.extrapolate import extrapolate
 
 NAMES = ("llama", "sandwich", "striped-1:2", "striped-1:4", "striped-1:8", "random", "random-1")
@@ -81,3 +81,9 @@ def test_unknown_names(stacked_1b, name):
 
 def test_seed_is_reproducible(stacked_1b):
     assert matched_baselines(stacked_1b, ("random",), seed=5) == matched_baselines(stacked_1b, ("random",), seed=5)
+
+
+def test_layout_at_depth_is_the_pattern_a_search_of_that_depth_would_score():
+    assert layout_at_depth("llama", 6) == "AMAMAM" and layout_at_depth("striped-1:2", 6) == "AMMAMM"
+    assert layout_at_depth("samba", 4) is not None and layout_at_depth("samba", 3) is None  # whole pairs only
+    assert layout_at_depth("sandwich", 6) is None and layout_at_depth("random-1", 6) is None  # no own layout

@@ -15,7 +15,15 @@ from optuna.trial import TrialState, create_trial
 
 from composer.cli import main
 from composer.errors import ConfigError
-from search.aggregate import Member, aggregate, kmeans_1d, read_leaderboard, top_cluster, vote
+from search.aggregate import (
+    Member,
+    aggregate,
+    kmeans_1d,
+    load_population,
+    read_leaderboard,
+    top_cluster,
+    vote,
+)
 
 TOY = "toy_evaluator:make"
 
@@ -238,6 +246,39 @@ def test_bad_leaderboards(tmp_path, content, message):
         aggregate(path)
 
 
+def test_leaderboard_rows_carry_the_rate_of_each_patterns_best_trial(tmp_path):
+    """lm/recall searches record each trial's chosen rate (leaderboard key "lr"); mad rows have none."""
+    path = tmp_path / "leaderboard.json"
+    rows = [("AAMM", 0.9, 3e-3), ("AMAM", 0.8, 1e-3), ("AAMM", 0.7, 1e-3), ("MMMM", 0.1, None)]
+    path.write_text(json.dumps([{"rank": i + 1, "pattern": p, "score": s, "trial": i, "lr": lr}
+                                for i, (p, s, lr) in enumerate(rows)]))
+    population = read_leaderboard(path)
+    lrs = {s.pattern: s.lr for s in population.scored}
+    assert lrs == {"AAMM": 3e-3, "AMAM": 1e-3, "MMMM": None}  # AAMM: its 0.9 trial's rate, not its 0.7 one's
+    assert next(s for s in population.scored if s.pattern == "AAMM").score == pytest.approx(0.8)
+    result = aggregate(population, k=2)
+    data = json.loads(json.dumps(result.to_dict()))
+    assert data["rates"] == {"AAMM": 3e-3, "AMAM": 1e-3}
+    assert {m["pattern"]: m["lr"] for m in data["members"]} == {"AAMM": 3e-3, "AMAM": 1e-3}
+    assert result.pattern == "AAAM" and data["lr"] is result.lr is None  # voted, never scored: no rate of its own
+    for direction, best in (("maximize", 3e-3), ("minimize", 1e-3)):  # whatever the rows' order
+        unordered = tmp_path / f"{direction}.json"
+        unordered.write_text(json.dumps({"direction": direction, "leaderboard": [
+            {"pattern": "AM", "score": 2.0, "lr": 1e-3}, {"pattern": "AM", "score": 3.0, "lr": 3e-3},
+            {"pattern": "MA", "score": 2.0, "lr": 6e-3}, {"pattern": "MA", "score": 2.0, "lr": 2e-3}]}))
+        lrs = {s.pattern: s.lr for s in read_leaderboard(unordered).scored}
+        assert lrs == {"AM": best, "MA": 2e-3}, direction  # equal scores: the lower rate
+    assert read_leaderboard(write_rows(tmp_path / "old.json", [("AM", 0.5)])).scored[0].lr is None
+
+
+@pytest.mark.parametrize("lr", ["fast", -1e-3, 0, True, float("inf")])
+def test_a_bad_recorded_rate_is_refused(tmp_path, lr):
+    path = tmp_path / "lb.json"
+    path.write_text(json.dumps([{"pattern": "AM", "score": 0.5, "lr": lr}]))
+    with pytest.raises(ConfigError, match="row 1: 'lr' must be a positive learning rate or null"):
+        read_leaderboard(path)
+
+
 # -------------------------------------------------------------------------------------------- Optuna studies
 
 
@@ -282,6 +323,23 @@ def test_storage_with_several_studies_needs_a_name(tmp_path):
     with pytest.raises(ConfigError, match="no such storage"):
         aggregate(f"sqlite:///{tmp_path / 'missing.db'}")
     assert not (tmp_path / "missing.db").exists(), "reading must not create a database"
+
+
+def test_study_trials_carry_their_chosen_rate(tmp_path):
+    """The trial attribute "lr": each pattern keeps its best trial's; cached repeats and pruned trials give none."""
+    url = f"sqlite:///{tmp_path / 'study.db'}"
+    study = optuna.create_study(storage=url, study_name="lm", direction="maximize")
+    for pattern, score, attrs in [("AAMM", 0.6, {"lr": 1e-3}), ("AAMM", 0.9, {"lr": 3e-3}),
+                                  ("AMAM", 0.8, {"lr": 1e-3}), ("MMMM", 0.2, {}),
+                                  ("AMAM", 0.8, {"lr": 6e-3, "cached_from": 2}),
+                                  ("MAMA", 0.99, {"lr": 6e-3, "pruned_at": {"step": 0}})]:
+        study.add_trial(create_trial(value=score, user_attrs={"pattern": pattern, **attrs}))
+    population = load_population(url)
+    assert {s.pattern: s.lr for s in population.scored} == {"AAMM": 3e-3, "AMAM": 1e-3, "MMMM": None}
+    assert aggregate(population, k=2).rates == {"AAMM": 3e-3, "AMAM": 1e-3}
+    study.add_trial(create_trial(value=0.5, user_attrs={"pattern": "MAAM", "lr": "3e-3"}))
+    with pytest.raises(ConfigError, match="trial 6: 'lr' must be a positive learning rate"):
+        load_population(url)
 
 
 # ------------------------------------------------------------------------- a search run, end to end (phase 2)
