@@ -6,12 +6,16 @@ seed exactly as `composer transfer` trains them (same extrapolator, same replica
 per proxy, the Spearman and Kendall correlation between its score and the mean target loss with a hierarchical
 bootstrap 95% interval, its seconds per candidate, and both as ratios against the named peer: the current
 default proxy (`mad:cpu`), measured in the same run. MAD proxies also get a row per task and per task mix (the
-mean of a subset of their tasks), computed from the same evaluations. The target's noise ceiling (Spearman
-between its own seeds) says how much agreement is possible at all.
+mean of a subset of their tasks), computed from the same evaluations, and every MAD row a twin scored by
+mad-lab's macro accuracy (`<proxy> macro`, torchmetrics' class-averaged accuracy of the same trained cell): its
+Δ against the peer is the paired difference of the two accuracies' Spearmans. The target's noise ceiling
+(Spearman between its own seeds) says how much agreement is possible at all.
 
     python benchmarks/proxy_transfer.py                                   # the docs/mad.md table (~80 min, 2 cores)
     python benchmarks/proxy_transfer.py --tokens 20000 --seeds 2 --proxies mad:smoke --patterns AAMMMM,AMAMAM,MMMMMM
     python benchmarks/proxy_transfer.py --proxies mad:cpu,mad:gpu,mad:paper --to llama-350m ...   # on GPUs
+    python benchmarks/proxy_transfer.py --proxies mad:cpu --proxy-seeds 2 \
+        --target-losses benchmarks/results/proxy_transfer-2026-11-24.json  # re-score against stored targets
 
 Everything is resumable: target runs live under --out/train (finished runs are never retrained) and proxy scores
 in --out/proxies.json (written after every evaluation). --json prints one object; the table is printed last.
@@ -26,6 +30,7 @@ import sys
 import time
 from pathlib import Path
 
+from composer.errors import ConfigError
 from composer.evidence import (
     bootstrap_rank_correlation,
     compare_rank_correlations,
@@ -59,6 +64,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--max-documents", type=int, default=2000, help="of the target's data (default corpus)")
     parser.add_argument("--data", help="target training text (default: the offline corpus)")
     parser.add_argument("--precision", default="32-true")
+    parser.add_argument("--target-losses", metavar="RESULT_JSON",
+                        help="the target's losses from an earlier run's proxy_transfer.json (no target training)")
     parser.add_argument("--peer", default=PEER, help=f"the proxy every other is compared with (default {PEER})")
     parser.add_argument("--n-boot", type=int, default=10_000)
     parser.add_argument("--out", default="runs/proxy-transfer")
@@ -87,10 +94,49 @@ def target_losses(args, patterns: list[str], out: Path) -> tuple[dict[str, list[
     return losses, info
 
 
-def proxy_scores(args, patterns: list[str], out: Path) -> dict[str, dict]:
-    """{proxy: {pattern: [{"seed", "score", "seconds", "details"}, ...]}}, cached in proxies.json."""
+def stored_target_losses(path: str, patterns: list[str]) -> tuple[dict[str, list[float]], dict]:
+    """The target side of an earlier run's result JSON, for re-scoring proxies without retraining the target
+    (24 runs of ~2 min at the defaults). Every pattern asked for must have been measured there."""
+    try:
+        target = json.loads(Path(path).read_text())["target"]
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise ConfigError(f"--target-losses {path}: not a proxy_transfer result ({err})") from None
+    missing = [p for p in patterns if p not in target.get("losses", {})]
+    if missing:
+        raise ConfigError(f"--target-losses {path}: no target losses for {', '.join(missing)}")
+    info = {key: target.get(key) for key in ("seeds", "tokens", "to", "targets", "validation", "seconds_per_run")}
+    info["targets"] = {p: (info["targets"] or {}).get(p) for p in patterns}
+    return {p: target["losses"][p] for p in patterns}, {**info, "losses_from": str(path)}
+
+
+def evaluate(proxy: str, pattern: str, seed: int, widths: str) -> dict:
+    """One proxy evaluation as `composer search` runs it: ``{"score", "seconds", "details", "direction"}``.
+
+    MAD proxies go through ``evaluate_pattern`` with the evaluator's own budget, widths, precision and compile
+    setting, the call ``MadEvaluator`` makes, so that the details keep ``MadResult.details()`` (mad-lab's macro
+    accuracy beside plain accuracy), which the evaluator's details do not carry.
+    """
     from search.evaluators import make_evaluator
 
+    evaluator_name, _, budget = proxy.partition(":")
+    evaluator = make_evaluator(evaluator_name, budget, widths)
+    started = time.perf_counter()
+    if evaluator_name == "mad":
+        from search.mad import BUDGETS, evaluate_pattern
+
+        mad_budget = BUDGETS[evaluator.budget]
+        result = evaluate_pattern(pattern, widths=evaluator.widths, tasks=mad_budget.tasks, budget=mad_budget,
+                                  seed=seed, precision=evaluator.precision, compile=evaluator.compile)
+        score, details = result.score, result.details()
+    else:
+        evaluation = evaluator(pattern, seed, lambda step, value: None)
+        score, details = evaluation.score, evaluation.details
+    return {"score": score, "seconds": time.perf_counter() - started, "details": details,
+            "direction": evaluator.direction}
+
+
+def proxy_scores(args, patterns: list[str], out: Path) -> dict[str, dict]:
+    """{proxy: {pattern: [{"seed", "score", "seconds", "details"}, ...]}}, cached in proxies.json."""
     path = out / "proxies.json"
     cache = json.loads(path.read_text()) if path.is_file() else {}
     seeds = parse_seeds(args.proxy_seeds)
@@ -99,28 +145,42 @@ def proxy_scores(args, patterns: list[str], out: Path) -> dict[str, dict]:
         entries = cache.setdefault(proxy, {}).setdefault(pattern, [])
         if any(entry["seed"] == seed for entry in entries):
             continue
-        evaluator_name, _, budget = proxy.partition(":")
-        evaluator = make_evaluator(evaluator_name, budget, args.widths)
-        started = time.perf_counter()
-        result = evaluator(pattern, seed, lambda step, value: None)
-        seconds = time.perf_counter() - started
-        entries.append({"seed": seed, "score": result.score, "seconds": seconds, "details": result.details,
-                        "direction": evaluator.direction})
+        entry = {"seed": seed, **evaluate(proxy, pattern, seed, args.widths)}
+        entries.append(entry)
         atomic_write_json(path, cache)
-        log(f"   proxy {proxy} {pattern} seed {seed}: {result.score:.4f} ({seconds:.1f} s)")
+        macro = entry["details"].get("macro_score")
+        log(f"   proxy {proxy} {pattern} seed {seed}: {entry['score']:.4f}"
+            + ("" if macro is None else f" (macro {macro:.4f})") + f" ({entry['seconds']:.1f} s)")
     return cache
 
 
-def mad_task_rows(proxy: str, entries: dict[str, list[dict]], patterns: list[str]) -> dict[str, list[float]]:
-    """Per task and per task mix (mean of a subset of tasks) scores of a MAD proxy, averaged over its seeds."""
-    tasks = sorted(next(iter(entries.values()))[0]["details"]["accuracy"])
+def has_macro(entries: dict[str, list[dict]], patterns: list[str]) -> bool:
+    """Whether every evaluation of a proxy kept mad-lab's macro accuracy (caches from before it did not)."""
+    return all("macro_score" in e.get("details", {}) for p in patterns for e in entries[p])
+
+
+def mad_task_rows(proxy: str, entries: dict[str, list[dict]], patterns: list[str],
+                  key: str = "accuracy") -> dict[str, list[float]]:
+    """Per task and per task mix (mean of a subset of tasks) scores of a MAD proxy, averaged over its seeds;
+    ``key`` names the accuracy in the details (``accuracy``, or ``macro_accuracy`` for mad-lab's)."""
+    tasks = sorted(next(iter(entries.values()))[0]["details"][key])
     rows = {}
     for size in range(1, len(tasks)):
         for mix in itertools.combinations(tasks, size):
             name = f"{proxy} [{'+'.join(mix)}]"
-            rows[name] = [sum(sum(e["details"]["accuracy"][t] for t in mix) / len(mix) for e in entries[p])
+            rows[name] = [sum(sum(e["details"][key][t] for t in mix) / len(mix) for e in entries[p])
                           / len(entries[p]) for p in patterns]
     return rows
+
+
+def score_variants(proxy: str, entries: dict[str, list[dict]], patterns: list[str]) -> list[tuple[str, dict]]:
+    """``(row name, {pattern: [score per seed]})`` for each score a proxy's evaluations carry: the search score,
+    and for MAD proxies that kept it, the macro mean (row ``<proxy> macro``)."""
+    variants = [(proxy, {p: [e["score"] for e in entries[p]] for p in patterns})]
+    if proxy.startswith("mad:") and has_macro(entries, patterns):
+        macro = {p: [e["details"]["macro_score"] for e in entries[p]] for p in patterns}
+        variants.append((f"{proxy} macro", macro))
+    return variants
 
 
 def correlate(scores: list[float], losses: list[list[float]], n_boot: int) -> dict:
@@ -136,30 +196,39 @@ def main(argv=None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
+    stored = stored_target_losses(args.target_losses, patterns) if args.target_losses else None  # fail first
     log(f"== proxies {args.proxies} on {len(patterns)} patterns")
     proxies = proxy_scores(args, patterns, out)
-    log(f"== target: {len(patterns)} patterns at {args.to}, seeds {args.seeds}, {args.tokens:,} tokens each")
-    losses, target = target_losses(args, patterns, out)
+    if stored is not None:
+        log(f"== target: losses of {len(patterns)} patterns from {args.target_losses}")
+        losses, target = stored
+    else:
+        log(f"== target: {len(patterns)} patterns at {args.to}, seeds {args.seeds}, {args.tokens:,} tokens each")
+        losses, target = target_losses(args, patterns, out)
     per_seed = [losses[p] for p in patterns]
     ceiling = noise_ceiling({s: [losses[p][i] for p in patterns] for i, s in enumerate(target["seeds"])})
 
-    rows, signed = [], {}  # signed: each row's scores, higher is better, for the paired comparison
+    rows, signed, scored = [], {}, {}  # signed: each row's scores, higher is better, for the paired comparison
     for proxy in args.proxies.split(","):
         entries = proxies[proxy]
         sign = 1.0 if entries[patterns[0]][0]["direction"] == "maximize" else -1.0
-        mean_scores = [sign * sum(e["score"] for e in entries[p]) / len(entries[p]) for p in patterns]
         seconds = sum(e["seconds"] for p in patterns for e in entries[p]) / sum(len(entries[p]) for p in patterns)
         seeds = sorted({e["seed"] for p in patterns for e in entries[p]})
-        agreement = noise_ceiling({s: [next((e["score"] for e in entries[p] if e["seed"] == s), None)
-                                       for p in patterns] for s in seeds})["mean"]
-        rows.append({"proxy": proxy, "seconds_per_candidate": seconds, "proxy_seeds": len(seeds),
-                     "proxy_seed_agreement": agreement, **correlate(mean_scores, per_seed, args.n_boot)})
-        signed[proxy] = mean_scores
+        for name, by_pattern in score_variants(proxy, entries, patterns):
+            mean_scores = [sign * sum(by_pattern[p]) / len(by_pattern[p]) for p in patterns]
+            agreement = noise_ceiling({s: [next((v for e, v in zip(entries[p], by_pattern[p]) if e["seed"] == s),
+                                                None) for p in patterns] for s in seeds})["mean"]
+            rows.append({"proxy": name, "seconds_per_candidate": seconds, "proxy_seeds": len(seeds),
+                         "proxy_seed_agreement": agreement, **correlate(mean_scores, per_seed, args.n_boot)})
+            signed[name], scored[name] = mean_scores, by_pattern
         if proxy.startswith("mad:"):
-            for name, scores in mad_task_rows(proxy, entries, patterns).items():
-                rows.append({"proxy": name, "seconds_per_candidate": None,
-                             **correlate(scores, per_seed, args.n_boot)})
-                signed[name] = scores
+            keys = ("accuracy", "macro_accuracy") if has_macro(entries, patterns) else ("accuracy",)
+            for key in keys:
+                label = proxy if key == "accuracy" else f"{proxy} macro"
+                for name, scores in mad_task_rows(label, entries, patterns, key).items():
+                    rows.append({"proxy": name, "seconds_per_candidate": None,
+                                 **correlate(scores, per_seed, args.n_boot)})
+                    signed[name] = scores
     peer = next((r for r in rows if r["proxy"] == args.peer), None)
     if peer is not None:  # every row against the peer on the same bootstrap draws
         paired = compare_rank_correlations(signed, per_seed, reference=args.peer, n_boot=args.n_boot)
@@ -175,8 +244,7 @@ def main(argv=None) -> int:
         "target": {**target, "losses": losses, "mean_loss": {p: seed_summary(losses[p])["mean"] for p in patterns},
                    "noise_ceiling": ceiling},
         "proxies": rows,
-        "proxy_scores": {proxy: {p: [e["score"] for e in proxies[proxy][p]] for p in patterns}
-                         for proxy in args.proxies.split(",")},
+        "proxy_scores": scored,
         "peer": args.peer,
         "wall_time_s": time.perf_counter() - started,
     }

@@ -1,0 +1,67 @@
+"""``benchmarks/proxy_transfer.py`` against stored target losses and cached proxy scores (nothing trained): MAD
+proxies get a macro-accuracy twin whose Δ against the peer is the paired difference of the two Spearmans."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from composer.errors import ConfigError
+from composer.evidence import compare_rank_correlations
+
+PATTERNS = ["AAMMMM", "AMAMAM", "MMAAMM", "MMMMAA", "MMMMMM"]
+LOSSES = {"AAMMMM": [2.2, 2.3], "AMAMAM": [1.9, 1.95], "MMAAMM": [1.85, 1.9], "MMMMAA": [1.8, 1.9],
+          "MMMMMM": [2.4, 2.5]}
+# plain accuracy puts AAMMMM first, macro accuracy puts it fourth
+PLAIN = {"AAMMMM": 0.66, "AMAMAM": 0.60, "MMAAMM": 0.65, "MMMMAA": 0.55, "MMMMMM": 0.06}
+MACRO = {"AAMMMM": 0.56, "AMAMAM": 0.58, "MMAAMM": 0.64, "MMMMAA": 0.60, "MMMMMM": 0.05}
+
+
+def write_inputs(tmp_path, with_macro=True):
+    stored = tmp_path / "stored.json"
+    stored.write_text(json.dumps({"target": {"seeds": [0, 1], "tokens": 500_000, "to": "demo-4m",
+                                             "targets": {p: p * 2 for p in PATTERNS}, "losses": LOSSES}}))
+    out = tmp_path / "out"
+    out.mkdir()
+    cache = {"mad:cpu": {p: [{"seed": 0, "score": PLAIN[p], "seconds": 20.0, "direction": "maximize", "details": {
+        "accuracy": {"recall": PLAIN[p], "memorization": 1.0},
+        **({"macro_accuracy": {"recall": MACRO[p], "memorization": 1.0}, "macro_score": MACRO[p]}
+           if with_macro else {})}}] for p in PATTERNS}}
+    (out / "proxies.json").write_text(json.dumps(cache))
+    return ["--patterns", ",".join(PATTERNS), "--proxies", "mad:cpu", "--target-losses", str(stored),
+            "--n-boot", "300", "--out", str(out), "--json"]
+
+
+def test_macro_twin_is_paired_with_the_plain_score(tmp_path, capsys, load_benchmark):
+    script = load_benchmark("proxy_transfer")
+    assert script.main(write_inputs(tmp_path)) == 0
+    result = json.loads(capsys.readouterr().out)
+    rows = {row["proxy"]: row for row in result["proxies"]}
+    assert {"mad:cpu", "mad:cpu macro", "mad:cpu [recall]", "mad:cpu macro [recall]"} <= set(rows)
+    per_seed = [LOSSES[p] for p in PATTERNS]
+    paired = compare_rank_correlations({"mad:cpu": [PLAIN[p] for p in PATTERNS],
+                                        "mad:cpu macro": [MACRO[p] for p in PATTERNS]},
+                                       per_seed, reference="mad:cpu", n_boot=300)
+    assert rows["mad:cpu macro"]["diff_vs_peer"] == pytest.approx(paired["mad:cpu macro"]["diff_vs_reference"])
+    assert rows["mad:cpu macro"]["diff_vs_peer_ci"] == pytest.approx(paired["mad:cpu macro"]["diff_ci"])
+    assert rows["mad:cpu macro"]["spearman"] != rows["mad:cpu"]["spearman"]
+    assert result["proxy_scores"]["mad:cpu macro"] == {p: [MACRO[p]] for p in PATTERNS}
+    assert result["target"]["losses_from"].endswith("stored.json")
+
+
+def test_caches_without_macro_accuracy_get_no_macro_rows(tmp_path, capsys, load_benchmark):
+    script = load_benchmark("proxy_transfer")
+    assert script.main(write_inputs(tmp_path, with_macro=False)) == 0
+    names = [row["proxy"] for row in json.loads(capsys.readouterr().out)["proxies"]]
+    assert "mad:cpu" in names and not any("macro" in name for name in names)
+
+
+def test_stored_targets_must_cover_the_patterns(tmp_path, load_benchmark):
+    script = load_benchmark("proxy_transfer")
+    argv = write_inputs(tmp_path)
+    with pytest.raises(ConfigError, match="no target losses for AMMMMM"):
+        script.main([*argv, "--patterns", "AAMMMM,AMMMMM,MMMMMM"])
+    (tmp_path / "stored.json").write_text("[]")
+    with pytest.raises(ConfigError, match="not a proxy_transfer result"):
+        script.main(argv)
