@@ -9,7 +9,8 @@ from typing import Any
 
 from composer.errors import ConfigError
 
-STRATEGIES = ("one-shot", "end-incremental", "middle-incremental")
+STRATEGIES = ("one-shot", "end-incremental", "middle-incremental", "successive-halving")
+DEFAULT_TARGET = "llama-3.2-1b"
 SAMPLERS = ("gp", "tpe", "random", "brute", "nsga2")
 OBJECTIVES = ("score", "kv", "tokens_per_s")
 PRECISIONS = ("auto", "fp32", "bf16")
@@ -19,7 +20,7 @@ PRECISIONS = ("auto", "fp32", "bf16")
 class SearchConfig:
     layers: int = 6  # searched layers per stage (the paper: 6 or 16)
     primitives: str = "AM"
-    strategy: str = "one-shot"
+    strategy: str = "one-shot"  # or incremental; successive-halving: rungs of rising budgets (search.fidelity)
     depth: int | None = None  # final depth of incremental strategies (default: 2 x layers)
     sampler: str | None = None  # default: gp (the paper's GP Bayesian optimisation); nsga2 for several objectives
     objectives: list[str] = field(default_factory=lambda: ["score"])  # + "kv" / "tokens_per_s": multi-objective
@@ -28,13 +29,15 @@ class SearchConfig:
     evaluator: str = "mad"  # mad | lm | recall | module:factory
     budget: str = "cpu"  # a named budget of the evaluator (smoke, cpu, gpu, ...)
     widths: str = "search-1m"  # preset whose widths candidates are trained at
-    target: str = "llama-3.2-1b"  # preset whose widths the KV-cache objective and reports use
+    target: str | None = None  # preset of the KV-cache objective and reports (default llama-3.2-1b); with
+    # successive-halving also the preset the last rung trains at (default: the ladder's own, e.g. demo-4m)
     data: str | None = None  # lm evaluator: text source (default: the offline corpus)
     tokenizer: str | None = None
     min_share: dict[str, float] = field(default_factory=dict)
     max_share: dict[str, float] = field(default_factory=dict)
     max_params: int | None = None  # non-embedding parameters at the search widths
     prune: bool = True  # stop unpromising trials early (single objective only)
+    known: bool = True  # enqueue Llama and the published layouts the primitives express first (search.known)
     precision: str = "auto"  # auto: bf16 where the device computes it natively (composer.precision), fp32, bf16
     compile: bool = False  # torch.compile each candidate
     workers: int = 1
@@ -65,8 +68,36 @@ class SearchConfig:
         from composer.pattern import parse_pattern
 
         parse_pattern(self.primitives)  # unknown symbols fail here, before anything is written to --out
-        if self.strategy != "one-shot" and self.final_depth <= self.layers:
+        if self.strategy == "successive-halving":
+            self._check_successive_halving()
+        elif self.strategy != "one-shot" and self.final_depth <= self.layers:
             raise ConfigError(f"depth ({self.final_depth}) must exceed layers ({self.layers}) for {self.strategy}")
+
+    def _check_successive_halving(self) -> None:
+        from search.fidelity import get_ladder
+
+        if self.evaluator != "lm":
+            raise ConfigError(f"successive-halving trains its rungs with the lm evaluator, not {self.evaluator!r}; "
+                              "add --evaluator lm")
+        if self.multi_objective:
+            raise ConfigError("successive-halving ranks by one score; drop --objectives")
+        get_ladder(self.budget)
+        if self.target is not None:
+            from composer.presets import get_preset
+
+            get_preset(self.target)
+
+    @property
+    def report_target(self) -> str:
+        """The preset whose widths the KV-cache objective and the reports use."""
+        if self.target:
+            return self.target
+        if self.strategy == "successive-halving":
+            from search.fidelity import get_ladder
+            from search.lm import get_lm_budget
+
+            return get_lm_budget(get_ladder(self.budget).rungs[-1].budget).extrapolate_to or self.widths
+        return DEFAULT_TARGET
 
     @property
     def sampler_name(self) -> str:

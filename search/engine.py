@@ -45,6 +45,9 @@ class Stage:
     space: SearchSpace
     trials: int
     study_name: str
+    # (pattern, user attributes) enqueued before the sampler proposes: known layouts, or a rung's promoted patterns
+    first: tuple[tuple[str, dict], ...] = ()
+    only_first: bool = False  # train exactly the enqueued patterns, never a sampled one (a rung's promotions)
 
 
 def make_sampler(config: SearchConfig, space: SearchSpace, worker: int = 0) -> optuna.samplers.BaseSampler:
@@ -79,7 +82,7 @@ def directions(config: SearchConfig, evaluator: Evaluator) -> list[str]:
 
 def stages_of(config: SearchConfig, best_so_far: str = "") -> list[tuple[int, int]]:
     """(stage index, searched layers) of every stage of the strategy."""
-    if config.strategy == "one-shot":
+    if config.strategy in ("one-shot", "successive-halving"):  # halving's later rungs: search.fidelity
         return [(0, config.layers)]
     n = math.ceil(config.final_depth / config.layers)
     return [(k, min(config.layers, config.final_depth - k * config.layers)) for k in range(n)]
@@ -110,7 +113,8 @@ def failed_before(history: list[FrozenTrial], pattern: str, exclude: int) -> Fro
     """An earlier trial in which ``pattern`` failed (training is deterministic: it would fail again)."""
     for trial in history:
         attrs = trial.user_attrs
-        if trial.number != exclude and attrs.get("pattern") == pattern and "fail_reason" in attrs:
+        if (trial.number != exclude and attrs.get("pattern") == pattern and "fail_reason" in attrs
+                and "worker_died" not in attrs):  # a killed worker says nothing about the pattern: retrain it
             return trial
     return None
 
@@ -134,7 +138,7 @@ def worst_score(history: list[FrozenTrial], direction: str) -> float | None:
 
 def make_objective(config: SearchConfig, stage: Stage, evaluator: Evaluator, study: optuna.Study) -> Callable:
     widths = get_preset(config.widths).arch
-    target = get_preset(config.target).arch
+    target = get_preset(config.report_target).arch
     # Optuna's GPSampler fits completed trials only: a pruned or skipped point would be proposed again and again.
     # For it, a pruned trial completes with the partial score it was stopped at and a constraint violation with
     # the worst score so far; both are flagged and kept off the leaderboard.
@@ -174,7 +178,7 @@ def make_objective(config: SearchConfig, stage: Stage, evaluator: Evaluator, stu
         cached = scored_trial(history, pattern, exclude=trial.number)
         if cached is not None:
             trial.set_user_attr("cached_from", cached.number)
-            for key in ("score", "details", "seconds", "tokens_per_s"):
+            for key in ("score", "details", "seconds", "tokens_per_s", "lr"):
                 if key in cached.user_attrs:
                     trial.set_user_attr(key, cached.user_attrs[key])
             return cached.values if config.multi_objective else cached.value
@@ -199,6 +203,8 @@ def make_objective(config: SearchConfig, stage: Stage, evaluator: Evaluator, stu
             return fail(f"non-finite score {result.score}", ValueError(f"non-finite score for {pattern}"))
         trial.set_user_attr("score", result.score)
         trial.set_user_attr("details", result.details)
+        if isinstance(result.details.get("lr"), (int, float)):  # the rate it was scored at: transfer starts there
+            trial.set_user_attr("lr", float(result.details["lr"]))
         trial.set_user_attr("seconds", result.seconds)
         values = [result.score]
         for name in config.objectives[1:]:
@@ -241,6 +247,8 @@ def run_worker(config: SearchConfig, stage: Stage, worker: int, callbacks: list 
     study = open_study(config, stage, evaluator, worker)
     with StudyLock(worker_lock_path(config.storage, config.out)) as lock:
         reap_dead_workers(study, alone=lock.alone, grace_s=GRACE_S)
+        for pattern, attrs in stage.first:  # once: a resumed study already holds them
+            study.enqueue_trial(stage.space.params_of(pattern), user_attrs=attrs, skip_if_exists=True)
         lock.share()
         budget = EvaluationBudget(stage.trials, max_trials_for(stage.trials, stage.space.size), on_bound=on_bound)
         if budget.done(study):
@@ -252,8 +260,16 @@ def run_worker(config: SearchConfig, stage: Stage, worker: int, callbacks: list 
             make_objective(config, stage, evaluator, study),
             timeout=timeout,
             catch=(Exception,),
-            callbacks=[budget, WandbTrialLogger(config, stage.study_name), *(callbacks or [])],
+            callbacks=[budget, *([stop_when_queue_empty] if stage.only_first else []),
+                       WandbTrialLogger(config, stage.study_name), *(callbacks or [])],
         )
+
+
+def stop_when_queue_empty(study: optuna.Study, trial: FrozenTrial) -> None:
+    """Optuna callback for a stage that trains only its enqueued patterns: stop once none is waiting (a pattern
+    that failed is recorded, not replaced by a sampled one)."""
+    if not study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
+        study.stop()
 
 
 def _worker_main(config: SearchConfig, stage: Stage, worker: int, threads: int, deadline: float | None) -> None:

@@ -2,8 +2,8 @@
 
 * ``mad`` (default, the paper's winning proxy): mean test accuracy over MAD synthetic tasks, trained at the
   search widths (``search.mad``). Higher is better.
-* ``lm``: validation loss after a fixed token budget on a text source, through the training engine. Lower is
-  better.
+* ``lm``: validation loss after a fixed token budget on a text source, through the training engine, at the best
+  of a small grid of learning rates per candidate (``search.lm``). Lower is better.
 * ``recall``: mean accuracy of Zoology's multi-query associative recall over sequence lengths up to 1,024 (more
   on GPU), with the key-value pairs growing with the length (``search.recall``). Higher is better.
 
@@ -16,30 +16,12 @@ Both built-in evaluators take ``precision`` (``auto``: bf16 where the device com
 
 from __future__ import annotations
 
-import tempfile
-import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from composer.errors import ConfigError
-
-Report = Callable[[int, float], None]
-
-
-@dataclass(frozen=True)
-class Evaluation:
-    score: float
-    details: dict[str, Any] = field(default_factory=dict)
-    seconds: float = 0.0
-
-
-class Evaluator(Protocol):
-    name: str
-    direction: str  # "maximize" or "minimize"
-    budget: str
-
-    def __call__(self, pattern: str, seed: int, report: Report) -> Evaluation: ...
+from search.evaluation import Evaluation, Evaluator, Report
+from search.lm import LM_BUDGETS, LanguageModelEvaluator  # re-exported: their home is search.lm
 
 
 class MadEvaluator:
@@ -68,67 +50,12 @@ class MadEvaluator:
         budget = BUDGETS[self.budget]
         result = evaluate_pattern(pattern, widths=self.widths, tasks=budget.tasks, budget=budget, seed=seed,
                                   report=report, precision=self.precision, compile=self.compile)
-        return Evaluation(score=result.score, details={"accuracy": dict(result.accuracies)}, seconds=result.seconds)
+        return Evaluation(score=result.score, details=result.details(), seconds=result.seconds)
 
 
-_TRAIN_PRECISION = {"auto": "auto", "fp32": "32-true", "bf16": "bf16-mixed"}  # evaluator name -> Lightning's
-LM_BUDGETS = {
-    # name: (training tokens, sequence length, global batch)
-    "smoke": (40_000, 128, 8),
-    "cpu": (400_000, 128, 16),
-    "gpu": (50_000_000, 1024, 64),
-}
 
-
-class LanguageModelEvaluator:
-    """Validation loss of the pattern after ``tokens`` training tokens on ``data`` (the training engine)."""
-
-    name = "lm"
-    direction = "minimize"
-
-    def __init__(self, budget: str = "cpu", widths: str = "search-1m", data: str | None = None,
-                 tokenizer: str | None = None, precision: str = "auto", compile: bool = False) -> None:
-        from composer.training import TrainConfig
-        from composer.training.run import resolve_precision
-
-        if budget not in LM_BUDGETS:
-            raise ConfigError(f"unknown LM budget {budget!r}; choose one of: {', '.join(LM_BUDGETS)}")
-        if precision not in _TRAIN_PRECISION:
-            raise ConfigError(f"precision must be one of {', '.join(_TRAIN_PRECISION)}, got {precision!r}")
-        self.budget = budget
-        self.widths = widths
-        self.data = data
-        self.tokenizer = tokenizer
-        resolved = resolve_precision(TrainConfig(precision=_TRAIN_PRECISION[precision]))
-        self.precision = "bf16" if resolved.startswith("bf16") else "fp32"
-        self.compile = compile
-
-    def __call__(self, pattern: str, seed: int, report: Report) -> Evaluation:
-        import math
-
-        from composer.training import TrainConfig, train
-
-        tokens, seq_len, batch = LM_BUDGETS[self.budget]
-        started = time.perf_counter()
-        with tempfile.TemporaryDirectory(prefix="composer-lm-eval-") as out:
-            summary = train(
-                TrainConfig(
-                    arch=pattern, preset=self.widths, data=self.data, tokenizer=self.tokenizer, tokens=tokens,
-                    seq_len=seq_len, batch_size=batch, seed=seed, wandb="off", out=out, val_batches=20,
-                    checkpoint_interval=10**9, keep_checkpoints=1, precision=_TRAIN_PRECISION[self.precision],
-                    compile=self.compile,
-                )
-            )
-        loss = summary["val_loss"]
-        if loss is None or not math.isfinite(loss):
-            from search.mad import CandidateFailed
-
-            raise CandidateFailed(f"validation loss is {loss}")
-        return Evaluation(
-            score=loss,
-            details={"val_ppl": summary["val_ppl"], "tokens_per_s": summary["tokens_per_s"]},
-            seconds=time.perf_counter() - started,
-        )
+__all__ = ["LM_BUDGETS", "Evaluation", "Evaluator", "LanguageModelEvaluator", "MadEvaluator", "Report",
+           "make_evaluator"]
 
 
 def make_evaluator(name: str, budget: str, widths: str, data: str | None = None,

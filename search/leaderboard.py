@@ -19,8 +19,13 @@ def attention_share(pattern: str) -> float:
     return sum("A" in token for token in tokens) / len(tokens)
 
 
-def leaderboard(study: optuna.Study, maximize: bool) -> list[dict[str, Any]]:
-    """Completed, trained trials (cached repeats folded into their original), sorted by score."""
+def leaderboard(study: optuna.Study, maximize: bool, known: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    """Completed, trained trials (cached repeats folded into their original), sorted by score.
+
+    ``known`` maps a known layout's pattern to its name (``search.known``); a row's ``known`` is that name (also
+    when the sampler proposed the layout itself) or None for a new pattern. ``lr`` is the learning rate the
+    evaluator chose for the pattern (None for evaluators without one)."""
+    known = known or {}
     pareto = set()
     if len(study.directions) > 1:
         pareto = {t.number for t in study.best_trials}
@@ -38,6 +43,8 @@ def leaderboard(study: optuna.Study, maximize: bool) -> list[dict[str, Any]]:
             "non_embedding_params": attrs.get("non_embedding_params"),
             "attention_share": attention_share(pattern),
             "kv_cache_bytes_per_token": attrs.get("kv_cache_bytes_per_token"),
+            "known": known.get(pattern) or attrs.get("known"),
+            "lr": attrs.get("lr"),
             "trial": trial.number,
             "seconds": attrs.get("seconds"),
             "details": attrs.get("details", {}),
@@ -83,20 +90,21 @@ def failures(study: optuna.Study) -> list[dict[str, Any]]:
 def write_leaderboard(rows: list[dict[str, Any]], out: Path, extra: dict[str, Any]) -> None:
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_json(out / "leaderboard.json", rows)
-    columns = ["rank", "pattern", "compact", "score", "params", "non_embedding_params", "attention_share",
-               "kv_cache_bytes_per_token", "trial", "seconds"]
+    columns = ["rank", "pattern", "compact", "score", "known", "lr", "params", "non_embedding_params",
+               "attention_share", "kv_cache_bytes_per_token", "trial", "seconds"]
     atomic_write_csv(out / "leaderboard.csv", rows, columns)
     best = {**rows[0], **extra} if rows else {"pattern": None, **extra}
     atomic_write_json(out / "best.json", best)
 
 
 def format_table(rows: list[dict[str, Any]], limit: int = 10) -> str:
-    header = f"{'rank':>4}  {'pattern':<20} {'score':>8}  {'params':>9}  {'attn':>5}  trial"
+    header = f"{'rank':>4}  {'pattern':<20} {'score':>8}  {'lr':>7}  {'params':>9}  {'attn':>5}  trial  known"
     lines = [header]
     for row in rows[:limit]:
         pattern = row["pattern"] if len(row["pattern"]) <= 20 else row["compact"][:20]
+        lr = f"{row['lr']:.0e}" if isinstance(row.get("lr"), (int, float)) else "-"
         lines.append(
-            f"{row['rank']:>4}  {pattern:<20} {row['score']:>8.4f}  {row['params'] or 0:>9,}  "
-            f"{row['attention_share']:>5.2f}  {row['trial']}"
+            f"{row['rank']:>4}  {pattern:<20} {row['score']:>8.4f}  {lr:>7}  {row['params'] or 0:>9,}  "
+            f"{row['attention_share']:>5.2f}  {row['trial']:>5}  {row.get('known') or 'new'}"
         )
     return "\n".join(lines)

@@ -46,7 +46,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from composer.errors import ConfigError
-from search.evaluators import Evaluation, Report
+from search.evaluation import Evaluation, Report
 
 DEFAULT_KV_RATIO = 16  # one key-value pair per 16 tokens: 4 pairs at 64 tokens, 64 at 1,024
 

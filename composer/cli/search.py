@@ -13,7 +13,9 @@ FLAGS = {
     "layers": (int, "searched layers (default 6; the paper also uses 16)"),
     "primitives": (str, "layer tokens a layer may be (default AM; e.g. \"AMS[AS]\" adds Mamba-2 and a "
                         "parallel A+S layer)"),
-    "strategy": (str, "one-shot (default), end-incremental or middle-incremental"),
+    "strategy": (str, "one-shot (default), end-incremental, middle-incremental, or successive-halving (with "
+                      "--evaluator lm: rungs of rising tokens, the last at the target; --budget names the ladder: "
+                      "smoke, cpu, gpu)"),
     "depth": (int, "final depth of incremental strategies (default 2 x --layers)"),
     "sampler": (str, "gp (default, Bayesian optimisation), tpe, random, brute, nsga2 (default with 2+ objectives)"),
     "objectives": (str, "comma-separated: score[,kv][,tokens_per_s] (kv: KV-cache bytes at --target widths)"),
@@ -23,7 +25,8 @@ FLAGS = {
                        "over lengths 64-1,024)"),
     "budget": (str, "named evaluation budget: smoke, cpu (default), gpu, ..."),
     "widths": (str, "preset whose widths candidates train at (default search-1m)"),
-    "target": (str, "preset for the KV-cache objective and reports (default llama-3.2-1b)"),
+    "target": (str, "preset for the KV-cache objective and reports (default llama-3.2-1b); with "
+                    "successive-halving, the preset its last rung trains at (default: the ladder's, e.g. demo-4m)"),
     "data": (str, "lm evaluator: text source (default: the offline corpus)"),
     "tokenizer": (str, "lm evaluator: tokenizer (default: the offline byte tokenizer)"),
     "min_share": (str, "minimum shares per primitive, e.g. A=0.2"),
@@ -55,6 +58,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         "cpu-budget candidate trains)")
     parser.add_argument("--no-prune", dest="prune", action="store_false", default=None,
                         help="do not stop unpromising trials early")
+    parser.add_argument("--no-known", dest="known", action="store_false", default=None,
+                        help="do not start with Llama and the published layouts the primitives can express")
     parser.add_argument("--json", action="store_true", help="print the leaderboard as JSON")
     parser.set_defaults(handler=run)
 
@@ -79,6 +84,7 @@ def run(args: argparse.Namespace) -> int:
     given = {name: getattr(args, name) for name in FLAGS}
     given["prune"] = args.prune
     given["compile"] = args.compile
+    given["known"] = args.known
     given["min_share"] = parse_shares(args.min_share, "min-share")
     given["max_share"] = parse_shares(args.max_share, "max-share")
     if args.recipe:

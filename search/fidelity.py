@@ -1,0 +1,85 @@
+"""Successive halving: every candidate gets a cheap budget, the best go on to more tokens, finalists train at the target.
+
+Why: the cheap proxies do not rank the target (``docs/evidence.md``: MAD's score against the ``demo-4m`` target,
+Spearman -0.05 [-0.85, +0.68]). Only training at the target ranks the target, and that is too dear for every
+candidate. A ladder of rungs spends the target's budget on a few finalists, chosen by ever dearer rungs, so the
+search's final ranking is a ranking at the target for the patterns that reach it.
+
+A *ladder* (``--strategy successive-halving --budget NAME``) is a list of ``lm`` budgets (``search.lm``), each with
+the number of candidates it keeps:
+
+* rung 0 is the ordinary search: ``--trials`` candidates proposed by the sampler (known layouts first,
+  ``search.known``), each trained at the rung's budget and its grid of rates;
+* rung k > 0 trains the best ``keep`` patterns of rung k - 1 at its own budget. The best *known* layout of the
+  rung below is always promoted as well (the floor: the final ranking always holds a known layout);
+* the last rung's budget grows each pattern to the target's size (``extrapolate_to``, or ``--target`` when one is
+  named) and trains it there with the target's token budget.
+
+Why an explicit scheduler rather than Optuna's ``SuccessiveHalvingPruner``/``HyperbandPruner``: the pruners stop
+one training run at intermediate reports, but the last rung is a different model (the pattern stacked to the
+target's widths), and with one worker ASHA promotes the first trials before any comparison exists. Synchronous
+halving over finished rungs is the textbook algorithm, and it resumes exactly: each rung is an Optuna study
+(``<study>-rung<k>``) in the same storage, promotions are recomputed from the finished rung below, and a finished
+pattern is never trained again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from composer.errors import ConfigError
+from search.lm import get_lm_budget
+
+
+@dataclass(frozen=True)
+class Rung:
+    budget: str  # an lm budget's name (search.lm.LM_BUDGETS)
+    keep: int | None  # candidates promoted into this rung; None for rung 0 (every candidate)
+
+
+@dataclass(frozen=True)
+class Ladder:
+    name: str
+    rungs: tuple[Rung, ...]
+    description: str
+
+    def __post_init__(self) -> None:
+        if not self.rungs or self.rungs[0].keep is not None or any(r.keep is None or r.keep < 1 for r in self.rungs[1:]):
+            raise ConfigError(f"ladder {self.name!r}: rung 0 keeps every candidate, later rungs a positive number")
+        for rung in self.rungs:
+            get_lm_budget(rung.budget)
+
+
+LADDERS: dict[str, Ladder] = {ladder.name: ladder for ladder in (
+    Ladder("smoke", (Rung("rung-smoke-0", None), Rung("rung-smoke-1", 2)),
+           "plumbing check: a tiny rung 0, the best 2 (+ the best known layout) at the tiny preset"),
+    Ladder("cpu", (Rung("rung-cpu-0", None), Rung("rung-cpu-1", 8), Rung("rung-cpu-2", 3)),
+           "about an hour on 2 CPU cores with 24 trials: 100K tokens at search-1m for all, 400K for the best 8, "
+           "then the best 3 (+ the best known layout) stacked to demo-4m for 500K tokens; two rates per rung"),
+    Ladder("gpu", (Rung("rung-gpu-0", None), Rung("rung-gpu-1", 8), Rung("rung-gpu-2", 3)),
+           "one GPU (untested): 5M tokens for all, 25M for the best 8, the best 3 (+ the best known layout) at "
+           "llama-350m widths for 200M tokens, 2 seeds"),
+)}
+
+
+def get_ladder(name: str) -> Ladder:
+    try:
+        return LADDERS[name]
+    except KeyError:
+        raise ConfigError(f"unknown successive-halving budget {name!r}; choose one of: {', '.join(LADDERS)}") from None
+
+
+def rung_budget(ladder: Ladder, index: int, target: str | None) -> str:
+    """The lm budget name rung ``index`` trains at; the last rung at ``target`` when one is named."""
+    name = ladder.rungs[index].budget
+    return f"{name}@{target}" if target and index == len(ladder.rungs) - 1 else name
+
+
+def promote(rows: list[dict], keep: int) -> list[dict]:
+    """The rows that go on to the next rung: the best ``keep`` (``rows`` is a leaderboard, best first), and the
+    best known layout when it is not among them."""
+    chosen = list(rows[:keep])
+    known = next((row for row in rows if row.get("known")), None)
+    if known is not None and known not in chosen:
+        chosen.append(known)
+    return chosen

@@ -1,0 +1,193 @@
+"""The ``lm`` evaluator: validation loss after a token budget of language modelling, at a rate that suits the pattern.
+
+Why a grid of learning rates per candidate: with one shared rate a proxy ranks how well each pattern tolerates
+that rate, not the pattern (``docs/recall.md``: one rate turned attention's recall from 1.00 into 0.02;
+``docs/evidence.md``: the matched Llama went from unstable to best once it had its own rate). Every candidate
+therefore trains once at each rate of its budget's ``lrs``, at the first seed; the rate with the lowest validation
+loss is its rate (a diverged rate is recorded and never chosen; a tie goes to the lower rate), and any further
+``seeds`` train at that rate. The score is the mean validation loss over the seeds at the chosen rate, and
+``details`` keeps ``lr`` (carried into ``composer transfer`` and ``composer pipeline`` as the pattern's starting
+rate), every rate's loss (``lr_sweep``) and every seed's loss (``losses``).
+
+A budget may train at other widths than the search's: ``extrapolate_to`` grows the searched pattern to a preset
+with the project's extrapolator (stacking a 6-layer pattern to ``demo-4m``'s size, as ``composer transfer`` does),
+so the last rung of a successive-halving search (``search.fidelity``) ranks its finalists at the target.
+
+Every run scores the same held-out text: the validation split does not depend on the training seed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import tempfile
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from composer.errors import ComposerRunError, ConfigError
+from search.evaluation import Evaluation, Report
+
+_TRAIN_PRECISION = {"auto": "auto", "fp32": "32-true", "bf16": "bf16-mixed"}  # evaluator name -> Lightning's
+
+
+@dataclass(frozen=True)
+class LMBudget:
+    """Tokens, sequence length, global batch, learning rates and seeds of one ``lm`` evaluation."""
+
+    name: str
+    tokens: int
+    seq_len: int
+    batch_size: int
+    lrs: tuple[float, ...]
+    seeds: int = 1  # seeds trained at the chosen rate (the first one also chooses it)
+    extrapolate_to: str | None = None  # a preset: train the pattern grown to its size, at its widths
+    val_tokens: int | None = 65_536  # held-out tokens of the final score (the same text for every run)
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        try:
+            lrs = tuple(float(lr) for lr in self.lrs)
+        except (TypeError, ValueError):
+            raise ConfigError(f"lm budget {self.name!r}: lrs must be learning rates such as [1e-3, 3e-3], "
+                              f"got {self.lrs!r}") from None
+        if not lrs or any(not lr > 0 for lr in lrs) or len(set(lrs)) != len(lrs):
+            raise ConfigError(f"lm budget {self.name!r}: lrs must be distinct positive rates, got {list(self.lrs)}")
+        object.__setattr__(self, "lrs", tuple(sorted(lrs)))
+        if self.tokens < self.seq_len * self.batch_size:
+            raise ConfigError(f"lm budget {self.name!r}: {self.tokens:,} tokens is less than one step of "
+                              f"{self.batch_size} x {self.seq_len}")
+        if not isinstance(self.seeds, int) or self.seeds < 1:
+            raise ConfigError(f"lm budget {self.name!r}: seeds must be a positive integer, got {self.seeds!r}")
+
+    @property
+    def runs(self) -> int:
+        """Training runs per candidate: one per rate, plus the further seeds at the chosen rate."""
+        return len(self.lrs) + self.seeds - 1
+
+
+LM_BUDGETS: dict[str, LMBudget] = {budget.name: budget for budget in (
+    LMBudget("smoke", 40_000, 128, 8, (3e-3,), description="plumbing check: 40K tokens at one rate"),
+    LMBudget("cpu", 400_000, 128, 16, (1e-3, 3e-3),
+             description="400K tokens at lr 1e-3 and 3e-3 (about 1-3 minutes per candidate on 2 CPU cores)"),
+    LMBudget("gpu", 50_000_000, 1024, 64, (1e-3, 3e-3, 6e-3), description="50M tokens at lr 1e-3, 3e-3, 6e-3"),
+    # the rungs of successive halving (search.fidelity): rising tokens, the last at the target's size
+    LMBudget("rung-smoke-0", 8_192, 64, 8, (3e-3,), val_tokens=4_096, description="smoke ladder, rung 0"),
+    LMBudget("rung-smoke-1", 16_384, 64, 8, (1e-3, 3e-3), val_tokens=4_096, extrapolate_to="tiny",
+             description="smoke ladder, last rung at the tiny preset"),
+    LMBudget("rung-cpu-0", 100_000, 128, 8, (1e-3, 3e-3), description="cpu ladder, rung 0: 100K tokens, search-1m"),
+    LMBudget("rung-cpu-1", 400_000, 128, 16, (1e-3, 3e-3), description="cpu ladder, rung 1: 400K tokens, search-1m"),
+    LMBudget("rung-cpu-2", 500_000, 128, 16, (1e-3, 2e-3), extrapolate_to="demo-4m",
+             description="cpu ladder, last rung: stacked to demo-4m, 500K tokens (the transfer's target budget)"),
+    LMBudget("rung-gpu-0", 5_000_000, 1024, 32, (1e-3, 3e-3), description="gpu ladder, rung 0: 5M tokens"),
+    LMBudget("rung-gpu-1", 25_000_000, 1024, 32, (1e-3, 3e-3), description="gpu ladder, rung 1: 25M tokens"),
+    LMBudget("rung-gpu-2", 200_000_000, 2048, 64, (3e-4, 1e-3, 2e-3), seeds=2, extrapolate_to="llama-350m",
+             val_tokens=1_048_576, description="gpu ladder, last rung: llama-350m widths, 200M tokens, 2 seeds"),
+)}
+
+
+def get_lm_budget(budget: str | LMBudget) -> LMBudget:
+    """A named budget; ``NAME@PRESET`` is that budget trained at PRESET's size (a ladder's last rung at the
+    search's ``--target``)."""
+    if isinstance(budget, LMBudget):
+        return budget
+    name, _, target = str(budget).partition("@")
+    if name not in LM_BUDGETS:
+        raise ConfigError(f"unknown LM budget {name!r}; choose one of: {', '.join(LM_BUDGETS)}")
+    if not target:
+        return LM_BUDGETS[name]
+    from composer.presets import get_preset
+
+    get_preset(target)  # an unknown preset is one clear error here, not a failed trial
+    return dataclasses.replace(LM_BUDGETS[name], name=str(budget), extrapolate_to=target)
+
+
+def choose_rate(losses: dict[float, float | None]) -> float | None:
+    """The rate with the lowest finite validation loss (the lower rate on a tie), or None if every rate diverged."""
+    finite = [(loss, lr) for lr, loss in losses.items() if loss is not None and math.isfinite(loss)]
+    return min(finite)[1] if finite else None
+
+
+class LanguageModelEvaluator:
+    """Validation loss of the pattern after the budget's tokens on ``data``, at the best of the budget's rates."""
+
+    name = "lm"
+    direction = "minimize"
+
+    def __init__(self, budget: str | LMBudget = "cpu", widths: str = "search-1m", data: str | None = None,
+                 tokenizer: str | None = None, precision: str = "auto", compile: bool = False) -> None:
+        from composer.training import TrainConfig
+        from composer.training.run import resolve_precision
+
+        self.spec = get_lm_budget(budget)
+        if precision not in _TRAIN_PRECISION:
+            raise ConfigError(f"precision must be one of {', '.join(_TRAIN_PRECISION)}, got {precision!r}")
+        self.budget = self.spec.name
+        self.widths = self.spec.extrapolate_to or widths
+        self.search_widths = widths
+        self.data = data
+        self.tokenizer = tokenizer
+        resolved = resolve_precision(TrainConfig(precision=_TRAIN_PRECISION[precision]))
+        self.precision = "bf16" if resolved.startswith("bf16") else "fp32"
+        self.compile = compile
+
+    def trained_pattern(self, pattern: str) -> str:
+        """What is trained for ``pattern``: itself, or grown to ``extrapolate_to``'s size (stacked)."""
+        if self.spec.extrapolate_to is None:
+            return pattern
+        from scaling.extrapolate import extrapolate
+
+        return extrapolate(pattern, self.spec.extrapolate_to, method="auto").pattern
+
+    def train_once(self, pattern: str, lr: float, seed: int) -> tuple[float | None, float | None]:
+        """One run's final validation loss (None when it diverged) and training tokens/s."""
+        from composer.training import TrainConfig, train
+
+        spec = self.spec
+        with tempfile.TemporaryDirectory(prefix="composer-lm-eval-") as out:
+            try:
+                summary = train(TrainConfig(
+                    arch=pattern, preset=self.widths, data=self.data, tokenizer=self.tokenizer, tokens=spec.tokens,
+                    seq_len=spec.seq_len, batch_size=spec.batch_size, lr=lr, seed=seed, wandb="off", out=out,
+                    val_batches=20, val_tokens=spec.val_tokens, log_interval=10**9, checkpoint_interval=10**9, keep_checkpoints=1,
+                    precision=_TRAIN_PRECISION[self.precision], compile=self.compile,
+                ))
+            except ComposerRunError as err:
+                if "diverged" in str(err):
+                    return None, None
+                raise
+        loss = summary["val_loss"]
+        return (loss if loss is not None and math.isfinite(loss) else None), summary.get("tokens_per_s")
+
+    def __call__(self, pattern: str, seed: int, report: Report) -> Evaluation:
+        from search.mad import CandidateFailed
+
+        started = time.perf_counter()
+        trained = self.trained_pattern(pattern)
+        runs = {lr: self.train_once(trained, lr, seed) for lr in self.spec.lrs}
+        sweep = {lr: loss for lr, (loss, _) in runs.items()}
+        lr = choose_rate(sweep)
+        if lr is None:
+            rates = ", ".join(f"{rate:g}" for rate in sweep)
+            raise CandidateFailed(f"training diverged at every learning rate ({rates})")
+        losses = {seed: sweep[lr]}
+        for extra in range(seed + 1, seed + self.spec.seeds):
+            losses[extra] = self.train_once(trained, lr, extra)[0]
+        finite = [loss for loss in losses.values() if loss is not None]
+        if len(finite) < len(losses):
+            raise CandidateFailed(f"training diverged at lr {lr:g} for seed(s) "
+                                  f"{', '.join(str(s) for s, v in losses.items() if v is None)}")
+        score = math.fsum(finite) / len(finite)
+        details: dict[str, Any] = {
+            "lr": lr, "val_ppl": math.exp(score), "tokens_per_s": runs[lr][1],
+            "tokens": self.spec.tokens, "widths": self.widths,
+        }
+        if len(self.spec.lrs) > 1:
+            details["lr_sweep"] = {f"{rate:g}": loss for rate, loss in sweep.items()}
+            if len(self.spec.lrs) > 2 and lr in (self.spec.lrs[0], self.spec.lrs[-1]):
+                details["lr_at_edge"] = True
+        if self.spec.seeds > 1:
+            details["losses"] = {str(s): v for s, v in losses.items()}
+        if trained != pattern:
+            details["trained_pattern"] = trained
+        return Evaluation(score=score, details=details, seconds=time.perf_counter() - started)

@@ -1,0 +1,84 @@
+"""The ``lm`` evaluator: a learning rate per candidate, seeds at the chosen rate, training at the target's size."""
+
+from __future__ import annotations
+
+import pytest
+
+from composer.errors import ConfigError
+from search.lm import LM_BUDGETS, LanguageModelEvaluator, LMBudget, choose_rate
+from search.mad import CandidateFailed
+
+TINY = LMBudget("test", tokens=4_096, seq_len=32, batch_size=8, lrs=(1e-3, 1e-2), val_tokens=2_048)
+
+
+def _no_report(step, value):
+    raise AssertionError("the lm evaluator has no intermediate values to report")
+
+
+def test_choose_rate_takes_the_lowest_finite_loss_and_the_lower_rate_on_a_tie():
+    assert choose_rate({1e-3: 2.0, 3e-3: 1.5, 1e-2: None}) == 3e-3
+    assert choose_rate({1e-3: 1.5, 3e-3: 1.5}) == 1e-3
+    assert choose_rate({1e-3: float("nan"), 3e-3: None}) is None
+
+
+def test_budgets_refuse_bad_rates_and_seeds():
+    with pytest.raises(ConfigError, match="distinct positive"):
+        LMBudget("bad", 4_096, 32, 8, (1e-3, 1e-3))
+    with pytest.raises(ConfigError, match="seeds"):
+        LMBudget("bad", 4_096, 32, 8, (1e-3,), seeds=0)
+    with pytest.raises(ConfigError, match="unknown LM budget"):
+        LanguageModelEvaluator("nope")
+    assert LM_BUDGETS["cpu"].lrs == (1e-3, 3e-3)
+
+
+def test_every_rate_trains_and_the_score_is_the_best_rates_real_run():
+    evaluator = LanguageModelEvaluator(TINY, widths="tiny", precision="fp32")
+    result = evaluator("AMAM", 0, _no_report)
+    sweep = result.details["lr_sweep"]
+    assert set(sweep) == {"0.001", "0.01"}
+    best_rate = min(sweep, key=sweep.get)
+    assert result.details["lr"] == float(best_rate)
+    assert result.score == pytest.approx(sweep[best_rate])
+    assert sweep["0.001"] != sweep["0.01"]  # the rates really trained differently
+
+
+def test_a_diverged_rate_is_recorded_and_never_chosen(monkeypatch):
+    evaluator = LanguageModelEvaluator(TINY, widths="tiny", precision="fp32")
+    losses = {1e-3: 2.5, 1e-2: None}
+    monkeypatch.setattr(evaluator, "train_once", lambda pattern, lr, seed: (losses[lr], 100.0))
+    result = evaluator("AMAM", 0, _no_report)
+    assert result.details["lr"] == 1e-3 and result.score == 2.5
+    assert result.details["lr_sweep"] == {"0.001": 2.5, "0.01": None}
+    losses[1e-3] = None
+    with pytest.raises(CandidateFailed, match="every learning rate"):
+        evaluator("AMAM", 0, _no_report)
+
+
+def test_further_seeds_train_at_the_chosen_rate_and_the_score_is_their_mean(monkeypatch):
+    spec = LMBudget("seeded", 4_096, 32, 8, (1e-3, 1e-2), seeds=3)
+    evaluator = LanguageModelEvaluator(spec, widths="tiny", precision="fp32")
+    calls = []
+
+    def fake(pattern, lr, seed):
+        calls.append((lr, seed))
+        return (1.0 + lr * 100 + seed * 0.1), 1.0
+
+    monkeypatch.setattr(evaluator, "train_once", fake)
+    result = evaluator("AMAM", 5, _no_report)
+    assert calls == [(1e-3, 5), (1e-2, 5), (1e-3, 6), (1e-3, 7)]
+    assert result.details["losses"] == {"5": pytest.approx(1.6), "6": pytest.approx(1.7), "7": pytest.approx(1.8)}
+    assert result.score == pytest.approx(1.7)
+
+
+def test_a_budget_with_a_target_trains_the_pattern_grown_to_the_targets_size(monkeypatch):
+    spec = LMBudget("target", 4_096, 32, 8, (1e-3,), extrapolate_to="demo-4m")
+    evaluator = LanguageModelEvaluator(spec, widths="search-1m", precision="fp32")
+    assert evaluator.widths == "demo-4m"
+    seen = []
+    monkeypatch.setattr(evaluator, "train_once", lambda pattern, lr, seed: (seen.append(pattern), (2.0, 1.0))[1])
+    result = evaluator("AAMMMM", 0, _no_report)
+    from scaling.extrapolate import extrapolate
+
+    grown = extrapolate("AAMMMM", "demo-4m", method="auto").pattern
+    assert seen == [grown] and len(grown) > 6
+    assert result.details["trained_pattern"] == grown
