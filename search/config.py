@@ -26,7 +26,7 @@ class SearchConfig:
     objectives: list[str] = field(default_factory=lambda: ["score"])  # + "kv" / "tokens_per_s": multi-objective
     trials: int = 20
     timeout: float | None = None  # seconds for the whole search
-    evaluator: str = "mad"  # mad | lm | recall | module:factory
+    evaluator: str = "lm"  # lm (default: ranks the target best, docs/search.md) | mad | recall | module:factory
     budget: str = "cpu"  # a named budget of the evaluator (smoke, cpu, gpu, ...)
     widths: str = "search-1m"  # preset whose widths candidates are trained at
     target: str | None = None  # preset of the KV-cache objective and reports (default llama-3.2-1b); with

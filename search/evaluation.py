@@ -12,6 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from composer.errors import ConfigError
+
 Report = Callable[[int, float], None]
 
 
@@ -28,3 +30,15 @@ class Evaluator(Protocol):
     budget: str
 
     def __call__(self, pattern: str, seed: int, report: Report) -> Evaluation: ...
+
+
+def checked_rates(lrs: Any, owner: str) -> tuple[float, ...]:
+    """A budget's learning-rate grid as distinct positive floats, in the order given; ``owner`` names the budget
+    in the one-line error (e.g. "recall lrs", "lm budget 'cpu': lrs")."""
+    try:
+        rates = tuple(float(lr) for lr in lrs)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{owner} must be a list of learning rates such as [1e-3, 3e-3], got {lrs!r}") from None
+    if not rates or any(not lr > 0 for lr in rates) or len(set(rates)) != len(rates):
+        raise ConfigError(f"{owner} must be distinct positive learning rates, got {list(lrs)}")
+    return rates

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from composer.errors import ComposerRunError, ConfigError
-from search.evaluation import Evaluation, Report
+from search.evaluation import Evaluation, Report, checked_rates
 
 _TRAIN_PRECISION = {"auto": "auto", "fp32": "32-true", "bf16": "bf16-mixed"}  # evaluator name -> Lightning's
 
@@ -46,14 +46,7 @@ class LMBudget:
     description: str = ""
 
     def __post_init__(self) -> None:
-        try:
-            lrs = tuple(float(lr) for lr in self.lrs)
-        except (TypeError, ValueError):
-            raise ConfigError(f"lm budget {self.name!r}: lrs must be learning rates such as [1e-3, 3e-3], "
-                              f"got {self.lrs!r}") from None
-        if not lrs or any(not lr > 0 for lr in lrs) or len(set(lrs)) != len(lrs):
-            raise ConfigError(f"lm budget {self.name!r}: lrs must be distinct positive rates, got {list(self.lrs)}")
-        object.__setattr__(self, "lrs", tuple(sorted(lrs)))
+        object.__setattr__(self, "lrs", tuple(sorted(checked_rates(self.lrs, f"lm budget {self.name!r}: lrs"))))
         if self.tokens < self.seq_len * self.batch_size:
             raise ConfigError(f"lm budget {self.name!r}: {self.tokens:,} tokens is less than one step of "
                               f"{self.batch_size} x {self.seq_len}")

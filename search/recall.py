@@ -46,7 +46,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from composer.errors import ConfigError
-from search.evaluation import Evaluation, Report
+from search.evaluation import Evaluation, Report, checked_rates
 
 DEFAULT_KV_RATIO = 16  # one key-value pair per 16 tokens: 4 pairs at 64 tokens, 64 at 1,024
 
@@ -72,14 +72,7 @@ class RecallBudget:
     def __post_init__(self) -> None:
         lengths = tuple(self.lengths)
         object.__setattr__(self, "lengths", lengths)
-        try:
-            lrs = tuple(float(lr) for lr in self.lrs)
-        except (TypeError, ValueError):
-            raise ConfigError(f"recall lrs must be a list of learning rates such as [1e-3, 3e-3], got "
-                              f"{self.lrs!r}") from None
-        if not lrs or any(not lr > 0 for lr in lrs) or len(set(lrs)) != len(lrs):
-            raise ConfigError(f"recall lrs must be distinct positive learning rates, got {list(self.lrs)}")
-        object.__setattr__(self, "lrs", lrs)
+        object.__setattr__(self, "lrs", checked_rates(self.lrs, "recall lrs"))
         if not lengths or any(not isinstance(n, int) or n < 4 or n % 2 for n in lengths):
             raise ConfigError(f"recall lengths must be even integers >= 4, got {list(lengths)}")
         if not isinstance(self.kv_ratio, int) or self.kv_ratio < 4:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shlex
@@ -28,9 +29,9 @@ def test_ci_runs_the_readme_test_command():
 def test_readme_setup_runs_the_main_job(tmp_path):
     """The set-up command ends with the main job, `composer search` on its embedded default.
 
-    The full default (20 candidates at the ``cpu`` MAD budget) takes minutes, so the test runs the same command
-    with the issue's smoke overrides (``--budget smoke --trials 4``): the same code path end to end, in about a
-    minute on 2 cores.
+    The full default (20 candidates at the ``cpu`` lm budget, two learning rates each) takes about half an hour, so
+    the test runs the same command with the smoke overrides (``--budget smoke --trials 4``): the same code path end
+    to end, in about a minute on 2 cores.
     """
     setup = fenced_blocks("bash")[0].strip()
     job = setup.split("&&")[-1].strip()
@@ -45,11 +46,13 @@ def test_readme_setup_runs_the_main_job(tmp_path):
     leaderboard = json.loads((out / "leaderboard.json").read_text())
     assert [row["rank"] for row in leaderboard] == [1, 2, 3, 4]
     assert len({row["pattern"] for row in leaderboard}) == 4, "4 distinct patterns scored"
-    scores = [row["score"] for row in leaderboard]
-    assert scores == sorted(scores, reverse=True) and all(0.0 <= s <= 1.0 for s in scores)
-    assert all(len(row["pattern"]) == 6 and row["params"] > 0 for row in leaderboard)
+    scores = [row["score"] for row in leaderboard]  # validation losses, lowest first, below uniform guessing
+    assert scores == sorted(scores) and all(0.0 < s < math.log(512) for s in scores)
+    assert all(len(row["pattern"]) == 6 and row["params"] > 0 and row["lr"] == 3e-3 for row in leaderboard)
+    assert {row["pattern"]: row["known"] for row in leaderboard if row["known"]} == \
+        {"AMAMAM": "llama", "AAMMMM": "composer-paper"}, "the known layouts are trained first"
     best = json.loads((out / "best.json").read_text())
-    assert best["pattern"] == leaderboard[0]["pattern"]
+    assert best["pattern"] == leaderboard[0]["pattern"] and best["answer"] in ("known", "new")
     for name in ("leaderboard.csv", "optimization_history.png", "score_vs_attention_share.png"):
         assert (out / name).stat().st_size > 0, name
     assert leaderboard[0]["pattern"] in result.stdout, "the leaderboard is printed"

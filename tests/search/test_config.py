@@ -21,7 +21,7 @@ def test_every_search_recipe_loads_with_an_existing_budget(recipe):
 
 def test_defaults_are_the_paper_setting():
     config = SearchConfig()
-    assert (config.layers, config.primitives, config.sampler_name, config.evaluator) == (6, "AM", "gp", "mad")
+    assert (config.layers, config.primitives, config.sampler_name, config.evaluator) == (6, "AM", "gp", "lm")
     assert SearchConfig(objectives="score,kv").sampler_name == "nsga2"
 
 
