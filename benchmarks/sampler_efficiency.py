@@ -207,7 +207,8 @@ def run_one(sampler: str, seed: int, layers: int, trials: int, ranked: list[str]
 
     with tempfile.TemporaryDirectory(prefix=f"composer-sampler-eff-{sampler}-", dir=tmp) as out:
         config = SearchConfig(layers=layers, primitives="AM", evaluator=EVALUATOR, budget="bench", sampler=sampler,
-                              trials=trials, seed=seed, prune=False, wandb="off", out=out)
+                              trials=trials, seed=seed, prune=False, wandb="off", out=out,
+                              known=False)  # the samplers' own work: no layout handed to them first
         started = time.perf_counter()
         try:
             with captured_stderr(Path(out) / "progress.log"):

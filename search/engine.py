@@ -253,6 +253,8 @@ def run_worker(config: SearchConfig, stage: Stage, worker: int, callbacks: list 
         budget = EvaluationBudget(stage.trials, max_trials_for(stage.trials, stage.space.size), on_bound=on_bound)
         if budget.done(study):
             return
+        if stage.only_first and not study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
+            return  # the other workers hold what is left of a rung's promotions: nothing to sample here
         timeout = None if deadline is None else max(1.0, deadline - time.time())
         from search.tracking import WandbTrialLogger
 

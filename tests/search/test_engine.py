@@ -192,7 +192,10 @@ def test_two_workers_share_one_storage(tmp_path, request, backend):
     [
         (["--sampler", "cmaes"], "sampler must be one of"),
         (["--strategy", "greedy"], "strategy must be one of"),
-        (["--budget", "huge"], "unknown MAD budget 'huge'"),
+        (["--budget", "huge"], "unknown LM budget 'huge'"),
+        (["--evaluator", "mad", "--budget", "huge"], "unknown MAD budget 'huge'"),
+        (["--strategy", "successive-halving", "--budget", "paper"], "unknown successive-halving budget 'paper'"),
+        (["--strategy", "successive-halving", "--evaluator", "mad"], "add --evaluator lm"),
         (["--evaluator", "nope:thing"], "cannot load evaluator"),
         (["--min-share", "A:0.5"], "--min-share expects SYMBOL=FRACTION"),
         (["--storage", "nonsense"], "neither a database URL"),
