@@ -41,6 +41,8 @@ except ImportError:  # Windows: no advisory locks, so unrecorded trials wait for
 HOST = socket.gethostname()
 # user attributes of a trial that mean "no training happened here"
 _NOT_EVALUATED = ("cached_from", "skip_reason", "worker_died")
+# what an enqueued trial was told (search.known, search.fidelity) and its retry must know too
+_CARRIED_ON_RETRY = ("known", "known_fit", "promoted_from")
 
 
 # -- sampler randomness ----------------------------------------------------------------------------------------
@@ -165,16 +167,20 @@ def reap_dead_workers(study: optuna.Study, requeue: bool = True, alone: bool = F
         why = _why_dead(trial, alone, grace_s)
         if why is None:
             continue
+        # an enqueued trial (a known layout, a rung's promotion) killed before it suggested its layers has its
+        # pattern only in Optuna's fixed_params: retry that too, or the pattern would be lost
+        params = trial.params or trial.system_attrs.get("fixed_params") or {}
         storage = study._storage  # Optuna's public API cannot fail another process's trial
         try:
             storage.set_trial_user_attr(trial._trial_id, "worker_died", f"{why} on {HOST}")
             storage.set_trial_user_attr(trial._trial_id, "fail_reason",
-                                        f"{why}; {'re-queued' if requeue and trial.params else 'not retried'}")
+                                        f"{why}; {'re-queued' if requeue and params else 'not retried'}")
             storage.set_trial_state_values(trial._trial_id, TrialState.FAIL)
         except RuntimeError:  # finished meanwhile: another process reaped it first
             continue
-        if requeue and trial.params:
-            study.enqueue_trial(trial.params, user_attrs={"retry_of": trial.number}, skip_if_exists=False)
+        if requeue and params:
+            kept = {key: value for key, value in trial.user_attrs.items() if key in _CARRIED_ON_RETRY}
+            study.enqueue_trial(params, user_attrs={**kept, "retry_of": trial.number}, skip_if_exists=False)
         reaped.append(trial.number)
     return reaped
 

@@ -23,8 +23,8 @@ def test_mad_smoke_search_over_ams_then_aggregate_and_extrapolate(tmp_path, caps
     """Issue 6's `composer search --primitives AMS --budget smoke`, at 2 layers and the tiny widths."""
     out = tmp_path / "search"
     symbols = "AMS"
-    argv = ["search", "--primitives", symbols, "--layers", "2", "--trials", "3", "--sampler", "random",
-            "--budget", "smoke", "--widths", "tiny", "--wandb", "off", "--out", str(out)]
+    argv = ["search", "--evaluator", "mad", "--primitives", symbols, "--layers", "2", "--trials", "3",
+            "--sampler", "random", "--budget", "smoke", "--widths", "tiny", "--wandb", "off", "--out", str(out)]
     assert main(argv) == 0
     rows = json.loads((out / "leaderboard.json").read_text())
     assert rows and all(set(row["pattern"]) <= set(symbols) and 0 <= row["score"] <= 1 for row in rows)

@@ -161,3 +161,24 @@ def test_kill_9_at_random_moments_then_resume_loses_nothing_and_repeats_nothing(
     killed = [t for t in trials if "worker_died" in t.user_attrs]
     retried = {t.user_attrs.get("retry_of") for t in trials} - {None}
     assert {t.number for t in killed} <= retried | {t.number for t in killed if not t.params}
+
+
+def test_an_enqueued_trial_killed_before_it_suggested_is_retried_with_its_pattern_and_attributes(tmp_path):
+    """A worker killed between Optuna handing it an enqueued trial and the trial suggesting its layers leaves a
+    RUNNING trial whose pattern is only in Optuna's fixed_params; the retry must keep it (and what it was told)."""
+    import optuna
+
+    from search.resume import reap_dead_workers
+
+    study = optuna.create_study(storage=f"sqlite:///{tmp_path / 'study.db'}", study_name="s")
+    params = {f"layer_{i}": symbol for i, symbol in enumerate("AMAMAM")}
+    study.enqueue_trial(params, user_attrs={"known": "llama", "known_fit": "1:1 alternation"})
+    trial = study.ask()  # popped from the queue, nothing suggested yet: trial.params is empty
+    assert study.trials[trial.number].params == {}
+    study._storage.set_trial_user_attr(trial._trial_id, "host", __import__("socket").gethostname())
+    study._storage.set_trial_user_attr(trial._trial_id, "worker", 2**22 + 12345)  # no such process
+    assert reap_dead_workers(study) == [trial.number]
+    retry = [t for t in study.get_trials(deepcopy=False) if t.state == optuna.trial.TrialState.WAITING]
+    assert len(retry) == 1
+    assert retry[0].system_attrs["fixed_params"] == params
+    assert retry[0].user_attrs["known"] == "llama" and retry[0].user_attrs["retry_of"] == trial.number
