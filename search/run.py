@@ -163,7 +163,7 @@ def _rung_record(index: int, study, config: SearchConfig, rows: list[dict[str, A
     invocation); ``wall_seconds``: this invocation's time in the rung."""
     return {"rung": index, "study": study.study_name, "budget": config.budget, "candidates": len(rows),
             "seconds": sum(row.get("seconds") or 0.0 for row in rows), "wall_seconds": time.time() - started,
-            "leaderboard": rows}
+            "leaderboard": rows, "failures": failures(study)}
 
 
 def run_rungs(config: SearchConfig, study, rows: list[dict[str, Any]], space: SearchSpace, known: dict[str, str],

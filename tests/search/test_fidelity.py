@@ -56,6 +56,7 @@ def test_rungs_train_the_promoted_patterns_and_the_last_ranks_them_at_the_target
     out = Path(finished["out"])
     rungs = json.loads((out / "rungs.json").read_text())
     assert [r["rung"] for r in rungs] == [0, 1]
+    assert all(isinstance(r["failures"], list) for r in rungs)  # every rung's failures, not only the last's
     assert rungs[0]["candidates"] == 3 and rungs[0]["budget"] == "rung-smoke-0"
     expected = {row["pattern"] for row in promote(rungs[0]["leaderboard"], 2)}
     assert {row["pattern"] for row in rungs[1]["leaderboard"]} == expected
