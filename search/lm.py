@@ -116,8 +116,7 @@ class LanguageModelEvaluator:
         if precision not in _TRAIN_PRECISION:
             raise ConfigError(f"precision must be one of {', '.join(_TRAIN_PRECISION)}, got {precision!r}")
         self.budget = self.spec.name
-        self.widths = self.spec.extrapolate_to or widths
-        self.search_widths = widths
+        self.widths = self.spec.extrapolate_to or widths  # where it trains: the target's widths on a last rung
         self.data = data
         self.tokenizer = tokenizer
         resolved = resolve_precision(TrainConfig(precision=_TRAIN_PRECISION[precision]))
@@ -142,8 +141,8 @@ class LanguageModelEvaluator:
                 summary = train(TrainConfig(
                     arch=pattern, preset=self.widths, data=self.data, tokenizer=self.tokenizer, tokens=spec.tokens,
                     seq_len=spec.seq_len, batch_size=spec.batch_size, lr=lr, seed=seed, wandb="off", out=out,
-                    val_batches=20, val_tokens=spec.val_tokens, log_interval=10**9, checkpoint_interval=10**9, keep_checkpoints=1,
-                    precision=_TRAIN_PRECISION[self.precision], compile=self.compile,
+                    val_batches=20, val_tokens=spec.val_tokens, log_interval=10**9, checkpoint_interval=10**9,
+                    keep_checkpoints=1, precision=_TRAIN_PRECISION[self.precision], compile=self.compile,
                 ))
             except ComposerRunError as err:
                 if "diverged" in str(err):
