@@ -55,7 +55,7 @@ LADDERS: dict[str, Ladder] = {ladder.name: ladder for ladder in (
            "plumbing check: a tiny rung 0, the best 2 (+ the best known layout) at the tiny preset"),
     Ladder("cpu", (Rung("rung-cpu-0", None), Rung("rung-cpu-1", 8), Rung("rung-cpu-2", 3)),
            "100K tokens at search-1m for all, 400K for the best 8, then the best 3 (+ the best known layout) "
-           "stacked to demo-4m for 500K tokens; two rates per rung (measured: ~1.5 h on 2 CPU cores with 16 "
+           "stacked to demo-4m for 500K tokens; two rates per rung (measured: ~1.7 h on 2 CPU cores with 16 "
            "trials and 2 workers, docs/search.md)"),
     Ladder("gpu", (Rung("rung-gpu-0", None), Rung("rung-gpu-1", 8), Rung("rung-gpu-2", 3)),
            "one GPU (untested): 5M tokens for all, 25M for the best 8, the best 3 (+ the best known layout) at "
