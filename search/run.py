@@ -124,10 +124,9 @@ def run_search(config: SearchConfig, echo=print) -> dict[str, Any]:
         best = rows[0]["pattern"]
         if deadline and time.time() > deadline:
             break
-    known_names = {pattern: attrs["known"] for pattern, attrs in first}
     rungs = None
     if halving:
-        study, rows, rungs = run_rungs(config, study, rows, space, known_names, precision, deadline, echo)
+        study, rows, rungs = run_rungs(config, study, rows, space, precision, deadline, echo)
     comparison = compare_with_known(rows, maximize)
     extra = {"study": study.study_name, "evaluator": config.evaluator, "budget": config.budget,
              "strategy": config.strategy, "direction": evaluator.direction, "precision": precision,
@@ -166,7 +165,7 @@ def _rung_record(index: int, study, config: SearchConfig, rows: list[dict[str, A
             "leaderboard": rows, "failures": failures(study)}
 
 
-def run_rungs(config: SearchConfig, study, rows: list[dict[str, Any]], space: SearchSpace, known: dict[str, str],
+def run_rungs(config: SearchConfig, study, rows: list[dict[str, Any]], space: SearchSpace,
               precision: str, deadline: float | None, echo) -> tuple[Any, list[dict[str, Any]], list[dict]]:
     """Rungs 1.. of successive halving over rung 0's ``study`` and leaderboard ``rows``; each rung's record
     (its leaderboard, candidates and time) goes to rungs.json."""
@@ -184,7 +183,8 @@ def run_rungs(config: SearchConfig, study, rows: list[dict[str, Any]], space: Se
         stage = Stage(index, space, len(promoted), rung.study_name, first, only_first=True)
         started = time.time()
         study, rows = run_stage(rung, stage, _label("rung", index, count), precision, deadline, echo)
-        rows = [{**row, "known": row.get("known") or known.get(row["pattern"]), "rung": index} for row in rows]
+        # a promoted known layout carries its name into the rung (stage.first), so the rung's leaderboard has it
+        rows = [{**row, "rung": index} for row in rows]
         records.append(_rung_record(index, study, rung, rows, started))
     return study, rows, records
 
