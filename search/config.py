@@ -49,6 +49,8 @@ class SearchConfig:
     out: str = "runs/search"
 
     def __post_init__(self) -> None:
+        if self.wandb is False:  # YAML 1.1 reads a recipe's `wandb: off` as false: that is what the author meant
+            self.wandb = "off"
         if isinstance(self.objectives, str):
             self.objectives = [part.strip() for part in self.objectives.split(",") if part.strip()]
         checks = [

@@ -87,6 +87,8 @@ class TrainConfig:
     supernet_keep: int | None = None
 
     def __post_init__(self) -> None:
+        if self.wandb is False:  # YAML 1.1 reads a recipe's `wandb: off` as false: that is what the author meant
+            self.wandb = "off"
         if isinstance(self.options, str):
             try:
                 self.options = json.loads(self.options)

@@ -252,7 +252,7 @@ def build(config: TrainConfig) -> tuple[L.Trainer, ComposerLM, Any, dict[str, An
     stats = analyze(arch, seq_len=config.seq_len)
     throughput = ThroughputMonitor(plan.tokens_per_step, stats.flops_per_token, precision)
     progress = [progress_callback(config.log_interval)]
-    stability = StabilityMonitor()
+    stability = StabilityMonitor(arch.vocab_size)
     trainer = L.Trainer(
         accelerator=config.accelerator,
         devices=config.devices,
@@ -376,7 +376,7 @@ def _train(config: TrainConfig, resume: bool) -> dict[str, Any]:
             atomic_write_json(out / "summary.json", summary)
         _finish_wandb(trainer, summary)
         raise ComposerRunError(
-            f"training diverged at step {record.diverged_at} (non-finite loss) at lr {config.lr:g}; lower --lr, "
+            f"training diverged at step {record.diverged_at} ({record.diverged_reason}) at lr {config.lr:g}; lower --lr, "
             f"raise --warmup or keep gradient clipping on; summary in {out / 'summary.json'}"
         )
     trainer.limit_val_batches = 1.0  # the final score reads the whole held-out split (or val_tokens of it)

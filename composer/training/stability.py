@@ -10,7 +10,11 @@ Definitions (documented constants, not hidden ones):
 * spike: a step (after the first ``SPIKE_WARMUP`` steps) whose loss exceeds the smoothed loss before it by more
   than ``SPIKE_RATIO`` (relative), e.g. 3.0 -> 3.6;
 * non-finite step: a loss or gradient norm that is NaN or infinite. The first non-finite loss stops training:
-  the run is reported as diverged, with the step and a hint, never as a loss.
+  the run is reported as diverged, with the step and a hint, never as a loss;
+* blow-up: a finite loss that climbed far above where the run started and stays there
+  (:mod:`composer.training.divergence` gives the rule and its constants). It also stops training and reports the
+  run as diverged; ``loss_steps_above_start`` counts every step above that line, so a steady blow-up shows even
+  where no single step was a spike.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import lightning as L
+
+from composer.training.divergence import BlowupRule
 
 SMOOTHING = 0.9
 SPIKE_RATIO = 0.2
@@ -40,6 +46,9 @@ class StabilityRecord:
     max_grad_norm: float | None = None
     nonfinite_steps: int = 0
     diverged_at: int | None = None
+    diverged_reason: str | None = None
+    vocab_size: int = 256
+    blowup: dict[str, Any] = field(default_factory=dict)  # the BlowupRule's state (plain, for checkpoints)
     _ema: float = 0.0
 
     def update(self, step: int, loss: float, grad_norm: float | None) -> None:
@@ -53,6 +62,7 @@ class StabilityRecord:
             self.nonfinite_steps += 1
             if self.diverged_at is None:
                 self.diverged_at = step
+                self.diverged_reason = f"non-finite loss ({loss})"
             return
         before = self.smoothed
         if before is not None and self.steps > SPIKE_WARMUP and loss > before * (1 + SPIKE_RATIO):
@@ -63,6 +73,18 @@ class StabilityRecord:
         self.smoothed = self._ema / (1 - SMOOTHING**self.steps)
         self.running_min = min(self.running_min, self.smoothed)
         self.largest_rise = max(self.largest_rise, self.smoothed - self.running_min)
+        self._apply_rule(step, lambda rule: rule.update(step, loss))
+
+    def finish(self, step: int) -> None:
+        """The run's end: a run that finished above the blow-up line is diverged too (see ``BlowupRule``)."""
+        self._apply_rule(step, lambda rule: rule.finish(step))
+
+    def _apply_rule(self, step: int, apply) -> None:
+        rule = BlowupRule(**{"vocab_size": self.vocab_size, **self.blowup})
+        if apply(rule) and self.diverged_at is None:
+            self.diverged_at = step
+            self.diverged_reason = rule.reason()
+        self.blowup = {k: v for k, v in rule.__dict__.items() if k != "vocab_size"}
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -73,21 +95,25 @@ class StabilityRecord:
             "nonfinite_steps": self.nonfinite_steps,
             "diverged": self.diverged_at is not None,
             "diverged_at_step": self.diverged_at,
+            "diverged_reason": self.diverged_reason,
+            "loss_steps_above_start": self.blowup.get("steps_above_total", 0),
         }
 
 
 class StabilityMonitor(L.Callback):
-    """Feeds every optimizer step's loss and gradient norm to a :class:`StabilityRecord`; stops at divergence."""
+    """Feeds every optimizer step's loss and gradient norm to a :class:`StabilityRecord`; stops at divergence
+    (a non-finite loss, or a blow-up at ``vocab_size``'s uniform-guess loss)."""
 
-    def __init__(self) -> None:
-        self.record = StabilityRecord()
+    def __init__(self, vocab_size: int = 256) -> None:
+        self.record = StabilityRecord(vocab_size=vocab_size)
 
     # saved in checkpoints, so a resumed run's summary covers the whole run
     def state_dict(self) -> dict[str, Any]:
         return dict(self.record.__dict__)
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        self.record = StabilityRecord(**state_dict)
+        # checkpoints written before the blow-up rule lack its fields: they start it afresh at this run's vocabulary
+        self.record = StabilityRecord(**{"vocab_size": self.record.vocab_size, **state_dict})
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs, batch, batch_idx) -> None:
         loss = outputs["loss"] if isinstance(outputs, dict) else outputs
@@ -96,4 +122,7 @@ class StabilityMonitor(L.Callback):
         norm = getattr(pl_module, "last_grad_norm", None)
         self.record.update(trainer.global_step, float(loss), None if norm is None else float(norm))
         if self.record.diverged_at is not None:
-            trainer.should_stop = True  # nothing after a non-finite loss is worth computing
+            trainer.should_stop = True  # nothing after a non-finite loss or a blow-up is worth computing
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self.record.finish(trainer.global_step)

@@ -321,7 +321,8 @@ def batch_indices(n: int, batch_size: int, steps: int, generator: torch.Generato
 
 
 class NonFinite(Exception):
-    """A non-finite loss, gradient norm or test logit, at ``step`` (-1: on the test split)."""
+    """A diverged cell: a non-finite loss, gradient norm or test logit, or a loss that blew up and stayed up
+    (``composer.training.divergence``), at ``step`` (-1: on the test split)."""
 
     def __init__(self, reason: str, step: int) -> None:
         super().__init__(reason)
@@ -360,9 +361,13 @@ def fit(
 
     AdamW on the model's own parameter groups (no decay where a primitive says so), linear warmup then cosine to
     ``min_lr_ratio``, optional gradient clipping. ``where`` (e.g. ``" (length 256)"``) is appended to the step in
-    a failure's reason. A non-finite loss or gradient norm raises :class:`NonFinite` at once: a diverged candidate
-    is recorded, not trained on.
+    a failure's reason. A non-finite loss or gradient norm raises :class:`NonFinite` at once, and so does a finite
+    loss that blew up by ``composer.training.divergence``'s rule (the same one ``composer train`` applies): a
+    diverged candidate is recorded, not trained on.
     """
+    from composer.training.divergence import BlowupRule
+
+    blowup = BlowupRule(vocab_size=model.arch.vocab_size)
     optimizer = torch.optim.AdamW(model.parameter_groups(weight_decay), lr=lr)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, _lr_lambda(steps, warmup_fraction, min_lr_ratio))
     tail = max(1, steps // 10)
@@ -374,6 +379,8 @@ def fit(
         value = loss.item()
         if not math.isfinite(value):
             raise NonFinite(f"training loss is {value} at step {step}{where}", step)
+        if blowup.update(step, value) or (step == steps - 1 and blowup.finish(step)):
+            raise NonFinite(f"{blowup.reason()}, at step {step}{where}", step)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if grad_clip is not None:

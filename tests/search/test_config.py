@@ -50,3 +50,9 @@ def test_precision_is_checked_and_bf16_studies_do_not_mix_with_fp32_ones():
     assert fp32.resolved_precision == "fp32" and bf16.resolved_precision == "bf16"
     assert bf16.study_name == fp32.study_name + "-bf16"
     assert SearchConfig().resolved_precision in ("fp32", "bf16")
+
+
+def test_a_search_recipe_that_says_wandb_off_means_off(tmp_path):
+    recipe = tmp_path / "quiet.yaml"
+    recipe.write_text("trials: 2\nwandb: off\n")
+    assert SearchConfig.from_recipe(recipe).wandb == "off"

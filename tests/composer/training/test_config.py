@@ -71,3 +71,12 @@ def test_paper_depths_in_the_1b_recipes():
         config = TrainConfig.from_recipe(next(r for r in RECIPES if r.stem == name))
         arch, _ = resolve_architecture(config.arch, config.preset, "tiny")
         assert (arch.n_layers, arch.counts["A"]) == (layers, attention)
+
+
+def test_a_recipe_that_says_wandb_off_means_off(tmp_path):
+    """YAML 1.1 reads an unquoted `off` as false; the recipe's author meant W&B off, not a type error."""
+    recipe = tmp_path / "quiet.yaml"
+    recipe.write_text("tokens: 1000\nwandb: off\n")
+    assert TrainConfig.from_recipe(recipe).wandb == "off"
+    with pytest.raises(ConfigError, match="wandb must be one of"):
+        TrainConfig(wandb=True)  # `on` is not a mode: online or offline must be said
