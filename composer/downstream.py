@@ -359,6 +359,12 @@ def check_model_dir(directory: Path) -> None:
         raise ConfigError(f"model directory {str(directory)!r} does not exist")
     if not (directory / "config.json").is_file() and (directory / "model" / "config.json").is_file():
         raise ConfigError(f"{str(directory)!r} is a run directory: pass the model/ folder inside it")
+    if (directory / "config.json").is_file():  # damaged files: one line now, before lm-eval loads its task index
+        from composer.files import check_safetensors
+        from composer.training.checkpoint import read_arch
+
+        read_arch(directory / "config.json")
+        check_safetensors(directory / "model.safetensors")
 
 
 def find_model_tokenizer(model_dir: Path) -> tuple[str, str]:

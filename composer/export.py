@@ -50,7 +50,7 @@ from composer.data.tokenizer import (  # noqa: F401 - byte_tokenizer_fast and fi
     save_tokenizer_files,
 )
 from composer.errors import ComposerUsageError, ConfigError
-from composer.files import temporary_path
+from composer.files import read_safetensors, temporary_path
 
 FORMATS = ("hf",)
 INSTALL_HINT = "pip install 'composer-hnas[bench]' (or transformers>=4.45)"
@@ -85,9 +85,6 @@ def load_snippet(out: Path, kind: str) -> str:
 # -- reading a Composer model directory ---------------------------------------------------------------------
 def read_model_dir(directory: str | Path) -> tuple[ArchConfig, dict[str, torch.Tensor]]:
     """The architecture and weights of a directory written by ``composer train`` (``<out>/model``)."""
-    from safetensors import SafetensorError
-    from safetensors.torch import load_file
-
     directory = Path(directory)
     if not directory.exists():
         raise ConfigError(f"model directory {str(directory)!r} does not exist")
@@ -109,10 +106,7 @@ def read_model_dir(directory: str | Path) -> tuple[ArchConfig, dict[str, torch.T
             "already in the format composer export writes)"
         )
     arch = ArchConfig.from_dict(data["arch"])
-    try:
-        state = load_file(str(weights_path))
-    except (SafetensorError, OSError, ValueError) as err:
-        raise ConfigError(f"cannot read {str(weights_path)!r}: {err}") from None
+    state = read_safetensors(weights_path)
     _check_state(arch, state, weights_path)
     return arch, state
 

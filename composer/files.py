@@ -81,3 +81,56 @@ def make_output_dir(path: str | Path) -> Path:
         raise ConfigError(f"cannot create output directory {str(path)!r}: {err.strerror or err}; "
                           "choose another --out") from None
     return path
+
+
+# -- reading what another tool wrote: a damaged file is one line naming it, never a parser's traceback ----------
+def read_json_file(path: str | Path, what: str = "JSON") -> Any:
+    """``path``'s JSON, or a one-line :class:`~composer.errors.ConfigError` naming the file and the problem."""
+    from composer.errors import ConfigError
+
+    path = Path(path)
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"{str(path)!r} does not exist (expected {what})") from None
+    except (OSError, UnicodeDecodeError, ValueError) as err:
+        raise ConfigError(f"{str(path)!r} is damaged: cannot read it as {what} ({err}); re-save or re-download it") from None
+
+
+def check_safetensors(path: str | Path) -> None:
+    """Raise :func:`read_safetensors`' one line for a truncated or corrupt file, reading its header only (cheap
+    for a model of any size: a command checks its inputs before minutes of setup, then reads them)."""
+    from safetensors import SafetensorError, safe_open
+
+    from composer.errors import ConfigError
+
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{str(path)!r} does not exist (a weights file it should hold)")
+    try:
+        with safe_open(str(path), framework="pt"):
+            pass
+    except (SafetensorError, OSError, ValueError, RuntimeError) as err:
+        raise ConfigError(_damaged_weights(path, err)) from None
+
+
+def _damaged_weights(path: Path, err: Exception) -> str:
+    reason = str(err).splitlines()[0] if str(err) else type(err).__name__
+    return f"{str(path)!r} is damaged: not a readable safetensors file ({reason}); re-download or re-export it"
+
+
+def read_safetensors(path: str | Path, device: str = "cpu") -> dict:
+    """Every tensor of one ``.safetensors`` file. A truncated or corrupt file (a half-finished download, a disk
+    that filled up) is a one-line :class:`~composer.errors.ConfigError` naming it, not safetensors' traceback."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    from composer.errors import ConfigError
+
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{str(path)!r} does not exist (a weights file it should hold)")
+    try:
+        return load_file(str(path), device=device)
+    except (SafetensorError, OSError, ValueError, RuntimeError) as err:
+        raise ConfigError(_damaged_weights(path, err)) from None

@@ -36,8 +36,11 @@ import torch
 
 from composer.config import ArchConfig
 from composer.errors import ConfigError
+from composer.files import read_json_file, read_safetensors
 
 SUPPORTED = ("llama", "mistral")
+# the config fields an exact import cannot do without (the rest have transformers' defaults)
+REQUIRED_CONFIG_KEYS = ("hidden_size", "num_attention_heads", "num_hidden_layers", "intermediate_size", "vocab_size")
 # tokenizer files copied beside the weights when the checkpoint has them (composer.data.tokenizer finds them)
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.model",
                    "vocab.json", "merges.txt", "added_tokens.json", "chat_template.jinja")
@@ -65,10 +68,9 @@ def read_hf_config(directory: str | Path) -> dict[str, Any]:
     path = directory / "config.json"
     if not path.is_file():
         raise ConfigError(f"{str(directory)!r} has no config.json: not a transformers checkpoint directory")
-    try:
-        config = json.loads(path.read_text())
-    except ValueError as err:
-        raise ConfigError(f"cannot read {str(path)!r}: {err}") from None
+    config = read_json_file(path, "a transformers config")
+    if not isinstance(config, dict):
+        raise ConfigError(f"{str(path)!r} is damaged: it holds no JSON object; re-download it")
     if "arch" in config and "model_type" not in config:
         raise ConfigError(f"{str(directory)!r} is already a Composer model directory; no import needed")
     return config
@@ -120,6 +122,10 @@ def arch_from_hf(config: dict[str, Any]) -> tuple[ArchConfig, list[str]]:
         raise _refuse(model_type, f"activation {config['hidden_act']!r} (M is SwiGLU, with SiLU)")
     if config.get("layer_types") and len(set(config["layer_types"])) > 1:
         raise _refuse(model_type, f"mixed per-layer attention types {sorted(set(config['layer_types']))}")
+    missing = [key for key in REQUIRED_CONFIG_KEYS if config.get(key) is None]
+    if missing:
+        raise ConfigError(f"config.json of this {model_type} checkpoint lacks {', '.join(map(repr, missing))}: "
+                          "it is incomplete or damaged; re-download it or save it again with save_pretrained")
     hidden, heads = int(config["hidden_size"]), int(config["num_attention_heads"])
     kv_heads = int(config.get("num_key_value_heads") or heads)
     head_dim = int(config.get("head_dim") or hidden // heads)
@@ -145,17 +151,22 @@ def arch_from_hf(config: dict[str, Any]) -> tuple[ArchConfig, list[str]]:
 # -- weights --------------------------------------------------------------------------------------------------
 def read_hf_weights(directory: str | Path) -> dict[str, torch.Tensor]:
     """Every tensor of a safetensors checkpoint, single-file or sharded."""
-    from safetensors.torch import load_file
-
     directory = Path(directory)
     single, index = directory / "model.safetensors", directory / "model.safetensors.index.json"
     if single.is_file():
-        return load_file(str(single))
+        return read_safetensors(single)
     if index.is_file():
-        shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+        weight_map = read_json_file(index, "a sharded checkpoint's index").get("weight_map")
+        if not isinstance(weight_map, dict) or not weight_map:
+            raise ConfigError(f"{str(index)!r} is damaged: it has no 'weight_map' naming the shards; re-download it")
+        shards = sorted(set(weight_map.values()))
+        missing = [shard for shard in shards if not (directory / shard).is_file()]
+        if missing:
+            raise ConfigError(f"{str(index)!r} names shard(s) missing from {str(directory)!r}: "
+                              f"{', '.join(missing[:3])}{' ...' if len(missing) > 3 else ''}; finish the download")
         state: dict[str, torch.Tensor] = {}
         for shard in shards:
-            state.update(load_file(str(directory / shard)))
+            state.update(read_safetensors(directory / shard))
         return state
     if (directory / "pytorch_model.bin").is_file() or list(directory.glob("pytorch_model-*.bin")):
         raise ConfigError(f"{str(directory)!r} holds pickled pytorch_model.bin weights: save the model with "

@@ -29,7 +29,6 @@ where the shapes agree (otherwise that layer starts from its own initialisation,
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -55,10 +54,9 @@ def teacher_arch(directory: str | Path) -> ArchConfig:
     if not path.is_file():
         raise ConfigError(f"{str(directory)!r} is not a Composer model directory (no config.json): train one with "
                           "composer train or import a transformers checkpoint with composer import")
-    data = json.loads(path.read_text())
-    if "arch" not in data:
-        raise ConfigError(f"{str(directory)!r} looks like a transformers checkpoint: composer import it first")
-    return ArchConfig.from_dict(data["arch"])
+    from composer.training.checkpoint import read_arch
+
+    return read_arch(path)  # a transformers config, damaged JSON or a broken arch entry: one line each
 
 
 def mapped_options(teacher: ArchConfig) -> dict[str, dict[str, Any]]:

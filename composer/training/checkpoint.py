@@ -20,6 +20,7 @@ from lightning.pytorch.utilities import rank_zero_only
 
 from composer.config import ArchConfig
 from composer.errors import ConfigError
+from composer.files import read_json_file, read_safetensors
 from composer.model import ComposerModel
 
 _NAME = re.compile(r"^step-(\d+)\.ckpt$")
@@ -185,16 +186,33 @@ def load_pretrained(directory: str | Path, device: str | torch.device = "cpu") -
 
     Only the weights: its tokenizer (saved beside them since tokenizers travel with the model; older
     directories have none) comes from :func:`composer.data.tokenizer.load_tokenizer_for`."""
-    from safetensors.torch import load_file
-
     directory = Path(directory)
     config_path, weights_path = directory / "config.json", directory / "model.safetensors"
     if not (config_path.is_file() and weights_path.is_file()):
         raise ConfigError(
             f"{str(directory)!r} is not an exported model; expected config.json and model.safetensors in it"
         )
-    arch = ArchConfig.from_dict(json.loads(config_path.read_text())["arch"])
+    arch = read_arch(config_path)
+    state = read_safetensors(weights_path, device=str(device))
     with torch.device(device):
         model = ComposerModel(arch)
-    model.load_state_dict(load_file(str(weights_path), device=str(device)))
+    try:
+        model.load_state_dict(state)
+    except RuntimeError as err:  # names or shapes that are not this architecture's: say which, in one line
+        first = next((line.strip() for line in str(err).splitlines()[1:] if line.strip()), str(err))
+        raise ConfigError(f"{str(weights_path)!r} does not hold the weights of the architecture in "
+                          f"{str(config_path)!r} ({first}); re-export the model") from None
     return model.eval()
+
+
+def read_arch(config_path: Path) -> ArchConfig:
+    """The architecture of a Composer model directory's ``config.json``, or one line saying what is wrong."""
+    data = read_json_file(config_path, "a Composer model config")
+    if not isinstance(data, dict) or not isinstance(data.get("arch"), dict):
+        raise ConfigError(f"{str(config_path)!r} has no 'arch' entry: not a Composer model directory (import a "
+                          "transformers checkpoint with composer import first)")
+    try:
+        return ArchConfig.from_dict(data["arch"])
+    except (KeyError, TypeError, ValueError) as err:
+        raise ConfigError(f"{str(config_path)!r} has a damaged 'arch' entry ({type(err).__name__}: {err}); "
+                          "re-export the model") from None
