@@ -5,6 +5,8 @@ Every stage writes under ``out`` and is skipped when it has finished, so a kille
 command resumes:
 
 * ``supernet/``: the supernet's ``composer train`` run (``supernet_keep``; resumes from its checkpoints);
+* ``placement-scores.json``: every placement scored so far, written after each one, so a search killed while it
+  scores placements rescored none of them (scores are deterministic: the resumed ranking equals an unkilled one);
 * ``placements.json`` / ``.csv`` / ``.md`` / ``.png``: every scored placement, best (lowest held-out loss) first,
   with its KL to the teacher, and the uniform placement marked, the unsearched baseline;
 * ``best-init/``: the best placement's starting point: the supernet's replacement layers with the teacher's
@@ -21,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from composer.errors import ConfigError
-from composer.files import write_outputs
+from composer.files import atomic_write_json, write_outputs
 
 
 @dataclass
@@ -141,15 +143,18 @@ class PlacementSearch:
         seq_len = int(json.loads((self.out / "supernet" / "summary.json").read_text())["seq_len"])
         batches = self.held_out_batches(seq_len)
         positions = attention_positions(teacher.arch)
-        scores: dict[tuple[int, ...], dict[str, float]] = {}
+        scores = self.scored_before(settings)
+        if scores:
+            self.echo(f"   {len(scores)} placement(s) scored before the last run stopped, kept")
         with torch.no_grad():  # the same for every placement: computed once
             teacher_logits = [teacher(batch[:, :-1]).logits for batch in batches]
 
         def score(kept: tuple[int, ...]) -> float:
             if kept not in scores:
-                scores[kept] = score_placement(student, teacher, batches, kept, teacher_logits)
-                scores[kept]["copy_recall"] = copy_recall(
-                    lambda ids: placement_forward(student, teacher, ids, kept), batches)
+                result = score_placement(student, teacher, batches, kept, teacher_logits)
+                result["copy_recall"] = copy_recall(lambda ids: placement_forward(student, teacher, ids, kept), batches)
+                scores[kept] = result
+                self.save_scores(settings, scores)
                 self.echo(f"   kept {list(kept)}: val_loss {scores[kept]['val_loss']:.4f}, "
                           f"KL {scores[kept]['val_kl']:.4f}, copy recall {scores[kept]['copy_recall']:.3f} "
                           f"({len(scores)} scored)")
@@ -177,6 +182,22 @@ class PlacementSearch:
                   "placements": rows}
         self.write(report)
         return report
+
+    def scored_before(self, settings: dict[str, Any]) -> dict[tuple[int, ...], dict[str, float]]:
+        """Placements a killed run scored under the same settings (none if the settings changed)."""
+        import json
+
+        path = self.out / "placement-scores.json"
+        if not path.is_file():
+            return {}
+        saved = json.loads(path.read_text())
+        if saved.get("settings") != settings:
+            return {}
+        return {tuple(row["kept"]): row["scores"] for row in saved["scores"]}
+
+    def save_scores(self, settings: dict[str, Any], scores: dict[tuple[int, ...], dict[str, float]]) -> None:
+        atomic_write_json(self.out / "placement-scores.json", {
+            "settings": settings, "scores": [{"kept": list(kept), "scores": row} for kept, row in scores.items()]})
 
     def best_init(self, kept: tuple[int, ...], out: Path | None = None) -> Path:
         """The supernet's replacement layers with the teacher's attention (and its norm) at ``kept``, written as a
