@@ -52,6 +52,8 @@ def read_model(directory: str | Path) -> tuple[ArchConfig, dict[str, torch.Tenso
 def teacher_arch(directory: str | Path) -> ArchConfig:
     path = Path(directory) / "config.json"
     if not path.is_file():
+        if (Path(directory) / "model" / "config.json").is_file():
+            raise ConfigError(f"{str(directory)!r} is a run directory: pass the model/ folder inside it")
         raise ConfigError(f"{str(directory)!r} is not a Composer model directory (no config.json): train one with "
                           "composer train or import a transformers checkpoint with composer import")
     from composer.training.checkpoint import read_arch
