@@ -12,6 +12,8 @@ Four kinds of fault, each measured by running the real thing:
 
     python benchmarks/fault_suite.py                      # everything (~15 min on 2 cores): docs/faults.md's table
     python benchmarks/fault_suite.py --only bad-inputs    # the bad-input rows only (~1 min)
+    python -m pytest -q -n 2 --junitxml=junit.xml && python benchmarks/fault_suite.py --junit junit.xml
+                                                          # the test rows counted from a full suite run
 
 Writes ``fault_suite.json`` / ``.md`` under ``--out`` (default ``runs/fault-suite``) and prints the table.
 """
@@ -27,8 +29,8 @@ import subprocess
 import sys
 import tempfile
 import time
-import xml.etree.ElementTree as ElementTree
 from pathlib import Path
+from xml.etree import ElementTree
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -115,6 +117,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", choices=["bad-inputs", "tests"], help="run one half of the suite")
     parser.add_argument("--out", default="runs/fault-suite", help="where fault_suite.json/.md go")
+    parser.add_argument("--junit", type=Path, help="count the tests from this full-suite report (pytest "
+                        "--junitxml=FILE) instead of running them again")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     return parser.parse_args(argv)
 
@@ -171,20 +175,41 @@ def bad_inputs(echo=print) -> dict:
     return {"tried": len(results), "clean": sum(r["clean"] for r in results), "cases": results}
 
 
-def fault_tests(echo=print) -> list[dict]:
-    """Every FAULT_TESTS entry under pytest, counted from its JUnit XML (cases passed / run)."""
+def _matches(case: ElementTree.Element, node: str) -> bool:
+    """Whether a JUnit ``testcase`` is (a parametrization of) the pytest node ``path[::name]``."""
+    path, _, name = node.partition("::")
+    module = path.removesuffix(".py").replace("/", ".")
+    classname = case.get("classname", "")
+    in_module = classname == module or classname.endswith("." + module.split(".")[-1])
+    return in_module and (not name or case.get("name", "").split("[")[0] == name)
+
+
+def _outcomes(cases) -> tuple[list[bool], float]:
+    """(passed per case that ran, seconds) of JUnit ``testcase`` elements; skipped cases are left out."""
+    run, seconds = [], 0.0
+    for case in cases:
+        tags = {child.tag for child in case}
+        seconds += float(case.get("time", 0))
+        if "skipped" not in tags:
+            run.append("failure" not in tags and "error" not in tags)
+    return run, seconds
+
+
+def fault_tests(junit: Path | None = None, echo=print) -> list[dict]:
+    """Every FAULT_TESTS entry, counted from JUnit XML (cases passed / run): ``junit``, the report of a full
+    suite run (``pytest --junitxml``) when given, else each entry run under pytest here."""
     rows = []
+    suite = list(ElementTree.parse(junit).getroot().iter("testcase")) if junit is not None else None
     for kind, node, what in FAULT_TESTS:
-        with tempfile.TemporaryDirectory() as directory:
-            report = Path(directory) / "junit.xml"
-            started = time.perf_counter()
-            subprocess.run([sys.executable, "-m", "pytest", "-q", node, f"--junitxml={report}", "-p",
-                            "no:cacheprovider"], cwd=ROOT, capture_output=True, text=True)
-            seconds = time.perf_counter() - started
-            cases = ElementTree.parse(report).getroot().iter("testcase") if report.is_file() else []
-            outcomes = [("failure" not in {child.tag for child in case} and "error" not in {child.tag for child in case},
-                         "skipped" in {child.tag for child in case}) for case in cases]
-        run = [ok for ok, skipped in outcomes if not skipped]
+        if suite is not None:
+            run, seconds = _outcomes([case for case in suite if _matches(case, node)])
+        else:
+            with tempfile.TemporaryDirectory() as directory:
+                report = Path(directory) / "junit.xml"
+                subprocess.run([sys.executable, "-m", "pytest", "-q", node, f"--junitxml={report}", "-p",
+                                "no:cacheprovider"], cwd=ROOT, capture_output=True, text=True, check=False)
+                run, seconds = _outcomes(ElementTree.parse(report).getroot().iter("testcase")
+                                         if report.is_file() else [])
         row = {"kind": kind, "test": node, "checks": what, "cases": len(run), "survived": sum(run),
                "seconds": round(seconds, 1)}
         rows.append(row)
@@ -228,7 +253,9 @@ def main(argv=None) -> int:
         report["bad_inputs"] = bad_inputs()
     if args.only in (None, "tests"):
         print(f"== kills, damaged files, concurrent writers: {len(FAULT_TESTS)} tests")
-        report["tests"] = fault_tests()
+        report["tests"] = fault_tests(args.junit)
+        if args.junit is not None:
+            report["tests_from"] = f"the full suite's JUnit report ({args.junit.name})"
     table = summary_table(report)
     write_outputs(make_output_dir(args.out), "fault_suite", report, table=table)
     print(json.dumps(report, indent=2) if args.json else table)
