@@ -122,6 +122,20 @@ def test_hybridize_distils_a_trained_llama_and_writes_the_summary(tmp_path, caps
     assert h["teacher_pattern"] == "(AM)x3" and h["cache_ratio"] < 1 and h["frozen"] == ["mlp", "embeddings"]
     assert h["frozen_params"] > 0 and (tmp_path / "hybrid" / "model" / "model.safetensors").is_file()
     assert json.loads((tmp_path / "hybrid" / "summary.json").read_text()) == summary
+    # distillation did something: the trained hybrid is closer to the teacher than where the mapping started it
+    from composer.data.tokenizer import ByteTokenizer
+    from composer.training.checkpoint import load_pretrained
+
+    teacher = load_pretrained(tmp_path / "teacher" / "model")
+    start = build_model(student_arch(teacher.arch, "AMDMSM")).eval()
+    init_student(start, teacher.arch, teacher.state_dict())
+    trained = load_pretrained(tmp_path / "hybrid" / "model")
+    text = "The hybrid keeps the teacher's embeddings and MLPs, and learns its new mixers from the teacher. " * 2
+    ids = torch.tensor([ByteTokenizer().encode_batch([text])[0][:64]])
+    with torch.no_grad():
+        reference = teacher(ids).logits
+        start_kl, trained_kl = (kl_divergence(model(ids).logits, reference).item() for model in (start, trained))
+    assert trained_kl < start_kl, f"KL to the teacher went from {start_kl:.4f} to {trained_kl:.4f}"
     assert main(["hybridize", "--from", str(tmp_path / "teacher" / "model"), "--pattern", "AMDM",
                  "--out", str(tmp_path / "bad")]) == 2
     assert "the pattern has 4 layers but the teacher 6" in capsys.readouterr().err

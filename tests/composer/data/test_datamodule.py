@@ -58,7 +58,7 @@ def test_state_round_trip_without_a_trainer(config):
     assert resumed.state_dict() == state  # nothing consumed yet: the loaded position
     resumed.setup()
     tail = list(islice(resumed.train_dataloader(), 7))
-    assert all(torch.equal(a, b) for a, b in zip(head + tail, expected))
+    assert all(torch.equal(a, b) for a, b in zip(head + tail, expected, strict=True))
     assert resumed.state_dict()["train"]["micro_batches_per_rank"] == 12
 
 
@@ -70,7 +70,7 @@ def test_a_new_train_dataloader_continues_the_previous_one(config):
     dm.setup()
     first = list(islice(dm.train_dataloader(), 4))
     second = list(islice(dm.train_dataloader(), 5))
-    assert all(torch.equal(a, b) for a, b in zip(first + second, expected))
+    assert all(torch.equal(a, b) for a, b in zip(first + second, expected, strict=True))
 
 
 class Recorder(L.LightningModule):
@@ -166,7 +166,7 @@ def test_lightning_resume_mid_run_sees_the_uninterrupted_batches(kind, config, s
     resumed, _ = fit(config, steps=7, ckpt_path=ckpt)
     assert len(resumed.seen) == 4
     replay = interrupted.seen[:3] + resumed.seen
-    assert all(torch.equal(a, b) for a, b in zip(replay, uninterrupted.seen))
+    assert all(torch.equal(a, b) for a, b in zip(replay, uninterrupted.seen, strict=True))
 
 
 def test_lightning_resume_from_a_checkpoint_saved_after_fit(config, tmp_path):
@@ -176,5 +176,5 @@ def test_lightning_resume_from_a_checkpoint_saved_after_fit(config, tmp_path):
     ckpt = tmp_path / "end.ckpt"
     dm.trainer.save_checkpoint(ckpt)  # the fetcher has already drawn batch 5; the state must not count it
     resumed, _ = fit(config, steps=6, ckpt_path=ckpt)
-    assert all(torch.equal(a, b) for a, b in zip(first.seen + resumed.seen, uninterrupted.seen))
+    assert all(torch.equal(a, b) for a, b in zip(first.seen + resumed.seen, uninterrupted.seen, strict=True))
     assert len(first.seen + resumed.seen) == 6

@@ -51,4 +51,4 @@ def test_a_second_pass_over_the_loader_continues_the_stream(reference):
     loader = TokenLoader(PackedTokenDataset(TOKENS, SEQ_LEN, MICRO_BATCH, seed=7), num_workers=2)
     first = list(islice(loader, 5))
     second = list(islice(loader, 5))
-    assert all(torch.equal(a, b) for a, b in zip(first + second, reference[:10]))
+    assert all(torch.equal(a, b) for a, b in zip(first + second, reference[:10], strict=True))

@@ -211,6 +211,8 @@ def test_bf16_trains_under_autocast_and_scores_like_fp32():
 def test_a_compiled_candidate_scores_what_the_eager_one_scores():
     tasks = TINY_TASKS[:1]
     eager = evaluate_pattern("AM", widths="tiny", tasks=tasks, budget=TINY, seed=2, precision="fp32")
+    torch._dynamo.utils.counters.clear()
     compiled = evaluate_pattern("AM", widths="tiny", tasks=tasks, budget=TINY, seed=2, precision="fp32", compile=True)
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] > 0, "compile=True compiled nothing"
     assert compiled.tasks[0].train_loss == pytest.approx(eager.tasks[0].train_loss, rel=1e-4)
     assert compiled.accuracies == eager.accuracies
