@@ -167,9 +167,11 @@ def reap_dead_workers(study: optuna.Study, requeue: bool = True, alone: bool = F
         why = _why_dead(trial, alone, grace_s)
         if why is None:
             continue
-        # an enqueued trial (a known layout, a rung's promotion) killed before it suggested its layers has its
-        # pattern only in Optuna's fixed_params: retry that too, or the pattern would be lost
-        params = trial.params or trial.system_attrs.get("fixed_params") or {}
+        # an enqueued trial (a known layout, a rung's promotion) holds its whole pattern in Optuna's fixed_params.
+        # Those win over trial.params, which a kill in the middle of suggesting leaves partial: retried with
+        # partial params, the rest of the layers would be sampled, and a rung would train a pattern it never
+        # promoted (seen as a 1-in-7 flake of the successive-halving kill test)
+        params = trial.system_attrs.get("fixed_params") or trial.params or {}
         storage = study._storage  # Optuna's public API cannot fail another process's trial
         try:
             storage.set_trial_user_attr(trial._trial_id, "worker_died", f"{why} on {HOST}")

@@ -137,6 +137,34 @@ def test_cpu_demo_pipeline_runs_end_to_end_with_seeds_and_resumes(tmp_path, monk
     assert main([*argv[:-3], "8192", "--seeds", "1"]) == 2
     assert "was trained with other settings: tokens=2048 (now 4096)" in capsys.readouterr().err  # a sweep point
 
+    # kill -9 during the learning-rate sweep, then the same command (issue 27): no finished sweep point is trained
+    # again, and the comparison equals the unkilled run's
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    killed = tmp_path / "killed"
+    command = [sys.executable, "-m", "composer", *argv[:4], str(killed), *argv[5:]]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 300
+    while process.poll() is None and time.time() < deadline and not list((killed / "lr-sweep").glob("*/lr-*/summary.json")):
+        time.sleep(0.05)
+    assert process.poll() is None, "the pipeline left its sweep before it could be killed"
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    done = {path: os.stat(path).st_mtime_ns for path in (killed / "lr-sweep").glob("*/lr-*/summary.json")}
+    assert 1 <= len(done) < len(swept) and not (killed / "train").exists()
+    final = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    assert final.returncode == 0, final.stderr[-3000:]
+    assert f"{len(done)} of {len(swept)} runs already finished" in final.stdout + final.stderr
+    assert done == {path: os.stat(path).st_mtime_ns for path in done}, "a finished sweep point was trained again"
+    resumed = json.loads((killed / "comparison.json").read_text())
+    assert {row["model"]: row["chosen_lr"] for row in resumed["models"]} == {row["model"]: row["chosen_lr"] for row in rows}
+    for ours, theirs in zip(resumed["models"], rows, strict=True):
+        assert ours["val_losses"] == pytest.approx(theirs["val_losses"], rel=1e-5), ours["model"]
+
 
 def test_the_conclusion_names_a_winner_only_when_the_budget_can_decide():
     from composer.evidence import seed_separation

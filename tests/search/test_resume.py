@@ -182,3 +182,25 @@ def test_an_enqueued_trial_killed_before_it_suggested_is_retried_with_its_patter
     assert len(retry) == 1
     assert retry[0].system_attrs["fixed_params"] == params
     assert retry[0].user_attrs["known"] == "llama" and retry[0].user_attrs["retry_of"] == trial.number
+
+
+def test_an_enqueued_trial_killed_half_way_through_suggesting_is_retried_with_its_whole_pattern(tmp_path):
+    """Killed after suggesting two of its six layers, the trial's params are partial; retried with them, the other
+    four layers would be sampled and a rung would train a pattern it never promoted (the 1-in-7 flake of the
+    successive-halving kill test). The enqueued pattern (fixed_params) must win."""
+    import optuna
+
+    from search.resume import reap_dead_workers
+
+    study = optuna.create_study(storage=f"sqlite:///{tmp_path / 'study.db'}", study_name="s")
+    params = {f"layer_{i}": symbol for i, symbol in enumerate("AMAMAM")}
+    study.enqueue_trial(params, user_attrs={"known": "llama"})
+    trial = study.ask()
+    for i in range(2):
+        trial.suggest_categorical(f"layer_{i}", ["A", "M"])
+    assert len(study.trials[trial.number].params) == 2
+    study._storage.set_trial_user_attr(trial._trial_id, "host", __import__("socket").gethostname())
+    study._storage.set_trial_user_attr(trial._trial_id, "worker", 2**22 + 12345)  # no such process
+    assert reap_dead_workers(study) == [trial.number]
+    (retry,) = [t for t in study.get_trials(deepcopy=False) if t.state == optuna.trial.TrialState.WAITING]
+    assert retry.system_attrs["fixed_params"] == params
