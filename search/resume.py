@@ -170,7 +170,7 @@ def reap_dead_workers(study: optuna.Study, requeue: bool = True, alone: bool = F
         # an enqueued trial (a known layout, a rung's promotion) holds its whole pattern in Optuna's fixed_params.
         # Those win over trial.params, which a kill in the middle of suggesting leaves partial: retried with
         # partial params, the rest of the layers would be sampled, and a rung would train a pattern it never
-        # promoted (seen as a 1-in-7 flake of the successive-halving kill test)
+        # promoted (seen as a flake of the successive-halving kill test, 2 runs in 8)
         params = trial.system_attrs.get("fixed_params") or trial.params or {}
         storage = study._storage  # Optuna's public API cannot fail another process's trial
         try:

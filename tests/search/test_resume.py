@@ -186,7 +186,7 @@ def test_an_enqueued_trial_killed_before_it_suggested_is_retried_with_its_patter
 
 def test_an_enqueued_trial_killed_half_way_through_suggesting_is_retried_with_its_whole_pattern(tmp_path):
     """Killed after suggesting two of its six layers, the trial's params are partial; retried with them, the other
-    four layers would be sampled and a rung would train a pattern it never promoted (the 1-in-7 flake of the
+    four layers would be sampled and a rung would train a pattern it never promoted (the flake, 2 runs in 8, of the
     successive-halving kill test). The enqueued pattern (fixed_params) must win."""
     import optuna
 
