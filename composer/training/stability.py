@@ -25,9 +25,8 @@ from typing import Any
 
 import lightning as L
 
-from composer.training.divergence import BlowupRule
+from composer.training.divergence import SMOOTHING, BlowupRule
 
-SMOOTHING = 0.9
 SPIKE_RATIO = 0.2
 SPIKE_WARMUP = 10
 MAX_SPIKE_STEPS = 20  # spike steps listed in the summary (the count is complete)
