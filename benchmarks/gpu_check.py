@@ -40,6 +40,8 @@ for path in (_ROOT, _HERE):  # the repository (composer, primitives) and trainin
 
 import torch  # noqa: E402
 
+from composer.training.throughput import FALLBACK_PEAK_BF16 as PRODUCT_PEAK_BF16  # noqa: E402
+
 # The cuda extra's distributions: the import a primitive needs from each (same imports as primitives/*.py).
 KERNEL_PROBES = {
     "flash-attn": ("flash_attn", "from flash_attn import flash_attn_func", "A, W"),
@@ -55,9 +57,9 @@ DIST_ALIASES = {"flash-linear-attention": ("flash-linear-attention", "fla-core")
 # cache, and a timeout later still leaves every primitive checked), then one small pattern per primitive, which
 # tells which primitive a failure of the first row comes from.
 STEP_PATTERNS = {"all six": "AWMESD", "A": "AM", "W": "WM", "M": "MM", "E": "EM", "S": "SM", "D": "DM"}
-# Dense bf16 peaks where Lightning's table has no entry (it parses "NVIDIA H200" to no known chip). NVIDIA's
-# datasheets: H100 SXM and H200 SXM 989.4 TFLOP/s dense bf16 (1,979 with sparsity).
-FALLBACK_PEAK_BF16 = {"h200": 989.4e12, "h100": 989.4e12}
+# Dense bf16 peaks where Lightning's table has no entry: the product's own table (composer train uses it too),
+# plus the H100 for summaries written before composer train had it.
+FALLBACK_PEAK_BF16 = {**PRODUCT_PEAK_BF16, "h100": 989.4e12}
 
 
 # -- helpers ------------------------------------------------------------------------------------------------

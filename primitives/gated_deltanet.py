@@ -40,7 +40,9 @@ default the architecture's ``head_dim``), ``expand_v`` (2), ``conv_size`` (4), `
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import math
+import warnings
 from dataclasses import dataclass
 from typing import Literal
 
@@ -54,6 +56,42 @@ try:  # optional CUDA extra: pip install "composer-hnas[cuda]" (fla's ops live i
     from fla.ops.gated_delta_rule import chunk_gated_delta_rule as _fla_chunk_gated_delta_rule
 except (ImportError, OSError):  # not installed, no Triton, or built against another torch/CUDA
     _fla_chunk_gated_delta_rule = None
+
+
+def _fla_backward_refusal() -> str | None:
+    """Why fla's kernel cannot train here, or None.
+
+    fla refuses the gated backward on Hopper (H100/H200) with Triton >= 3.4 and < 3.7.1 (wrong results,
+    fla-org/flash-linear-attention#640) unless tilelang is installed to take that kernel over. The refusal comes
+    as a RuntimeError in the *backward* pass, after the forward has run: so it is checked here, from fla's own
+    flags, before a training step picks the kernel. Seen on an H200 with torch 2.11 / Triton 3.6 (gpu_check).
+    """
+    if _fla_chunk_gated_delta_rule is None:
+        return None
+    try:
+        from fla.utils import IS_NVIDIA_HOPPER, TRITON_ABOVE_3_4_0, TRITON_ABOVE_3_7_1
+    except ImportError:  # an fla from before the guard: nothing to avoid
+        return None
+    if IS_NVIDIA_HOPPER and TRITON_ABOVE_3_4_0 and not TRITON_ABOVE_3_7_1 and not _tilelang_installed():
+        import triton
+
+        return (f"fla's gated backward refuses Hopper GPUs with Triton {triton.__version__} (>= 3.4, < 3.7.1; "
+                "fla #640): upgrade Triton to >= 3.7.1 or pip install tilelang")
+    return None
+
+
+def _tilelang_installed() -> bool:
+    return importlib.util.find_spec("tilelang") is not None
+
+
+_FLA_BACKWARD_REFUSAL = _fla_backward_refusal()
+_WARNED: set[str] = set()
+
+
+def _warn_once(message: str) -> None:
+    if message not in _WARNED:
+        _WARNED.add(message)
+        warnings.warn(message, RuntimeWarning, stacklevel=3)
 
 GatedDeltaNetBackend = Literal["auto", "torch", "cuda"]
 _BACKENDS = ("auto", "torch", "cuda")
@@ -505,11 +543,19 @@ class GatedDeltaNet(Primitive):
         return self._output(o, gate)
 
     def _use_kernel(self, x: torch.Tensor) -> bool:
-        """fla's Triton kernel: on CUDA tensors when it imported, unless backend='torch'."""
+        """fla's Triton kernel: on CUDA tensors when it imported, unless backend='torch' or fla would refuse
+        the backward here (:func:`_fla_backward_refusal`)."""
         backend = self.config.backend
         if backend == "torch":
             return False
         usable = _fla_chunk_gated_delta_rule is not None and x.is_cuda
+        if usable and _FLA_BACKWARD_REFUSAL and torch.is_grad_enabled():
+            # a training step would fail in backward: the forward alone (generation, evaluation) is fine
+            if backend == "cuda":
+                raise RuntimeError(f"gated_deltanet backend 'cuda' cannot train here: {_FLA_BACKWARD_REFUSAL}; "
+                                   "use backend 'auto' (the PyTorch path)")
+            _warn_once(f"gated_deltanet: training on the PyTorch path, not fla's kernel: {_FLA_BACKWARD_REFUSAL}")
+            return False
         if backend == "cuda" and not usable:
             raise RuntimeError(
                 "gated_deltanet backend 'cuda' needs CUDA tensors and fla installed "

@@ -10,6 +10,10 @@ from torch import nn
 
 from composer.model import ComposerModel, ResidualLayer
 
+# Cache entries of ResidualLayer.forward one primitive type can need: train and eval, each with and without the
+# input variants FSDP and autocast bring (on the H200 run: grad mode and a dispatch-key change per type).
+ENTRIES_PER_PRIMITIVE_TYPE = 4
+
 
 def apply_activation_checkpointing(model: ComposerModel) -> None:
     """Recompute each residual layer's activations in the backward pass (per-layer AC)."""
@@ -25,7 +29,16 @@ def apply_compile(model: nn.Module) -> None:
     instead of once per pattern. Works on any module holding :class:`ResidualLayer` s (e.g. MAD's autoencoder).
     The final norm, LM head and cross-entropy are compiled as one function too: Inductor fuses the loss over the
     vocabulary into single passes (on CPU, 2x faster than eager at an 8K vocabulary).
+
+    Every layer runs the same ``ResidualLayer.forward`` code, and dynamo keeps one cache entry of it per primitive
+    type and grad mode (training, and validation under ``no_grad``), with more for FSDP's and autocast's input
+    variants. Past ``recompile_limit`` (8 by default) it runs new variants eagerly without an error: on an H200,
+    ``(DMAM)x4`` at 1B widths hit the limit. So the limit is raised to leave room for every primitive type here.
     """
+    types = {type(module.primitive) for module in model.modules() if isinstance(module, ResidualLayer)}
+    needed = ENTRIES_PER_PRIMITIVE_TYPE * max(len(types), 1)
+    if torch._dynamo.config.recompile_limit < needed:
+        torch._dynamo.config.recompile_limit = needed
     for module in model.modules():
         if isinstance(module, ResidualLayer):
             module.compile()

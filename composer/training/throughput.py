@@ -4,8 +4,8 @@ A step is timed from the start of its first micro-batch to the end of its last (
 clipping, optimizer); data fetching, validation and checkpointing fall outside, so tokens/s is the training
 engine's own speed. MFU
 uses the architecture's analytic FLOPs per token (``composer.accounting``) against the device's dense peak from
-Lightning's table of known devices (e.g. H100 SXM bf16: 989.4 TFLOP/s); it is omitted where the peak is unknown
-(CPUs).
+Lightning's table of known devices (e.g. H100 SXM bf16: 989.4 TFLOP/s), or from :data:`FALLBACK_PEAK_BF16` for the
+chips that table misses; it is omitted where the peak is unknown (CPUs).
 """
 
 from __future__ import annotations
@@ -19,6 +19,21 @@ import torch
 from lightning.fabric.utilities.throughput import get_available_flops
 
 _PRECISION_DTYPES = {"bf16": torch.bfloat16, "16": torch.float16}
+# Dense bf16/fp16 peaks (FLOP/s) of chips Lightning's table misses: it keys the H200 as "h200 sxm1", which the
+# name "NVIDIA H200" never matches, so a run on an H200 had no MFU (seen with Lightning 2.6.6). NVIDIA's
+# datasheet: H200 SXM 989.4 TFLOP/s dense bf16, as the H100 SXM.
+FALLBACK_PEAK_BF16 = {"h200": 989.4e12}
+
+
+def peak_flops(device: torch.device, dtype: torch.dtype) -> float | None:
+    """The device's dense peak for ``dtype``: Lightning's table, else :data:`FALLBACK_PEAK_BF16`; None on CPUs."""
+    if device.type == "cpu":
+        return None
+    peak = get_available_flops(device, dtype)
+    if peak is None and device.type == "cuda" and dtype in (torch.bfloat16, torch.float16):
+        name = torch.cuda.get_device_name(device).lower()
+        peak = next((flops for chip, flops in FALLBACK_PEAK_BF16.items() if chip in name), None)
+    return peak
 
 
 def compute_dtype(precision: str) -> torch.dtype:
@@ -54,7 +69,7 @@ class ThroughputMonitor(L.Callback):
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         device = trainer.strategy.root_device
-        self.peak_flops = get_available_flops(device, compute_dtype(self.precision)) if device.type != "cpu" else None
+        self.peak_flops = peak_flops(device, compute_dtype(self.precision))
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
         self._step_started = None

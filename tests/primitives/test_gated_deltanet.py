@@ -177,19 +177,58 @@ def test_cuda_backend_without_kernel_is_a_clear_error():
         module(torch.randn(1, 4, 16))
 
 
-@pytest.mark.skipif(
+class _CudaProbe:
+    """What ``_use_kernel`` reads of its input (``is_cuda``, ``device``): the dispatch decided on a CPU machine."""
+
+    is_cuda = True
+    device = "cuda:0"
+
+
+def test_a_refused_fla_backward_trains_on_the_torch_path(monkeypatch):
+    """fla raises in *backward* on Hopper with Triton 3.4-3.7.0 (seen on an H200): training must not pick it."""
+    monkeypatch.setattr(gated_deltanet, "_fla_chunk_gated_delta_rule", object())
+    monkeypatch.setattr(gated_deltanet, "_FLA_BACKWARD_REFUSAL", "Triton 3.6.0 on Hopper")
+    monkeypatch.setattr(gated_deltanet, "_WARNED", set())
+    auto, strict = layer(backend="auto"), layer(backend="cuda")
+    with pytest.warns(RuntimeWarning, match="PyTorch path.*Triton 3.6.0 on Hopper"):
+        assert auto._use_kernel(_CudaProbe()) is False
+    with torch.no_grad():  # the forward alone is fine: generation and evaluation keep the kernel
+        assert auto._use_kernel(_CudaProbe()) is True
+        assert strict._use_kernel(_CudaProbe()) is True
+    with pytest.raises(RuntimeError, match="backend 'cuda' cannot train here: Triton 3.6.0 on Hopper"):
+        strict._use_kernel(_CudaProbe())
+    monkeypatch.setattr(gated_deltanet, "_FLA_BACKWARD_REFUSAL", None)
+    assert auto._use_kernel(_CudaProbe()) is True
+
+
+needs_fla = pytest.mark.skipif(
     not torch.cuda.is_available() or gated_deltanet._fla_chunk_gated_delta_rule is None,
     reason="needs CUDA and fla (pip install 'composer-hnas[cuda]')",
 )
-def test_fla_kernel_matches_torch_path():
-    """The same weights through fla's Triton kernel and through the pure-PyTorch chunked rule, in float32."""
+
+
+def _kernel_and_reference_pair():
     torch.manual_seed(0)
     fast = GatedDeltaNet(GatedDeltaNetConfig(d_model=128, n_heads=2, head_dim=64, backend="cuda")).cuda()
     reference = GatedDeltaNet(
         GatedDeltaNetConfig(d_model=128, n_heads=2, head_dim=64, backend="torch")
     ).cuda()
     reference.load_state_dict(fast.state_dict())
-    x = torch.randn(2, 200, 128, device="cuda")
+    return fast, reference, torch.randn(2, 200, 128, device="cuda")
+
+
+@needs_fla
+def test_fla_kernel_forward_matches_torch_path():
+    """The same weights through fla's Triton kernel and through the pure-PyTorch chunked rule, in float32."""
+    fast, reference, x = _kernel_and_reference_pair()
+    with torch.no_grad():
+        torch.testing.assert_close(fast(x), reference(x), rtol=2e-3, atol=2e-3)
+
+
+@needs_fla
+@pytest.mark.skipif(bool(gated_deltanet._FLA_BACKWARD_REFUSAL), reason=str(gated_deltanet._FLA_BACKWARD_REFUSAL))
+def test_fla_kernel_gradients_match_torch_path():
+    fast, reference, x = _kernel_and_reference_pair()
     outputs, grads = [], []
     for module in (fast, reference):
         y = module(x)
