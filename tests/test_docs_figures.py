@@ -1,0 +1,607 @@
+"""The docs' headline figures, recomputed from the results JSON each doc cites (issue 29).
+
+Every figure below is read out of the doc's Markdown (a table row or a sentence found by a stable anchor) and
+compared, at the precision the doc prints, with the same figure taken from ``benchmarks/results/*.json``:
+recomputed with the project's own statistics (``composer.evidence``, with the bootstrap seed and replicate
+count the benchmark used) where the doc derives it, read where the JSON stores it. Where both exist the test
+also checks that the recomputation reproduces the stored value. So a figure edited in a doc, or a JSON
+re-measured without its doc, turns this file red.
+
+No training and no torch: numpy/scipy over a few JSON files (well under a second of bootstrap in all).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from composer.evidence import (
+    POWER_THRESHOLD,
+    bootstrap_rank_correlation,
+    noise_ceiling,
+    paired_difference,
+    proportion_interval,
+    seed_separation,
+    seed_summary,
+    spearman,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+
+# The bootstrap every benchmark and `composer transfer` ran: composer.evidence's defaults, 10,000 replicates
+# at seed 0 (composer/transfer.py's TransferConfig.n_boot, benchmarks/hybridize_evidence.py's n_boot=10_000).
+N_BOOT, BOOT_SEED = 10_000, 0
+
+# A printed number: optional sign, thousands separated by commas or not, optional decimals. "0, 12" is two
+# numbers, "1,024" one.
+NUMBER = r"[+-]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"
+NUM = f"({NUMBER})"
+
+
+# ----------------------------------------------------------------------------------------------- helpers
+
+
+@functools.cache
+def doc(name: str) -> str:
+    return (ROOT / "docs" / name).read_text()
+
+
+@functools.cache
+def results(name: str) -> dict:
+    return json.loads((RESULTS / name).read_text())
+
+
+def section(text: str, heading: str) -> str:
+    """The text of the Markdown section whose heading line starts with ``heading``, up to the next heading of
+    the same or a higher level."""
+    match = re.search(rf"^(#+) {re.escape(heading)}.*$", text, flags=re.MULTILINE)
+    assert match, f"heading {heading!r} not found"
+    level = len(match.group(1))
+    end = re.search(rf"^#{{1,{level}}} ", text[match.end():], flags=re.MULTILINE)
+    return text[match.start(): match.end() + (end.start() if end else len(text))]
+
+
+def table(text: str, header: str) -> list[list[str]]:
+    """The body rows (cells, stripped) of the Markdown table whose header line starts with ``header``."""
+    lines = text.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith(header)), None)
+    assert start is not None, f"table with header {header!r} not found"
+    rows = []
+    for line in lines[start + 2:]:  # skip the header and its |---| line
+        if not line.startswith("|"):
+            break
+        rows.append([cell.strip() for cell in line.strip().strip("|").split("|")])
+    assert rows, f"table {header!r} has no rows"
+    return rows
+
+
+def plain(cell: str) -> str:
+    """A cell without Markdown emphasis or code spans' backticks."""
+    return cell.replace("**", "").replace("`", "").strip()
+
+
+def numbers(cell: str) -> list[str]:
+    """The numbers printed in a cell, as printed; code spans (layouts such as ``(AM)x9``) are skipped."""
+    return re.findall(NUMBER, re.sub(r"`[^`]*`", "", cell.replace("**", "")))
+
+
+def find(text: str, pattern: str) -> re.Match:
+    """The first match of ``pattern`` in ``text``, where a space in ``pattern`` matches any run of whitespace
+    (prose is wrapped); use ``NUM`` for a printed number."""
+    match = re.search(pattern.replace("\\ ", " ").replace(" ", r"\s+"), text)
+    assert match, f"anchor {pattern!r} not found in the doc"
+    return match
+
+
+def agree(printed: str, value: float, what: str) -> None:
+    """``printed`` (a doc figure) is ``value`` (from the JSON) rounded to the decimals the doc shows."""
+    text = printed.replace(",", "").replace("**", "").strip()
+    decimals = len(text.split(".")[1]) if "." in text else 0
+    shown = f"{value:.{decimals}f}"
+    assert float(text) == float(shown), f"{what}: the doc prints {printed}, the JSON gives {value!r} ({shown})"
+
+
+def agree_all(printed: list[str], values: list[float], what: str) -> None:
+    assert len(printed) == len(values), f"{what}: the doc prints {printed}, the JSON has {len(values)} values"
+    for text, value in zip(printed, values, strict=True):
+        agree(text, value, what)
+
+
+def reproduced(stored, recomputed, what: str) -> None:
+    """A value the JSON stores equals its recomputation from the JSON's raw values (numbers or lists of them)."""
+    pairs = zip(stored, recomputed, strict=True) if isinstance(stored, list) else [(stored, recomputed)]
+    assert all(math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12) for a, b in pairs), \
+        f"{what}: the JSON stores {stored!r}, its own raw values give {recomputed!r}"
+
+
+def per_seed(losses: dict, seeds) -> dict[int, float]:
+    return {int(s): losses[str(s)] for s in seeds}
+
+
+# ----------------------------------------------------------------------------------------------- evidence.md
+
+
+NOISE = "noise_ceiling-2026-11-25.json"
+PROXY = "proxy_transfer-2026-11-24.json"
+TRANSFER = "transfer_lr_sweep-2026-11-25.json"
+
+
+def budget_losses() -> dict[int, dict[str, dict[int, float]]]:
+    """tokens -> pattern -> seed -> validation loss, for the three budgets of the noise-ceiling table (500K from
+    issue 10's runs in proxy_transfer, the others from noise_ceiling)."""
+    report = results(NOISE)
+    out = {row["tokens"]: {p: {int(s): v for s, v in row["losses"][p].items()} for p in row["patterns"]}
+           for row in report["budgets"]}
+    target = results(PROXY)["target"]
+    assert target["tokens"] == 500_000 and target["seeds"] == report["seeds"]
+    out[500_000] = {p: dict(zip(target["seeds"], target["losses"][p], strict=True)) for p in report["patterns"]}
+    return out
+
+
+def test_evidence_files_are_cited():
+    text = doc("evidence.md")
+    for name in (NOISE, PROXY, TRANSFER):
+        assert f"benchmarks/results/{name}" in text
+
+
+def test_evidence_noise_ceiling_table():
+    losses = budget_losses()
+    eight = results(NOISE)["patterns"]
+    seven = results(NOISE)["budgets"][1]["patterns"]
+    rows = table(doc("evidence.md"), "| tokens | patterns | noise ceiling |")
+    measured = [row for row in rows if "not measured" not in row[2]]
+    assert {(int(r[0].replace(",", "")), int(r[1])) for r in measured} == \
+        {(300_000, 8), (300_000, 7), (500_000, 8), (500_000, 7), (1_000_000, 7)}
+    stored = {(row["tokens"], len(row["patterns"])): row for row in results(NOISE)["budgets"]}
+    for row in measured:
+        tokens, k = int(row[0].replace(",", "")), int(row[1])
+        patterns = eight if k == 8 else seven
+        power = seed_separation({p: losses[tokens][p] for p in patterns}, threshold=POWER_THRESHOLD)
+        ceiling = power["noise_ceiling"]
+        what = f"evidence.md noise-ceiling row {tokens:,} tokens / {k} patterns"
+        agree(row[2], ceiling, f"{what}, noise ceiling")
+        agree(row[3], ceiling / POWER_THRESHOLD, f"{what}, / threshold")
+        agree(row[4], power["noise_ceiling_spearman_brown"], f"{what}, Spearman-Brown")
+        agree(row[5], power["within_seed_std"], f"{what}, within-seed std")
+        agree(row[6], power["between_model_std"], f"{what}, between-pattern std")
+        agree(row[7], power["separation"], f"{what}, separation")
+        assert row[8] == ("yes" if ceiling >= POWER_THRESHOLD else "no"), f"{what}, decides"
+        if (tokens, k) in stored:  # the benchmark's own numbers, reproduced
+            reproduced(stored[(tokens, k)]["noise_ceiling"], ceiling, f"{NOISE} {what}, noise ceiling")
+            reproduced(stored[(tokens, k)]["separation"], power["separation"], f"{NOISE} {what}, separation")
+
+
+def test_evidence_losses_per_seed():
+    losses = budget_losses()
+    rows = table(doc("evidence.md"), "| pattern | 300K seed 0 |")
+    assert [plain(r[0]) for r in rows] == results(NOISE)["patterns"]
+    columns = [(300_000, 0), (300_000, 1), (500_000, 0), (500_000, 1), (1_000_000, 0), (1_000_000, 1)]
+    for row in rows:
+        pattern = plain(row[0])
+        for cell, (tokens, seed) in zip(row[1:], columns, strict=True):
+            if pattern not in losses[tokens]:
+                assert cell == "—", f"evidence.md: {pattern} has no {tokens:,}-token run, the doc prints {cell}"
+            else:
+                agree(cell, losses[tokens][pattern][seed], f"evidence.md loss {pattern} {tokens:,} seed {seed}")
+
+
+def test_evidence_smaller_budgets_predict_1m():
+    losses = budget_losses()
+    seven = results(NOISE)["budgets"][1]["patterns"]
+    mean = {t: [float(np.mean(list(losses[t][p].values()))) for p in seven] for t in losses}
+    match = find(doc("evidence.md"), f"the 500K ranking of the seven means predicts the 1M ranking at Spearman "
+                                     f"{NUM}; 300K's predicts it at {NUM} \\(per seed: {NUM} for seed 0 and {NUM} "
+                                     f"for seed 1")
+    agree(match[1], spearman(mean[500_000], mean[1_000_000]), "evidence.md 500K->1M Spearman")
+    agree(match[2], spearman(mean[300_000], mean[1_000_000]), "evidence.md 300K->1M Spearman")
+    for group, seed in ((3, 0), (4, 1)):
+        agree(match[group], spearman([losses[300_000][p][seed] for p in seven],
+                                     [losses[1_000_000][p][seed] for p in seven]),
+              f"evidence.md 300K->1M Spearman at seed {seed}")
+
+
+def transfer_inputs(only_close: bool = False):
+    """Scores, per-seed losses and seeds of the transfer's patterns; ``only_close`` drops the two attention-heavy
+    outliers (the two highest mean losses), leaving the doc's "six close" patterns."""
+    report = results(TRANSFER)["transfer"]
+    patterns = report["patterns"]
+    if only_close:
+        patterns = sorted(patterns, key=lambda p: p["mean_loss"])[:-2]
+    seeds = report["seeds"]
+    sign = 1.0 if report["search"]["direction"] == "maximize" else -1.0
+    return ([sign * p["score"] for p in patterns], [[p["losses"][str(s)] for s in seeds] for p in patterns], seeds)
+
+
+def test_evidence_transfer_spearman_and_ceiling():
+    text = section(doc("evidence.md"), "What it says")
+    report = results(TRANSFER)["transfer"]
+    correlation, close_correlation = (
+        bootstrap_rank_correlation(*transfer_inputs(only)[:2], n_boot=report["n_boot"], seed=BOOT_SEED)
+        for only in (False, True))
+    assert report["n_boot"] == N_BOOT
+    reproduced(report["spearman"], correlation["spearman"], f"{TRANSFER} transfer Spearman")
+    reproduced(report["spearman_ci"], correlation["spearman_ci"], f"{TRANSFER} transfer Spearman interval")
+    match = find(text, f"The Spearman correlation is {NUM}, with a 95% interval of \\[{NUM}, {NUM}\\]; on the six "
+                       f"close patterns it is {NUM}, interval \\[{NUM}, {NUM}\\]")
+    agree_all([match[1], match[2], match[3]], [correlation["spearman"], *correlation["spearman_ci"]],
+              "evidence.md transfer Spearman and its interval")
+    agree_all([match[4], match[5], match[6]], [close_correlation["spearman"], *close_correlation["spearman_ci"]],
+              "evidence.md transfer Spearman on the six close patterns and its interval")
+
+    def ceiling(only: bool) -> dict:
+        _, losses, seeds = transfer_inputs(only)
+        return noise_ceiling({s: [row[i] for row in losses] for i, s in enumerate(seeds)})
+
+    everything, six = ceiling(False), ceiling(True)
+    reproduced(report["noise_ceiling"], everything["mean"], f"{TRANSFER} noise ceiling")
+    match = find(text, f"The seeds agree at Spearman {NUM} \\(pairs {NUM}, {NUM}, {NUM}\\)")
+    agree_all(list(match.groups()), [everything["mean"], *(p["spearman"] for p in everything["pairs"])],
+              "evidence.md transfer noise ceiling and its pairs")
+    agree(find(text, f"On the six close ones alone the ceiling is still {NUM}")[1], six["mean"],
+          "evidence.md noise ceiling on the six close patterns")
+
+
+def test_evidence_transfer_table():
+    report = results(TRANSFER)["transfer"]
+    seeds = report["seeds"]
+    baselines = {b["name"]: b for b in report["baselines"]}
+    rows = table(doc("evidence.md"), "| search rank | pattern | score |")
+    assert [plain(r[1]) for r in rows] == [p["source_pattern"] for p in report["patterns"]]
+    higher = []
+    for row, p in zip(rows, report["patterns"], strict=True):
+        what = f"evidence.md transfer row {p['source_pattern']}"
+        assert int(row[0]) == p["search_rank"], what
+        agree(row[2], p["score"], f"{what}, score")
+        assert plain(row[3]) == p["compact"], what
+        assert float(row[4]) == p["lr"], f"{what}, lr"
+        loss = seed_summary([p["losses"][str(s)] for s in seeds])
+        agree(row[5], loss["mean"], f"{what}, mean loss")
+        agree_all(numbers(row[6]), loss["ci"], f"{what}, 95% CI")
+        agree_all(numbers(row[7]), loss["values"], f"{what}, per seed")
+        baseline = baselines[p["baseline"]]
+        assert row[8].endswith(f"vs `{baseline['compact']}`"), f"{what}: matched Llama"
+        diff = paired_difference(per_seed(p["losses"], seeds), per_seed(baseline["losses"], seeds))
+        reproduced(p["vs_baseline"]["mean"], diff["mean"], f"{TRANSFER} {what}, paired difference")
+        agree_all(numbers(row[8]), [diff["mean"]], f"{what}, paired difference")
+        agree_all(numbers(row[9]), diff["ci"], f"{what}, paired 95% CI")
+        assert row[10] == diff["verdict"], f"{what}: the doc says {row[10]!r}, the JSON {diff['verdict']!r}"
+        if diff["verdict"] == "higher":
+            higher.append(diff["mean"])
+    llamas = table(doc("evidence.md"), "| matched Llama | non-embedding params |")
+    assert {plain(r[0]) for r in llamas} == {b["compact"] for b in baselines.values()}
+    by_compact = {b["compact"]: b for b in baselines.values()}
+    for row in llamas:
+        b = by_compact[plain(row[0])]
+        what = f"evidence.md matched Llama {b['compact']}"
+        assert int(row[1].replace(",", "")) == b["non_embedding_params"], what
+        assert float(row[2]) == b["lr"], what
+        loss = seed_summary([b["losses"][str(s)] for s in seeds])
+        agree(row[3], loss["mean"], f"{what}, mean loss")
+        agree_all(numbers(row[4]), loss["ci"], f"{what}, 95% CI")
+        agree_all(numbers(row[5]), loss["values"], f"{what}, per seed")
+    match = find(doc("evidence.md"), f"Seven of the eight hybrids are higher than their matched Llama, by "
+                                     f"{NUM}-(\\d+\\.\\d+) nats")
+    assert len(higher) == 7
+    agree_all([match[1], match[2]], [min(higher), max(higher)], "evidence.md range of the hybrids' deficit")
+
+
+def test_evidence_transfer_lr_sweep_table():
+    sweep = results(TRANSFER)["lr_sweep"]
+    names = {b["name"]: b["compact"] for b in results(TRANSFER)["transfer"]["baselines"]}
+    rows = table(doc("evidence.md"), "| architecture | 1e-3 | 2e-3 | 3e-3 | 6e-3 |")
+    assert {plain(r[0]) for r in rows} == {names.get(m, m) for m in sweep["models"]}
+    by_name = {names.get(m, m): entry for m, entry in sweep["models"].items()}
+    for row in rows:
+        entry = by_name[plain(row[0])]
+        points = sorted(entry["points"], key=lambda point: point["lr"])
+        assert [pt["lr"] for pt in points] == sweep["rates"]
+        for cell, point in zip(row[1:], points, strict=True):
+            agree(plain(cell), point["val_loss"], f"evidence.md sweep {plain(row[0])} at lr {point['lr']:g}")
+            assert cell.startswith("**") == (point["lr"] == entry["chosen_lr"]), \
+                f"evidence.md sweep {plain(row[0])}: the bold rate is not the chosen {entry['chosen_lr']:g}"
+
+
+# ----------------------------------------------------------------------------------------------- comparisons
+
+
+def check_comparison_table(rows: list[list[str]], models: dict[str, dict], names: dict[str, str], seeds,
+                           columns: list[str], where: str) -> None:
+    """A pipeline comparison table (model, layout, lr, mean ± std, CI, Δ vs Llama, CI, then ``columns``), each
+    figure recomputed from the per-seed losses with composer.evidence or read from the model's entry."""
+    assert {names[plain(r[0])] for r in rows} == set(models), f"{where}: the table's models"
+    reference = per_seed(models["llama"]["val_losses"], seeds)
+    for row in rows:
+        m = models[names[plain(row[0])]]
+        what = f"{where} row {m['model']}"
+        assert plain(row[1]).startswith(m["pattern"]), f"{what}: layout {row[1]} against {m['pattern']}"
+        assert float(row[2]) == m["chosen_lr"], f"{what}, lr"
+        loss = seed_summary([m["val_losses"][str(s)] for s in seeds])
+        reproduced([m["val_loss"], m["val_loss_std"]], [loss["mean"], loss["std"]], f"{what}: mean and std")
+        agree_all(numbers(row[3]), [loss["mean"], loss["std"]], f"{what}, mean ± std")
+        agree_all(numbers(row[4]), loss["ci"], f"{what}, 95% CI")
+        if m["model"] == "llama":
+            assert row[5] == row[6] == "—", what
+        else:
+            diff = paired_difference(per_seed(m["val_losses"], seeds), reference)
+            reproduced(m["diff_vs_reference"], diff["mean"], f"{what}: paired difference to Llama")
+            agree_all(numbers(row[5]), [diff["mean"]], f"{what}, Δ vs Llama")
+            agree_all(numbers(row[6]), diff["ci"], f"{what}, Δ 95% CI")
+        for cell, column in zip(row[7:], columns, strict=True):
+            if column in ("params", "active_params"):
+                assert cell.endswith("M"), f"{what}, {column}"
+                agree(cell[:-1], m[column] / 1e6, f"{what}, {column} (millions)")
+            else:
+                agree(cell, m[column], f"{what}, {column}")
+
+
+def check_paired_rows(rows, models, names, seeds, where: str) -> None:
+    """Rows ``a − b | Δ | CI | verdict``: paired_difference(a, b) over the seeds."""
+    for row in rows:
+        a, b = (names[plain(part).split(" (")[0].strip()] for part in row[0].split("−"))
+        diff = paired_difference(per_seed(models[a]["val_losses"], seeds), per_seed(models[b]["val_losses"], seeds))
+        what = f"{where}: {a} − {b}"
+        agree_all(numbers(row[1]), [diff["mean"]], f"{what}, Δ")
+        agree_all(numbers(row[2]), diff["ci"], f"{what}, 95% CI")
+        assert row[3] == diff["verdict"], f"{what}: the doc says {row[3]!r}, the JSON {diff['verdict']!r}"
+
+
+def check_power(text: str, models: dict[str, dict], seeds, where: str, prefix: str) -> dict:
+    """"the seed spread within a model (std X) ... spread between models (Y) ... (Spearman Z": seed_separation."""
+    power = seed_separation({name: per_seed(m["val_losses"], seeds) for name, m in models.items()})
+    match = find(text, f"the seed spread within a model \\(std {NUM}\\) {prefix}spread between models \\({NUM}\\)"
+                       f", and the three seeds rank the[^(]*\\(Spearman {NUM}")
+    agree_all(list(match.groups()), [power["within_seed_std"], power["between_model_std"], power["noise_ceiling"]],
+              f"{where}: power (within-seed std, between-model std, seed agreement)")
+    return power
+
+
+PUBLISHED = "published_hybrids-2026-11-25.json"
+PUBLISHED_NAMES = {"samba": "samba", "nemotron-h": "nemotron-h", "linear-7to1": "linear-7to1", "jamba": "jamba",
+                   "gdn-h1": "gdn-h1", "composite": "composite", "composite (searched)": "composite",
+                   "qwen3-next": "qwen3-next", "llama": "llama", "Samba": "samba", "Nemotron-H": "nemotron-h"}
+
+
+def test_published_hybrids():
+    text = doc("published-hybrids.md")
+    assert f"benchmarks/results/{PUBLISHED}" in text
+    report = results(PUBLISHED)
+    seeds = report["seeds"]
+    models = {m["model"]: m for m in report["models"]}
+    rows = table(text, "| model | layout at demo-4m | lr |")
+    check_comparison_table(rows, models, PUBLISHED_NAMES, seeds,
+                           ["tokens_per_s", "params", "active_params", "kv_cache_bytes_per_token", "state_bytes"],
+                           "published-hybrids.md")
+    composite = per_seed(models["composite"]["val_losses"], seeds)
+    family_rows = table(text, "| family − composite |")
+    assert {r[0] for r in family_rows} == set(models) - {"composite", "llama"}
+    for row in family_rows:
+        diff = paired_difference(per_seed(models[row[0]]["val_losses"], seeds), composite)
+        what = f"published-hybrids.md: {row[0]} − composite"
+        agree_all(numbers(row[1]), [diff["mean"]], f"{what}, Δ")
+        agree_all(numbers(row[2]), diff["ci"], f"{what}, 95% CI")
+        assert row[3] == diff["verdict"], what
+    # "The top four cannot be told apart": three paired differences in prose.
+    match = find(text, f"Samba − Nemotron-H is {NUM} \\[{NUM}, {NUM}\\], Nemotron-H − linear-7to1 {NUM} "
+                       f"\\[{NUM}, {NUM}\\] and linear-7to1 − Jamba {NUM} \\[{NUM}, {NUM}\\]")
+    for index, (a, b) in enumerate((("samba", "nemotron-h"), ("nemotron-h", "linear-7to1"), ("linear-7to1", "jamba"))):
+        diff = paired_difference(per_seed(models[a]["val_losses"], seeds), per_seed(models[b]["val_losses"], seeds))
+        agree_all(list(match.groups()[3 * index: 3 * index + 3]), [diff["mean"], *diff["ci"]],
+                  f"published-hybrids.md: {a} − {b}")
+    gains = [-m["diff_vs_reference"] for name, m in models.items() if name != "llama"]
+    match = find(text, f"Every hybrid beats Llama by far\\*\\* at this budget: {NUM} to {NUM} nats")
+    agree_all([match[1], match[2]], [min(gains), max(gains)], "published-hybrids.md: the hybrids' lead over Llama")
+    power = check_power(text, models, seeds, "published-hybrids.md", prefix="is a tenth of the ")
+    reproduced(report["power"]["separation"], power["separation"], f"{PUBLISHED} separation")
+
+
+HALVING = "halving_answer_vs_published-2026-11-26.json"
+HALVING_NAMES = {"search's answer": "composite", "answer": "composite", "samba": "samba", "Samba": "samba",
+                 "nemotron-h": "nemotron-h", "Nemotron-H": "nemotron-h", "llama": "llama", "Llama": "llama"}
+
+
+def test_search_answer_against_what_shipped():
+    text = section(doc("search.md"), "The answer against what shipped")
+    assert f"benchmarks/results/{HALVING}" in text
+    report = results(HALVING)
+    comparison = report["comparison"]
+    seeds = comparison["seeds"]
+    models = {m["model"]: m for m in comparison["models"]}
+    check_comparison_table(table(text, "| model | layout at demo-4m | lr |"), models, HALVING_NAMES, seeds,
+                           ["params", "kv_cache_bytes_per_token", "state_bytes"], "search.md answer table")
+    paired = table(text, "| difference | Δ | 95% CI | verdict |")
+    check_paired_rows(paired, models, HALVING_NAMES, seeds, "search.md")
+    for row in paired:  # the JSON's own paired block holds the same numbers
+        a, b = (HALVING_NAMES[plain(part).split(" (")[0].strip()] for part in row[0].split("−"))
+        stored = report["paired"][f"{a} - {b}"]
+        diff = paired_difference(per_seed(models[a]["val_losses"], seeds), per_seed(models[b]["val_losses"], seeds))
+        reproduced(stored["mean"], diff["mean"], f"{HALVING} paired {a} - {b}")
+        assert stored["verdict"] == diff["verdict"], f"{HALVING} paired {a} - {b}: verdict"
+    match = find(text, f"Per seed \\(0, 1, 2\\): the answer {NUM}, {NUM}, {NUM}; Samba {NUM}, {NUM}, {NUM}; "
+                       f"Nemotron-H {NUM}, {NUM}, {NUM}; Llama {NUM}, {NUM}, {NUM}\\.")
+    for index, name in enumerate(("composite", "samba", "nemotron-h", "llama")):
+        agree_all(list(match.groups()[3 * index: 3 * index + 3]),
+                  [models[name]["val_losses"][str(s)] for s in seeds], f"search.md per-seed losses of {name}")
+    power = check_power(text, models, seeds, "search.md", prefix="is 1/25 of the ")
+    assert round(power["separation"]) == 25, f"search.md: the spread between models is 1/{power['separation']:.1f}"
+    behind = [models["llama"]["val_loss"] - m["val_loss"] for name, m in models.items() if name != "llama"]
+    match = find(text, f"Llama is {NUM}-(\\d+\\.\\d+) behind every hybrid")
+    agree_all([match[1], match[2]], [min(behind), max(behind)], "search.md: Llama's deficit to the hybrids")
+
+
+# ----------------------------------------------------------------------------------------------- recall.md
+
+
+RECALL = "recall_vs_length_lr_sweep-2026-11-25.json"
+RECALL_SHARED_RATE = "recall_vs_length-2026-11-25.json"
+
+
+def test_recall_table():
+    text = doc("recall.md")
+    assert f"benchmarks/results/{RECALL}" in text
+    report = results(RECALL)
+    settings = report["settings"]
+    lengths = [str(n) for n in settings["lengths"]]
+    sequences = int(find(text, f"tested on {NUM} sequences per length")[1])
+    patterns = {p["pattern"]: p for p in report["patterns"]}
+    rows = table(text, "| pattern | rate chosen |")
+    assert [plain(r[0]).split()[0] for r in rows] == list(patterns)
+    for row in rows:
+        p = patterns[plain(row[0]).split()[0]]
+        what = f"recall.md row {p['pattern']}"
+        assert float(row[1]) == p["lr"], f"{what}, rate chosen"
+        for cell, n in zip(row[2:5], lengths, strict=True):
+            accuracy = p["accuracy_by_length"][n]
+            queries = sequences * (int(n) // settings["kv_ratio"])
+            interval = proportion_interval(round(accuracy * queries), queries)  # Wilson, over the test queries
+            reproduced(p["interval_by_length"][n], interval, f"{RECALL} {what} at {n} tokens, Wilson interval")
+            agree_all(numbers(cell), [accuracy, *interval], f"{what} at {n} tokens (accuracy, Wilson interval)")
+        assert row[5] == ("0" if p["kv_cache_bytes_per_token"] == 0 else f"{p['kv_cache_bytes_per_token']} B"), \
+            f"{what}, KV cache per token"
+        agree_all(numbers(row[6]), [p["cache_bytes_at_longest"] / 1024], f"{what}, cache at 1,024 (KiB)")
+        agree_all(numbers(row[7]), [p["state_bytes"] / 1024], f"{what}, fixed state (KiB)")
+
+    sweep_rows = table(text, "| pattern | lr 1e-3 | lr 3e-3 |")
+    assert [plain(r[0]) for r in sweep_rows] == list(patterns)
+    for row in sweep_rows:
+        p = patterns[plain(row[0])]
+        for cell, rate in zip(row[1:], settings["lrs"], strict=True):
+            point = p["sweep"][f"{rate:g}"]
+            agree_all(numbers(cell), [point["mean"], point["train_loss"]],
+                      f"recall.md sweep {p['pattern']} at lr {rate:g} (mean accuracy / final training loss)")
+            assert cell.startswith("**") == (rate == p["lr"]), f"recall.md sweep {p['pattern']}: bold rate"
+
+    # "The 3e-3 runs repeat this page's first measurement ... to the last digit".
+    shared = {p["pattern"]: p for p in results(RECALL_SHARED_RATE)["patterns"]}
+    assert results(RECALL_SHARED_RATE)["settings"]["lr"] == 0.003 and set(shared) == set(patterns)
+    for name, p in patterns.items():
+        assert p["sweep"]["0.003"]["mean"] == shared[name]["mean"], f"recall.md: {name} at 3e-3 is not a repeat"
+
+
+def test_recall_ratios():
+    text = doc("recall.md")
+    patterns = {p["pattern"]: p for p in results(RECALL)["patterns"]}
+    longest = str(results(RECALL)["settings"]["lengths"][-1])
+    attention = patterns["AA"]
+    fixed = [patterns["SS"], patterns["DD"]]
+    below = [attention["accuracy_by_length"][longest] / p["accuracy_by_length"][longest] for p in fixed]
+    larger = [attention["cache_bytes_at_longest"] / p["cache_bytes_at_longest"] for p in fixed]
+    match = find(text, f"At 1,024 tokens that is {NUM} to {NUM} times below attention, whose cache there is {NUM} "
+                       f"to {NUM} times larger \\({NUM} KiB against {NUM} and {NUM} KiB\\)")
+    agree_all([match[1], match[2]], sorted(below), "recall.md: fixed states below attention at 1,024 tokens")
+    agree_all([match[3], match[4]], sorted(larger), "recall.md: attention's cache over the fixed states'")
+    agree_all([match[5], match[6], match[7]],
+              [attention["cache_bytes_at_longest"] / 1024, *(p["cache_bytes_at_longest"] / 1024 for p in fixed)],
+              "recall.md: caches at 1,024 tokens (KiB)")
+    match = find(text, f"Mamba-2 and Gated DeltaNet score {NUM} and {NUM} at 4 pairs, {NUM} and {NUM} at 16, "
+                       f"{NUM} and {NUM} at 64")
+    lengths = [str(n) for n in results(RECALL)["settings"]["lengths"]]
+    agree_all(list(match.groups()), [p["accuracy_by_length"][n] for n in lengths for p in fixed],
+              "recall.md: Mamba-2 and Gated DeltaNet per length")
+    shared = {p["pattern"]: p for p in results(RECALL_SHARED_RATE)["patterns"]}
+    match = find(text, f"`AA` scores {NUM} / {NUM} / {NUM} at 1e-3 and {NUM} / {NUM} / {NUM} at 3e-3")
+    agree_all(list(match.groups()),
+              [attention["accuracy_by_length"][n] for n in lengths] +
+              [shared["AA"]["accuracy_by_length"][n] for n in lengths], "recall.md: AA at its two rates")
+    # search.md quotes the same ratios.
+    match = find(section(doc("search.md"), "The answer against what shipped"),
+                 r"mixers (\d+)-(\d+) times below attention")
+    agree_all([match[1], match[2]], sorted(below), "search.md: fixed states below attention (recall.md's ratios)")
+
+
+# ----------------------------------------------------------------------------------------------- hybridize.md
+
+
+HYBRIDIZE = "hybridize_evidence-2026-11-25.json"
+
+
+def test_hybridize_table_and_differences():
+    text = doc("hybridize.md")
+    assert f"benchmarks/results/{HYBRIDIZE}" in text
+    report = results(HYBRIDIZE)
+    stored = {row["model"]: row for row in report["rows"]}
+    rows = table(text, "| model | pattern | mean val loss |")
+    assert [r[0] for r in rows] == list(stored)
+    for row in rows:
+        r = stored[row[0]]
+        what = f"hybridize.md row {r['model']}"
+        assert plain(row[1]) == r["pattern"], what
+        loss = seed_summary(list(r["losses"].values()))
+        agree(row[2], loss["mean"], f"{what}, mean val loss")
+        if loss["ci"] is None:
+            assert row[3] == "n/a", what
+        else:
+            agree_all(numbers(row[3]), loss["ci"], f"{what}, 95% CI")
+        agree_all(numbers(row[4]), loss["values"], f"{what}, per seed")
+        assert row[5] == f"{r['cache_bytes']:,} B", f"{what}, cache"
+
+    seeds = report["seeds"]
+    b, c, d = (per_seed(stored[name]["losses"], seeds) for name in list(stored)[1:])
+    b_minus_c, b_minus_d = paired_difference(b, c), paired_difference(b, d)
+    reproduced(report["b_minus_c"]["mean"], b_minus_c["mean"], f"{HYBRIDIZE} b_minus_c")
+    reproduced(report["b_minus_d"]["mean"], b_minus_d["mean"], f"{HYBRIDIZE} b_minus_d")
+    for label, diff in (("(b) - (c), searched minus uniform", b_minus_c), ("(b) - (d), distilled minus scratch",
+                                                                          b_minus_d)):
+        match = find(text, f"{re.escape(label)}: {NUM}, 95% CI \\[{NUM}, {NUM}\\], ([a-z ]+) \\(paired")
+        agree_all(list(match.groups()[:3]), [diff["mean"], *diff["ci"]], f"hybridize.md {label}")
+        assert match[4] == diff["verdict"], f"hybridize.md {label}: verdict"
+    # The prose repeats them, rounded.
+    match = find(text, f"lower than the uniform placement \\(layers 4 and 12\\) by {NUM} nats, 95% CI "
+                       f"\\[{NUM}, {NUM}\\]")
+    agree_all(list(match.groups()), [-b_minus_c["mean"], *b_minus_c["ci"]], "hybridize.md: searched - uniform (prose)")
+    teacher = stored["(a) teacher"]
+    match = find(text, f"It comes within {NUM} of the teacher, with {NUM}% of its cache")
+    agree(match[1], stored["(b) searched placement, distilled"]["mean"] - teacher["mean"],
+          "hybridize.md: searched placement against the teacher")
+    agree(match[2], 100 * stored["(b) searched placement, distilled"]["cache_bytes"] / teacher["cache_bytes"],
+          "hybridize.md: cache share of the searched placement (%)")
+    match = find(text, f"at both seeds: {NUM} against {NUM} and {NUM}")
+    agree_all(list(match.groups()), [seed_summary(list(b.values()))["mean"], *d.values()],
+              "hybridize.md: distilled against scratch")
+    agree_all(list(find(text, f"the paired t interval, \\[{NUM}, {NUM}\\]").groups()), b_minus_d["ci"],
+              "hybridize.md: distilled - scratch interval (prose)")
+    agree_all(list(find(text, f"The difference is {NUM} and {NUM} at the two seeds").groups()),
+              [-x for x in b_minus_d["differences"]], "hybridize.md: distilled - scratch per seed (prose)")
+
+
+def test_hybridize_supernet_ranking():
+    text = doc("hybridize.md")
+    report = results(HYBRIDIZE)
+    placements = report["supernet_vs_distilled"]["placements"]
+    seeds = report["seeds"]
+    # benchmarks/hybridize_evidence.py: scores are the negated supernet losses, in the supernet's order.
+    correlation = bootstrap_rank_correlation([-p["supernet_val_loss"] for p in placements],
+                                             [[p["distilled"][str(s)] for s in seeds] for p in placements],
+                                             n_boot=N_BOOT, seed=BOOT_SEED)
+    reproduced(report["supernet_vs_distilled"]["spearman"], correlation["spearman"], f"{HYBRIDIZE} Spearman")
+    assert correlation["spearman_ci"] == report["supernet_vs_distilled"]["spearman_ci"]
+    match = find(text, f"Supernet score vs distilled loss over {NUM} placements: Spearman {NUM}, 95% CI "
+                       f"\\[{NUM}, {NUM}\\]")
+    assert int(match[1]) == len(placements)
+    agree_all(list(match.groups()[1:]), [correlation["spearman"], *correlation["spearman_ci"]],
+              "hybridize.md: supernet score against distilled loss")
+    assert int(find(text, f"{NUM} placements scored")[1]) == report["placements_scored"]
+    rows = table(text, "| kept layers | supernet val loss |")
+    assert len(rows) == len(placements)
+    for row, p in zip(rows, placements, strict=True):
+        what = f"hybridize.md placement {p['kept']}"
+        assert [int(x) for x in numbers(row[0])] == p["kept"], what
+        agree(row[1], p["supernet_val_loss"], f"{what}, supernet val loss")
+        agree_all(numbers(row[2]), [p["distilled"][str(s)] for s in seeds], f"{what}, distilled per seed")
+
+
+@pytest.mark.parametrize("printed, value, ok", [("0.05", 0.0476, True), ("-0.05", -0.0476, True),
+                                                ("+0.079", 0.0785, True), ("1,827", 1826.85, True),
+                                                ("0.04", 0.0476, False), ("0.86", 0.857, True)])
+def test_agree_reads_the_printed_precision(printed, value, ok):
+    if ok:
+        agree(printed, value, "example")
+    else:
+        with pytest.raises(AssertionError):
+            agree(printed, value, "example")
