@@ -435,6 +435,7 @@ def _summary(trainer, context, validation, train_loss, wall_time, out: Path) -> 
         "peak_memory_bytes": peak_memory_bytes(trainer.strategy.root_device),
         "world_size": plan.world_size,
         "strategy": context["strategy"],
+        "param_share_per_rank": param_share_held(trainer.lightning_module.model),
         "precision": context["precision"],
         "compile": context["compile"],
         "tokenizer": context["tokenizer"],
@@ -449,6 +450,19 @@ def _summary(trainer, context, validation, train_loss, wall_time, out: Path) -> 
     if module.hybridize.init_from is not None or module.teacher is not None:
         summary["hybridize"] = _hybridize_summary(module, val, stats)
     return summary
+
+
+def param_share_held(model: torch.nn.Module) -> float:
+    """The share of the model's parameters this rank holds: about 1/world size under FSDP (each rank keeps its shard
+    of every parameter), 1.0 for one process or data parallelism (every rank a full copy). Recorded so a run shows
+    that it sharded, not only that it was asked to."""
+    from torch.distributed.tensor import DTensor
+
+    held = total = 0
+    for p in model.parameters():
+        total += p.numel()
+        held += p.to_local().numel() if isinstance(p, DTensor) else p.numel()
+    return held / total if total else 1.0
 
 
 def _hybridize_summary(module, val: dict[str, Any], stats) -> dict[str, Any]:

@@ -375,5 +375,6 @@ def test_hybridize_on_two_processes_with_fsdp2_matches_one_device(tmp_path):
         assert run.returncode == 0, run.stderr[-2000:]
         results[name] = json.loads(run.stdout)  # one JSON document: only the main process prints
     assert results["fsdp"]["world_size"] == 2 and results["fsdp"]["strategy"] == "fsdp"
+    assert results["fsdp"]["param_share_per_rank"] == pytest.approx(0.5, abs=0.05)  # the student is sharded
     assert results["fsdp"]["val_loss"] == pytest.approx(results["single"]["val_loss"], rel=1e-4)
     assert results["fsdp"]["hybridize"]["val_kl"] == pytest.approx(results["single"]["hybridize"]["val_kl"], rel=1e-3)

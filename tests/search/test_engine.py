@@ -218,3 +218,41 @@ def test_usage_errors_are_one_line_exit_2(tmp_path, capsys, argv, message):
     code = main(["search", "--out", str(tmp_path / "out"), "--wandb", "off", *argv])
     err = capsys.readouterr().err
     assert code == 2 and message in err and "Traceback" not in err
+
+
+def test_the_throughput_objective_is_measured_per_pattern_and_optimised_beside_the_score(tmp_path):
+    """README: ``--objectives score,tokens_per_s``. Each trial's second value is its own measured tokens/s (the toy
+    reports none, so the engine times a real model of the pattern), maximised; attention and MLP differ in speed,
+    so the values are not one number copied."""
+    result = run_search(config(tmp_path, objectives=["score", "tokens_per_s"], trials=5, sampler="random"),
+                        echo=lambda _: None)
+    study = optuna.load_study(study_name=result["study"], storage=result["storage"])
+    assert [d.name for d in study.directions] == ["MAXIMIZE", "MAXIMIZE"]
+    done = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    assert len(done) >= 4
+    for trial in done:
+        assert trial.values[1] == trial.user_attrs["tokens_per_s"] > 0
+    assert len({round(t.values[1]) for t in done}) > 1
+    assert all(len(row["objectives"]) == 2 for row in result["leaderboard"])
+
+
+def test_max_params_keeps_every_trained_pattern_under_the_limit(tmp_path, monkeypatch):
+    """README: ``--max-params N`` (non-embedding parameters at the search widths) through the whole engine: no
+    pattern over it is trained, each is recorded as skipped with its count, and the patterns under it are."""
+    from composer.accounting import analyze
+    from composer.presets import get_preset
+
+    widths = get_preset(SearchConfig().widths).arch
+    params = {p: analyze(widths.with_pattern(p)).non_embedding_params for p in ("AAAMMM", "AAAAAM", "MMMMMA")}
+    assert len(set(params.values())) == 3, "A and M must differ in size for the limit to cut the space"
+    limit = params["AAAMMM"]
+    log = tmp_path / "trained.log"
+    monkeypatch.setenv("TOY_EVAL_LOG", str(log))
+    result = run_search(config(tmp_path, sampler="random", trials=8, max_params=limit, min_share={}, max_share={}),
+                        echo=lambda _: None)
+    trained_patterns = set(trained(log))
+    assert trained_patterns and all(
+        analyze(widths.with_pattern(p)).non_embedding_params <= limit for p in trained_patterns)
+    skipped = [f for f in json.loads((Path(result["out"]) / "failures.json").read_text()) if f["state"] == "skipped"]
+    assert skipped and all("exceed the maximum" in f["reason"] for f in skipped)
+    assert not {f["pattern"] for f in skipped} & trained_patterns

@@ -146,6 +146,7 @@ def test_recurrent_and_windowed_primitives_under_fsdp_and_activation_checkpointi
     double = run_cli(tmp_path / "fsdp", "--devices", "2", "--accelerator", "cpu", "--strategy", "fsdp", *options,
                      arch=arch)
     assert double["world_size"] == 2 and double["strategy"] == "fsdp"
+    assert double["param_share_per_rank"] == pytest.approx(0.5, abs=0.05)  # sharded, not a copy per rank
     one, two = (train_metric(tmp_path / run, "train/grad_norm") for run in ("single", "fsdp"))
     assert one.keys() == two.keys() and len(one) == 6
     for step in one:

@@ -156,6 +156,9 @@ def test_two_processes_match_one_with_the_same_global_batch(tmp_path, strategy):
     single = run_cli(tmp_path / "single", "--devices", "1", "--accelerator", "cpu")
     double = run_cli(tmp_path / strategy, "--devices", "2", "--accelerator", "cpu", "--strategy", strategy)
     assert double["world_size"] == 2 and double["strategy"] == strategy
+    # FSDP: each rank holds its half of every parameter (dim-0 shards, up to one row of rounding); DDP: a full copy
+    expected = {"fsdp": pytest.approx(0.5, abs=0.02), "ddp": 1.0}[strategy]
+    assert double["param_share_per_rank"] == expected and single["param_share_per_rank"] == 1.0
     one, two = train_losses(tmp_path / "single"), train_losses(tmp_path / strategy)
     assert one.keys() == two.keys() and len(one) == 10
     for step in one:
