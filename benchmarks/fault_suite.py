@@ -92,13 +92,13 @@ FAULT_TESTS: list[tuple[str, str, str]] = [
      "search: a known layout killed before it started is retried with its pattern"),
     ("kill", "tests/search/test_fidelity.py::test_a_search_killed_in_its_last_rung_resumes_without_retraining_a_finished_rung",
      "successive halving: kill -9 after rung 0, in the last rung; rung 0 not retrained, the same answer"),
-    ("kill", "tests/composer/test_hybridize.py::test_hybridize_search_ranks_every_placement_and_distils_the_best",
+    ("kill", "tests/composer/hybridize/test_student.py::test_hybridize_search_ranks_every_placement_and_distils_the_best",
      "hybridize --search: kill -9 in the supernet and in placement scoring; the same ranking, nothing rescored"),
-    ("kill", "tests/composer/test_hybridize.py::test_a_killed_hybridize_resumes_and_keeps_the_frozen_weights",
+    ("kill", "tests/composer/hybridize/test_student.py::test_a_killed_hybridize_resumes_and_keeps_the_frozen_weights",
      "hybridize: SIGTERM mid-distillation, --resume; frozen weights unchanged"),
-    ("kill", "tests/composer/test_pipeline.py::test_cpu_demo_pipeline_runs_end_to_end_with_seeds_and_resumes",
+    ("kill", "tests/composer/experiments/test_pipeline.py::test_cpu_demo_pipeline_runs_end_to_end_with_seeds_and_resumes",
      "pipeline: kill -9 in the learning-rate sweep; no finished point retrained, the same comparison"),
-    ("kill", "tests/composer/test_transfer.py::test_transfer_trains_each_pattern_once_per_seed_and_resumes_after_a_kill",
+    ("kill", "tests/composer/experiments/test_transfer.py::test_transfer_trains_each_pattern_once_per_seed_and_resumes_after_a_kill",
      "transfer: killed, then resumed; each (pattern, seed) trained once"),
     ("kill", "tests/composer/training/test_train.py::test_sigterm_saves_the_step_just_finished_and_resume_completes",
      "train: SIGTERM saves a checkpoint, exits 143, --resume continues"),
@@ -109,7 +109,7 @@ FAULT_TESTS: list[tuple[str, str, str]] = [
     ("damaged", "tests/composer/test_files.py", "atomic writes: a killed writer leaves the old file or none"),
     ("concurrent", "tests/search/test_engine.py::test_two_workers_share_one_storage",
      "two search workers on one Optuna storage: no pattern evaluated twice"),
-    ("concurrent", "tests/composer/test_runlock.py", "two runs on one --out: the second is refused with one line"),
+    ("concurrent", "tests/composer/training/test_runlock.py", "two runs on one --out: the second is refused with one line"),
 ]
 
 

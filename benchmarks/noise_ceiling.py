@@ -29,7 +29,7 @@ from pathlib import Path
 
 from composer.evidence import POWER_THRESHOLD, seed_separation, seed_summary
 from composer.files import write_outputs
-from composer.replicates import finished_summary, parse_seeds, plan_replicates, run_replicates, shared_validation
+from composer.experiments.replicates import finished_summary, parse_seeds, plan_replicates, run_replicates, shared_validation
 
 # Eight of proxy_transfer.py's twelve patterns: seven that land within ~0.15 of each other at 500K tokens and the
 # paper's stacked winner AAMMMM, which lands well above them; the no-attention and all-attention extremes are

@@ -36,7 +36,7 @@ from composer.errors import ComposerRunError, ConfigError
 from composer.files import atomic_write_json
 from composer.precision import device_has_native_bf16
 from composer.presets import resolve_architecture
-from composer.runlock import run_lock
+from composer.training.runlock import run_lock
 from composer.training.checkpoint import (
     AtomicCheckpoint,
     export_weights,
@@ -300,7 +300,7 @@ def build(config: TrainConfig) -> tuple[L.Trainer, ComposerLM, Any, dict[str, An
 def composer_model_dir(path: str, imported: Path) -> str:
     """``path`` itself when it is a Composer model directory; a transformers checkpoint is imported once into
     ``imported`` (``composer import``) and that is used instead, so ``--init-from`` and ``--from`` take either."""
-    from composer.hf_import import import_hf, is_transformers_checkpoint
+    from composer.interop.hf_import import import_hf, is_transformers_checkpoint
 
     if not is_transformers_checkpoint(path):
         return path
@@ -312,10 +312,10 @@ def composer_model_dir(path: str, imported: Path) -> str:
 
 def _hybrid_architecture(config: TrainConfig):
     """The student of a run that starts from ``init_from``: ``config.arch`` as a pattern over that model's widths
-    (composer.hybridize.student_arch), with its tokenizer unless ``config.tokenizer`` names one."""
+    (composer.hybridize.student.student_arch), with its tokenizer unless ``config.tokenizer`` names one."""
     from composer.data import load_tokenizer
     from composer.data.tokenizer import find_tokenizer
-    from composer.hybridize import student_arch, teacher_arch
+    from composer.hybridize.student import student_arch, teacher_arch
 
     config.init_from = composer_model_dir(config.init_from, Path(config.out) / "imported")
     if config.teacher is not None:
@@ -326,7 +326,7 @@ def _hybrid_architecture(config: TrainConfig):
                           "the student starts from, or one with the same tokenizer")
     arch = student_arch(base, config.arch, config.options)
     if config.supernet_keep is not None:
-        from composer.supernet import check_supernet_pattern
+        from composer.hybridize.supernet import check_supernet_pattern
 
         check_supernet_pattern(base, arch.pattern, config.supernet_keep)
     arch = arch.replace(max_seq_len=max(arch.max_seq_len, config.seq_len))

@@ -92,7 +92,7 @@ def test_a_failed_tokenizer_save_keeps_the_weights_and_the_marker(tmp_path, monk
 
 def test_composer_export_reuses_the_saved_tokenizer(tmp_path):
     pytest.importorskip("transformers")
-    from composer.export import export_hf
+    from composer.interop.export import export_hf
 
     directory, _ = model_dir(tmp_path, "bytes")
     result = export_hf(directory, tmp_path / "hf")
