@@ -34,8 +34,8 @@ from pathlib import Path
 from typing import Any
 
 from composer.evidence import bootstrap_rank_correlation, format_interval, paired_difference, seed_summary
-from composer.files import write_outputs
 from composer.experiments.replicates import parse_seeds
+from composer.files import write_outputs
 
 
 def parse_args(argv=None) -> argparse.Namespace:

@@ -38,8 +38,8 @@ from composer.evidence import (
     noise_ceiling,
     seed_summary,
 )
-from composer.files import atomic_write_json, write_outputs
 from composer.experiments.replicates import parse_seeds, plan_replicates, run_replicates, shared_validation
+from composer.files import atomic_write_json, write_outputs
 
 # Spread over the default 6-layer A/M space: the paper's winner and the Llama alternation, attention placed
 # early / late / in the middle, one to five attention layers, and the no-attention extreme.

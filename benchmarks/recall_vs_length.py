@@ -32,10 +32,10 @@ from pathlib import Path
 from composer.accounting import analyze
 from composer.errors import ConfigError
 from composer.evidence import proportion_interval, seed_summary
-from composer.files import atomic_write_json, write_outputs
 from composer.experiments.lr_sweep import parse_rates
-from composer.presets import get_preset
 from composer.experiments.replicates import parse_seeds
+from composer.files import atomic_write_json, write_outputs
+from composer.presets import get_preset
 from search.recall import RecallEvaluator, get_recall_budget, lowest_final_loss, parse_lengths
 
 REFERENCE = "AA"  # pure attention: the named peer

@@ -77,8 +77,8 @@ def run(args: argparse.Namespace) -> int:
     if args.model is None and args.spec is None:
         raise ConfigError("give a SPEC (a preset or a pattern such as '(AM)x2') or --model DIR")
 
-    from composer.evaluation.bench_inference import BenchGrid, plot_decode_throughput, run_bench
     from composer.cli.generate import load_model, model_directory, resolve_device
+    from composer.evaluation.bench_inference import BenchGrid, plot_decode_throughput, run_bench
     from composer.files import atomic_write_json, make_output_dir
     from composer.presets import resolve_architecture
 

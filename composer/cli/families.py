@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 
 from composer.accounting import analyze
-from composer.layouts import FAMILIES
 from composer.cli.format import human, print_json, print_table
+from composer.layouts import FAMILIES
 from composer.presets import family_architecture, get_preset
 
 DEFAULT_WIDTHS = "llama-3.2-1b"

@@ -37,8 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from composer.errors import ComposerRunError, ConfigError
-from composer.files import write_outputs
 from composer.experiments.replicates import Replicate, run_replicates
+from composer.files import write_outputs
 from composer.training.config import TrainConfig
 
 DEFAULT_FRACTION = 0.25

@@ -57,7 +57,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-
 from composer.accounting import analyze
 from composer.errors import ConfigError
 from composer.evidence import (
@@ -69,7 +68,6 @@ from composer.evidence import (
     seed_separation,
     seed_summary,
 )
-from composer.files import atomic_write_csv, atomic_write_json, atomic_write_text
 from composer.experiments.lr_sweep import SWEEP_KEYS, run_sweep, split_sweep
 from composer.experiments.replicates import (
     Replicate,
@@ -80,7 +78,15 @@ from composer.experiments.replicates import (
     run_replicates,
     shared_validation,
 )
-from composer.experiments.search_rates import SearchRate, StartingRate, lookup, per_model, rate_notes, starting_rates
+from composer.experiments.search_rates import (
+    SearchRate,
+    StartingRate,
+    lookup,
+    per_model,
+    rate_notes,
+    starting_rates,
+)
+from composer.files import atomic_write_csv, atomic_write_json, atomic_write_text
 from composer.training.config import TrainConfig, apply_overrides, load_recipe
 
 STAGES = ("search", "aggregate", "extrapolate", "train", "eval", "compare")
@@ -199,8 +205,8 @@ class Pipeline:
         return result
 
     def run_extrapolate(self, pattern: str) -> dict[str, Any]:
-        from scaling.matching import matched_baselines
         from scaling.extrapolate import extrapolate
+        from scaling.matching import matched_baselines
 
         path = self.out / "extrapolate.json"
         done = _read_json(path)

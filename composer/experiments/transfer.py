@@ -60,11 +60,24 @@ from composer.evidence import (
     paired_difference,
     seed_summary,
 )
-from composer.files import atomic_write_json, make_output_dir, write_outputs
 from composer.experiments.lr_sweep import SWEEP_KEYS, run_sweep, split_sweep
+from composer.experiments.replicates import (
+    parse_seeds,
+    plan_replicates,
+    run_dir,
+    run_replicates,
+    shared_validation,
+)
+from composer.experiments.search_rates import (
+    StartingRate,
+    lookup,
+    per_model,
+    rate_notes,
+    search_rates,
+    starting_rates,
+)
+from composer.files import atomic_write_json, make_output_dir, write_outputs
 from composer.pattern import layers as layer_tokens
-from composer.experiments.replicates import parse_seeds, plan_replicates, run_dir, run_replicates, shared_validation
-from composer.experiments.search_rates import StartingRate, lookup, per_model, rate_notes, search_rates, starting_rates
 from composer.training.config import TrainConfig, apply_overrides, load_recipe
 
 _PER_RUN = ("arch", "preset", "out", "run_name", "seed")  # set by the transfer for each run

@@ -116,7 +116,6 @@ class PlacementSearch:
 
         import torch
 
-        from composer.pattern import compact_pattern
         from composer.hybridize.supernet import (
             attention_positions,
             beam_search,
@@ -127,6 +126,7 @@ class PlacementSearch:
             score_placement,
             uniform_placement,
         )
+        from composer.pattern import compact_pattern
         from composer.training.checkpoint import load_pretrained
 
         c = self.config

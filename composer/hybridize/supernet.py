@@ -80,8 +80,8 @@ def score_placement(student, teacher, batches: Sequence[torch.Tensor], kept: Ite
                     teacher_logits: Sequence[torch.Tensor] | None = None) -> dict[str, float]:
     """Mean held-out cross-entropy and KL to the teacher of one placement, token-weighted over ``batches``.
     ``teacher_logits`` (one tensor per batch) saves recomputing the teacher for every placement."""
-    from composer.loss import cross_entropy
     from composer.hybridize.distill import kl_divergence
+    from composer.loss import cross_entropy
 
     kept = tuple(kept)
     loss = kl = tokens = 0.0

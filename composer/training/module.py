@@ -155,8 +155,8 @@ class ComposerLM(L.LightningModule):
 
     def _supernet_step(self, batch: torch.Tensor) -> torch.Tensor:
         """One random placement of ``supernet_keep`` kept attention layers, distilled (composer.hybridize.supernet)."""
-        from composer.hybridize.supernet import attention_positions, placement_forward, sample_placement
         from composer.hybridize.distill import kl_divergence
+        from composer.hybridize.supernet import attention_positions, placement_forward, sample_placement
 
         h = self.hybridize
         generator = torch.Generator().manual_seed(h.seed * 1_000_003 + self.global_step)  # resumes identically
@@ -180,8 +180,8 @@ class ComposerLM(L.LightningModule):
         if self.hybridize.supernet_keep is None:
             out = self.model(inputs, targets)
             return out.logits, out.lm_loss
-        from composer.loss import cross_entropy
         from composer.hybridize.supernet import attention_positions, placement_forward, uniform_placement
+        from composer.loss import cross_entropy
 
         kept = uniform_placement(attention_positions(self.teacher.arch), self.hybridize.supernet_keep)
         logits = placement_forward(self.model, self.teacher, inputs, kept)

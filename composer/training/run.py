@@ -36,7 +36,6 @@ from composer.errors import ComposerRunError, ConfigError
 from composer.files import atomic_write_json
 from composer.precision import device_has_native_bf16
 from composer.presets import resolve_architecture
-from composer.training.runlock import run_lock
 from composer.training.checkpoint import (
     AtomicCheckpoint,
     export_weights,
@@ -47,6 +46,7 @@ from composer.training.checkpoint import (
 from composer.training.config import TrainConfig, wandb_mode
 from composer.training.module import ComposerLM, HybridizeConfig, OptimConfig, ParallelConfig
 from composer.training.progress import progress_callback
+from composer.training.runlock import run_lock
 from composer.training.schedule import ScheduleConfig
 from composer.training.stability import StabilityMonitor
 from composer.training.throughput import ThroughputMonitor, peak_memory_bytes

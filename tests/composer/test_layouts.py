@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from composer.layouts import llama, random_pattern, sandwich, spread, striped
 from composer.errors import ConfigError
+from composer.layouts import llama, random_pattern, sandwich, spread, striped
 from composer.pattern import counts, parse_pattern
 
 

@@ -6,8 +6,8 @@ from composer import layouts as patterns
 from composer.accounting import non_embedding_params
 from composer.errors import ConfigError
 from composer.presets import get_preset
-from scaling.matching import layout_at_depth, matched_baselines, preset_of, reference_size
 from scaling.extrapolate import extrapolate
+from scaling.matching import layout_at_depth, matched_baselines, preset_of, reference_size
 
 NAMES = ("llama", "sandwich", "striped-1:2", "striped-1:4", "striped-1:8", "random", "random-1")
 

@@ -20,8 +20,8 @@ RECIPES = sorted((ROOT / "recipes" / "pipeline").glob("*.yaml"))
 
 @pytest.mark.parametrize("recipe", RECIPES, ids=lambda p: p.stem)
 def test_every_pipeline_recipe_loads_and_its_target_extrapolates(recipe):
-    from scaling.matching import matched_baselines
     from scaling.extrapolate import extrapolate
+    from scaling.matching import matched_baselines
 
     config = PipelineConfig.from_recipe(recipe)
     result = extrapolate("AAMMMM", config.extrapolate["to"], method=config.extrapolate.get("method", "auto"))

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from composer.experiments import replicates
 from composer.errors import ConfigError
+from composer.experiments import replicates
 from composer.experiments.replicates import parse_seeds, plan_replicates, run_replicates, shared_validation
 
 

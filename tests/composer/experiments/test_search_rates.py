@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from composer.experiments.search_rates import SearchRate, StartingRate, lookup, per_model, rate_notes, starting_rates
+from composer.experiments.search_rates import (
+    SearchRate,
+    StartingRate,
+    lookup,
+    per_model,
+    rate_notes,
+    starting_rates,
+)
 
 RATES = {"AAMMMM": 1e-3, "AMAMAM": 3e-3}
 SWEEP = {"rates": [1e-3, 6e-3], "fraction": 0.25, "tokens": 1000, "seed": 0,

@@ -10,10 +10,10 @@ import torch
 
 from composer.cli import main
 from composer.errors import ConfigError
+from composer.hybridize.distill import kl_divergence
 from composer.hybridize.student import freeze, init_student, student_arch
 from composer.model import build_model
 from composer.presets import get_preset
-from composer.hybridize.distill import kl_divergence
 
 TEACHER = get_preset("tiny").arch.replace(pattern="AMAMAM", n_heads=4, n_kv_heads=2, head_dim=16)
 
