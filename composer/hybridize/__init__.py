@@ -9,3 +9,9 @@
 
 The training loop (:mod:`composer.training.module`) uses the first three; ``placement_search`` drives the loop.
 """
+
+
+def __getattr__(name: str):
+    # this room was the module composer.hybridize until issue 28: its functions now live in .student
+    raise AttributeError(f"module 'composer.hybridize' has no attribute {name!r}: composer.hybridize.{name} moved "
+                         f"to composer.hybridize.student.{name} (issue 28)")
