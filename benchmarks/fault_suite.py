@@ -32,6 +32,8 @@ import time
 from pathlib import Path
 from xml.etree import ElementTree
 
+from report import finish
+
 ROOT = Path(__file__).resolve().parents[1]
 
 # (where, argv); {tmp} is a scratch directory holding: model/ (a Composer model directory), run/ (a run directory
@@ -242,8 +244,6 @@ def summary_table(report: dict) -> str:
 
 
 def main(argv=None) -> int:
-    from composer.files import make_output_dir, write_outputs
-
     args = parse_args(argv)
     sys.path.insert(0, str(ROOT))
     report: dict = {"date": time.strftime("%Y-%m-%d"), "command": "python benchmarks/fault_suite.py"
@@ -256,10 +256,7 @@ def main(argv=None) -> int:
         report["tests"] = fault_tests(args.junit)
         if args.junit is not None:
             report["tests_from"] = f"the full suite's JUnit report ({args.junit.name})"
-    table = summary_table(report)
-    write_outputs(make_output_dir(args.out), "fault_suite", report, table=table)
-    print(json.dumps(report, indent=2) if args.json else table)
-    return 0
+    return finish(args.out, "fault_suite", report, summary_table(report), as_json=args.json)
 
 
 if __name__ == "__main__":

@@ -33,9 +33,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from report import finish
+
 from composer.evidence import bootstrap_rank_correlation, format_interval, paired_difference, seed_summary
 from composer.experiments.replicates import parse_seeds
-from composer.files import write_outputs
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -199,10 +200,7 @@ def format_report(report: dict[str, Any]) -> str:
 def main(argv=None) -> int:
     args = parse_args(argv)
     report = run(args)
-    out = Path(args.out)
-    write_outputs(out, "hybridize", report, table=format_report(report))
-    print(format_report(report))
-    return 0
+    return finish(args.out, "hybridize", report, format_report(report))
 
 
 if __name__ == "__main__":
