@@ -94,7 +94,7 @@ FAULT_TESTS: list[tuple[str, str, str]] = [
      "search: a known layout killed before it started is retried with its pattern"),
     ("kill", "tests/search/test_fidelity.py::test_a_search_killed_in_its_last_rung_resumes_without_retraining_a_finished_rung",
      "successive halving: kill -9 after rung 0, in the last rung; rung 0 not retrained, the same answer"),
-    ("kill", "tests/composer/hybridize/test_student.py::test_hybridize_search_ranks_every_placement_and_distils_the_best",
+    ("kill", "tests/composer/experiments/test_placement_search.py::test_hybridize_search_ranks_every_placement_and_distils_the_best",
      "hybridize --search: kill -9 in the supernet and in placement scoring; the same ranking, nothing rescored"),
     ("kill", "tests/composer/hybridize/test_student.py::test_a_killed_hybridize_resumes_and_keeps_the_frozen_weights",
      "hybridize: SIGTERM mid-distillation, --resume; frozen weights unchanged"),
@@ -130,9 +130,9 @@ def scratch(tmp: Path) -> None:
     transformers-looking directory without weights, an empty directory and a text file."""
     import torch
 
+    from composer.interop.model_dir import export_weights
     from composer.model import build_model
     from composer.presets import resolve_architecture
-    from composer.training.checkpoint import export_weights
 
     arch, _ = resolve_architecture("(AM)x2", "tiny", "tiny")
     torch.manual_seed(0)

@@ -11,7 +11,7 @@ measures, at equal training tokens per student:
 * (d) the same hybrid pattern as (b) trained from scratch on the data (no teacher, nothing frozen);
 
 each student over ``--seeds``, with the mean, a t interval, and the paired differences (b) - (c) and (b) - (d).
-Every distilled placement starts from the supernet's layers (``composer.hybridize.placement_search``), so (b) and (c) differ
+Every distilled placement starts from the supernet's layers (``composer.experiments.placement_search``), so (b) and (c) differ
 only in where attention stays. The supernet's ranking is then checked: ``--placements`` placements spread over its
 leaderboard (best, worst and between) are distilled separately, and the Spearman correlation between the
 supernet's held-out loss and their distilled held-out loss gets a bootstrap interval over placements and seeds
@@ -87,7 +87,7 @@ def spread(rows: list[dict], k: int) -> list[dict]:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    from composer.hybridize.placement_search import PlacementSearch, PlacementSearchConfig
+    from composer.experiments.placement_search import PlacementSearch, PlacementSearchConfig
     from composer.training.config import TrainConfig
 
     out = Path(args.out)

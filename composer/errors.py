@@ -29,7 +29,7 @@ MOVED_MODULES = {
     "composer.hf_remote": "composer.interop.hf_remote",  # and its modules, whose import fails on it
     "composer.hybridize": "composer.hybridize.student",  # now the room; its functions live in .student
     "composer.supernet": "composer.hybridize.supernet",
-    "composer.placement_search": "composer.hybridize.placement_search",
+    "composer.placement_search": "composer.experiments.placement_search",
     "composer.training.distill": "composer.hybridize.distill",
     "composer.pipeline": "composer.experiments.pipeline",
     "composer.transfer": "composer.experiments.transfer",

@@ -145,7 +145,11 @@ def run(args: argparse.Namespace) -> int:
 def run_search(args: argparse.Namespace, optional: dict) -> int:
     import sys
 
-    from composer.hybridize.placement_search import PlacementSearch, PlacementSearchConfig, format_placements
+    from composer.experiments.placement_search import (
+        PlacementSearch,
+        PlacementSearchConfig,
+        format_placements,
+    )
 
     train = {"tokens": args.tokens, "seq_len": args.seq_len, "batch_size": args.batch_size, "lr": args.lr,
              "distill_temperature": args.temperature, "kl_weight": args.kl_weight, "hidden_weight": args.hidden_weight,

@@ -346,7 +346,7 @@ _register()
 # -- loading -------------------------------------------------------------------------------------------------
 def load_model(directory: str | Path, device: str | torch.device = "cpu") -> Any:
     """The model ``composer train`` exported to ``directory`` (``<out>/model``), in eval mode."""
-    from composer.training.checkpoint import load_pretrained
+    from composer.interop.model_dir import load_pretrained
 
     directory = Path(directory)
     check_model_dir(directory)
@@ -361,7 +361,7 @@ def check_model_dir(directory: Path) -> None:
         raise ConfigError(f"{str(directory)!r} is a run directory: pass the model/ folder inside it")
     if (directory / "config.json").is_file():  # damaged files: one line now, before lm-eval loads its task index
         from composer.files import check_safetensors
-        from composer.training.checkpoint import read_arch
+        from composer.interop.model_dir import read_arch
 
         read_arch(directory / "config.json")
         check_safetensors(directory / "model.safetensors")

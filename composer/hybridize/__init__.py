@@ -1,13 +1,12 @@
-"""How a pretrained model becomes a hybrid.
+"""How a pretrained model becomes a hybrid: the pieces the training loop puts together.
 
 * :mod:`composer.hybridize.student`: a student architecture over a teacher's widths, its initialisation from the
   teacher's weights, and which parameters stay frozen (``composer train --init-from``).
 * :mod:`composer.hybridize.distill`: the distillation losses (KL to the teacher, layer outputs).
 * :mod:`composer.hybridize.supernet`: one network that trains every placement of a few kept attention layers.
-* :mod:`composer.hybridize.placement_search`: trains the supernet, then picks the placement
-  (``composer hybridize``).
 
-The training loop (:mod:`composer.training.module`) uses the first three; ``placement_search`` drives the loop.
+The training loop (:mod:`composer.training.module`) uses them; the search over placements that drives it
+(``composer hybridize --search``) is an experiment: :mod:`composer.experiments.placement_search`.
 """
 
 

@@ -56,7 +56,7 @@ def teacher_arch(directory: str | Path) -> ArchConfig:
             raise ConfigError(f"{str(directory)!r} is a run directory: pass the model/ folder inside it")
         raise ConfigError(f"{str(directory)!r} is not a Composer model directory (no config.json): train one with "
                           "composer train or import a transformers checkpoint with composer import")
-    from composer.training.checkpoint import read_arch
+    from composer.interop.model_dir import read_arch
 
     return read_arch(path)  # a transformers config, damaged JSON or a broken arch entry: one line each
 

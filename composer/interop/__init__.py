@@ -1,5 +1,7 @@
-"""Models in and out of other formats.
+"""Models on disk: Composer's own model directory, and in and out of other formats.
 
+* :mod:`composer.interop.model_dir`: a Composer model directory (weights, architecture, tokenizer), as
+  ``composer train`` writes it and every command that takes a model reads it.
 * :mod:`composer.interop.hf_import`: a transformers checkpoint (Llama family) into a Composer model directory
   (``composer import``).
 * :mod:`composer.interop.export`: a Composer model directory into a transformers directory loadable with

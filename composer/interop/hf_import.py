@@ -210,8 +210,8 @@ def state_from_hf(arch: ArchConfig, hf: dict[str, torch.Tensor], model_type: str
 def import_hf(source: str | Path, out: str | Path, *, dtype: torch.dtype = torch.float32,
               verify: bool = False, force: bool = False) -> ImportResult:
     """Write ``source`` (a transformers checkpoint directory) as a Composer model directory ``out``."""
+    from composer.interop.model_dir import export_weights
     from composer.model import build_model
-    from composer.training.checkpoint import export_weights
 
     source, out = Path(source), Path(out)
     if not source.is_dir():
@@ -248,7 +248,7 @@ def compare_logits(source: str | Path, imported: str | Path, seq_len: int = 64, 
         from transformers import AutoModelForCausalLM
     except ImportError as err:
         raise ConfigError("--verify needs transformers: pip install 'composer-hnas[bench]'") from err
-    from composer.training.checkpoint import load_pretrained
+    from composer.interop.model_dir import load_pretrained
 
     ours = load_pretrained(imported).float()
     theirs = AutoModelForCausalLM.from_pretrained(str(source), dtype=torch.float32).eval()

@@ -9,7 +9,7 @@ from composer.training.config import TrainConfig
 _LAZY = {
     "train": "composer.training.run",
     "build": "composer.training.run",
-    "load_pretrained": "composer.training.checkpoint",
+    "load_pretrained": "composer.interop.model_dir",  # the model directory a run writes
     "latest_checkpoint": "composer.training.checkpoint",
 }
 

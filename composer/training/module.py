@@ -88,7 +88,7 @@ class ComposerLM(L.LightningModule):
             self.init_notes = init_student(model, teacher_arch, state)
             self.frozen = freeze(model, h.freeze)
         if h.teacher is not None:
-            from composer.training.checkpoint import load_pretrained
+            from composer.interop.model_dir import load_pretrained
 
             teacher = load_pretrained(h.teacher, device=device).requires_grad_(False)
             self.__dict__["_teacher"] = teacher  # not a submodule: not trained, not checkpointed

@@ -6,7 +6,7 @@ Layout of a run directory ``<out>``::
     checkpoints/         step-XXXXXXXX.ckpt (atomic; --resume continues from the newest)
     logs/version_N/      CSV metrics (always; one version per start or resume)
     wandb/               the W&B run (unless --wandb off; offline without an API key)
-    model/               model.safetensors + config.json (composer.training.load_pretrained) + the tokenizer
+    model/               model.safetensors + config.json (composer.interop.model_dir.load_pretrained) + the tokenizer
     summary.json         val_loss, tokens, tokens_per_s, params, mfu (where the peak is known), ...
 """
 
@@ -34,11 +34,11 @@ from composer.accounting import analyze
 from composer.config import ArchConfig
 from composer.errors import ComposerRunError, ConfigError
 from composer.files import atomic_write_json
+from composer.interop.model_dir import export_weights
 from composer.precision import device_has_native_bf16
 from composer.presets import resolve_architecture
 from composer.training.checkpoint import (
     AtomicCheckpoint,
-    export_weights,
     full_state_dict,
     latest_checkpoint,
     resumable_checkpoint,

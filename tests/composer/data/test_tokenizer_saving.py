@@ -10,9 +10,9 @@ import torch
 
 from composer.data import ByteTokenizer, DataError, HFTokenizer, load_tokenizer
 from composer.data.tokenizer import TOKENIZER_FILES, find_tokenizer, load_tokenizer_for
+from composer.interop.model_dir import export_weights, load_pretrained
 from composer.model import build_model
 from composer.presets import resolve_architecture
-from composer.training.checkpoint import export_weights, load_pretrained
 
 TEXT = "Héllo wörld, 🎉 alpha0 beta1\n"
 

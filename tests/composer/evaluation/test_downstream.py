@@ -21,8 +21,8 @@ import torch
 from composer.cli import main
 from composer.config import ArchConfig
 from composer.errors import ConfigError
+from composer.interop.model_dir import export_weights
 from composer.model import build_model
-from composer.training.checkpoint import export_weights
 
 lm_eval = pytest.importorskip("lm_eval", reason="lm-eval is the [eval] extra (.ci/run installs it)")
 from lm_eval.api.instance import Instance  # noqa: E402

@@ -186,7 +186,7 @@ def test_bad_sweeps_on_the_command_line_are_one_line_and_exit_2(tmp_path, capsys
 
     assert main(["transfer", "--search", str(tmp_path / "none"), "--lr-sweep", "1e-3,x"]) == 2
     assert "lr_sweep must be comma-separated learning rates" in capsys.readouterr().err
-    recipe = Path(__file__).resolve().parents[2] / "recipes" / "pipeline" / "cpu-demo.yaml"
+    recipe = Path(__file__).resolve().parents[3] / "recipes" / "pipeline" / "cpu-demo.yaml"
     assert main(["pipeline", "--recipe", str(recipe), "--out", str(tmp_path / "p"), "--lr-sweep-fraction", "3"]) == 2
     err = capsys.readouterr().err
     assert "lr_sweep_fraction must be in (0, 1]" in err and err.count("\n") == 1

@@ -13,7 +13,7 @@ from composer.cli import main
 from composer.errors import ConfigError
 from composer.experiments.pipeline import Pipeline, PipelineConfig, read_loss_curve
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 DEMO = ROOT / "recipes" / "pipeline" / "cpu-demo.yaml"
 RECIPES = sorted((ROOT / "recipes" / "pipeline").glob("*.yaml"))
 

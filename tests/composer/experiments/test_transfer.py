@@ -291,7 +291,7 @@ def test_transfer_trains_each_pattern_once_per_seed_and_resumes_after_a_kill(sea
     assert "6 of 6 runs already finished" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("recipe", sorted((Path(__file__).resolve().parents[2] / "recipes" / "transfer").glob("*.yaml")),
+@pytest.mark.parametrize("recipe", sorted((Path(__file__).resolve().parents[3] / "recipes" / "transfer").glob("*.yaml")),
                          ids=lambda p: p.stem)
 def test_transfer_recipes_load_and_their_train_section_is_valid(recipe, search_dir):
     from composer.training.config import TrainConfig

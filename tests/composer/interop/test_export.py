@@ -11,9 +11,9 @@ import torch
 from composer.cli import main
 from composer.data.tokenizer import ByteTokenizer
 from composer.interop.export import byte_tokenizer_fast, export_hf, find_tokenizer, is_llama
+from composer.interop.model_dir import export_weights
 from composer.model import build_model
 from composer.presets import resolve_architecture
-from composer.training.checkpoint import export_weights
 from primitives.rope import RopeScaling
 
 transformers = pytest.importorskip("transformers")

@@ -12,7 +12,7 @@ transformers = pytest.importorskip("transformers")
 from composer.cli import main  # noqa: E402
 from composer.errors import ConfigError  # noqa: E402
 from composer.interop.hf_import import arch_from_hf, compare_logits, import_hf  # noqa: E402
-from composer.training.checkpoint import load_pretrained  # noqa: E402
+from composer.interop.model_dir import load_pretrained  # noqa: E402
 
 SMALL = dict(vocab_size=96, hidden_size=64, intermediate_size=160, num_hidden_layers=3, num_attention_heads=4,
              num_key_value_heads=2, max_position_embeddings=128)

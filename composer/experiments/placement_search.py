@@ -126,8 +126,8 @@ class PlacementSearch:
             score_placement,
             uniform_placement,
         )
+        from composer.interop.model_dir import load_pretrained
         from composer.pattern import compact_pattern
-        from composer.training.checkpoint import load_pretrained
 
         c = self.config
         path = self.out / "placements.json"
@@ -204,7 +204,7 @@ class PlacementSearch:
         model directory (default ``<out>/best-init``)."""
         from composer.data.tokenizer import load_tokenizer_for
         from composer.hybridize.supernet import placement_pattern
-        from composer.training.checkpoint import export_weights, load_pretrained
+        from composer.interop.model_dir import export_weights, load_pretrained
 
         student = load_pretrained(self.out / "supernet" / "model")
         teacher = load_pretrained(self.config.source)

@@ -1,5 +1,5 @@
 """``composer`` with every supernet step and every placement score slowed down, so a test can kill the process
-inside the stage it means to (tests/composer/hybridize/test_student.py). Delays in seconds: HYBRIDIZE_STEP_DELAY,
+inside the stage it means to (tests/composer/experiments/test_placement_search.py). Delays in seconds: HYBRIDIZE_STEP_DELAY,
 HYBRIDIZE_SCORE_DELAY. Test harness only: nothing in the product reads these."""
 
 import os
