@@ -141,3 +141,9 @@ def full_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
 
     options = StateDictOptions(full_state_dict=True, cpu_offload=True)
     return get_model_state_dict(model, options=options)
+
+
+def __getattr__(name: str):
+    if name in ("export_weights", "load_pretrained", "read_arch"):  # the model directory's, until issue 28
+        raise AttributeError(f"composer.training.checkpoint.{name} moved to composer.interop.model_dir.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

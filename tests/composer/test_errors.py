@@ -32,3 +32,13 @@ def test_other_missing_modules_keep_the_usual_error():
     assert moved_module_error("composer.nonsense") is None
     with pytest.raises(ModuleNotFoundError, match="No module named 'composer.nonsense'"):
         importlib.import_module("composer.nonsense")
+
+
+def test_the_model_directory_functions_name_their_new_module():
+    from composer.training import checkpoint
+
+    with pytest.raises(AttributeError, match=r"composer\.interop\.model_dir\.load_pretrained"):
+        checkpoint.load_pretrained  # noqa: B018
+    import composer.training
+
+    assert composer.training.load_pretrained.__module__ == "composer.interop.model_dir"  # README's path still works
