@@ -1,4 +1,4 @@
-"""Training engine: Lightning module, trainer factory, throughput/MFU, atomic checkpoints, weight export and the
+"""Training engine: Lightning module, trainer factory, throughput/MFU, atomic checkpoints, parallelism and the
 one-writer lock on a run directory (runlock).
 
 Lightning is imported on first use, so ``composer info`` and the model API stay light.
