@@ -32,6 +32,8 @@ import time
 from pathlib import Path
 from xml.etree import ElementTree
 
+from report import finish
+
 ROOT = Path(__file__).resolve().parents[1]
 
 # (where, argv); {tmp} is a scratch directory holding: model/ (a Composer model directory), run/ (a run directory
@@ -92,13 +94,13 @@ FAULT_TESTS: list[tuple[str, str, str]] = [
      "search: a known layout killed before it started is retried with its pattern"),
     ("kill", "tests/search/test_fidelity.py::test_a_search_killed_in_its_last_rung_resumes_without_retraining_a_finished_rung",
      "successive halving: kill -9 after rung 0, in the last rung; rung 0 not retrained, the same answer"),
-    ("kill", "tests/composer/test_hybridize.py::test_hybridize_search_ranks_every_placement_and_distils_the_best",
+    ("kill", "tests/composer/experiments/test_placement_search.py::test_hybridize_search_ranks_every_placement_and_distils_the_best",
      "hybridize --search: kill -9 in the supernet and in placement scoring; the same ranking, nothing rescored"),
-    ("kill", "tests/composer/test_hybridize.py::test_a_killed_hybridize_resumes_and_keeps_the_frozen_weights",
+    ("kill", "tests/composer/hybridize/test_student.py::test_a_killed_hybridize_resumes_and_keeps_the_frozen_weights",
      "hybridize: SIGTERM mid-distillation, --resume; frozen weights unchanged"),
-    ("kill", "tests/composer/test_pipeline.py::test_cpu_demo_pipeline_runs_end_to_end_with_seeds_and_resumes",
+    ("kill", "tests/composer/experiments/test_pipeline.py::test_cpu_demo_pipeline_runs_end_to_end_with_seeds_and_resumes",
      "pipeline: kill -9 in the learning-rate sweep; no finished point retrained, the same comparison"),
-    ("kill", "tests/composer/test_transfer.py::test_transfer_trains_each_pattern_once_per_seed_and_resumes_after_a_kill",
+    ("kill", "tests/composer/experiments/test_transfer.py::test_transfer_trains_each_pattern_once_per_seed_and_resumes_after_a_kill",
      "transfer: killed, then resumed; each (pattern, seed) trained once"),
     ("kill", "tests/composer/training/test_train.py::test_sigterm_saves_the_step_just_finished_and_resume_completes",
      "train: SIGTERM saves a checkpoint, exits 143, --resume continues"),
@@ -109,7 +111,7 @@ FAULT_TESTS: list[tuple[str, str, str]] = [
     ("damaged", "tests/composer/test_files.py", "atomic writes: a killed writer leaves the old file or none"),
     ("concurrent", "tests/search/test_engine.py::test_two_workers_share_one_storage",
      "two search workers on one Optuna storage: no pattern evaluated twice"),
-    ("concurrent", "tests/composer/test_runlock.py", "two runs on one --out: the second is refused with one line"),
+    ("concurrent", "tests/composer/training/test_runlock.py", "two runs on one --out: the second is refused with one line"),
 ]
 
 
@@ -128,9 +130,9 @@ def scratch(tmp: Path) -> None:
     transformers-looking directory without weights, an empty directory and a text file."""
     import torch
 
+    from composer.interop.model_dir import export_weights
     from composer.model import build_model
     from composer.presets import resolve_architecture
-    from composer.training.checkpoint import export_weights
 
     arch, _ = resolve_architecture("(AM)x2", "tiny", "tiny")
     torch.manual_seed(0)
@@ -242,8 +244,6 @@ def summary_table(report: dict) -> str:
 
 
 def main(argv=None) -> int:
-    from composer.files import make_output_dir, write_outputs
-
     args = parse_args(argv)
     sys.path.insert(0, str(ROOT))
     report: dict = {"date": time.strftime("%Y-%m-%d"), "command": "python benchmarks/fault_suite.py"
@@ -256,10 +256,7 @@ def main(argv=None) -> int:
         report["tests"] = fault_tests(args.junit)
         if args.junit is not None:
             report["tests_from"] = f"the full suite's JUnit report ({args.junit.name})"
-    table = summary_table(report)
-    write_outputs(make_output_dir(args.out), "fault_suite", report, table=table)
-    print(json.dumps(report, indent=2) if args.json else table)
-    return 0
+    return finish(args.out, "fault_suite", report, summary_table(report), as_json=args.json)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ measures, at equal training tokens per student:
 * (d) the same hybrid pattern as (b) trained from scratch on the data (no teacher, nothing frozen);
 
 each student over ``--seeds``, with the mean, a t interval, and the paired differences (b) - (c) and (b) - (d).
-Every distilled placement starts from the supernet's layers (``composer.placement_search``), so (b) and (c) differ
+Every distilled placement starts from the supernet's layers (``composer.experiments.placement_search``), so (b) and (c) differ
 only in where attention stays. The supernet's ranking is then checked: ``--placements`` placements spread over its
 leaderboard (best, worst and between) are distilled separately, and the Spearman correlation between the
 supernet's held-out loss and their distilled held-out loss gets a bootstrap interval over placements and seeds
@@ -33,9 +33,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from report import finish
+
 from composer.evidence import bootstrap_rank_correlation, format_interval, paired_difference, seed_summary
-from composer.files import write_outputs
-from composer.replicates import parse_seeds
+from composer.experiments.replicates import parse_seeds
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -86,7 +87,7 @@ def spread(rows: list[dict], k: int) -> list[dict]:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    from composer.placement_search import PlacementSearch, PlacementSearchConfig
+    from composer.experiments.placement_search import PlacementSearch, PlacementSearchConfig
     from composer.training.config import TrainConfig
 
     out = Path(args.out)
@@ -97,7 +98,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     teacher_summary = trained(TrainConfig(arch="(AM)x8", preset=args.preset, tokens=args.teacher_tokens,
                                           lr=args.lr, out=str(out / "teacher"), **common), "(a) teacher")
     teacher_dir = out / "teacher" / "model"
-    from composer.hybridize import teacher_arch
+    from composer.hybridize.student import teacher_arch
 
     teacher = teacher_arch(teacher_dir)
     pattern = "".join(args.replacement if token == "A" else token for token in teacher.layers)
@@ -199,10 +200,7 @@ def format_report(report: dict[str, Any]) -> str:
 def main(argv=None) -> int:
     args = parse_args(argv)
     report = run(args)
-    out = Path(args.out)
-    write_outputs(out, "hybridize", report, table=format_report(report))
-    print(format_report(report))
-    return 0
+    return finish(args.out, "hybridize", report, format_report(report))
 
 
 if __name__ == "__main__":

@@ -16,20 +16,26 @@ extrapolator, exactly as ``composer transfer`` does) once per seed at each token
 
 The named peer of every row is the threshold itself (the ratio column is ceiling / threshold). Runs live under
 ``--out/tokens-<N>/train/<pattern>/seed-<s>``; finished runs are never retrained, so the script resumes and a
-budget added later reuses every other. Writes ``noise_ceiling.json`` and ``noise_ceiling.png`` under ``--out``.
+budget added later reuses every other. Writes ``noise_ceiling.json``, ``.md`` and ``.png`` under ``--out``.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
 
+from report import finish
+
 from composer.evidence import POWER_THRESHOLD, seed_separation, seed_summary
-from composer.files import write_outputs
-from composer.replicates import finished_summary, parse_seeds, plan_replicates, run_replicates, shared_validation
+from composer.experiments.replicates import (
+    finished_summary,
+    parse_seeds,
+    plan_replicates,
+    run_replicates,
+    shared_validation,
+)
 
 # Eight of proxy_transfer.py's twelve patterns: seven that land within ~0.15 of each other at 500K tokens and the
 # paper's stacked winner AAMMMM, which lands well above them; the no-attention and all-attention extremes are
@@ -163,10 +169,8 @@ def plot(report: dict, path: Path) -> Path:
 def main(argv=None) -> int:
     args = parse_args(argv)
     report = measure(args, echo=lambda line: print(line, file=sys.stderr))
-    out = Path(args.out)
-    write_outputs(out, "noise_ceiling", report, plot=plot if report["budgets"] else None)
-    print(json.dumps(report, indent=2) if args.json else format_table(report))
-    return 0
+    return finish(args.out, "noise_ceiling", report, format_table(report), as_json=args.json,
+                  plot=plot if report["budgets"] else None)
 
 
 if __name__ == "__main__":

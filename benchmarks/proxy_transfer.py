@@ -30,6 +30,8 @@ import sys
 import time
 from pathlib import Path
 
+from report import finish
+
 from composer.errors import ConfigError
 from composer.evidence import (
     bootstrap_rank_correlation,
@@ -38,8 +40,8 @@ from composer.evidence import (
     noise_ceiling,
     seed_summary,
 )
-from composer.files import atomic_write_json, write_outputs
-from composer.replicates import parse_seeds, plan_replicates, run_replicates, shared_validation
+from composer.experiments.replicates import parse_seeds, plan_replicates, run_replicates, shared_validation
+from composer.files import atomic_write_json
 
 # Spread over the default 6-layer A/M space: the paper's winner and the Llama alternation, attention placed
 # early / late / in the middle, one to five attention layers, and the no-attention extreme.
@@ -248,10 +250,7 @@ def main(argv=None) -> int:
         "peer": args.peer,
         "wall_time_s": time.perf_counter() - started,
     }
-    table = format_table(result)
-    write_outputs(out, "proxy_transfer", result, table=table)
-    print(json.dumps(result, indent=2) if args.json else table)
-    return 0
+    return finish(out, "proxy_transfer", result, format_table(result), as_json=args.json)
 
 
 def format_table(result: dict) -> str:

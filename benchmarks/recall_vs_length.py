@@ -29,13 +29,15 @@ import sys
 import time
 from pathlib import Path
 
+from report import finish
+
 from composer.accounting import analyze
 from composer.errors import ConfigError
 from composer.evidence import proportion_interval, seed_summary
-from composer.files import atomic_write_json, write_outputs
-from composer.lr_sweep import parse_rates
+from composer.experiments.lr_sweep import parse_rates
+from composer.experiments.replicates import parse_seeds
+from composer.files import atomic_write_json
 from composer.presets import get_preset
-from composer.replicates import parse_seeds
 from search.recall import RecallEvaluator, get_recall_budget, lowest_final_loss, parse_lengths
 
 REFERENCE = "AA"  # pure attention: the named peer
@@ -289,11 +291,7 @@ def main(argv=None) -> int:
     except ConfigError as err:  # a bad --lrs, --lengths or budget: one line, a usage error
         print(f"error: {err}", file=sys.stderr)
         return 2
-    out = Path(args.out)
-    write_outputs(out, "recall", data, table=format_table(data), plot=plot)
-    print(json.dumps(data, indent=2) if args.json else format_table(data))
-    print(f"\nrecall.{{json,md,png}} in {out}", file=sys.stderr)
-    return 0
+    return finish(args.out, "recall", data, format_table(data), as_json=args.json, plot=plot)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ from typing import Any
 
 from composer.errors import ConfigError, PatternError
 from composer.pattern import compact_pattern, counts, layers, n_layers, parse_pattern
+from primitives.base import Widths
 from primitives.rope import RopeScaling
 
 
@@ -78,15 +79,23 @@ class ArchConfig:
     def options_for(self, symbol: str) -> dict[str, Any]:
         return dict(self.options.get(symbol, {}))
 
+    @property
+    def widths(self) -> Widths:
+        """What the primitives' configs are built from (``primitives.base.Widths``)."""
+        return Widths(d_model=self.d_model, n_heads=self.n_heads, n_kv_heads=self.n_kv_heads,
+                      head_dim=self.head_dim, ffn_dim=self.ffn_dim, norm_eps=self.norm_eps,
+                      rope_theta=self.rope_theta, rope_scaling=self.rope_scaling, options=self.options)
+
     def primitive_configs(self) -> dict[str, Any]:
         """Config of each layer token the pattern uses (a primitive or a parallel layer), keyed by token."""
         from primitives.registry import REGISTRY
 
         configs = {}
+        widths = self.widths
         for symbol in dict.fromkeys(self.layers):
             cls = REGISTRY.get(symbol)
             try:
-                configs[symbol] = cls.config_from_arch(self)
+                configs[symbol] = cls.config_from_arch(widths)
             except (TypeError, ValueError) as err:
                 raise ConfigError(f"invalid config for primitive {symbol} ({cls.name}): {err}") from err
         return configs

@@ -20,14 +20,21 @@ Typical use::
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import torch
 
-from primitives.base import LayerCache
+from primitives.base import LayerCache, Primitive
 
-if TYPE_CHECKING:  # pragma: no cover - import only for type checkers
-    from composer.model import ComposerModel
+
+class Decoder(Protocol):
+    """What the generation loop needs of a model; :class:`~composer.model.ComposerModel` is one. The loop depends
+    on these two methods, not on the model's module, so that the model can import the loop."""
+
+    def init_cache(self, batch: int, max_len: int, device: torch.device | str | None = None,
+                   dtype: torch.dtype | None = None) -> InferenceCache: ...
+
+    def next_token_logits(self, input_ids: torch.Tensor, cache: InferenceCache) -> torch.Tensor: ...
 
 
 class InferenceCache:
@@ -45,9 +52,9 @@ class InferenceCache:
         self.pos = 0
 
     @classmethod
-    def for_model(
+    def for_layers(
         cls,
-        model: ComposerModel,
+        primitives: Iterable[Primitive],
         batch: int,
         max_len: int,
         device: torch.device | str | None = None,
@@ -55,7 +62,7 @@ class InferenceCache:
     ) -> InferenceCache:
         if not (isinstance(batch, int) and batch > 0 and isinstance(max_len, int) and max_len > 0):
             raise ValueError(f"batch and max_len must be positive integers, got {batch!r} and {max_len!r}")
-        layers = [layer.primitive.init_cache(batch, max_len, device, dtype) for layer in model.layers]
+        layers = [primitive.init_cache(batch, max_len, device, dtype) for primitive in primitives]
         return cls(layers, batch, max_len)
 
     @property
@@ -139,7 +146,7 @@ def sample_next(
 
 @torch.no_grad()
 def stream(
-    model: ComposerModel,
+    model: Decoder,
     input_ids: torch.Tensor,
     max_new_tokens: int,
     temperature: float = 1.0,
@@ -188,7 +195,7 @@ def stream(
 
 
 def generate(
-    model: ComposerModel,
+    model: Decoder,
     input_ids: torch.Tensor,
     max_new_tokens: int,
     temperature: float = 1.0,

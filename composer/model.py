@@ -153,7 +153,8 @@ class ComposerModel(nn.Module):
     ) -> InferenceCache:
         """An empty inference cache for ``batch`` sequences of up to ``max_len`` tokens (prompt and generated),
         on the model's device and in its dtype unless given."""
-        return InferenceCache.for_model(self, batch, max_len, device, dtype)
+        primitives = (layer.primitive for layer in self.layers)
+        return InferenceCache.for_layers(primitives, batch, max_len, device, dtype)
 
     def next_token_logits(self, input_ids: torch.Tensor, cache: InferenceCache) -> torch.Tensor:
         """Logits ``[batch, vocab]`` of the token after ``input_ids`` (fed through ``cache``); the LM head runs

@@ -113,12 +113,12 @@ def get_preset(name: str) -> Preset:
 
 
 def family_architecture(spec: str, base: ArchConfig) -> ArchConfig | None:
-    """A published hybrid family (``composer.baselines.FAMILIES``) at ``base``'s widths, or None when ``spec``
+    """A published hybrid family (``composer.layouts.FAMILIES``) at ``base``'s widths, or None when ``spec``
     names none. ``jamba`` takes the depth whose non-embedding parameters are nearest ``base``'s own (so
     ``jamba --preset llama-3.2-1b`` is a Jamba the size of Llama 3.2 1B) in whole periods of its layout, so
     its published ratios hold; ``jamba:64`` takes 64 layers (symbols)."""
     from composer.accounting import non_embedding_params
-    from composer.baselines import FAMILIES, matched_depth
+    from composer.layouts import FAMILIES, matched_depth
 
     name, _, depth = spec.partition(":")
     if name not in FAMILIES:
@@ -164,6 +164,6 @@ def resolve_architecture(spec: str, preset: str | None, default_preset: str) -> 
 
 
 def _family_names() -> list[str]:
-    from composer.baselines import FAMILIES
+    from composer.layouts import FAMILIES
 
     return list(FAMILIES)

@@ -5,7 +5,7 @@ parameter / FLOP / inference-cache accounting and its no-weight-decay parameters
 """
 
 from primitives.attention import AttentionConfig, GroupedQueryAttention
-from primitives.base import CacheSpec, InitScheme, LayerCache, Primitive
+from primitives.base import CacheSpec, InitScheme, LayerCache, Primitive, Widths
 from primitives.gated_deltanet import GatedDeltaNet, GatedDeltaNetConfig
 from primitives.mamba2 import Mamba2, Mamba2Config
 from primitives.mlp import SwiGLU, SwiGLUConfig
@@ -34,6 +34,7 @@ __all__ = [
     "SlidingWindowConfig",
     "SwiGLU",
     "SwiGLUConfig",
+    "Widths",
     "get_primitive",
     "register_primitive",
 ]

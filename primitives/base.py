@@ -37,14 +37,38 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Any, ClassVar
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar
 
 import torch
 from torch import nn
 
-if TYPE_CHECKING:  # pragma: no cover - import only for type checkers
-    from composer.config import ArchConfig
+from primitives.rope import RopeScaling
+
+
+@dataclass(frozen=True)
+class Widths:
+    """What a primitive's config is built from: the widths all layers of a model share, and per-symbol options.
+
+    ``options`` maps a primitive's symbol to the extras its config accepts, e.g. ``{"A": {"backend": "sdpa"}}``.
+    :class:`composer.config.ArchConfig` provides one as ``arch.widths``; a primitive never sees the rest of the
+    architecture (its pattern, vocabulary or initialisation), so this package needs nothing from ``composer``.
+    """
+
+    d_model: int
+    n_heads: int
+    n_kv_heads: int
+    head_dim: int
+    ffn_dim: int
+    norm_eps: float = 1e-5
+    rope_theta: float = 500_000.0
+    rope_scaling: RopeScaling | None = None
+    options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+    def options_for(self, symbol: str) -> dict[str, Any]:
+        """The options given for ``symbol`` (a copy: a config may consume them)."""
+        return dict(self.options.get(symbol, {}))
 
 
 @dataclass(frozen=True)
@@ -115,8 +139,9 @@ class Primitive(nn.Module, ABC):
 
     # -- construction -------------------------------------------------------------------------------------
     @classmethod
-    def config_from_arch(cls, arch: ArchConfig) -> Any:
-        """Build this primitive's config from the architecture's shared widths and its per-symbol options."""
+    def config_from_arch(cls, arch: Widths) -> Any:
+        """Build this primitive's config from the shared widths and this symbol's options (``arch.widths`` of an
+        :class:`~composer.config.ArchConfig`)."""
         return cls.Config.from_arch(arch, **arch.options_for(cls.symbol))
 
     @abstractmethod

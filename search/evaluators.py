@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from composer.errors import ConfigError
+from composer.errors import ConfigError, moved_module_error
 from search.evaluation import Evaluation, Evaluator, Report
 from search.lm import LM_BUDGETS, LanguageModelEvaluator  # re-exported: their home is search.lm
 
@@ -74,6 +74,9 @@ def make_evaluator(name: str, budget: str, widths: str, data: str | None = None,
         import importlib
 
         module_name, _, attribute = name.partition(":")
+        moved = moved_module_error(module_name, attribute)
+        if moved is not None:
+            raise ConfigError(f"cannot load evaluator {name!r}: {moved}")
         try:
             factory = getattr(importlib.import_module(module_name), attribute)
         except (ImportError, AttributeError) as err:

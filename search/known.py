@@ -22,7 +22,7 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 
-from composer.baselines import FAMILIES, llama
+from composer.layouts import FAMILIES, llama
 from composer.pattern import layers
 
 PAPER_STACKED = "AAMMMM"  # the Composer paper's 6-layer searched winner (stacked to 1B in the paper)

@@ -31,7 +31,7 @@ import optuna
 from optuna.samplers._lazy_random_state import LazyRandomState
 from optuna.trial import FrozenTrial, TrialState
 
-from composer.runlock import process_alive
+from composer.training.runlock import process_alive
 
 try:
     import fcntl

@@ -1,5 +1,5 @@
 """``composer bench-inference SPEC``: measured prefill/decode throughput and inference cache of an architecture,
-beside its analytic cache and the Llama pattern of the same size (composer/bench_inference.py)."""
+beside its analytic cache and the Llama pattern of the same size (composer/evaluation/bench_inference.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from composer.presets import PRESETS
 
 DEFAULT_WIDTHS = "demo-4m"  # a CPU-sized default; pass --preset llama-3.2-1b for the paper's scale on a GPU
 DEFAULT_OUT = "runs/bench-inference"
-DTYPES = ("fp32", "bf16")  # composer.bench_inference.TORCH_DTYPES, repeated so that --help does not import torch
+DTYPES = ("fp32", "bf16")  # composer.evaluation.bench_inference.TORCH_DTYPES, repeated so that --help does not import torch
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -77,8 +77,8 @@ def run(args: argparse.Namespace) -> int:
     if args.model is None and args.spec is None:
         raise ConfigError("give a SPEC (a preset or a pattern such as '(AM)x2') or --model DIR")
 
-    from composer.bench_inference import BenchGrid, plot_decode_throughput, run_bench
     from composer.cli.generate import load_model, model_directory, resolve_device
+    from composer.evaluation.bench_inference import BenchGrid, plot_decode_throughput, run_bench
     from composer.files import atomic_write_json, make_output_dir
     from composer.presets import resolve_architecture
 
@@ -87,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
     if args.model is not None:
         directory = model_directory(args.model)
         model = load_model(directory, device)
-        from scaling.baselines import preset_of
+        from scaling.matching import preset_of
 
         arch = model.arch
         widths = preset_of(arch)

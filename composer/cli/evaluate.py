@@ -1,5 +1,5 @@
 """``composer eval --model DIR --tasks T1,T2``: downstream accuracy through lm-evaluation-harness
-(composer/downstream.py; needs ``pip install 'composer-hnas[eval]'``)."""
+(composer/evaluation/downstream.py; needs ``pip install 'composer-hnas[eval]'``)."""
 
 from __future__ import annotations
 
@@ -48,10 +48,10 @@ def default_out(model: Path) -> Path:
 
 
 def run(args: argparse.Namespace) -> int:
-    from composer.downstream import require_lm_eval
+    from composer.evaluation.downstream import require_lm_eval
 
     require_lm_eval()
-    from composer.downstream import evaluate, report_rows
+    from composer.evaluation.downstream import evaluate, report_rows
     from composer.files import atomic_write_json, make_output_dir
 
     limit = args.limit

@@ -1,5 +1,5 @@
 """``composer export --model DIR --format hf --out OUT``: a trained model as a Hugging Face checkpoint
-(composer/export.py)."""
+(composer/interop/export.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import argparse
 from composer.cli.format import print_json, print_rows
 from composer.errors import ConfigError
 
-FORMATS = ("hf",)  # composer.export.FORMATS, repeated so that --help does not import torch
+FORMATS = ("hf",)  # composer.interop.export.FORMATS, repeated so that --help does not import torch
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -37,7 +37,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.format not in FORMATS:
         raise ConfigError(f"unknown --format {args.format!r}; supported: {', '.join(FORMATS)}")
-    from composer.export import export_hf
+    from composer.interop.export import export_hf
 
     result = export_hf(args.model, args.out, tokenizer=args.tokenizer, force=args.force)
     if args.json:

@@ -62,7 +62,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _baselines(arch, seed: int, reference: int) -> dict[str, dict]:
-    from scaling.baselines import DEFAULT_NAMES, matched_baselines
+    from scaling.matching import DEFAULT_NAMES, matched_baselines
 
     # The sandwich is an attention/MLP construction: leave it out for composites of other primitives.
     names = [n for n in DEFAULT_NAMES if n != "sandwich" or set(arch.counts) <= {"A", "M"}]

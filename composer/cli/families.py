@@ -1,12 +1,12 @@
-"""``composer families``: the published hybrid layouts usable wherever a pattern is (composer/baselines.py)."""
+"""``composer families``: the published hybrid layouts usable wherever a pattern is (composer/layouts.py)."""
 
 from __future__ import annotations
 
 import argparse
 
 from composer.accounting import analyze
-from composer.baselines import FAMILIES
 from composer.cli.format import human, print_json, print_table
+from composer.layouts import FAMILIES
 from composer.presets import family_architecture, get_preset
 
 DEFAULT_WIDTHS = "llama-3.2-1b"

@@ -96,7 +96,7 @@ def model_directory(path: str) -> Path:
 
 def load_model(directory: Path, device):
     """The model of a ``composer train`` model directory, in eval mode on ``device`` (one-line errors)."""
-    from composer.export import read_model_dir
+    from composer.interop.export import read_model_dir
     from composer.model import build_model
 
     arch, state = read_model_dir(directory)  # checks names and shapes against the architecture

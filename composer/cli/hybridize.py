@@ -1,5 +1,5 @@
 """``composer hybridize --from DIR --pattern P``: replace attention layers of a pretrained model by other mixers and
-distil the original into the result (composer/hybridize.py, composer/training/distill.py)."""
+distil the original into the result (composer/hybridize/student.py, composer/hybridize/distill.py)."""
 
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--wandb", default="auto")
     parser.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in --out")
     search = parser.add_argument_group(
-        "search where attention stays (PostNAS-style; composer/supernet.py)",
+        "search where attention stays (PostNAS-style; composer/hybridize/supernet.py)",
         "With --search the pattern replaces every attention layer (e.g. DMDMDMDM for (AM)x4). A supernet learns "
         "the replacements beside K randomly kept attention layers, every placement of K is scored on held-out "
         "text without retraining (placements.json/.md/.png), and the best is distilled (<out>/distill). Re-running "
@@ -145,7 +145,11 @@ def run(args: argparse.Namespace) -> int:
 def run_search(args: argparse.Namespace, optional: dict) -> int:
     import sys
 
-    from composer.placement_search import PlacementSearch, PlacementSearchConfig, format_placements
+    from composer.experiments.placement_search import (
+        PlacementSearch,
+        PlacementSearchConfig,
+        format_placements,
+    )
 
     train = {"tokens": args.tokens, "seq_len": args.seq_len, "batch_size": args.batch_size, "lr": args.lr,
              "distill_temperature": args.temperature, "kl_weight": args.kl_weight, "hidden_weight": args.hidden_weight,

@@ -1,5 +1,5 @@
 """``composer import HF_DIR --out DIR``: a transformers Llama-family checkpoint as a Composer model
-(composer/hf_import.py)."""
+(composer/interop/hf_import.py)."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     import torch
 
-    from composer.hf_import import import_hf
+    from composer.interop.hf_import import import_hf
 
     result = import_hf(args.source, args.out, dtype=getattr(torch, args.dtype), verify=args.verify,
                        force=args.force)

@@ -7,7 +7,7 @@ import argparse
 from composer.accounting import DTYPE_BYTES, analyze
 from composer.cli.format import human, print_json, print_rows
 from composer.errors import ConfigError
-from composer.formats import FORMATS, convert, format_text
+from composer.interop.formats import FORMATS, convert, format_text
 from composer.presets import PRESETS, resolve_architecture
 from primitives.registry import REGISTRY
 

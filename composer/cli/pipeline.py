@@ -36,7 +36,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from composer.pipeline import STAGES, Pipeline, PipelineConfig, format_comparison, format_downstream
+    from composer.experiments.pipeline import (
+        STAGES,
+        Pipeline,
+        PipelineConfig,
+        format_comparison,
+        format_downstream,
+    )
 
     config = PipelineConfig.from_recipe(
         args.recipe, out=args.out, **{"search.trials": args.trials, "search.budget": args.budget,

@@ -1,4 +1,4 @@
-"""``composer transfer``: does the search score predict the loss at the target scale? (composer/transfer.py)"""
+"""``composer transfer``: does the search score predict the loss at the target scale? (composer/experiments/transfer.py)"""
 
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from composer.transfer import Transfer, TransferConfig, format_report
+    from composer.experiments.transfer import Transfer, TransferConfig, format_report
 
     overrides = {name: getattr(args, name) for name in ("search", "study", "patterns", "k", "to", "method", "seeds",
                                                          "baseline", "n_boot", "out")}

@@ -1,4 +1,5 @@
-"""Training engine: Lightning module, trainer factory, throughput/MFU, atomic checkpoints and weight export.
+"""Training engine: Lightning module, trainer factory, throughput/MFU, atomic checkpoints, parallelism and the
+one-writer lock on a run directory (runlock).
 
 Lightning is imported on first use, so ``composer info`` and the model API stay light.
 """
@@ -8,7 +9,7 @@ from composer.training.config import TrainConfig
 _LAZY = {
     "train": "composer.training.run",
     "build": "composer.training.run",
-    "load_pretrained": "composer.training.checkpoint",
+    "load_pretrained": "composer.interop.model_dir",  # the model directory a run writes
     "latest_checkpoint": "composer.training.checkpoint",
 }
 

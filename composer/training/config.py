@@ -76,7 +76,7 @@ class TrainConfig:
     run_name: str | None = None
     seed: int = 0
     out: str | None = None
-    # hybridization (composer hybridize, composer/hybridize.py): start from a Composer model and distil it
+    # hybridization (composer hybridize, composer/hybridize/student.py): start from a Composer model and distil it
     init_from: str | None = None  # a Composer model directory: its widths, vocabulary, tokenizer and weights
     teacher: str | None = None  # a Composer model directory whose next-token distribution the run distils
     distill_temperature: float = 1.0

@@ -30,7 +30,7 @@ class OptimConfig:
 
 @dataclass(frozen=True)
 class HybridizeConfig:
-    """Start from a Composer model's weights (``init_from``, mapped by :func:`composer.hybridize.init_student`),
+    """Start from a Composer model's weights (``init_from``, mapped by :func:`composer.hybridize.student.init_student`),
     freeze some groups, and distil a teacher's next-token distribution (``teacher``)."""
 
     init_from: str | None = None
@@ -39,7 +39,7 @@ class HybridizeConfig:
     temperature: float = 1.0
     kl_weight: float = 1.0
     hidden_weight: float = 0.0
-    # supernet (composer.supernet): every step runs a random placement of this many kept teacher attention layers
+    # supernet (composer.hybridize.supernet): every step runs a random placement of this many kept teacher attention layers
     supernet_keep: int | None = None
     seed: int = 0
 
@@ -82,13 +82,13 @@ class ComposerLM(L.LightningModule):
             model = ComposerModel(self.arch)
         h = self.hybridize
         if h.init_from is not None:  # a resumed run then loads its checkpoint over these weights
-            from composer.hybridize import freeze, init_student, read_model
+            from composer.hybridize.student import freeze, init_student, read_model
 
             teacher_arch, state = read_model(h.init_from)
             self.init_notes = init_student(model, teacher_arch, state)
             self.frozen = freeze(model, h.freeze)
         if h.teacher is not None:
-            from composer.training.checkpoint import load_pretrained
+            from composer.interop.model_dir import load_pretrained
 
             teacher = load_pretrained(h.teacher, device=device).requires_grad_(False)
             self.__dict__["_teacher"] = teacher  # not a submodule: not trained, not checkpointed
@@ -124,7 +124,7 @@ class ComposerLM(L.LightningModule):
 
     def _distillation_step(self, batch: torch.Tensor) -> torch.Tensor:
         """``kl_weight * KL(teacher || student) + (1 - kl_weight) * CE (+ hidden_weight * residual MSE)``."""
-        from composer.training.distill import kl_divergence, layer_outputs
+        from composer.hybridize.distill import kl_divergence, layer_outputs
 
         h = self.hybridize
         inputs, targets = batch[:, :-1], batch[:, 1:]
@@ -154,9 +154,9 @@ class ComposerLM(L.LightningModule):
         return loss
 
     def _supernet_step(self, batch: torch.Tensor) -> torch.Tensor:
-        """One random placement of ``supernet_keep`` kept attention layers, distilled (composer.supernet)."""
-        from composer.supernet import attention_positions, placement_forward, sample_placement
-        from composer.training.distill import kl_divergence
+        """One random placement of ``supernet_keep`` kept attention layers, distilled (composer.hybridize.supernet)."""
+        from composer.hybridize.distill import kl_divergence
+        from composer.hybridize.supernet import attention_positions, placement_forward, sample_placement
 
         h = self.hybridize
         generator = torch.Generator().manual_seed(h.seed * 1_000_003 + self.global_step)  # resumes identically
@@ -180,8 +180,8 @@ class ComposerLM(L.LightningModule):
         if self.hybridize.supernet_keep is None:
             out = self.model(inputs, targets)
             return out.logits, out.lm_loss
+        from composer.hybridize.supernet import attention_positions, placement_forward, uniform_placement
         from composer.loss import cross_entropy
-        from composer.supernet import attention_positions, placement_forward, uniform_placement
 
         kept = uniform_placement(attention_positions(self.teacher.arch), self.hybridize.supernet_keep)
         logits = placement_forward(self.model, self.teacher, inputs, kept)
@@ -199,7 +199,7 @@ class ComposerLM(L.LightningModule):
         self._val_sum += lm_loss.detach().double() * n
         self._val_count += n
         if self.teacher is not None:
-            from composer.training.distill import kl_divergence
+            from composer.hybridize.distill import kl_divergence
 
             kl = kl_divergence(logits, self.teacher(batch[:, :-1]).logits, 1.0)
             self._val_kl += kl.detach().double() * n

@@ -6,7 +6,7 @@ Layout of a run directory ``<out>``::
     checkpoints/         step-XXXXXXXX.ckpt (atomic; --resume continues from the newest)
     logs/version_N/      CSV metrics (always; one version per start or resume)
     wandb/               the W&B run (unless --wandb off; offline without an API key)
-    model/               model.safetensors + config.json (composer.training.load_pretrained) + the tokenizer
+    model/               model.safetensors + config.json (composer.interop.model_dir.load_pretrained) + the tokenizer
     summary.json         val_loss, tokens, tokens_per_s, params, mfu (where the peak is known), ...
 """
 
@@ -34,12 +34,11 @@ from composer.accounting import analyze
 from composer.config import ArchConfig
 from composer.errors import ComposerRunError, ConfigError
 from composer.files import atomic_write_json
+from composer.interop.model_dir import export_weights
 from composer.precision import device_has_native_bf16
 from composer.presets import resolve_architecture
-from composer.runlock import run_lock
 from composer.training.checkpoint import (
     AtomicCheckpoint,
-    export_weights,
     full_state_dict,
     latest_checkpoint,
     resumable_checkpoint,
@@ -47,6 +46,7 @@ from composer.training.checkpoint import (
 from composer.training.config import TrainConfig, wandb_mode
 from composer.training.module import ComposerLM, HybridizeConfig, OptimConfig, ParallelConfig
 from composer.training.progress import progress_callback
+from composer.training.runlock import run_lock
 from composer.training.schedule import ScheduleConfig
 from composer.training.stability import StabilityMonitor
 from composer.training.throughput import ThroughputMonitor, peak_memory_bytes
@@ -300,7 +300,7 @@ def build(config: TrainConfig) -> tuple[L.Trainer, ComposerLM, Any, dict[str, An
 def composer_model_dir(path: str, imported: Path) -> str:
     """``path`` itself when it is a Composer model directory; a transformers checkpoint is imported once into
     ``imported`` (``composer import``) and that is used instead, so ``--init-from`` and ``--from`` take either."""
-    from composer.hf_import import import_hf, is_transformers_checkpoint
+    from composer.interop.hf_import import import_hf, is_transformers_checkpoint
 
     if not is_transformers_checkpoint(path):
         return path
@@ -312,10 +312,10 @@ def composer_model_dir(path: str, imported: Path) -> str:
 
 def _hybrid_architecture(config: TrainConfig):
     """The student of a run that starts from ``init_from``: ``config.arch`` as a pattern over that model's widths
-    (composer.hybridize.student_arch), with its tokenizer unless ``config.tokenizer`` names one."""
+    (composer.hybridize.student.student_arch), with its tokenizer unless ``config.tokenizer`` names one."""
     from composer.data import load_tokenizer
     from composer.data.tokenizer import find_tokenizer
-    from composer.hybridize import student_arch, teacher_arch
+    from composer.hybridize.student import student_arch, teacher_arch
 
     config.init_from = composer_model_dir(config.init_from, Path(config.out) / "imported")
     if config.teacher is not None:
@@ -326,7 +326,7 @@ def _hybrid_architecture(config: TrainConfig):
                           "the student starts from, or one with the same tokenizer")
     arch = student_arch(base, config.arch, config.options)
     if config.supernet_keep is not None:
-        from composer.supernet import check_supernet_pattern
+        from composer.hybridize.supernet import check_supernet_pattern
 
         check_supernet_pattern(base, arch.pattern, config.supernet_keep)
     arch = arch.replace(max_seq_len=max(arch.max_seq_len, config.seq_len))

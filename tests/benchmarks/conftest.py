@@ -11,7 +11,9 @@ BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
 
 @pytest.fixture
-def load_benchmark():
+def load_benchmark(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))  # as `python benchmarks/<name>.py` does: `from report import finish`
+
     def load(name: str):
         spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
         module = importlib.util.module_from_spec(spec)

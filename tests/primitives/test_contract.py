@@ -19,7 +19,7 @@ SYMBOLS = list(REGISTRY.symbols) + PARALLEL
 def make(symbol: str) -> Primitive:
     cls = REGISTRY.get(symbol)
     arch = get_preset("tiny").arch.with_pattern(symbol)
-    return cls(cls.config_from_arch(arch))
+    return cls(cls.config_from_arch(arch.widths))
 
 
 @pytest.mark.parametrize("symbol", SYMBOLS)

@@ -27,7 +27,7 @@ def tiny_arch(symbol: str, **options) -> ArchConfig:
 
 def make(symbol: str, **options) -> Primitive:
     cls = REGISTRY.get(symbol)
-    return cls(cls.config_from_arch(tiny_arch(symbol, **options))).eval()
+    return cls(cls.config_from_arch(tiny_arch(symbol, **options).widths)).eval()
 
 
 # (symbol, options): every primitive, plus the variants with their own code paths

@@ -248,7 +248,7 @@ def test_defaults_match_the_attention_layer_budget():
         arch = get_preset(preset).arch
         config = GatedDeltaNetConfig.from_arch(arch)
         assert (config.head_dim, config.head_v_dim) == (arch.head_dim, 2 * arch.head_dim)
-        attention = GroupedQueryAttention.param_count(REGISTRY.get("A").config_from_arch(arch))
+        attention = GroupedQueryAttention.param_count(REGISTRY.get("A").config_from_arch(arch.widths))
         one_head = arch.d_model * (6 * arch.head_dim + 2)
         params = GatedDeltaNet.param_count(config)
         assert attention <= params < attention + one_head + 4 * config.conv_dim, preset

@@ -167,7 +167,7 @@ def test_reset_parameters_after_meta_build_and_to_empty():
     model = build_model(arch, device="meta")
     model.to_empty(device="cpu")
     model.init_weights()
-    config = Mamba2.config_from_arch(arch)
+    config = Mamba2.config_from_arch(arch.widths)
     for layer in (model.layers[0], model.layers[2]):
         s = layer.primitive
         for name, param in s.named_parameters():
@@ -251,7 +251,7 @@ def test_accounting_formulas():
 
 def test_arch_stats_report_state_bytes():
     stats = analyze(TINY.with_pattern("SMSM"))
-    c = Mamba2.config_from_arch(TINY)
+    c = Mamba2.config_from_arch(TINY.widths)
     assert stats.counts == {"S": 2, "M": 2}
     assert stats.kv_cache_bytes_per_token == 0
     assert stats.state_bytes_per_sequence == 2 * Mamba2.inference_cache(c, 2).fixed_bytes > 0

@@ -175,14 +175,14 @@ def test_activation_checkpointing_gives_the_same_loss_and_gradients():
 
 def test_default_expert_width_matches_the_dense_mlps_active_flops():
     arch = get_preset("llama-3.2-1b").arch
-    config = MoESwiGLU.config_from_arch(arch.with_pattern("E"))
+    config = MoESwiGLU.config_from_arch(arch.with_pattern("E").widths)
     assert config.expert_ffn_dim == arch.ffn_dim // 2
     dense = SwiGLUConfig(d_model=arch.d_model, ffn_dim=arch.ffn_dim)
     router = arch.d_model * config.n_experts
     assert MoESwiGLU.flops_per_token(config, 8192) == SwiGLU.flops_per_token(dense, 8192) + 6 * router
     assert MoESwiGLU.param_count(config) == 4 * SwiGLU.param_count(dense) + router
     wide = MoESwiGLU.config_from_arch(
-        arch.replace(pattern="E", options={"E": {"expert_ffn_dim": arch.ffn_dim}})
+        arch.replace(pattern="E", options={"E": {"expert_ffn_dim": arch.ffn_dim}}).widths
     )
     assert wide.expert_ffn_dim == arch.ffn_dim
 

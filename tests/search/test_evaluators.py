@@ -35,6 +35,11 @@ def test_a_factory_that_does_not_make_an_evaluator_is_one_clear_error(name, mess
         make_evaluator(name, "smoke", "tiny", precision="fp32")
 
 
+def test_a_factory_on_a_moved_module_names_its_new_path():
+    with pytest.raises(ConfigError, match=r"composer\.pipeline:run moved to composer\.experiments\.pipeline:run"):
+        make_evaluator("composer.pipeline:run", "cpu", "search-1m")
+
+
 def test_factories_without_the_new_options_keep_working():
     evaluator = make_evaluator(f"{__name__}:old_style_factory", "smoke", "tiny", precision="bf16", compile=True)
     assert evaluator.direction in ("maximize", "minimize")

@@ -9,7 +9,7 @@ from pathlib import Path
 import optuna
 import pytest
 
-from composer.baselines import FAMILIES
+from composer.layouts import FAMILIES
 from search.config import SearchConfig
 from search.known import compare_with_known, family_at_depth, known_layouts, nearest_layout
 from search.run import run_search

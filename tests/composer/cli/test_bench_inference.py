@@ -8,9 +8,9 @@ import pytest
 
 from composer.accounting import analyze
 from composer.cli import main
+from composer.interop.model_dir import export_weights
 from composer.model import build_model
 from composer.presets import resolve_architecture
-from composer.training.checkpoint import export_weights
 
 FAST = ["--preset", "tiny", "--batch-sizes", "1,2", "--context-lengths", "8,24", "--new-tokens", "3",
         "--repeats", "1"]

@@ -17,7 +17,7 @@ import torch
 transformers = pytest.importorskip("transformers")
 
 from composer.cli import main  # noqa: E402
-from composer.hf_import import import_hf  # noqa: E402
+from composer.interop.hf_import import import_hf  # noqa: E402
 
 SMALL = dict(vocab_size=320, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
              num_key_value_heads=1, max_position_embeddings=64)

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from composer.accounting import non_embedding_params
-from composer.baselines import FAMILIES, jamba
 from composer.cli import main
+from composer.layouts import FAMILIES, jamba
 from composer.model import build_model
 from composer.presets import get_preset, resolve_architecture
 

@@ -10,9 +10,9 @@ import torch
 from composer.cli import main
 from composer.cli.generate import StreamDecoder
 from composer.data import ByteTokenizer
+from composer.interop.model_dir import export_weights
 from composer.model import build_model
 from composer.presets import resolve_architecture
-from composer.training.checkpoint import export_weights
 
 PROMPT = "Héllo wörld 🎉 "
 

@@ -10,9 +10,9 @@ import torch
 
 from composer.data import ByteTokenizer, DataError, HFTokenizer, load_tokenizer
 from composer.data.tokenizer import TOKENIZER_FILES, find_tokenizer, load_tokenizer_for
+from composer.interop.model_dir import export_weights, load_pretrained
 from composer.model import build_model
 from composer.presets import resolve_architecture
-from composer.training.checkpoint import export_weights, load_pretrained
 
 TEXT = "Héllo wörld, 🎉 alpha0 beta1\n"
 
@@ -92,7 +92,7 @@ def test_a_failed_tokenizer_save_keeps_the_weights_and_the_marker(tmp_path, monk
 
 def test_composer_export_reuses_the_saved_tokenizer(tmp_path):
     pytest.importorskip("transformers")
-    from composer.export import export_hf
+    from composer.interop.export import export_hf
 
     directory, _ = model_dir(tmp_path, "bytes")
     result = export_hf(directory, tmp_path / "hf")

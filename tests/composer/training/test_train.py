@@ -189,7 +189,7 @@ def test_per_primitive_options_reach_the_model_and_its_export(tmp_path):
                       out=str(out)))
     saved = json.loads((out / "config.json").read_text())["arch"]
     assert saved["options"]["W"] == {"window": 8}
-    from composer.training.checkpoint import load_pretrained
+    from composer.interop.model_dir import load_pretrained
 
     model = load_pretrained(out / "model")
     assert model.layers[1].primitive.config.window == 8

@@ -1,0 +1,290 @@
+"""The end-to-end pipeline (composer/experiments/pipeline.py): recipe validation, the CPU demo at its smallest budget, resume."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+
+from composer.cli import main
+from composer.errors import ConfigError
+from composer.experiments.pipeline import Pipeline, PipelineConfig, read_loss_curve
+
+ROOT = Path(__file__).resolve().parents[3]
+DEMO = ROOT / "recipes" / "pipeline" / "cpu-demo.yaml"
+RECIPES = sorted((ROOT / "recipes" / "pipeline").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("recipe", RECIPES, ids=lambda p: p.stem)
+def test_every_pipeline_recipe_loads_and_its_target_extrapolates(recipe):
+    from scaling.extrapolate import extrapolate
+    from scaling.matching import matched_baselines
+
+    config = PipelineConfig.from_recipe(recipe)
+    result = extrapolate("AAMMMM", config.extrapolate["to"], method=config.extrapolate.get("method", "auto"))
+    assert set(matched_baselines(result.arch, tuple(config.baselines))) == set(config.baselines)
+    pipeline = Pipeline(config)
+    if config.lr_sweep is not None:  # every sweep run's TrainConfig is valid; the seeds then use the chosen rate
+        from composer.experiments.lr_sweep import plan_sweep
+
+        sweep = plan_sweep({"composite": result.pattern}, config.lr_sweep, Path("unused"), config.base_train,
+                           config.extrapolate["to"], seed=config.seeds[0])
+        assert [r.config.lr for r in sweep] == list(config.lr_sweep.rates)
+        pipeline._sweep = {"models": {"composite": {"chosen_lr": config.lr_sweep.rates[0]}}}
+    plan = pipeline.plan({"composite": result.pattern})  # TrainConfig accepts the shared train section
+    assert [r.seed for r in plan] == config.seeds and len(set(config.seeds)) >= 3, "comparisons need seeds"
+
+
+@pytest.mark.parametrize(
+    "recipe, message",
+    [
+        ({"serach": {}}, "unknown option(s) ['serach']"),
+        ({"search": {"trails": 3}, "extrapolate": {"to": "tiny"}}, "search has unknown option(s) ['trails']"),
+        ({"train": {"arch": "AM"}, "extrapolate": {"to": "tiny"}}, "train has unknown option(s) ['arch']"),
+        ({"extrapolate": {"method": "stack"}}, "needs 'to'"),
+        ({"extrapolate": {"to": "tiny"}, "seeds": [0, 0]}, "seeds must be distinct"),
+        ({"extrapolate": {"to": "tiny"}, "seeds": "0,x"}, "comma-separated seeds such as 0,1,2"),
+        ({"extrapolate": {"to": "tiny"}, "seeds": []}, "seeds must be a non-empty list"),
+        ({"extrapolate": {"to": "tiny"}, "train": {"seed": 3}}, "train has unknown option(s) ['seed']"),
+    ],
+)
+def test_bad_recipes_name_the_problem(tmp_path, recipe, message):
+    path = tmp_path / "recipe.yaml"
+    path.write_text(yaml.safe_dump(recipe))
+    with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("(", r"\(").replace(")", r"\)")):
+        PipelineConfig.from_recipe(path)
+
+
+def test_cli_usage_errors_exit_2(tmp_path, capsys):
+    assert main(["pipeline", "--recipe", str(tmp_path / "missing.yaml")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    assert main(["pipeline", "--recipe", str(DEMO), "--out", str(tmp_path), "--stages", "serch"]) == 2
+    assert "unknown stage" in capsys.readouterr().err
+    assert main(["pipeline", "--recipe", str(DEMO), "--out", str(tmp_path / "empty"), "--stages", "train"]) == 2
+    assert "aggregate.json does not exist" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_cpu_demo_pipeline_runs_end_to_end_with_seeds_and_resumes(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("COMPOSER_CACHE", str(tmp_path / "cache"))
+    out = tmp_path / "pipeline"
+    recipe = yaml.safe_load(DEMO.read_text())
+    recipe["train"]["val_tokens"] = 8 * 128  # the test's budget; the recipe scores the whole held-out split
+    small = tmp_path / "cpu-demo.yaml"
+    small.write_text(yaml.safe_dump(recipe))
+    argv = ["pipeline", "--recipe", str(small), "--out", str(out), "--trials", "2", "--lr-sweep", "2e-3,6e-3",
+            "--lr-sweep-fraction", "0.5", "--tokens", "4096", "--seeds", "0,1"]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+
+    aggregate = json.loads((out / "aggregate.json").read_text())
+    extrapolation = json.loads((out / "extrapolate.json").read_text())
+    assert extrapolation["source_pattern"] == aggregate["pattern"]
+    assert extrapolation["method"] == "stack" and extrapolation["target"] == "demo-4m"
+    comparison = json.loads((out / "comparison.json").read_text())
+    rows = comparison["models"]
+    assert comparison["seeds"] == [0, 1] and comparison["reference"] == "llama"
+    assert comparison["validation"]["same"], "every run is scored on the same held-out text"
+    assert rows[0]["model"] == "composite" and rows[0]["pattern"] == extrapolation["compact"]
+    names = [row["model"] for row in rows]
+    for row in rows:
+        losses = [row["val_losses"][str(seed)] for seed in (0, 1)]
+        assert row["val_loss"] == pytest.approx(sum(losses) / 2) and row["tokens_per_s"] > 0 and row["params"] > 0
+        assert row["val_loss_ci"][0] < row["val_loss"] < row["val_loss_ci"][1]
+        assert row["tokens"] == rows[0]["tokens"], "every model trains on the same number of tokens"
+        assert set(row["spiked_seeds"]) <= {0, 1}  # seeds whose training spiked (issue 16), marked in the table
+        assert (row["state_bytes"] > 0) == any(symbol in row["pattern"] for symbol in "SD") and 0 < row["active_params"] <= row["params"]
+        assert row["chosen_lr"] in (2e-3, 6e-3) and set(row["lr_sweep"]) == {"0.002", "0.006"}
+        chosen = min((loss, float(lr)) for lr, loss in row["lr_sweep"].items() if loss is not None)[1]
+        assert row["chosen_lr"] == chosen, "each model trains its seeds at its best swept rate"
+        assert f"| {row['model']} |" in printed
+        if row["model"] == "llama":
+            assert row["verdict"] == "reference" and row["diff_vs_reference"] == 0
+        else:
+            reference = next(r for r in rows if r["model"] == "llama")["val_losses"]
+            for seed in ("0", "1"):
+                assert row["diff_per_seed"][seed] == pytest.approx(row["val_losses"][seed] - reference[seed])
+            assert row["verdict"] in ("lower", "higher", "within noise")
+        for seed in (0, 1):
+            summary = json.loads((out / "train" / row["model"] / f"seed-{seed}" / "summary.json").read_text())
+            assert summary["seed"] == seed and summary["val_fingerprint"] == comparison["validation"]["val_fingerprint"]
+    assert set(names) - {"composite"} <= set(extrapolation["baselines"])
+    markdown = (out / "comparison.md").read_text()
+    assert markdown.startswith("| model |") and "Seeds 0, 1" in markdown and "| KV B/token | state B |" in markdown
+    with open(out / "comparison.csv") as f:
+        assert len(f.read().splitlines()) == len(rows) + 1
+    assert (out / "loss_curves.png").stat().st_size > 1000
+    assert read_loss_curve(out / "train" / "composite" / "seed-0"), "the validation curve is read from the CSV logs"
+    for name in names:  # one W&B run per (model, seed), not one run reused by all
+        assert list((out / "train" / name / "seed-1" / "wandb").glob("offline-run-*")), name
+
+    assert comparison["lr_sweep"]["rates"] == [2e-3, 6e-3] and "power" in comparison and comparison["conclusion"]
+    assert (out / "lr_sweep.md").is_file() and (out / "lr_sweep.png").stat().st_size > 1000
+
+    # Re-running resumes: the search study is complete, and no sweep point or (model, seed) is trained again.
+    summaries = sorted((out / "train").glob("*/seed-*/summary.json"))
+    swept = sorted((out / "lr-sweep").glob("*/lr-*/summary.json"))
+    assert len(summaries) == 2 * len(names) and len(swept) == 2 * len(names)
+    before = {path: os.stat(path).st_mtime_ns for path in summaries + swept}
+    assert main(argv) == 0
+    assert f"{len(summaries)} of {len(summaries)} runs already finished" in capsys.readouterr().err
+    assert before == {path: os.stat(path).st_mtime_ns for path in summaries + swept}
+    # Changed settings are refused instead of being mixed into the table.
+    assert main([*argv[:-3], "8192", "--seeds", "1"]) == 2
+    assert "was trained with other settings: tokens=2048 (now 4096)" in capsys.readouterr().err  # a sweep point
+
+    # kill -9 during the learning-rate sweep, then the same command (issue 27): no finished sweep point is trained
+    # again, and the comparison equals the unkilled run's
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    killed = tmp_path / "killed"
+    command = [sys.executable, "-m", "composer", *argv[:4], str(killed), *argv[5:]]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 300
+    while process.poll() is None and time.time() < deadline and not list((killed / "lr-sweep").glob("*/lr-*/summary.json")):
+        time.sleep(0.05)
+    assert process.poll() is None, "the pipeline left its sweep before it could be killed"
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    done = {path: os.stat(path).st_mtime_ns for path in (killed / "lr-sweep").glob("*/lr-*/summary.json")}
+    assert 1 <= len(done) < len(swept) and not (killed / "train").exists()
+    final = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    assert final.returncode == 0, final.stderr[-3000:]
+    assert f"{len(done)} of {len(swept)} runs already finished" in final.stdout + final.stderr
+    assert done == {path: os.stat(path).st_mtime_ns for path in done}, "a finished sweep point was trained again"
+    resumed = json.loads((killed / "comparison.json").read_text())
+    assert {row["model"]: row["chosen_lr"] for row in resumed["models"]} == {row["model"]: row["chosen_lr"] for row in rows}
+    for ours, theirs in zip(resumed["models"], rows, strict=True):
+        assert ours["val_losses"] == pytest.approx(theirs["val_losses"], rel=1e-5), ours["model"]
+
+
+def test_the_conclusion_names_a_winner_only_when_the_budget_can_decide():
+    from composer.evidence import seed_separation
+    from composer.experiments.pipeline import conclusion, format_comparison
+
+    def row(model, losses, verdict, diff=None, ci=None):
+        return {"model": model, "pattern": "AM", "layers": 2, "val_loss": sum(losses) / len(losses),
+                "val_loss_std": 0.01, "val_loss_ci": [1.0, 3.0], "diff_vs_reference": diff, "diff_ci": ci,
+                "verdict": verdict, "tokens_per_s": 1.0, "tokens_per_s_ratio": 1.0, "params": 1,
+                "kv_cache_bytes_per_token": 1, "chosen_lr": 3e-3, "val_losses": dict(enumerate(losses))}
+
+    decided = [row("composite", [2.00, 2.01], "lower", -0.5, [-0.6, -0.4]), row("llama", [2.50, 2.51], "reference"),
+               row("sandwich", [3.00, 3.02], "higher", 0.5, [0.4, 0.6])]
+    power = seed_separation({r["model"]: r["val_losses"] for r in decided})
+    answer = conclusion(decided, "llama", power)
+    assert not answer["underpowered"] and "lower than llama's by -0.5000 ([-0.6000, -0.4000]" in answer["conclusion"]
+    table = format_comparison({"models": decided, "reference": "llama", "confidence": 0.95, "seeds": [0, 1],
+                               "validation": {"same": False}, "notes": [], "power": power, **answer})
+    assert "2.0050 ± 0.0100 *" in table and "**Conclusion:** the composite's validation loss is lower" in table
+
+    close = [row("composite", [2.00, 2.40], "within noise", -0.05, [-0.9, 0.8]), row("llama", [2.45, 2.05], "reference"),
+             row("sandwich", [3.00, 3.02], "higher", 0.8, [0.1, 1.5])]
+    power = seed_separation({r["model"]: r["val_losses"] for r in close})
+    answer = conclusion(close, "llama", power)
+    assert answer["underpowered"] and answer["conclusion"].startswith("underpowered: raise --tokens or --seeds")
+    assert "interval containing 0 (within noise)" in answer["conclusion"]
+    table = format_comparison({"models": close, "reference": "llama", "confidence": 0.95, "seeds": [0, 1],
+                               "validation": {"same": False}, "notes": [], "power": power, **answer})
+    assert " *" not in table, "no winner is starred when the budget cannot decide"
+    assert "**Conclusion:** underpowered" in table and "Power: seed std within a model" in table
+
+
+def test_a_spiked_seed_is_marked_in_the_table():
+    from composer.experiments.pipeline import format_comparison
+
+    row = {"model": "hybrid", "pattern": "AM", "layers": 2, "val_loss": 2.0, "val_loss_std": 0.1,
+           "val_loss_ci": [1.9, 2.1], "diff_vs_reference": None, "diff_ci": None, "verdict": "reference",
+           "tokens_per_s": 100.0, "tokens_per_s_ratio": 1.0, "params": 10, "kv_cache_bytes_per_token": 4,
+           "spiked_seeds": [1]}
+    comparison = {"models": [row], "reference": "hybrid", "confidence": 0.95, "seeds": [0, 1],
+                  "validation": {"same": False}, "notes": []}
+    assert "reference (spiked: seed 1)" in format_comparison(comparison)
+
+
+# ------------------------------------------------------------------------------ starting rates from the search
+
+
+def rated_aggregation(pattern: str, rates: dict[str, float]) -> dict:
+    """The parts of aggregate.json the starting rates read: the voted pattern, its members and the search rates."""
+    return {"pattern": pattern, "rates": rates,
+            "members": [{"pattern": "AAMMMM", "score": 0.9}, {"pattern": "AAMMAM", "score": 0.8}]}
+
+
+@pytest.mark.parametrize(
+    "pattern, train, composite, llama",
+    [
+        ("AAMMAM", {}, (6e-3, "search", "AAMMAM"), (3e-3, "search")),  # the composite's own pattern was scored
+        ("AAAMAM", {}, (1e-3, "search", "AAMMMM"), (3e-3, "search")),  # voted, never scored: the best member's
+        ("AAAMAM", {"lr": 5e-4}, (5e-4, "shared", "AAMMMM"), (5e-4, "shared")),  # an explicit train.lr wins
+        ("AAAMAM", {"lr": 5e-4, "lr_sweep": [1e-3, 2e-3]}, (2e-3, "sweep", "AAMMMM"), (1e-3, "sweep")),  # a sweep
+    ],
+    ids=["own", "best-member", "explicit-lr", "sweep"],
+)
+def test_the_composite_starts_at_its_search_rate_unless_the_recipe_decides(tmp_path, pattern, train, composite,
+                                                                             llama):
+    config = PipelineConfig(out=str(tmp_path), extrapolate={"to": "tiny"}, baselines=["llama", "sandwich"],
+                            train={"tokens": 4096, "seq_len": 64, "batch_size": 8, **train})
+    pipeline = Pipeline(config, echo=lambda line: None)
+    pipeline._sweep = {"models": {"composite": {"chosen_lr": 2e-3}, "llama": {"chosen_lr": 1e-3},
+                                  "sandwich": {"chosen_lr": 1e-3}}}
+    models = {"composite": "AAMMA", "llama": "AMAM", "sandwich": "AAMMM"}
+    pipeline.use_search_rates(rated_aggregation(pattern, {"AAMMMM": 1e-3, "AAMMAM": 6e-3, "AMAMAM": 3e-3}), models)
+    rates = pipeline.starting_rates(models)
+    assert (rates["composite"].lr, rates["composite"].source, rates["composite"].search.pattern) == composite
+    assert (rates["llama"].lr, rates["llama"].source) == llama and rates["llama"].search.pattern == "AMAMAM"
+    assert rates["sandwich"].search is None, "a sandwich has no layout of its own at the search depth"
+    planned = {(r.name, r.seed): r.config.lr for r in pipeline.plan(models)}
+    assert planned[("composite", 0)] == planned[("composite", 2)] == composite[0]
+    assert planned[("llama", 1)] == llama[0]
+
+
+def test_a_pipeline_from_a_rated_search_trains_and_reports_the_search_rates(tmp_path, monkeypatch):
+    """aggregate -> extrapolate -> train (a fake trainer that writes what a run writes) -> compare, from a
+    leaderboard.json whose rows carry the rate each trial chose."""
+    out = tmp_path / "pipeline"
+    (out / "search").mkdir(parents=True)
+    scores = {"AAMMMM": (0.95, 1e-3), "AMAMAM": (0.60, 5e-4), "MAMAMA": (0.40, 6e-3), "MMAAMM": (0.25, None),
+              "MMMMAM": (0.10, 1e-3), "MMMMMM": (0.01, None)}  # striped-1:3's 6-layer AMMMAM was not scored
+    rows = [{"rank": i, "pattern": p, "score": s, "trial": i, "lr": lr}
+            for i, (p, (s, lr)) in enumerate(scores.items())]
+    (out / "search" / "leaderboard.json").write_text(json.dumps(rows))
+
+    def train(config, resume=False):
+        run = Path(config.out)
+        run.mkdir(parents=True, exist_ok=True)
+        (run / "config.json").write_text(json.dumps({"train": config.to_dict()}))
+        summary = {"pattern": config.arch, "val_loss": 5.0 + 0.1 * config.seed + len(config.arch) / 100,
+                   "tokens": config.tokens, "tokens_per_s": 100.0, "params": 1000, "non_embedding_params": 500,
+                   "val_fingerprint": "v", "val_tokens": 64, "loss_spikes": 0, "seed": config.seed}
+        (run / "summary.json").write_text(json.dumps(summary))
+        return summary
+
+    monkeypatch.setattr("composer.training.run.train", train)
+    config = PipelineConfig(out=str(out), extrapolate={"to": "tiny"}, baselines=["llama", "striped-1:3"],
+                            seeds=[0, 1], train={"tokens": 4096, "seq_len": 64, "batch_size": 8})
+    result = Pipeline(config, echo=lambda line: None).run(("aggregate", "extrapolate", "train", "compare"))
+    aggregate = json.loads((out / "aggregate.json").read_text())
+    assert aggregate["pattern"] == "AAMMMM" and aggregate["lr"] == 1e-3 and aggregate["rates"]["AMAMAM"] == 5e-4
+    rows = {row["model"]: row for row in json.loads((out / "comparison.json").read_text())["models"]}
+    assert rows == {row["model"]: row for row in result["comparison"]["models"]}
+    expected = {"composite": (1e-3, "search", "AAMMMM"), "llama": (5e-4, "search", "AMAMAM"),
+                "striped-1:3": (3e-3, "shared", None)}  # TrainConfig's default rate
+    assert set(rows) == set(expected)
+    for name, (lr, source, searched) in expected.items():
+        row = rows[name]
+        assert (row["chosen_lr"], row["lr_source"], row["search_lr_pattern"]) == (lr, source, searched), name
+        for seed in (0, 1):  # the rate each run was actually trained at
+            trained = json.loads((out / "train" / name / f"seed-{seed}" / "config.json").read_text())["train"]
+            assert trained["lr"] == lr, (name, seed)
+    notes = result["comparison"]["notes"]
+    assert any("from the search for composite, llama" in note for note in notes)
+    assert any("not a rate tuned at the target" in note for note in notes)
+    assert "lr_source" in (out / "comparison.csv").read_text().splitlines()[0]
