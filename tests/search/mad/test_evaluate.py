@@ -167,11 +167,29 @@ def test_compression_auto_encoder_decodes_every_position_from_the_last_state():
     assert logits.shape == (3, 8, 16) and torch.isfinite(loss)
     loss.backward()
     assert model.encoder.layers[0].primitive.wqkv.weight.grad.abs().sum() > 0
-    # Only the last position's state matters: changing an early token changes the logits only through it.
     code = model.encode(ids)
     assert code.shape == (3, arch.d_model)
     groups = model.parameter_groups(0.1)
     assert sum(len(g["params"]) for g in groups) == len(list(model.parameters()))
+
+
+def test_compression_logits_depend_on_the_sequence_only_through_the_last_state(monkeypatch):
+    """A decoder reading every position's own state (or the input) would make compression a copy task. Here:
+    (a) position 0's logits change with the *last* token, which a causal encoder shows only in the last state;
+    (b) with that state held fixed, a different sequence gives the very same logits at every position."""
+    torch.manual_seed(0)
+    arch = get_preset("tiny").arch.with_pattern("AM").replace(vocab_size=16, max_seq_len=8)
+    model = CompressionAutoEncoder(arch).eval()
+    ids = torch.randint(0, 15, (2, 8))
+    last_changed = ids.clone()
+    last_changed[:, -1] = (ids[:, -1] + 1) % 15
+    with torch.no_grad():
+        base = model(ids).logits
+        assert not torch.allclose(model(last_changed).logits[:, 0], base[:, 0])
+        code = model.encode(ids)
+        monkeypatch.setattr(model, "encode", lambda _ids: code)
+        other = torch.randint(0, 15, (2, 8))
+        torch.testing.assert_close(model(other).logits, base)
 
 
 def test_vocabularies_round_up_to_a_multiple_of_eight():
