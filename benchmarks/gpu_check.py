@@ -41,6 +41,7 @@ for path in (_ROOT, _HERE):  # the repository (composer, primitives) and trainin
 import torch  # noqa: E402
 
 from composer.training.throughput import FALLBACK_PEAK_BF16 as PRODUCT_PEAK_BF16  # noqa: E402
+from composer.training.throughput import fallback_peak  # noqa: E402
 
 # The cuda extra's distributions: the import a primitive needs from each (same imports as primitives/*.py).
 KERNEL_PROBES = {
@@ -452,7 +453,7 @@ def mfu_run(out: Path, label: str, device_name: str | None) -> dict:
     record["mfu_source"] = "summary.json (Lightning's peak table)" if summary.get("mfu") is not None else None
     peak = None
     if summary.get("mfu") is None and device_name:
-        peak = next((p for chip, p in FALLBACK_PEAK_BF16.items() if chip in device_name.lower()), None)
+        peak = fallback_peak(device_name, FALLBACK_PEAK_BF16)
         if peak and summary.get("tokens_per_s_per_device"):
             record["mfu"] = summary["tokens_per_s_per_device"] * summary["flops_per_token"] / peak
             record["mfu_source"] = f"computed: {peak / 1e12:.1f} TFLOP/s dense bf16 (not in Lightning's table)"

@@ -93,6 +93,7 @@ def _warn_once(message: str) -> None:
         _WARNED.add(message)
         warnings.warn(message, RuntimeWarning, stacklevel=3)
 
+
 GatedDeltaNetBackend = Literal["auto", "torch", "cuda"]
 _BACKENDS = ("auto", "torch", "cuda")
 _L2_EPS = 1e-6  # fla's l2norm: x / sqrt(sum(x^2) + 1e-6)

@@ -31,9 +31,14 @@ def peak_flops(device: torch.device, dtype: torch.dtype) -> float | None:
         return None
     peak = get_available_flops(device, dtype)
     if peak is None and device.type == "cuda" and dtype in (torch.bfloat16, torch.float16):
-        name = torch.cuda.get_device_name(device).lower()
-        peak = next((flops for chip, flops in FALLBACK_PEAK_BF16.items() if chip in name), None)
+        peak = fallback_peak(torch.cuda.get_device_name(device))
     return peak
+
+
+def fallback_peak(device_name: str, table: dict[str, float] = FALLBACK_PEAK_BF16) -> float | None:
+    """The dense bf16 peak of the first chip in ``table`` that ``device_name`` (e.g. "NVIDIA H200") names."""
+    name = device_name.lower()
+    return next((flops for chip, flops in table.items() if chip in name), None)
 
 
 def compute_dtype(precision: str) -> torch.dtype:
