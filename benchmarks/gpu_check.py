@@ -168,22 +168,32 @@ def cmd_env(args) -> int:
 
 # -- cuda-tests: the tests that skip without CUDA ------------------------------------------------------------
 def cmd_cuda_tests(args) -> int:
-    """Print the node ids of test functions with a ``skipif`` decorator that mentions CUDA."""
+    """Print the node ids of test functions with a ``skipif`` decorator that mentions CUDA, written at the test or
+    named once at module level (``needs_fla = pytest.mark.skipif(not torch.cuda.is_available(), ...)``)."""
+    for node_id in cuda_test_ids(Path(args.root)):
+        print(node_id)
+    return 0
+
+
+def cuda_test_ids(root: Path) -> list[str]:
     import ast
 
-    root = Path(args.root)
+    def mentions_cuda(source: str, node: ast.AST) -> bool:
+        text = ast.get_source_segment(source, node) or ""
+        return "skipif" in text and "cuda" in text.lower()
+
+    found = []
     for path in sorted(root.rglob("test_*.py")):
         source = path.read_text()
         tree = ast.parse(source)
+        named = {target.id for node in tree.body if isinstance(node, ast.Assign) and mentions_cuda(source, node.value)
+                 for target in node.targets if isinstance(target, ast.Name)}
         for node in ast.walk(tree):
             if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or not node.name.startswith("test"):
                 continue
-            for decorator in node.decorator_list:
-                text = ast.get_source_segment(source, decorator) or ""
-                if "skipif" in text and "cuda" in text.lower():
-                    print(f"{path.relative_to(_ROOT) if path.is_relative_to(_ROOT) else path}::{node.name}")
-                    break
-    return 0
+            if any(mentions_cuda(source, d) or (isinstance(d, ast.Name) and d.id in named) for d in node.decorator_list):
+                found.append(f"{path.relative_to(_ROOT) if path.is_relative_to(_ROOT) else path}::{node.name}")
+    return found
 
 
 # -- attention: A through flash-attn vs SDPA (the tests cover W's flash path only) ---------------------------

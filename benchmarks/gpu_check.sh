@@ -19,6 +19,8 @@
 # Environment: OUT (output directory), PYTHON (default: python), GPU_CHECK_INSTALL=0 (never pip install),
 # GPU_CHECK_INSTALL_TIMEOUT (s, default 120), GPU_CHECK_BUDGET (s for all parts, default 570),
 # MFU_SEQ_LEN (2048), MFU_BATCH (8), MFU_STEPS (30), MFU_PATTERNS ("(AM)x4 (AM)x16"),
+# STEPS_PRIMITIVES (part b's single-primitive models, default AWMESD), STEPS_ALL_SIX=0 (skip part b's AWMESD
+# model, the slowest: a rerun that re-checks a few primitives fits a short device lease),
 # GPU_CHECK_KEEP_WEIGHTS=1 (keep the MFU runs' checkpoints and exported weights; default: deleted, ~20 GB).
 # Exit status: 0 all passed (skips allowed), 1 something failed, 2 no CUDA device.
 set -u -o pipefail
@@ -139,7 +141,10 @@ part attention "$(limit 60 $((R_STEPS + R_MFU + R_REPORT)))" "$OUT/attention.log
     "$PY" "$HELPER" attention --out "$OUT/attention.json"
 
 # -- b. one compiled training step per primitive --------------------------------------------------------------
-part steps "$(limit 240 $((R_MFU + R_REPORT)))" "$OUT/steps.log" "$PY" "$HELPER" steps --out "$OUT/steps.json"
+STEPS_ARGS=(--primitives "${STEPS_PRIMITIVES:-AWMESD}")
+[[ ${STEPS_ALL_SIX:-1} == 0 ]] && STEPS_ARGS+=(--no-all-six)
+part steps "$(limit 240 $((R_MFU + R_REPORT)))" "$OUT/steps.log" "$PY" "$HELPER" steps --out "$OUT/steps.json" \
+    "${STEPS_ARGS[@]}"
 
 # -- c. MFU at 1B widths, FSDP2, bf16, compile --------------------------------------------------------------
 SEQ=${MFU_SEQ_LEN:-2048}
