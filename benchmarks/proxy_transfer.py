@@ -67,7 +67,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--data", help="target training text (default: the offline corpus)")
     parser.add_argument("--precision", default="32-true")
     parser.add_argument("--target-losses", metavar="RESULT_JSON",
-                        help="the target's losses from an earlier run's proxy_transfer.json (no target training)")
+                        help="the target's losses from an earlier run's proxy_transfer.json or a composer "
+                             "transfer's transfer.json (no target training)")
     parser.add_argument("--peer", default=PEER, help=f"the proxy every other is compared with (default {PEER})")
     parser.add_argument("--n-boot", type=int, default=10_000)
     parser.add_argument("--out", default="runs/proxy-transfer")
@@ -97,18 +98,31 @@ def target_losses(args, patterns: list[str], out: Path) -> tuple[dict[str, list[
 
 
 def stored_target_losses(path: str, patterns: list[str]) -> tuple[dict[str, list[float]], dict]:
-    """The target side of an earlier run's result JSON, for re-scoring proxies without retraining the target
-    (24 runs of ~2 min at the defaults). Every pattern asked for must have been measured there."""
+    """The target side of an earlier run, for re-scoring proxies without retraining the target (24 runs of ~2 min
+    at the defaults): a proxy_transfer result JSON, or a ``composer transfer`` transfer.json (its patterns trained
+    at their own swept rates). Every pattern asked for must have been measured there."""
     try:
-        target = json.loads(Path(path).read_text())["target"]
+        data = json.loads(Path(path).read_text())
+        target = data["target"] if "target" in data else transfer_as_target(data)
     except (OSError, ValueError, KeyError, TypeError) as err:
-        raise ConfigError(f"--target-losses {path}: not a proxy_transfer result ({err})") from None
+        raise ConfigError(f"--target-losses {path}: not a proxy_transfer result or a transfer.json ({err})") from None
     missing = [p for p in patterns if p not in target.get("losses", {})]
     if missing:
         raise ConfigError(f"--target-losses {path}: no target losses for {', '.join(missing)}")
-    info = {key: target.get(key) for key in ("seeds", "tokens", "to", "targets", "validation", "seconds_per_run")}
+    info = {key: target.get(key) for key in ("seeds", "tokens", "to", "targets", "validation", "seconds_per_run",
+                                             "rates")}
     info["targets"] = {p: (info["targets"] or {}).get(p) for p in patterns}
     return {p: target["losses"][p] for p in patterns}, {**info, "losses_from": str(path)}
+
+
+def transfer_as_target(report: dict) -> dict:
+    """A ``composer transfer`` report's target side in this script's shape: losses per seed, in seed order."""
+    seeds = report["seeds"]
+    rows = report["patterns"]
+    return {"seeds": seeds, "tokens": report["tokens"], "to": report["to"], "validation": report.get("validation"),
+            "targets": {row["source_pattern"]: row["target_pattern"] for row in rows},
+            "rates": {row["source_pattern"]: row["lr"] for row in rows},
+            "losses": {row["source_pattern"]: [row["losses"][str(s)] for s in seeds] for row in rows}}
 
 
 def evaluate(proxy: str, pattern: str, seed: int, widths: str) -> dict:

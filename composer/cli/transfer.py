@@ -50,6 +50,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--baseline", help="the parameter-matched baseline each pattern is compared with, paired over "
                                            "seeds: llama (default), striped-1:R, or none")
     parser.add_argument("--n-boot", dest="n_boot", type=int, help="bootstrap replicates (default 10000)")
+    parser.add_argument("--workers", type=int, help="runs trained at once, each in its own process (default 1; "
+                                                    "small models leave a GPU or a many-core CPU mostly idle)")
     parser.add_argument("--out", help="output directory (default runs/transfer)")
     parser.add_argument("--json", action="store_true", help="print transfer.json")
     for name, (kind, text) in TRAIN_FLAGS.items():
@@ -61,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     from composer.experiments.transfer import Transfer, TransferConfig, format_report
 
     overrides = {name: getattr(args, name) for name in ("search", "study", "patterns", "k", "to", "method", "seeds",
-                                                         "baseline", "n_boot", "out")}
+                                                         "baseline", "n_boot", "workers", "out")}
     overrides.update({f"train.{name}": getattr(args, f"train_{name}") for name in TRAIN_FLAGS})
     config = TransferConfig.from_recipe(args.recipe, **overrides)
     report = Transfer(config, echo=lambda line: print(line, file=sys.stderr)).run()

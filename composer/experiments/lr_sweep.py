@@ -149,7 +149,8 @@ def choose(losses: Mapping[float, float | None]) -> tuple[float, str | None]:
 
 
 def run_sweep(models: Mapping[str, str], sweep: LRSweep, out: Path, base: Mapping[str, Any], preset: str,
-              seeds: Sequence[int], run_prefix: str = "", echo: Callable[[str], None] = print) -> dict[str, Any]:
+              seeds: Sequence[int], run_prefix: str = "", echo: Callable[[str], None] = print,
+              workers: int = 1) -> dict[str, Any]:
     """A comparison's sweep, for ``composer pipeline`` and ``composer transfer`` alike: train every unfinished
     sweep run under ``<out>/lr-sweep/`` at the sweep's seed (default: the first of the comparison's ``seeds``),
     write lr_sweep.json/.csv/.md/.png under ``out`` and return the report (see :func:`sweep_report`)."""
@@ -160,7 +161,7 @@ def run_sweep(models: Mapping[str, str], sweep: LRSweep, out: Path, base: Mappin
     echo(f"== lr sweep: {len(models)} architectures x rates {', '.join(map(rate_label, sweep.rates))} = "
          f"{len(plan)} runs of {tokens:,} tokens ({sweep.fraction:g} of {base.get('tokens', TrainConfig.tokens):,}), "
          f"seed {seed}")
-    summaries = run_replicates(plan, echo=echo)
+    summaries = run_replicates(plan, echo=echo, workers=workers)
     by_model = {name: {rate: summaries[(f"{name}@{rate_label(rate)}", seed)] for rate in sweep.rates}
                 for name in models}
     report = sweep_report(by_model, sweep, tokens, seed, root)

@@ -109,6 +109,7 @@ class TransferConfig:
     out: str = "runs/transfer"
     n_boot: int = 10_000
     confidence: float = 0.95
+    workers: int = 1  # runs trained at once, each in its own process (small models leave a GPU mostly idle)
 
     def __post_init__(self) -> None:
         if self.search is None:
@@ -131,6 +132,8 @@ class TransferConfig:
                               f"got {self.k!r}")
         if isinstance(self.n_boot, bool) or not isinstance(self.n_boot, int) or self.n_boot < 100:
             raise ConfigError(f"n_boot must be an integer >= 100, got {self.n_boot!r}")
+        if isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < 1:
+            raise ConfigError(f"workers must be a positive integer (runs trained at once), got {self.workers!r}")
         if not 0 < self.confidence < 1:
             raise ConfigError(f"confidence must be in (0, 1), got {self.confidence!r}")
         self.seeds = parse_seeds(self.seeds)
@@ -289,13 +292,13 @@ class Transfer:
         sweep = None
         if config.lr_sweep is not None:
             sweep = run_sweep(models, config.lr_sweep, self.out, config.base_train, config.to, config.seeds,
-                              run_prefix=f"{self.out.name}-", echo=self.echo)
+                              run_prefix=f"{self.out.name}-", echo=self.echo, workers=config.workers)
         rates = self.starting_rates(candidates, sweep)
         self.echo("   learning rates: "
                   + ", ".join(f"{name} {rate.lr:g} ({rate.source})" for name, rate in rates.items()))
         plan = plan_replicates(models, config.seeds, self.out / "train", config.base_train, config.to,
                                run_prefix=f"{self.out.name}-", per_model=per_model(rates))
-        summaries = run_replicates(plan, echo=self.echo)
+        summaries = run_replicates(plan, echo=self.echo, workers=config.workers)
         report = self.report(candidates, search, summaries, sweep, rates)
         write_report(report, self.out)
         return report

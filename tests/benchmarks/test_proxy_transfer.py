@@ -65,3 +65,21 @@ def test_stored_targets_must_cover_the_patterns(tmp_path, load_benchmark):
     (tmp_path / "stored.json").write_text("[]")
     with pytest.raises(ConfigError, match="not a proxy_transfer result"):
         script.main(argv)
+
+
+def test_a_composer_transfer_report_is_a_target(tmp_path, capsys, load_benchmark):
+    """transfer.json's rows (each pattern at its own swept rate) give the same correlation as the same losses in
+    this script's own format."""
+    script = load_benchmark("proxy_transfer")
+    argv = write_inputs(tmp_path)
+    assert script.main(argv) == 0
+    own = json.loads(capsys.readouterr().out)
+    rows = [{"source_pattern": p, "target_pattern": p * 2, "lr": 1e-3 * (i + 1),
+             "losses": {"0": LOSSES[p][0], "1": LOSSES[p][1]}} for i, p in enumerate(reversed(PATTERNS))]
+    (tmp_path / "stored.json").write_text(json.dumps({"seeds": [0, 1], "tokens": 500_000, "to": "demo-4m",
+                                                      "validation": {"same": True}, "patterns": rows}))
+    assert script.main(argv) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["target"]["losses"] == LOSSES
+    assert result["target"]["rates"]["AAMMMM"] == pytest.approx(5e-3)
+    assert result["proxies"][0]["spearman"] == own["proxies"][0]["spearman"]

@@ -95,3 +95,29 @@ def test_validation_identity_says_whether_runs_share_their_held_out_text():
     assert shared_validation(same) == {"val_fingerprint": "f", "val_tokens": 10, "same": True}
     assert not shared_validation([*same, {"val_fingerprint": "g", "val_tokens": 10}])["same"]
     assert not shared_validation([{"val_loss": 1.0}])["same"], "runs from before fingerprints prove nothing"
+
+
+def test_runs_trained_side_by_side_equal_runs_trained_one_after_another(tmp_path):
+    """workers=2 trains in spawned processes (no monkeypatched train reaches them): real, tiny runs."""
+    base = {"tokens": 2048, "seq_len": 64, "batch_size": 8, "max_documents": 40, "val_tokens": 1024,
+            "precision": "32-true", "wandb": "off", "log_interval": 1}
+    lines: list[str] = []
+    together = run_replicates(plan_replicates({"a": "AM", "m": "MM"}, [0], tmp_path / "together", base, "tiny"),
+                              echo=lines.append, workers=2)
+    alone = run_replicates(plan_replicates({"a": "AM"}, [0], tmp_path / "alone", base, "tiny"), echo=print)
+    assert set(together) == {("a", 0), ("m", 0)}
+    assert together[("a", 0)]["val_loss"] == pytest.approx(alone[("a", 0)]["val_loss"], rel=1e-4)
+    assert together[("m", 0)]["pattern"] == "MM"
+    assert any("2 runs, 2 at a time" in line for line in lines)
+    assert sum("== trained" in line for line in lines) == 2, "one progress line per finished run"
+    # finished side-by-side runs are finished runs: nothing is trained again
+    lines.clear()
+    run_replicates(plan_replicates({"a": "AM", "m": "MM"}, [0], tmp_path / "together", base, "tiny"),
+                   echo=lines.append, workers=2)
+    assert "2 of 2 runs already finished" in lines[0] and not any("at a time" in line for line in lines)
+
+
+@pytest.mark.parametrize("workers", [0, -1, 1.5, True])
+def test_workers_must_be_a_positive_integer(tmp_path, workers):
+    with pytest.raises(ConfigError, match="workers must be a positive integer"):
+        run_replicates(plan_replicates({"m": "AM"}, [0], tmp_path, {"tokens": 4096}, "tiny"), workers=workers)

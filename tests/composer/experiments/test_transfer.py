@@ -67,6 +67,7 @@ def test_selection_spreads_over_the_scores_and_extrapolates_each(search_dir, tmp
         ({"seeds": "0,0"}, "seeds must be distinct"),
         ({"train": {"arch": "AM"}}, "train has unknown option(s) ['arch']"),
         ({"baseline": "sandwich"}, "baseline must be llama, striped-1:R"),
+        ({"workers": 0}, "workers must be a positive integer"),
     ],
 )
 def test_bad_requests_name_the_problem(search_dir, tmp_path, changes, message):
