@@ -10,8 +10,10 @@ import pytest
 
 from composer.cli import main
 from search.config import SearchConfig
+from search.engine import Stage, run_worker
 from search.resume import is_evaluation
 from search.run import run_search
+from search.space import SearchSpace
 
 TOY = "toy_evaluator:make"
 
@@ -42,8 +44,35 @@ def test_each_sampler_finds_good_patterns_and_writes_results(tmp_path, monkeypat
     for plot in ("optimization_history", "score_vs_attention_share", "layer_frequency_top"):
         assert (out / f"{plot}.png").stat().st_size > 1000
     assert len(trained(log)) == len(set(trained(log))), "a pattern was trained twice"
-    if sampler in ("gp", "tpe"):  # model-based samplers get close to the optimum within 14 of 64 patterns
-        assert rows[0]["score"] >= 0.8
+
+
+def trainings_to_optimum(tmp_path: Path, sampler: str, seed: int, budget: int) -> int | None:
+    """How many patterns the engine's ``sampler`` trains (answers from the study's cache are free) before it trains
+    the toy's optimum AAMMMM, within ``budget`` trainings; None if it never does. The engine's own worker runs the
+    study (its sampler, seeding and objective), stopped as soon as the optimum is trained."""
+    cfg = config(tmp_path / f"{sampler}-{seed}", sampler=sampler, trials=budget, seed=seed)
+    trained_patterns = []
+
+    def stop_at_optimum(study, trial):
+        if is_evaluation(trial):
+            trained_patterns.append(trial.user_attrs["pattern"])
+        if trial.user_attrs.get("pattern") == "AAMMMM":
+            study.stop()
+
+    run_worker(cfg, Stage(0, SearchSpace(6, "AM"), budget, f"quality-{sampler}-{seed}"), 0,
+               callbacks=[stop_at_optimum])
+    return trained_patterns.index("AAMMMM") + 1 if "AAMMMM" in trained_patterns else None
+
+
+@pytest.mark.parametrize("sampler", ["gp", "tpe"])
+def test_model_based_samplers_find_the_exact_optimum_where_random_picks_would_not(tmp_path, sampler):
+    """The 64 patterns of 6 A/M layers hold one optimum. Patterns picked at random without repeats reach it within
+    14 trainings with probability 14/64 per seed, so on all four seeds 0.2% of the time; GP (after its 4 random
+    startup trials) and TPE follow the score to it on every seed (measured: GP in 5, 9, 5 and 7 trainings, TPE in
+    7, 12, 8 and 13). A sampler that ignores the scores fails: with RandomSampler in their place, seed 0 does not
+    reach the optimum in 14."""
+    found = {seed: trainings_to_optimum(tmp_path, sampler, seed, budget=14) for seed in range(4)}
+    assert None not in found.values(), f"{sampler} missed the optimum within 14 trainings: {found}"
 
 
 def test_failures_are_recorded_with_reasons_and_the_search_goes_on(tmp_path):
