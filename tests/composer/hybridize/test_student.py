@@ -121,14 +121,13 @@ def test_hybridize_distils_a_trained_llama_and_writes_the_summary(tmp_path, caps
 @pytest.mark.slow
 def test_a_killed_hybridize_resumes_and_keeps_the_frozen_weights(tmp_path):
     import os
-    import signal
     import subprocess
     import sys
-    import time
 
     from safetensors.torch import load_file
 
     from composer.training.checkpoint import latest_checkpoint
+    from tests.composer.training.preempt import checkpoint_step, sigterm_while_training, trained_steps
 
     env = {**os.environ, "OMP_NUM_THREADS": "1", "COMPOSER_CACHE": str(tmp_path / "cache")}
     common = ["--seq-len", "64", "--batch-size", "8", "--max-documents", "200", "--wandb", "off",
@@ -139,22 +138,21 @@ def test_a_killed_hybridize_resumes_and_keeps_the_frozen_weights(tmp_path):
     out = tmp_path / "hybrid"
     argv = [sys.executable, "-m", "composer", "hybridize", "--from", str(teacher / "model"), "--pattern", "DMAM",
             *common, "--out", str(out)]
-    process = subprocess.Popen([*argv, "--tokens", str(4000 * 512)], stdout=subprocess.DEVNULL,
-                               stderr=subprocess.PIPE, text=True, env=env)
-    deadline = time.time() + 120
-    while time.time() < deadline and not list((out / "logs").glob("version_0/metrics.csv")):
-        time.sleep(0.5)
-    time.sleep(2.0)
-    process.send_signal(signal.SIGTERM)
-    _, err = process.communicate(timeout=120)
+    returncode, err = sigterm_while_training([*argv, "--tokens", str(4000 * 512)], out, env)
     saved = latest_checkpoint(out / "checkpoints")
-    assert process.returncode != 0 and saved is not None, err[-2000:]
-    step = int(saved.name.split("-")[1].split(".")[0])
-    resumed = subprocess.run([*argv, "--tokens", str((step + 2) * 512), "--resume"], capture_output=True, text=True,
+    assert returncode == 143 and saved is not None, err[-2000:]  # 128 + SIGTERM, as README promises
+    step = checkpoint_step(saved)
+    # hybridize logs the training loss every 10 steps (steps 9, 19, ...; the first log is what the kill waited
+    # for, so step >= 10): resume to the next multiple of 10, whose last step is logged by the resumed run alone
+    end = (step // 10 + 1) * 10
+    resumed = subprocess.run([*argv, "--tokens", str(end * 512), "--resume"], capture_output=True, text=True,
                              env=env, timeout=300)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
+    first, second = trained_steps(out)
+    assert first[0] == 9 and step >= 10
+    assert second == [end - 1], f"the resumed run logged steps {second}: not only the last of {step}..{end - 1}"
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["steps"] == step + 2
+    assert summary["steps"] == end
     ours = load_file(str(out / "model" / "model.safetensors"))
     theirs = load_file(str(teacher / "model" / "model.safetensors"))
     for name in ("tok_embeddings.weight", "layers.1.primitive.w13.weight", "layers.3.primitive.w2.weight"):

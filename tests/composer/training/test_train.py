@@ -17,6 +17,7 @@ from composer.cli import main
 from composer.training.checkpoint import checkpoint_problem, latest_checkpoint
 from composer.training.config import TrainConfig
 from composer.training.run import train
+from tests.composer.training.preempt import checkpoint_step, sigterm_while_training, trained_steps
 
 # Small and fast: 512 tokens per step; the corpus is capped so tokenising it takes a moment.
 FAST = dict(arch="(AM)x2", preset="tiny", seq_len=64, batch_size=8, max_documents=200, val_batches=4, lr=3e-3)
@@ -265,35 +266,25 @@ def test_resume_falls_back_past_a_corrupt_newest_checkpoint_and_keeps_it(tmp_pat
 
 @pytest.mark.slow
 def test_sigterm_saves_the_step_just_finished_and_resume_completes(tmp_path):
-    """Issue 13: a preempted run (SIGTERM) leaves a checkpoint of its last step, not only the last periodic one."""
-    import signal
-    import time
-
+    """Issue 13: a preempted run (SIGTERM) leaves a checkpoint of its last step, not only the last periodic one,
+    exits 143 (README's promise to schedulers), and --resume continues from that step, not from step 0."""
     out = tmp_path / "run"
     argv = [sys.executable, "-m", "composer", "train", "--arch", "(AM)x2", "--preset", "tiny", "--seq-len", "64",
             "--batch-size", "8", "--max-documents", "200", "--tokens", str(4000 * 512), "--checkpoint-interval",
             "1000", "--wandb", "off", "--precision", "32-true", "--log-interval", "1", "--out", str(out)]
-    process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                               env={**os.environ, "OMP_NUM_THREADS": "1"})
-    deadline = time.time() + 120
-    while time.time() < deadline and not list((out / "logs").glob("version_0/metrics.csv")):
-        time.sleep(0.5)  # wait until training has started
-    time.sleep(2.0)
-    process.send_signal(signal.SIGTERM)
-    _, err = process.communicate(timeout=120)
-    assert process.returncode == 143, err[-2000:]  # 128 + SIGTERM, as README promises schedulers
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    returncode, err = sigterm_while_training(argv, out, env)
+    assert returncode == 143, err[-2000:]  # 128 + SIGTERM, as README promises schedulers
     saved = latest_checkpoint(out / "checkpoints")
     assert saved is not None and "SIGTERM: saved" in err, err[-2000:]
-    step = int(saved.name.split("-")[1].split(".")[0])
+    step = checkpoint_step(saved)
     assert 0 < step < 4000
     resumed = subprocess.run([*argv[:-2], "--tokens", str((step + 2) * 512), "--out", str(out), "--resume"],
-                             capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=300)
+                             capture_output=True, text=True, env=env, timeout=300)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
-    logs = sorted((out / "logs").glob("version_*/metrics.csv"))
-    assert len(logs) == 2, "the resumed run logs beside the first, not over it"
-    with open(logs[-1]) as f:
-        steps = [int(row["step"]) for row in csv.DictReader(f) if row.get("train/loss")]
-    assert steps and min(steps) >= step - 1, f"resumed from step {min(steps)}, not after the checkpoint at {step}"
+    first, second = trained_steps(out)  # the resumed run logs beside the first, not over it
+    assert first[0] == 0 and first[-1] <= step - 1
+    assert second == [step, step + 1], f"the resumed run trained steps {second}, not the two after step {step}"
     assert json.loads((out / "summary.json").read_text())["steps"] == step + 2
 
 
