@@ -60,12 +60,21 @@ def results(name: str) -> dict:
 
 def section(text: str, heading: str) -> str:
     """The text of the Markdown section whose heading line starts with ``heading``, up to the next heading of
-    the same or a higher level."""
-    match = re.search(rf"^(#+) {re.escape(heading)}.*$", text, flags=re.MULTILINE)
-    assert match, f"heading {heading!r} not found"
-    level = len(match.group(1))
-    end = re.search(rf"^#{{1,{level}}} ", text[match.end():], flags=re.MULTILINE)
-    return text[match.start(): match.end() + (end.start() if end else len(text))]
+    the same or a higher level (a ``# comment`` in a fenced code block is not a heading)."""
+    lines, fenced, start, level = text.splitlines(keepends=True), False, None, 0
+    for i, line in enumerate(lines):
+        if line.startswith("```"):
+            fenced = not fenced
+            continue
+        hashes = len(line) - len(line.lstrip("#"))
+        if fenced or not hashes or line[hashes:hashes + 1] != " ":
+            continue
+        if start is None and line[hashes + 1:].startswith(heading):
+            start, level = i, hashes
+        elif start is not None and hashes <= level:
+            return "".join(lines[start:i])
+    assert start is not None, f"heading {heading!r} not found"
+    return "".join(lines[start:])
 
 
 def table(text: str, header: str) -> list[list[str]]:
@@ -433,6 +442,127 @@ def test_search_answer_against_what_shipped():
     behind = [models["llama"]["val_loss"] - m["val_loss"] for name, m in models.items() if name != "llama"]
     match = find(text, f"Llama is {NUM}-(\\d+\\.\\d+) behind every hybrid")
     agree_all([match[1], match[2]], [min(behind), max(behind)], "search.md: Llama's deficit to the hybrids")
+
+
+DEFAULT_ANSWER = "default_answer_vs_published-2026-11-26.json"
+DEFAULT_SEARCH = "default_search_amsd-2026-11-26.json"
+HALVING_SEARCH = "search_successive_halving-2026-11-25.json"
+DEFAULT_NAMES = {"default search's answer": "answer", "halving search's answer": "composite", "samba": "samba",
+                 "nemotron-h": "nemotron-h", "llama": "llama"}
+
+
+def test_search_default_answer_against_what_shipped():
+    """search.md's section on the default one-shot search (proxy scores from its leaderboard JSON) and on its
+    answer at the target, paired seed by seed with the families' stored runs (the halving comparison's JSON)."""
+    from composer.pattern import n_layers, parse_pattern
+
+    text = section(doc("search.md"), "The default search's answer against what shipped")
+    for name in (DEFAULT_ANSWER, DEFAULT_SEARCH):
+        assert f"benchmarks/results/{name}" in text
+    search, report = results(DEFAULT_SEARCH), results(DEFAULT_ANSWER)
+    board = search["leaderboard"]
+    scores = {row["pattern"]: row["score"] for row in board}
+
+    # the search at the proxy
+    match = find(text, f"\\*\\*The search\\.\\*\\* {NUM} candidates")
+    assert int(match[1]) == len(board) + len(search["failures"]), "search.md: candidates of the default search"
+    hours, minutes, seconds = (int(part) for part in search["wall_time"].split()[0].split(":"))
+    match = find(text, f"It took \\*\\*{NUM} h {NUM} min\\*\\* of wall time with two workers; training time summed "
+                       f"over candidates was {NUM} min")
+    assert (int(match[1]), int(match[2])) == divmod(round(hours * 60 + minutes + seconds / 60), 60), "wall time"
+    agree(match[3], search["training_seconds_summed"] / 60, "search.md: training minutes summed")
+    vs_known = search["best"]["vs_known"]
+    assert vs_known["best_new"]["pattern"] == board[0]["pattern"] == search["best"]["pattern"]
+    match = find(text, f"The answer is \\*\\*`(\\w+)`\\*\\*, a new pattern: {NUM}, against the best known layout, "
+                       f"Nemotron-H's `(\\w+)`, at {NUM}\\. That is {NUM} on one seed")
+    assert (match[1], match[3]) == (board[0]["pattern"], vs_known["best_known"]["pattern"])
+    assert vs_known["best_known"]["name"] == "nemotron-h" and vs_known["answer"] == "new"
+    margin = board[0]["score"] - vs_known["best_known"]["score"]
+    agree_all([match[2], match[4], match[5]], [board[0]["score"], vs_known["best_known"]["score"], margin],
+              "search.md: the default search's answer against the best known layout")
+    reproduced(vs_known["difference"], margin, f"{DEFAULT_SEARCH} difference")
+    match = find(text, f"Then `(\\w+)` {NUM}, `(\\w+)` {NUM}, `(\\w+)` {NUM}\\. Llama `(\\w+)` scored {NUM} and "
+                       f"`(\\w+)` {NUM}\\.")
+    assert [match[1], match[3], match[5]] == [row["pattern"] for row in board[1:4]], "search.md: ranks 2 to 4"
+    known = {row["known"]: row["pattern"] for row in board if row["known"]}
+    assert [match[7], match[9]] == [known["llama"], known["composer-paper"]]
+    agree_all([match[i] for i in (2, 4, 6, 8, 10)], [scores[match[i]] for i in (1, 3, 5, 7, 9)],
+              "search.md: proxy scores of the default search")
+    # the same evaluation at the halving search's rung 1 (the same budget), and that search's answer
+    rung1 = {row["pattern"]: row["score"] for row in results(HALVING_SEARCH)["rungs"][1]["scored"]}
+    match = find(text, f"Nemotron-H's `SMSAMS` scored {NUM} here and {NUM} at the successive-halving search's rung 1")
+    assert scores["SMSAMS"] == rung1["SMSAMS"], "the evaluation did not repeat exactly across the two searches"
+    agree_all([match[1], match[2]], [scores["SMSAMS"], rung1["SMSAMS"]], "search.md: SMSAMS in both searches")
+    match = find(text, f"the halving search's `SDMMSD` \\({NUM}\\) is better than anything the one-shot search tried")
+    agree(match[1], rung1["SDMMSD"], "search.md: SDMMSD at rung 1")
+    assert rung1["SDMMSD"] < min(scores.values()) and "SDMMSD" not in scores
+    match = find(text, f"The halving search found it by screening {NUM} candidates")
+    assert int(match[1]) == len(results(HALVING_SEARCH)["rungs"][0]["scored"])
+    top = [row["pattern"] for row in board if row["lr"] == 3e-3]
+    match = find(text, f"\\*\\*{NUM} of {NUM} candidates chose 3e-3, the top of the two-rate grid\\.\\*\\* Only "
+                       f"`(\\w+)` chose 1e-3")
+    assert (int(match[1]), int(match[2])) == (len(top), len(board)), "search.md: candidates at the top rate"
+    assert [row["pattern"] for row in board if row["lr"] != 3e-3] == [match[3]] and scores[match[3]]
+    match = find(text, f"At 400K tokens and 6 layers, `SSSSMS` beat Nemotron-H's nearest layout by {NUM}")
+    agree(match[1], -vs_known["difference"], "search.md: the proxy margin of SSSSMS")
+
+    # at the target
+    answer, seeds = report["answer"], report["seeds"]
+    assert report["validation"]["same"] and report["files"]["families"].endswith(HALVING)
+    match = find(text, f"The answer is stacked to `demo-4m` as `([^`]+)`: {NUM} layers")
+    assert match[1] == answer["pattern"] and int(match[2]) == n_layers(parse_pattern(answer["pattern"]))
+    assert parse_pattern(answer["pattern"]).startswith(board[0]["pattern"]), "the target stacks the search's answer"
+    sweep = {float(lr): loss for lr, loss in answer["lr_sweep"].items()}
+    match = find(text, f"The sweep's losses were {NUM} / \\*\\*{NUM}\\*\\* / {NUM} / {NUM} "
+                       f"at (\\S+) / (\\S+) / (\\S+) / (\\S+)\\.")
+    assert [float(rate) for rate in match.groups()[4:]] == sorted(sweep), "search.md: the sweep's rates"
+    agree_all(list(match.groups()[:4]), [sweep[lr] for lr in sorted(sweep)], "search.md: the answer's rate sweep")
+    assert min(sweep, key=sweep.get) == answer["chosen_lr"] == float(match[6]) not in (min(sweep), max(sweep))
+    match = find(text, f"The same {NUM} validation tokens were used")
+    assert int(match[1].replace(",", "")) == report["validation"]["val_tokens"]
+
+    families = {m["model"]: m for m in results(HALVING)["comparison"]["models"]}
+    against = {("composite" if a["model"] == "stored composite" else a["model"]): a for a in report["against"]}
+    assert set(against) == set(families) and seeds == results(HALVING)["comparison"]["seeds"]
+    losses = {"answer": per_seed(answer["val_losses"], seeds),
+              **{name: per_seed(m["val_losses"], seeds) for name, m in families.items()}}
+    rows = table(text, "| model | layout at demo-4m | lr |")
+    assert {DEFAULT_NAMES[plain(row[0])] for row in rows} == set(losses), "search.md: the default answer's table"
+    diffs = {}
+    for row in rows:
+        name = DEFAULT_NAMES[plain(row[0])]
+        entry = answer if name == "answer" else families[name]
+        what = f"search.md default answer table, row {name}"
+        assert plain(row[1]).startswith(entry["pattern"]) and float(row[2]) == entry["chosen_lr"], what
+        loss = seed_summary(list(losses[name].values()))
+        reproduced([entry["val_loss"], entry["val_loss_std"]], [loss["mean"], loss["std"]], f"{what}: mean and std")
+        agree_all(numbers(row[3]), [loss["mean"], loss["std"]], f"{what}, mean ± std")
+        if name == "answer":
+            assert row[4:] == ["—", "—", "—"], what
+            continue
+        reproduced(against[name]["val_loss"], loss["mean"], f"{DEFAULT_ANSWER} {name} mean")
+        diffs[name] = diff = paired_difference(losses["answer"], losses[name])
+        stored = against[name]["diff"]
+        reproduced([stored["mean"], *stored["ci"], *stored["differences"]], [diff["mean"], *diff["ci"],
+                   *diff["differences"]], f"{DEFAULT_ANSWER} answer - {name}")
+        agree_all(numbers(row[4]), [diff["mean"]], f"{what}, answer − model")
+        agree_all(numbers(row[5]), diff["ci"], f"{what}, 95% CI")
+        assert row[6] == diff["verdict"] == stored["verdict"], what
+    match = find(text, f"Per seed \\(0, 1, 2\\) the answer scored {NUM}, {NUM} and {NUM}\\. Its 95% CI is "
+                       f"\\[{NUM}, {NUM}\\]; it has {NUM}M parameters, no KV cache")
+    assert seeds == [0, 1, 2] and answer["kv_cache_bytes_per_token"] == 0
+    agree_all(list(match.groups()), [*losses["answer"].values(), *seed_summary(list(losses["answer"].values()))["ci"],
+                                     answer["params"] / 1e6], "search.md: the default answer per seed, CI, size")
+
+    # reading it
+    match = find(text, f"It is {NUM} behind Samba and {NUM} behind Nemotron-H, and both intervals exclude 0")
+    agree_all([match[1], match[2]], [diffs["samba"]["mean"], diffs["nemotron-h"]["mean"]],
+              "search.md: the answer behind the families")
+    assert diffs["samba"]["ci"][0] > 0 and diffs["nemotron-h"]["ci"][0] > 0
+    agree(find(text, f"It still beats Llama by {NUM}")[1], -diffs["llama"]["mean"], "search.md: ahead of Llama")
+    match = find(text, f"The successive-halving answer beats it by {NUM} \\[{NUM}, {NUM}\\]")
+    agree_all(list(match.groups()), [diffs["composite"]["mean"], *diffs["composite"]["ci"]],
+              "search.md: the halving answer ahead of the default one")
 
 
 # ----------------------------------------------------------------------------------------------- recall.md
