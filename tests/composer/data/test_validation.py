@@ -78,7 +78,7 @@ def test_validation_dataset_is_fixed_sharded_and_capped():
     tokens = np.arange(11 * 9, dtype=np.uint16)  # 11 sequences of seq_len 8
     full = list(ValidationDataset(tokens, 8, micro_batch_size=4))
     assert [b.shape[0] for b in full] == [4, 4, 3] and torch.equal(full[0][0], torch.arange(9))
-    assert all(torch.equal(a, b) for a, b in zip(full, ValidationDataset(tokens, 8, micro_batch_size=4)))
+    assert all(torch.equal(a, b) for a, b in zip(full, ValidationDataset(tokens, 8, micro_batch_size=4), strict=True))
     shards = [list(ValidationDataset(tokens, 8, 4, rank=r, world_size=2)) for r in range(2)]
     assert [len(s) for s in shards] == [2, 1]
     assert torch.equal(torch.cat(shards[0] + shards[1]).sort(0).values, torch.cat(full).sort(0).values)
