@@ -13,9 +13,9 @@ FLAGS = {
     "layers": (int, "searched layers (default 6; the paper also uses 16)"),
     "primitives": (str, "layer tokens a layer may be (default AM; e.g. \"AMS[AS]\" adds Mamba-2 and a "
                         "parallel A+S layer)"),
-    "strategy": (str, "one-shot (default), end-incremental, middle-incremental, or successive-halving (with "
-                      "--evaluator lm: rungs of rising tokens, the last at the target; --budget names the ladder: "
-                      "smoke, cpu, gpu)"),
+    "strategy": (str, "auto (default: successive-halving with the lm evaluator and one objective, else "
+                      "one-shot), one-shot, end-incremental, middle-incremental, or successive-halving (lm only: "
+                      "rungs of rising tokens, the last at the target; --budget names the ladder: smoke, cpu, gpu)"),
     "depth": (int, "final depth of incremental strategies (default 2 x --layers)"),
     "sampler": (str, "gp (default, Bayesian optimisation), tpe, random, brute, nsga2 (default with 2+ objectives)"),
     "objectives": (str, "comma-separated: score[,kv][,tokens_per_s] (kv: KV-cache bytes at --target widths)"),

@@ -25,6 +25,20 @@ def test_defaults_are_the_paper_setting():
     assert SearchConfig(objectives="score,kv").sampler_name == "nsga2"
 
 
+@pytest.mark.parametrize("kwargs, strategy", [
+    ({}, "successive-halving"),  # the lm evaluator on a budget that names a ladder: rank the finalists at the target
+    ({"budget": "gpu"}, "successive-halving"),
+    ({"evaluator": "mad"}, "one-shot"),  # halving trains its rungs with the lm evaluator only
+    ({"objectives": "score,kv"}, "one-shot"),  # halving ranks by one score
+    ({"budget": "rung-cpu-0"}, "one-shot"),  # an lm budget that is no ladder
+    ({"strategy": "one-shot"}, "one-shot"),  # asked for by name
+])
+def test_the_default_strategy_is_halving_where_it_applies(kwargs, strategy):
+    config = SearchConfig(**kwargs)
+    assert config.strategy == strategy
+    assert strategy in config.study_name, "a resumed search finds the study of the strategy that ran"
+
+
 def test_study_name_is_stable_so_reruns_resume():
     assert SearchConfig(seed=1).study_name == SearchConfig(seed=1).study_name != SearchConfig(seed=2).study_name
     assert SearchConfig(study="mine").study_name == "mine"
