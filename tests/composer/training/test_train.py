@@ -147,20 +147,31 @@ def run_cli(out: Path, *extra: str, launcher: tuple[str, ...] = (sys.executable,
     return json.loads((out / "summary.json").read_text())
 
 
+@pytest.fixture(scope="module")
+def one_process(tmp_path_factory) -> tuple[dict, dict[int, float]]:
+    """The single-process run (8 sequences a step) that the multi-process tests below must follow: run once for
+    them all (its own cache directory, as each test's)."""
+    out = tmp_path_factory.mktemp("one-process")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("COMPOSER_CACHE", str(out / "cache"))
+        summary = run_cli(out / "single", "--devices", "1", "--accelerator", "cpu")
+    return summary, train_losses(out / "single")
+
+
 @pytest.mark.parametrize("strategy", ["fsdp", "ddp"])
-def test_two_processes_match_one_with_the_same_global_batch(tmp_path, strategy):
+def test_two_processes_match_one_with_the_same_global_batch(tmp_path, strategy, one_process):
     """2 CPU processes (gloo) with 4 sequences each follow the single-process run of 8 sequences.
 
     Tolerance: 1e-4 relative on every step's loss; the only difference is the order of floating-point
     reductions (gradients all-reduced / reduce-scattered across ranks).
     """
-    single = run_cli(tmp_path / "single", "--devices", "1", "--accelerator", "cpu")
+    single, one = one_process
     double = run_cli(tmp_path / strategy, "--devices", "2", "--accelerator", "cpu", "--strategy", strategy)
     assert double["world_size"] == 2 and double["strategy"] == strategy
     # FSDP: each rank holds its half of every parameter (dim-0 shards, up to one row of rounding); DDP: a full copy
     expected = {"fsdp": pytest.approx(0.5, abs=0.02), "ddp": 1.0}[strategy]
     assert double["param_share_per_rank"] == expected and single["param_share_per_rank"] == 1.0
-    one, two = train_losses(tmp_path / "single"), train_losses(tmp_path / strategy)
+    two = train_losses(tmp_path / strategy)
     assert one.keys() == two.keys() and len(one) == 10
     for step in one:
         assert two[step] == pytest.approx(one[step], rel=1e-4), step
@@ -196,14 +207,14 @@ def test_per_primitive_options_reach_the_model_and_its_export(tmp_path):
     assert model.layers[1].primitive.config.window == 8
 
 
-def test_torchrun_launch_matches_one_process(tmp_path):
+def test_torchrun_launch_matches_one_process(tmp_path, one_process):
     """Launched by torchrun (as on clusters) rather than by Lightning itself: same losses as one process."""
-    single = run_cli(tmp_path / "single", "--devices", "1", "--accelerator", "cpu")
     torchrun = (sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "-m", "composer")
     double = run_cli(tmp_path / "torchrun", "--devices", "2", "--accelerator", "cpu", "--strategy", "fsdp",
                      launcher=torchrun)
     assert double["world_size"] == 2
-    one, two = train_losses(tmp_path / "single"), train_losses(tmp_path / "torchrun")
+    one, two = one_process[1], train_losses(tmp_path / "torchrun")
+    assert one.keys() == two.keys() and len(one) == 10
     for step in one:
         assert two[step] == pytest.approx(one[step], rel=1e-4), step
 
