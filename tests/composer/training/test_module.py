@@ -108,47 +108,28 @@ def run_cli(out: Path, *extra: str, arch: str = MOE["arch"]) -> dict:
     return json.loads((out / "summary.json").read_text())
 
 
-def test_moe_under_fsdp_and_activation_checkpointing_matches_one_process(tmp_path):
-    """FSDP2 (2 CPU processes, 4 sequences each) with per-layer AC follows one process with 2 micro-batches of 4.
+def test_moe_and_recurrent_and_windowed_primitives_under_fsdp_and_activation_checkpointing_match_one_process(
+        tmp_path):
+    """FSDP2 (2 CPU processes, 4 sequences each) with per-layer AC follows one process with 2 micro-batches of 4,
+    step by step, for S (Mamba-2), D (Gated DeltaNet), W (window 16) and E (MoE) in one model: each shards per
+    layer and recomputes under AC. (One pair of runs for all four: each run pays a Python start of ~10 s.)
 
     The load-balancing loss is a statistic of each forward's tokens (per micro-batch and per rank, as in Mixtral),
     so the single-process reference accumulates gradients over the same 4-sequence micro-batches.
     """
+    arch = "SDWE"
+    options = ("--options", '{"W": {"window": 16}}')
     # val_batches counts micro-batches per device: 8 x 4 sequences here = 4 x 4 on each of the 2 ranks
-    single = run_cli(
-        tmp_path / "single",
-        "--devices",
-        "1",
-        "--accelerator",
-        "cpu",
-        "--micro-batch-size",
-        "4",
-        "--val-batches",
-        "8",
-    )
-    double = run_cli(tmp_path / "fsdp", "--devices", "2", "--accelerator", "cpu", "--strategy", "fsdp")
-    assert double["world_size"] == 2
+    single = run_cli(tmp_path / "single", "--devices", "1", "--accelerator", "cpu", "--micro-batch-size", "4",
+                     "--val-batches", "8", *options, arch=arch)
+    double = run_cli(tmp_path / "fsdp", "--devices", "2", "--accelerator", "cpu", "--strategy", "fsdp", *options,
+                     arch=arch)
+    assert double["world_size"] == 2 and double["strategy"] == "fsdp"
+    assert double["param_share_per_rank"] == pytest.approx(0.5, abs=0.05)  # sharded, not a copy per rank
     # the global gradient norm of every step (logged after accumulation / reduce-scatter), then the end result
     one, two = (train_metric(tmp_path / run, "train/grad_norm") for run in ("single", "fsdp"))
     assert one.keys() == two.keys() and len(one) == 6
     for step in one:
         assert two[step] == pytest.approx(one[step], rel=1e-4), step
     assert train_metric(tmp_path / "fsdp", "train/aux_loss")
-    assert double["val_loss"] == pytest.approx(single["val_loss"], rel=1e-4)
-
-
-def test_recurrent_and_windowed_primitives_under_fsdp_and_activation_checkpointing_match_one_process(tmp_path):
-    """S (Mamba-2), D (Gated DeltaNet) and W (window 16) shard per layer with FSDP2 and recompute under AC: two
-    CPU processes follow one process with the same global batch, step by step."""
-    arch = "SDWM"
-    options = ("--options", '{"W": {"window": 16}}')
-    single = run_cli(tmp_path / "single", "--devices", "1", "--accelerator", "cpu", *options, arch=arch)
-    double = run_cli(tmp_path / "fsdp", "--devices", "2", "--accelerator", "cpu", "--strategy", "fsdp", *options,
-                     arch=arch)
-    assert double["world_size"] == 2 and double["strategy"] == "fsdp"
-    assert double["param_share_per_rank"] == pytest.approx(0.5, abs=0.05)  # sharded, not a copy per rank
-    one, two = (train_metric(tmp_path / run, "train/grad_norm") for run in ("single", "fsdp"))
-    assert one.keys() == two.keys() and len(one) == 6
-    for step in one:
-        assert two[step] == pytest.approx(one[step], rel=1e-4), step
     assert double["val_loss"] == pytest.approx(single["val_loss"], rel=1e-4)
