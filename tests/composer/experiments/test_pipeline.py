@@ -74,6 +74,7 @@ def test_cpu_demo_pipeline_runs_end_to_end_with_seeds_and_resumes(tmp_path, monk
     out = tmp_path / "pipeline"
     recipe = yaml.safe_load(DEMO.read_text())
     recipe["train"]["val_tokens"] = 8 * 128  # the test's budget; the recipe scores the whole held-out split
+    recipe["search"]["widths"] = "tiny"  # MAD's smoke tasks at tiny widths: 11 s a candidate, not 35 s
     small = tmp_path / "cpu-demo.yaml"
     small.write_text(yaml.safe_dump(recipe))
     argv = ["pipeline", "--recipe", str(small), "--out", str(out), "--trials", "2", "--lr-sweep", "2e-3,6e-3",
@@ -139,12 +140,14 @@ def test_cpu_demo_pipeline_runs_end_to_end_with_seeds_and_resumes(tmp_path, monk
 
     # kill -9 during the learning-rate sweep, then the same command (issue 27): no finished sweep point is trained
     # again, and the comparison equals the unkilled run's
+    import shutil
     import signal
     import subprocess
     import sys
     import time
 
     killed = tmp_path / "killed"
+    shutil.copytree(out / "search", killed / "search")  # finished (its resume is checked above): start at the sweep
     command = [sys.executable, "-m", "composer", *argv[:4], str(killed), *argv[5:]]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
