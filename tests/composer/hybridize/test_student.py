@@ -118,8 +118,24 @@ def test_hybridize_distils_a_trained_llama_and_writes_the_summary(tmp_path, caps
     assert "the pattern has 4 layers but the teacher 6" in capsys.readouterr().err
 
 
+# the data and precision of the command-line hybridize runs below (equality across processes needs fp32)
+COMMON = ["--seq-len", "64", "--batch-size", "8", "--max-documents", "200", "--wandb", "off", "--precision", "32-true"]
+
+
+@pytest.fixture(scope="module")
+def small_teacher(tmp_path_factory):
+    """A tiny (AM)x2 Llama trained for 8 steps: the teacher of the kill and two-process tests, trained once for
+    both (in this process; its own cache directory)."""
+    out = tmp_path_factory.mktemp("teacher")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("COMPOSER_CACHE", str(out / "cache"))
+        assert main(["train", "--arch", "(AM)x2", "--preset", "tiny", "--tokens", str(8 * 512), "--out",
+                     str(out / "run"), "--accelerator", "cpu", *COMMON]) == 0
+    return out / "run" / "model"
+
+
 @pytest.mark.slow
-def test_a_killed_hybridize_resumes_and_keeps_the_frozen_weights(tmp_path):
+def test_a_killed_hybridize_resumes_and_keeps_the_frozen_weights(tmp_path, small_teacher):
     import os
     import subprocess
     import sys
@@ -130,14 +146,9 @@ def test_a_killed_hybridize_resumes_and_keeps_the_frozen_weights(tmp_path):
     from tests.composer.training.preempt import checkpoint_step, sigterm_while_training, trained_steps
 
     env = {**os.environ, "OMP_NUM_THREADS": "1", "COMPOSER_CACHE": str(tmp_path / "cache")}
-    common = ["--seq-len", "64", "--batch-size", "8", "--max-documents", "200", "--wandb", "off",
-              "--precision", "32-true"]
-    teacher = tmp_path / "teacher"
-    subprocess.run([sys.executable, "-m", "composer", "train", "--arch", "(AM)x2", "--preset", "tiny", "--tokens",
-                    str(8 * 512), "--out", str(teacher), *common], check=True, env=env, capture_output=True)
     out = tmp_path / "hybrid"
-    argv = [sys.executable, "-m", "composer", "hybridize", "--from", str(teacher / "model"), "--pattern", "DMAM",
-            *common, "--out", str(out)]
+    argv = [sys.executable, "-m", "composer", "hybridize", "--from", str(small_teacher), "--pattern", "DMAM",
+            *COMMON, "--out", str(out)]
     returncode, err = sigterm_while_training([*argv, "--tokens", str(4000 * 512)], out, env)
     saved = latest_checkpoint(out / "checkpoints")
     assert returncode == 143 and saved is not None, err[-2000:]  # 128 + SIGTERM, as README promises
@@ -154,7 +165,7 @@ def test_a_killed_hybridize_resumes_and_keeps_the_frozen_weights(tmp_path):
     summary = json.loads((out / "summary.json").read_text())
     assert summary["steps"] == end
     ours = load_file(str(out / "model" / "model.safetensors"))
-    theirs = load_file(str(teacher / "model" / "model.safetensors"))
+    theirs = load_file(str(small_teacher / "model.safetensors"))
     for name in ("tok_embeddings.weight", "layers.1.primitive.w13.weight", "layers.3.primitive.w2.weight"):
         assert torch.equal(ours[name], theirs[name]), f"{name} is frozen and must not change"
     teacher_q = theirs["layers.0.primitive.wqkv.weight"][: ours["layers.0.primitive.q_proj.weight"].shape[0]]
@@ -191,26 +202,23 @@ def test_hybridize_takes_a_transformers_checkpoint_and_imports_it_once(tmp_path,
 
 
 @pytest.mark.slow
-def test_hybridize_on_two_processes_with_fsdp2_matches_one_device(tmp_path):
+def test_hybridize_on_two_processes_with_fsdp2_matches_one_device(tmp_path, small_teacher, monkeypatch):
     """The teacher stays whole on every rank, the student is sharded with its frozen MLPs; 2 CPU processes (gloo)
     with the same global batch give the single-device result."""
     import os
     import subprocess
     import sys
 
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "COMPOSER_CACHE": str(tmp_path / "cache")}
-    common = ["--seq-len", "64", "--batch-size", "8", "--max-documents", "200", "--wandb", "off",
-              "--precision", "32-true", "--accelerator", "cpu"]
-    composer = [sys.executable, "-m", "composer"]
-    subprocess.run([*composer, "train", "--arch", "(AM)x2", "--preset", "tiny", "--tokens", str(8 * 512),
-                    "--out", str(tmp_path / "teacher"), *common], check=True, env=env, capture_output=True)
-    results = {}
-    for name, extra in (("single", []), ("fsdp", ["--devices", "2", "--strategy", "fsdp"])):
-        run = subprocess.run([*composer, "hybridize", "--from", str(tmp_path / "teacher" / "model"),
-                              "--pattern", "DMAM", "--tokens", str(6 * 512), "--out", str(tmp_path / name), "--json", *common, *extra],
-                             capture_output=True, text=True, env=env, timeout=600)
-        assert run.returncode == 0, run.stderr[-2000:]
-        results[name] = json.loads(run.stdout)  # one JSON document: only the main process prints
+    monkeypatch.setenv("COMPOSER_CACHE", str(tmp_path / "cache"))
+    argv = ["hybridize", "--from", str(small_teacher), "--pattern", "DMAM", "--tokens", str(6 * 512), *COMMON,
+            "--accelerator", "cpu"]
+    assert main([*argv, "--out", str(tmp_path / "single")]) == 0  # one device, in this process
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    run = subprocess.run([sys.executable, "-m", "composer", *argv, "--out", str(tmp_path / "fsdp"), "--devices", "2",
+                          "--strategy", "fsdp", "--json"], capture_output=True, text=True, env=env, timeout=600)
+    assert run.returncode == 0, run.stderr[-2000:]
+    results = {name: json.loads((tmp_path / name / "summary.json").read_text()) for name in ("single", "fsdp")}
+    assert json.loads(run.stdout) == results["fsdp"]  # one JSON document: only the main process prints
     assert results["fsdp"]["world_size"] == 2 and results["fsdp"]["strategy"] == "fsdp"
     assert results["fsdp"]["param_share_per_rank"] == pytest.approx(0.5, abs=0.05)  # the student is sharded
     assert results["fsdp"]["val_loss"] == pytest.approx(results["single"]["val_loss"], rel=1e-4)
