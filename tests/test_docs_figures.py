@@ -572,6 +572,47 @@ RECALL = "recall_vs_length_lr_sweep-2026-11-25.json"
 RECALL_SHARED_RATE = "recall_vs_length-2026-11-25.json"
 
 
+def test_search_default_score_transfer():
+    """search.md's transfer of the default lm score over the AMSD search's leaderboard: the table's target
+    ranking, search ranks and scores, losses, rates and paired differences to SMSAMS, recomputed from the
+    per-seed losses of transfer_default_search_amsd's transfer.json; and the Spearman table."""
+    text = section(doc("search.md"), "Transfer of the default `lm` score")
+    data = results("transfer_default_search_amsd-2026-11-26.json")
+    transfer, seeds = data["transfer"], data["transfer"]["seeds"]
+    by_pattern = {row["source_pattern"]: row for row in transfer["patterns"]}
+    losses = {p: per_seed(row["losses"], seeds) for p, row in by_pattern.items()}
+    ranked = sorted(by_pattern, key=lambda p: np.mean(list(losses[p].values())))
+    rows = table(text, "| target rank |")
+    assert [plain(row[1]).split()[0] for row in rows] == ranked, "the table's order is the target's ranking"
+    for i, (row, pattern) in enumerate(zip(rows, ranked, strict=True), 1):
+        source = by_pattern[pattern]
+        assert row[0] == str(i) and row[2] == str(source["search_rank"]), pattern
+        agree(row[3], source["score"], f"{pattern} search score")
+        agree(plain(row[4]), seed_summary(list(losses[pattern].values()))["mean"], f"{pattern} target loss")
+        assert float(row[5]) == source["lr"], f"{pattern} rate"
+        if pattern != "SMSAMS":
+            diff = paired_difference(losses[pattern], losses["SMSAMS"])
+            agree_all(numbers(row[6]), [diff["mean"], *diff["ci"]], f"{pattern} minus SMSAMS")
+    hybrids = [p for p in by_pattern if p not in ("AMAMAM", "AAMMMM")]
+
+    def rank_correlation(names, score, against):
+        return bootstrap_rank_correlation([score(p) for p in names],
+                                          [[by_pattern[p]["losses"][str(s)] for s in against] for p in names],
+                                          n_boot=N_BOOT, seed=BOOT_SEED)
+
+    expected = [rank_correlation(list(by_pattern), lambda p: -by_pattern[p]["score"], seeds),
+                rank_correlation(hybrids, lambda p: -by_pattern[p]["score"], seeds),
+                rank_correlation(list(by_pattern), lambda p: -by_pattern[p]["losses"]["0"], (1, 2)),
+                rank_correlation(hybrids, lambda p: -by_pattern[p]["losses"]["0"], (1, 2))]
+    reproduced([transfer["spearman"], *transfer["spearman_ci"]],
+               [expected[0]["spearman"], *expected[0]["spearman_ci"]], "the lm score's Spearman")
+    spearman_rows = table(text, "| score | against")
+    for row, value in zip(spearman_rows, expected, strict=False):
+        agree_all(numbers(row[2]) + numbers(row[3]), [value["spearman"], *value["spearman_ci"]], row[0])
+    ceiling = noise_ceiling({s: [losses[p][s] for p in by_pattern] for s in seeds})
+    agree(numbers(spearman_rows[4][2])[0], ceiling["mean"], "noise ceiling")
+
+
 def test_recall_table():
     text = doc("recall.md")
     assert f"benchmarks/results/{RECALL}" in text
