@@ -237,6 +237,16 @@ def _measure_tokens_per_s(arch, batch: int = 8, seq_len: int = 128, steps: int =
     return steps * batch * seq_len / (time.perf_counter() - start)
 
 
+def enqueue_first(study: optuna.Study, stage: Stage) -> None:
+    """Enqueue the stage's first patterns (known layouts, a rung's promotions) unless the study holds them already.
+
+    ``skip_if_exists`` is a read then a write, so workers starting together on a database server (no file lock
+    between them) could each enqueue them: ``composer search --workers N`` calls this once before it starts its
+    workers (a PostgreSQL run trained both known layouts twice, 2026-11-26)."""
+    for pattern, attrs in stage.first:
+        study.enqueue_trial(stage.space.params_of(pattern), user_attrs=attrs, skip_if_exists=True)
+
+
 def run_worker(config: SearchConfig, stage: Stage, worker: int, callbacks: list | None = None,
                deadline: float | None = None, on_bound: Callable[[str], None] | None = None) -> None:
     """Run trials of ``stage`` until ``stage.trials`` of them trained their pattern (shared across workers; answers
@@ -247,8 +257,7 @@ def run_worker(config: SearchConfig, stage: Stage, worker: int, callbacks: list 
     study = open_study(config, stage, evaluator, worker)
     with StudyLock(worker_lock_path(config.storage, config.out)) as lock:
         reap_dead_workers(study, alone=lock.alone, grace_s=GRACE_S)
-        for pattern, attrs in stage.first:  # once: a resumed study already holds them
-            study.enqueue_trial(stage.space.params_of(pattern), user_attrs=attrs, skip_if_exists=True)
+        enqueue_first(study, stage)
         lock.share()
         budget = EvaluationBudget(stage.trials, max_trials_for(stage.trials, stage.space.size), on_bound=on_bound)
         if budget.done(study):

@@ -21,7 +21,7 @@ from typing import Any
 from composer.errors import ConfigError
 from composer.files import atomic_write_json, make_output_dir
 from search.config import SearchConfig
-from search.engine import Stage, launch_workers, open_study, run_worker, stages_of
+from search.engine import Stage, enqueue_first, launch_workers, open_study, run_worker, stages_of
 from search.evaluators import make_evaluator
 from search.fidelity import get_ladder, promote, rung_budget
 from search.known import compare_with_known, known_layouts
@@ -63,6 +63,7 @@ def run_stage(config: SearchConfig, stage: Stage, label: str, precision: str, de
     if config.workers == 1:
         run_worker(config, stage, 0, callbacks=[progress], deadline=deadline, on_bound=echo)
     else:
+        enqueue_first(open_study(config, stage, evaluator), stage)  # before the workers race to it
         launch_workers(config, stage, deadline, poll=lambda: progress.poll(lambda: open_study(config, stage, evaluator)))
     study = open_study(config, stage, evaluator)
     with StudyLock(worker_lock_path(config.storage, config.out)) as lock:  # this run's workers have ended
