@@ -85,8 +85,7 @@ class SearchConfig:
         """What ``strategy: auto`` means for these settings (the reason is at STRATEGIES)."""
         from search.fidelity import LADDERS
 
-        objectives = self.objectives if isinstance(self.objectives, list) else [self.objectives]
-        halving = self.evaluator == "lm" and self.budget in LADDERS and len(objectives) == 1
+        halving = self.evaluator == "lm" and self.budget in LADDERS and not self.multi_objective
         return "successive-halving" if halving else "one-shot"
 
     def _check_successive_halving(self) -> None:

@@ -130,8 +130,7 @@ def run_replicates(plan: list[Replicate], echo: Callable[[str], None] = print,
     with ``diverged: true`` and no ``val_loss``) is returned as it is, and reported as diverged, never as a loss;
     the callers' statistics drop it and say so.
     """
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise ConfigError(f"workers must be a positive integer (runs trained at once), got {workers!r}")
+    check_workers(workers)
     finished = {(r.name, r.seed): finished_summary(r) for r in plan}  # read once: it parses two JSON files
     pending = [r for r in plan if finished[(r.name, r.seed)] is None]
     if len(pending) < len(plan):
@@ -159,6 +158,12 @@ def run_replicates(plan: list[Replicate], echo: Callable[[str], None] = print,
                                "unusable, delete it and re-run")
         summaries[(replicate.name, replicate.seed)] = summary
     return summaries
+
+
+def check_workers(workers: Any) -> None:
+    """``workers`` (runs trained at once) is a positive integer; a config checks it before anything trains."""
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ConfigError(f"workers must be a positive integer (runs trained at once), got {workers!r}")
 
 
 def train_replicate(replicate: Replicate, echo: Callable[[str], None] = print) -> dict[str, Any]:

@@ -62,6 +62,7 @@ from composer.evidence import (
 )
 from composer.experiments.lr_sweep import SWEEP_KEYS, run_sweep, split_sweep
 from composer.experiments.replicates import (
+    check_workers,
     parse_seeds,
     plan_replicates,
     run_dir,
@@ -132,8 +133,7 @@ class TransferConfig:
                               f"got {self.k!r}")
         if isinstance(self.n_boot, bool) or not isinstance(self.n_boot, int) or self.n_boot < 100:
             raise ConfigError(f"n_boot must be an integer >= 100, got {self.n_boot!r}")
-        if isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < 1:
-            raise ConfigError(f"workers must be a positive integer (runs trained at once), got {self.workers!r}")
+        check_workers(self.workers)
         if not 0 < self.confidence < 1:
             raise ConfigError(f"confidence must be in (0, 1), got {self.confidence!r}")
         self.seeds = parse_seeds(self.seeds)
