@@ -161,30 +161,67 @@ def reap_dead_workers(study: optuna.Study, requeue: bool = True, alone: bool = F
     Dead means: recorded as a process of this host that no longer exists; or unrecorded (killed between Optuna
     creating the trial and its first line) when ``alone`` (see :class:`StudyLock`) or older than ``grace_s``,
     which no live worker takes to record itself. Other hosts' recorded trials are left to the heartbeat.
+    When ``alone``, retries that an earlier reaper promised but was killed before enqueueing are enqueued too
+    (:func:`requeue_orphaned_retries`).
     """
+    if alone and requeue:
+        requeue_orphaned_retries(study)
     reaped = []
     for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
         why = _why_dead(trial, alone, grace_s)
         if why is None:
             continue
-        # an enqueued trial (a known layout, a rung's promotion) holds its whole pattern in Optuna's fixed_params.
-        # Those win over trial.params, which a kill in the middle of suggesting leaves partial: retried with
-        # partial params, the rest of the layers would be sampled, and a rung would train a pattern it never
-        # promoted (seen as a flake of the successive-halving kill test, 2 runs in 8)
-        params = trial.system_attrs.get("fixed_params") or trial.params or {}
+        params = _pattern_of(trial)
         storage = study._storage  # Optuna's public API cannot fail another process's trial
         try:
             storage.set_trial_user_attr(trial._trial_id, "worker_died", f"{why} on {HOST}")
             storage.set_trial_user_attr(trial._trial_id, "fail_reason",
-                                        f"{why}; {'re-queued' if requeue and params else 'not retried'}")
+                                        f"{why}; {_REQUEUED if requeue and params else 'not retried'}")
+            # failing first makes exactly one of two concurrent reapers the winner (the loser's write raises);
+            # a kill between this line and the enqueue leaves a promised retry that the next lone reaper keeps
             storage.set_trial_state_values(trial._trial_id, TrialState.FAIL)
         except RuntimeError:  # finished meanwhile: another process reaped it first
             continue
         if requeue and params:
-            kept = {key: value for key, value in trial.user_attrs.items() if key in _CARRIED_ON_RETRY}
-            study.enqueue_trial(params, user_attrs={**kept, "retry_of": trial.number}, skip_if_exists=False)
+            _enqueue_retry(study, trial, params)
         reaped.append(trial.number)
     return reaped
+
+
+def requeue_orphaned_retries(study: optuna.Study) -> list[int]:
+    """Enqueue the retries that reaped trials were promised (``re-queued``) but never got; returns their numbers.
+
+    A reaper killed between failing a dead worker's trial and enqueueing its retry left the pattern neither
+    running nor waiting: it was silently dropped from the search (a flake of the kill -9 resume test, CI stop
+    32). Call only while no other process can be reaping (``StudyLock.alone``), or two could enqueue the same
+    retry.
+    """
+    trials = study.get_trials(deepcopy=False)
+    retried = {t.user_attrs.get("retry_of") for t in trials}
+    orphans = [t for t in trials if t.state == TrialState.FAIL and "worker_died" in t.user_attrs
+               and str(t.user_attrs.get("fail_reason", "")).endswith(_REQUEUED) and t.number not in retried]
+    for trial in orphans:
+        _enqueue_retry(study, trial, _pattern_of(trial))
+    return [t.number for t in orphans]
+
+
+_REQUEUED = "re-queued"
+
+
+def _pattern_of(trial: FrozenTrial) -> dict:
+    """The whole pattern a trial was to train.
+
+    An enqueued trial (a known layout, a rung's promotion) holds its whole pattern in Optuna's fixed_params.
+    Those win over trial.params, which a kill in the middle of suggesting leaves partial: retried with partial
+    params, the rest of the layers would be sampled, and a rung would train a pattern it never promoted (seen as
+    a flake of the successive-halving kill test, 2 runs in 8).
+    """
+    return trial.system_attrs.get("fixed_params") or trial.params or {}
+
+
+def _enqueue_retry(study: optuna.Study, trial: FrozenTrial, params: dict) -> None:
+    kept = {key: value for key, value in trial.user_attrs.items() if key in _CARRIED_ON_RETRY}
+    study.enqueue_trial(params, user_attrs={**kept, "retry_of": trial.number}, skip_if_exists=False)
 
 
 # -- the budget ------------------------------------------------------------------------------------------------

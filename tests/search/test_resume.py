@@ -79,6 +79,36 @@ def test_dead_local_workers_are_failed_and_requeued_at_once(tmp_path):
     assert reap_dead_workers(study) == []  # once
 
 
+def test_a_retry_promised_by_a_reaper_killed_before_enqueueing_it_is_enqueued_by_the_next_lone_reaper(tmp_path):
+    """CI stop 32's flake: a reaper killed between failing a dead worker's trial and enqueueing its retry
+    dropped the pattern from the search (trial 4 of the kill -9 test: failed, 're-queued', never retried)."""
+    study = optuna.create_study(storage=f"sqlite:///{tmp_path / 's.db'}", study_name="s")
+    dead = study.ask({"layer_0": optuna.distributions.CategoricalDistribution(["A", "M"])})
+    dead.set_user_attr("worker", dead_pid())
+    dead.set_user_attr("host", HOST)
+
+    class Killed(BaseException):
+        pass
+
+    def killed_here(*args, **kwargs):
+        raise Killed
+
+    enqueue, study.enqueue_trial = study.enqueue_trial, killed_here
+    with pytest.raises(Killed):
+        reap_dead_workers(study, alone=True)
+    study.enqueue_trial = enqueue
+    assert study.get_trials(deepcopy=False)[dead.number].state == TrialState.FAIL
+    assert not study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
+
+    assert reap_dead_workers(study, alone=False) == []  # another worker may be reaping: leave it
+    assert not study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
+    assert reap_dead_workers(study, alone=True) == []  # nothing newly dead, but the promise is kept
+    reap_dead_workers(study, alone=True)  # and kept once
+    waiting = study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
+    assert [(t.user_attrs["retry_of"], t.params or t.system_attrs["fixed_params"]) for t in waiting] == [
+        (dead.number, dead.params)]
+
+
 def test_a_trial_killed_before_recording_its_worker_is_reaped_only_when_provably_dead(tmp_path):
     """Optuna never fails a RUNNING trial without a heartbeat: the one a kill left between ``ask`` and
     ``mark_worker`` (the flake behind a red CI run) is failed when no other worker holds the study, or once it
