@@ -69,7 +69,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--target-losses", metavar="RESULT_JSON",
                         help="the target's losses from an earlier run's proxy_transfer.json or a composer "
                              "transfer's transfer.json (no target training)")
-    parser.add_argument("--peer", default=PEER, help=f"the proxy every other is compared with (default {PEER})")
+    parser.add_argument("--peer", default=PEER, help=f"the proxy every other is compared with (default {PEER}; "
+                        "'search' for the search's own scores, which a transfer.json given to --target-losses "
+                        "adds as a row)")
     parser.add_argument("--n-boot", type=int, default=10_000)
     parser.add_argument("--out", default="runs/proxy-transfer")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
@@ -110,19 +112,38 @@ def stored_target_losses(path: str, patterns: list[str]) -> tuple[dict[str, list
     if missing:
         raise ConfigError(f"--target-losses {path}: no target losses for {', '.join(missing)}")
     info = {key: target.get(key) for key in ("seeds", "tokens", "to", "targets", "validation", "seconds_per_run",
-                                             "rates")}
+                                             "rates", "search_direction")}
+    if target.get("search_scores"):
+        info["search_scores"] = {p: target["search_scores"][p] for p in patterns}
     info["targets"] = {p: (info["targets"] or {}).get(p) for p in patterns}
     return {p: target["losses"][p] for p in patterns}, {**info, "losses_from": str(path)}
 
 
 def transfer_as_target(report: dict) -> dict:
-    """A ``composer transfer`` report's target side in this script's shape: losses per seed, in seed order."""
+    """A ``composer transfer`` report's target side in this script's shape: losses per seed, in seed order; with
+    the scores the search gave its patterns (``search_scores``), where the report kept them."""
     seeds = report["seeds"]
     rows = report["patterns"]
-    return {"seeds": seeds, "tokens": report["tokens"], "to": report["to"], "validation": report.get("validation"),
-            "targets": {row["source_pattern"]: row["target_pattern"] for row in rows},
-            "rates": {row["source_pattern"]: row["lr"] for row in rows},
-            "losses": {row["source_pattern"]: [row["losses"][str(s)] for s in seeds] for row in rows}}
+    target = {"seeds": seeds, "tokens": report["tokens"], "to": report["to"],
+              "validation": report.get("validation"),
+              "targets": {row["source_pattern"]: row["target_pattern"] for row in rows},
+              "rates": {row["source_pattern"]: row["lr"] for row in rows},
+              "losses": {row["source_pattern"]: [row["losses"][str(s)] for s in seeds] for row in rows}}
+    direction = (report.get("search") or {}).get("direction")
+    if direction in ("minimize", "maximize") and all(row.get("score") is not None for row in rows):
+        target["search_scores"] = {row["source_pattern"]: row["score"] for row in rows}
+        target["search_direction"] = direction
+    return target
+
+
+def search_score_row(target: dict, patterns: list[str]) -> tuple[list[float], dict[str, list[float]]] | None:
+    """The search's own scores of the patterns (a transfer report's), signed higher-is-better, as proxy row
+    ``search``: the score that chose them, paired with the re-scored proxies on the same bootstrap draws."""
+    scores = target.get("search_scores")
+    if not scores:
+        return None
+    sign = 1.0 if target["search_direction"] == "maximize" else -1.0
+    return [sign * scores[p] for p in patterns], {p: [scores[p]] for p in patterns}
 
 
 def evaluate(proxy: str, pattern: str, seed: int, widths: str) -> dict:
@@ -173,6 +194,12 @@ def proxy_scores(args, patterns: list[str], out: Path) -> dict[str, dict]:
 def has_macro(entries: dict[str, list[dict]], patterns: list[str]) -> bool:
     """Whether every evaluation of a proxy kept mad-lab's macro accuracy (caches from before it did not)."""
     return all("macro_score" in e.get("details", {}) for p in patterns for e in entries[p])
+
+
+def has_task_details(entries: dict[str, list[dict]], patterns: list[str], key: str) -> bool:
+    """Whether every evaluation kept its per-task accuracies under ``key`` (scores carried over from elsewhere,
+    such as a results file's, may hold only the mean)."""
+    return all(isinstance(e.get("details", {}).get(key), dict) for p in patterns for e in entries[p])
 
 
 def mad_task_rows(proxy: str, entries: dict[str, list[dict]], patterns: list[str],
@@ -240,11 +267,19 @@ def main(argv=None) -> int:
         if proxy.startswith("mad:"):
             keys = ("accuracy", "macro_accuracy") if has_macro(entries, patterns) else ("accuracy",)
             for key in keys:
+                if not has_task_details(entries, patterns, key):
+                    log(f"   {proxy}: no per-task rows for {key} (some cached scores keep only the mean)")
+                    continue
                 label = proxy if key == "accuracy" else f"{proxy} macro"
                 for name, scores in mad_task_rows(label, entries, patterns, key).items():
                     rows.append({"proxy": name, "seconds_per_candidate": None,
                                  **correlate(scores, per_seed, args.n_boot)})
                     signed[name] = scores
+    own = search_score_row(target, patterns)
+    if own is not None:
+        signed["search"], scored["search"] = own
+        rows.append({"proxy": "search", "seconds_per_candidate": None, "proxy_seeds": 1,
+                     **correlate(own[0], per_seed, args.n_boot)})
     peer = next((r for r in rows if r["proxy"] == args.peer), None)
     if peer is not None:  # every row against the peer on the same bootstrap draws
         paired = compare_rank_correlations(signed, per_seed, reference=args.peer, n_boot=args.n_boot)
@@ -254,7 +289,8 @@ def main(argv=None) -> int:
                        p_better_than_peer=versus["p_better"])
             if row["seconds_per_candidate"]:
                 row["candidates_per_hour"] = 3600 / row["seconds_per_candidate"]
-                row["speed_vs_peer"] = peer["seconds_per_candidate"] / row["seconds_per_candidate"]
+                if peer["seconds_per_candidate"]:  # the search's own scores carry no time
+                    row["speed_vs_peer"] = peer["seconds_per_candidate"] / row["seconds_per_candidate"]
     result = {
         "patterns": patterns,
         "target": {**target, "losses": losses, "mean_loss": {p: seed_summary(losses[p])["mean"] for p in patterns},

@@ -83,3 +83,44 @@ def test_a_composer_transfer_report_is_a_target(tmp_path, capsys, load_benchmark
     assert result["target"]["losses"] == LOSSES
     assert result["target"]["rates"]["AAMMMM"] == pytest.approx(5e-3)
     assert result["proxies"][0]["spearman"] == own["proxies"][0]["spearman"]
+
+
+def test_the_search_scores_a_transfer_report_kept_are_a_row_paired_with_the_proxies(tmp_path, capsys,
+                                                                                      load_benchmark):
+    """A transfer.json keeps the score the search gave each pattern: it becomes row ``search`` (lower loss is
+    better, so negated), paired with the re-scored proxies on the same draws, and can be the peer."""
+    from composer.evidence import bootstrap_rank_correlation
+
+    script = load_benchmark("proxy_transfer")
+    argv = write_inputs(tmp_path)
+    search = {"AAMMMM": 1.5, "AMAMAM": 1.7, "MMAAMM": 1.6, "MMMMAA": 1.4, "MMMMMM": 2.0}  # a loss: lower is better
+    rows = [{"source_pattern": p, "target_pattern": p * 2, "lr": 1e-3, "score": search[p],
+             "losses": {"0": LOSSES[p][0], "1": LOSSES[p][1]}} for p in PATTERNS]
+    (tmp_path / "stored.json").write_text(json.dumps({"seeds": [0, 1], "tokens": 500_000, "to": "demo-4m",
+                                                      "search": {"direction": "minimize"}, "patterns": rows}))
+    assert script.main([*argv, "--peer", "search"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    by_name = {row["proxy"]: row for row in result["proxies"]}
+    per_seed = [LOSSES[p] for p in PATTERNS]
+    expected = bootstrap_rank_correlation([-search[p] for p in PATTERNS], per_seed, n_boot=300)
+    assert by_name["search"]["spearman"] == pytest.approx(expected["spearman"])
+    assert by_name["search"]["spearman"] == pytest.approx(0.7)  # ranks 2,4,3,1,5 against the target's 4,3,2,1,5
+    assert result["peer"] == "search" and by_name["search"]["diff_vs_peer"] == 0
+    paired = compare_rank_correlations({"search": [-search[p] for p in PATTERNS],
+                                        "mad:cpu": [PLAIN[p] for p in PATTERNS]},
+                                       per_seed, reference="search", n_boot=300)
+    assert by_name["mad:cpu"]["diff_vs_peer"] == pytest.approx(paired["mad:cpu"]["diff_vs_reference"])
+    assert result["proxy_scores"]["search"] == {p: [search[p]] for p in PATTERNS}
+
+
+def test_cached_mad_scores_without_per_task_details_still_rank(tmp_path, capsys, load_benchmark):
+    """Scores carried over from a results file keep only the mean: the proxy's row stands, its per-task rows go."""
+    script = load_benchmark("proxy_transfer")
+    argv = write_inputs(tmp_path)
+    cache_path = tmp_path / "out" / "proxies.json"
+    cache = json.loads(cache_path.read_text())
+    cache["mad:cpu"]["AAMMMM"][0]["details"] = {"macro_score": MACRO["AAMMMM"]}
+    cache_path.write_text(json.dumps(cache))
+    assert script.main(argv) == 0
+    names = [row["proxy"] for row in json.loads(capsys.readouterr().out)["proxies"]]
+    assert names == ["mad:cpu", "mad:cpu macro"]

@@ -16,8 +16,8 @@ import pytest
 
 from composer.errors import ConfigError
 from search.config import SearchConfig
-from search.fidelity import LADDERS, Ladder, Rung, get_ladder, promote
-from search.lm import LanguageModelEvaluator
+from search.fidelity import LADDERS, Ladder, Rung, get_ladder, promote, rung_budget
+from search.lm import LanguageModelEvaluator, get_lm_budget
 from search.run import run_search
 
 SMOKE = {"evaluator": "lm", "strategy": "successive-halving", "budget": "smoke", "widths": "tiny",
@@ -43,6 +43,20 @@ def test_ladders_and_settings_are_checked_before_anything_trains():
     with pytest.raises(ConfigError, match="unknown successive-halving budget"):
         SearchConfig(strategy="successive-halving", evaluator="lm", budget="paper")
     assert SearchConfig(strategy="successive-halving", evaluator="lm").report_target == "demo-4m"
+
+
+def test_the_cpu_ladders_middle_rung_trains_at_the_targets_shape_and_follows_target():
+    """Rung 1 ranks at the target's shape on a quarter of its tokens (the 6-layer proxy's ranking did not carry:
+    docs/search.md); a search with --target moves it there along with the last rung, never rung 0."""
+    cpu = LADDERS["cpu"]
+    middle, last = get_lm_budget(cpu.rungs[1].budget), get_lm_budget(cpu.rungs[-1].budget)
+    assert middle.extrapolate_to == last.extrapolate_to == "demo-4m"
+    assert middle.tokens * 4 == last.tokens
+    assert [rung_budget(cpu, i, None) for i in range(3)] == ["rung-cpu-0", "rung-cpu-1", "rung-cpu-2"]
+    assert [rung_budget(cpu, i, "tiny") for i in range(3)] == ["rung-cpu-0", "rung-cpu-1@tiny", "rung-cpu-2@tiny"]
+    assert get_lm_budget(rung_budget(cpu, 1, "tiny")).extrapolate_to == "tiny"
+    gpu = LADDERS["gpu"]
+    assert get_lm_budget(gpu.rungs[1].budget).tokens * 4 == get_lm_budget(gpu.rungs[-1].budget).tokens
 
 
 @pytest.fixture(scope="module")
