@@ -11,11 +11,18 @@ mad-lab's macro accuracy (`<proxy> macro`, torchmetrics' class-averaged accuracy
 Δ against the peer is the paired difference of the two accuracies' Spearmans. The target's noise ceiling
 (Spearman between its own seeds) says how much agreement is possible at all.
 
+Given a ``composer transfer`` report (``--target-losses transfer.json``), two more rows come free: ``search``, the
+scores the search gave the patterns, and ``sweep: ...``, each pattern at the target's own shape after the
+transfer's lr-sweep tokens (a fraction of the target's), which is what a halving rung at the target's shape
+sees. The sweep trains one of the target's seeds; ``--target-seeds`` ranks every row against the others only.
+
     python benchmarks/proxy_transfer.py                                   # the docs/mad.md table (~80 min, 2 cores)
     python benchmarks/proxy_transfer.py --tokens 20000 --seeds 2 --proxies mad:smoke --patterns AAMMMM,AMAMAM,MMMMMM
     python benchmarks/proxy_transfer.py --proxies mad:cpu,mad:gpu,mad:paper --to llama-350m ...   # on GPUs
     python benchmarks/proxy_transfer.py --proxies mad:cpu --proxy-seeds 2 \
         --target-losses benchmarks/results/proxy_transfer-2026-11-24.json  # re-score against stored targets
+    python benchmarks/proxy_transfer.py --proxies mad:cpu,lm:rung-cpu-0 --peer search --target-seeds 1,2 \
+        --sweep-rates 1e-3,2e-3 --target-losses runs/transfer-lm/transfer.json   # docs/search.md's rung table
 
 Everything is resumable: target runs live under --out/train (finished runs are never retrained) and proxy scores
 in --out/proxies.json (written after every evaluation). --json prints one object; the table is printed last.
@@ -26,6 +33,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import math
 import sys
 import time
 from pathlib import Path
@@ -69,6 +77,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--target-losses", metavar="RESULT_JSON",
                         help="the target's losses from an earlier run's proxy_transfer.json or a composer "
                              "transfer's transfer.json (no target training)")
+    parser.add_argument("--target-seeds", metavar="SEEDS",
+                        help="rank against these of the target's seeds only (a list, e.g. 1,2: the seeds a "
+                             "transfer's lr sweep did not train with, so its row is scored on independent runs)")
+    parser.add_argument("--sweep-rates", metavar="RATES",
+                        help="the sweep row's score is its best loss over these of the sweep's rates (default all; "
+                             "e.g. 1e-3,2e-3 for the rates of the cpu ladder's rung 1)")
     parser.add_argument("--peer", default=PEER, help=f"the proxy every other is compared with (default {PEER}; "
                         "'search' for the search's own scores, which a transfer.json given to --target-losses "
                         "adds as a row)")
@@ -115,6 +129,8 @@ def stored_target_losses(path: str, patterns: list[str]) -> tuple[dict[str, list
                                              "rates", "search_direction")}
     if target.get("search_scores"):
         info["search_scores"] = {p: target["search_scores"][p] for p in patterns}
+    if target.get("sweep") and all(target["sweep"]["points"].get(p) for p in patterns):
+        info["sweep"] = {**target["sweep"], "points": {p: target["sweep"]["points"][p] for p in patterns}}
     info["targets"] = {p: (info["targets"] or {}).get(p) for p in patterns}
     return {p: target["losses"][p] for p in patterns}, {**info, "losses_from": str(path)}
 
@@ -129,11 +145,33 @@ def transfer_as_target(report: dict) -> dict:
               "targets": {row["source_pattern"]: row["target_pattern"] for row in rows},
               "rates": {row["source_pattern"]: row["lr"] for row in rows},
               "losses": {row["source_pattern"]: [row["losses"][str(s)] for s in seeds] for row in rows}}
+    sweep = report.get("lr_sweep") or {}
+    if sweep.get("models"):
+        target["sweep"] = {key: sweep.get(key) for key in ("tokens", "seed", "fraction", "rates")}
+        target["sweep"]["points"] = {p: [(pt["lr"], pt["val_loss"]) for pt in model["points"]
+                                         if not pt.get("diverged")] for p, model in sweep["models"].items()}
     direction = (report.get("search") or {}).get("direction")
     if direction in ("minimize", "maximize") and all(row.get("score") is not None for row in rows):
         target["search_scores"] = {row["source_pattern"]: row["score"] for row in rows}
         target["search_direction"] = direction
     return target
+
+
+def sweep_score_row(target: dict, patterns: list[str], rates: list[float] | None) -> tuple[str, list[float]] | None:
+    """The transfer's lr sweep as a proxy: each pattern at the target's own shape after the sweep's tokens (a
+    fraction of the target's), its best loss over ``rates`` (all swept rates when None); the name says where."""
+    sweep = target.get("sweep")
+    if not sweep:
+        return None
+    best = {}
+    for pattern in patterns:
+        losses = [loss for lr, loss in sweep["points"][pattern]
+                  if rates is None or any(math.isclose(lr, rate, rel_tol=1e-6) for rate in rates)]
+        if not losses:
+            raise ConfigError(f"--sweep-rates: {pattern}'s lr sweep has none of {rates} (it swept "
+                              f"{sorted(lr for lr, _ in sweep['points'][pattern])})")
+        best[pattern] = min(losses)
+    return f"sweep: target shape, {sweep['tokens']:,} tokens", [-best[p] for p in patterns]
 
 
 def search_score_row(target: dict, patterns: list[str]) -> tuple[list[float], dict[str, list[float]]] | None:
@@ -226,6 +264,15 @@ def score_variants(proxy: str, entries: dict[str, list[dict]], patterns: list[st
     return variants
 
 
+def select_target_seeds(losses: dict[str, list[float]], target: dict, seeds: list[int]) -> tuple[dict, dict]:
+    """The target's losses at ``seeds`` only (a subset of the seeds it trained)."""
+    missing = [s for s in seeds if s not in target["seeds"]]
+    if missing:
+        raise ConfigError(f"--target-seeds: the target has no seed {missing[0]} (it has {target['seeds']})")
+    index = [target["seeds"].index(s) for s in seeds]
+    return {p: [values[i] for i in index] for p, values in losses.items()}, {**target, "seeds": seeds}
+
+
 def correlate(scores: list[float], losses: list[list[float]], n_boot: int) -> dict:
     """Rank agreement of ``scores`` (higher is better) with the negated mean target loss."""
     return bootstrap_rank_correlation(scores, losses, n_boot=n_boot)
@@ -248,6 +295,8 @@ def main(argv=None) -> int:
     else:
         log(f"== target: {len(patterns)} patterns at {args.to}, seeds {args.seeds}, {args.tokens:,} tokens each")
         losses, target = target_losses(args, patterns, out)
+    if args.target_seeds:
+        losses, target = select_target_seeds(losses, target, [int(s) for s in args.target_seeds.split(",")])
     per_seed = [losses[p] for p in patterns]
     ceiling = noise_ceiling({s: [losses[p][i] for p in patterns] for i, s in enumerate(target["seeds"])})
 
@@ -275,6 +324,14 @@ def main(argv=None) -> int:
                     rows.append({"proxy": name, "seconds_per_candidate": None,
                                  **correlate(scores, per_seed, args.n_boot)})
                     signed[name] = scores
+    sweep = sweep_score_row(target, patterns,
+                            [float(r) for r in args.sweep_rates.split(",")] if args.sweep_rates else None)
+    if sweep is not None:
+        name, scores = sweep
+        independent = target["sweep"]["seed"] not in target["seeds"]
+        rows.append({"proxy": name, "seconds_per_candidate": None, "proxy_seeds": 1,
+                     "sweep_seed_independent_of_target": independent, **correlate(scores, per_seed, args.n_boot)})
+        signed[name], scored[name] = scores, {p: [-v] for p, v in zip(patterns, scores)}
     own = search_score_row(target, patterns)
     if own is not None:
         signed["search"], scored["search"] = own

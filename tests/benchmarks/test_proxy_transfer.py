@@ -124,3 +124,38 @@ def test_cached_mad_scores_without_per_task_details_still_rank(tmp_path, capsys,
     assert script.main(argv) == 0
     names = [row["proxy"] for row in json.loads(capsys.readouterr().out)["proxies"]]
     assert names == ["mad:cpu", "mad:cpu macro"]
+
+
+def test_the_transfers_lr_sweep_is_a_row_at_the_targets_shape_ranked_against_independent_seeds(
+        tmp_path, capsys, load_benchmark):
+    """The sweep row scores each pattern by its best sweep loss over --sweep-rates; --target-seeds leaves out the
+    seed the sweep trained with, for every row alike."""
+    from composer.evidence import bootstrap_rank_correlation
+
+    script = load_benchmark("proxy_transfer")
+    argv = write_inputs(tmp_path)
+    # at 1e-3 the sweep ranks like the target; at 4e-3 in reverse (a best-over-all-rates score would follow 4e-3)
+    sweep = {p: {"points": [{"lr": 1e-3, "val_loss": 2 * sum(LOSSES[p]) / 2},
+                            {"lr": 4e-3, "val_loss": 1.0 - sum(LOSSES[p]) / 10}]} for p in PATTERNS}
+    rows = [{"source_pattern": p, "target_pattern": p * 2, "lr": 1e-3,
+             "losses": {"0": LOSSES[p][0], "1": LOSSES[p][1]}} for p in PATTERNS]
+    (tmp_path / "stored.json").write_text(json.dumps({
+        "seeds": [0, 1], "tokens": 500_000, "to": "demo-4m", "patterns": rows,
+        "lr_sweep": {"tokens": 125_000, "seed": 0, "fraction": 0.25, "rates": [1e-3, 4e-3], "models": sweep}}))
+    assert script.main([*argv, "--sweep-rates", "1e-3", "--target-seeds", "1"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    row = next(r for r in result["proxies"] if r["proxy"] == "sweep: target shape, 125,000 tokens")
+    expected = bootstrap_rank_correlation([-sum(LOSSES[p]) for p in PATTERNS], [[LOSSES[p][1]] for p in PATTERNS],
+                                          n_boot=300)
+    assert row["spearman"] == pytest.approx(expected["spearman"]) and row["spearman"] > 0.8
+    assert row["sweep_seed_independent_of_target"] is True
+    assert result["target"]["seeds"] == [1] and result["target"]["losses"]["AAMMMM"] == [LOSSES["AAMMMM"][1]]
+
+    assert script.main(argv) == 0  # every rate, every seed: follows 4e-3's reversed ranking
+    result = json.loads(capsys.readouterr().out)
+    row = next(r for r in result["proxies"] if r["proxy"].startswith("sweep"))
+    assert row["spearman"] < -0.8 and row["sweep_seed_independent_of_target"] is False
+    with pytest.raises(ConfigError, match="--target-seeds: the target has no seed 5"):
+        script.main([*argv, "--target-seeds", "5"])
+    with pytest.raises(ConfigError, match="--sweep-rates: AAMMMM's lr sweep has none of"):
+        script.main([*argv, "--sweep-rates", "2e-3"])
