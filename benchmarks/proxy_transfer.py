@@ -12,9 +12,10 @@ mad-lab's macro accuracy (`<proxy> macro`, torchmetrics' class-averaged accuracy
 (Spearman between its own seeds) says how much agreement is possible at all.
 
 Given a ``composer transfer`` report (``--target-losses transfer.json``), two more rows come free: ``search``, the
-scores the search gave the patterns, and ``sweep: ...``, each pattern at the target's own shape after the
-transfer's lr-sweep tokens (a fraction of the target's), which is what a halving rung at the target's shape
-sees. The sweep trains one of the target's seeds; ``--target-seeds`` ranks every row against the others only.
+scores the search gave the patterns, and with ``--lr-sweep`` its ``lr_sweep.json``, ``sweep: ...``: each pattern
+at the target's own shape after the sweep's tokens (a fraction of the target's), which is what a halving rung at
+the target's shape sees. The sweep trains one of the target's seeds; ``--target-seeds`` ranks every row against
+the others only.
 
     python benchmarks/proxy_transfer.py                                   # the docs/mad.md table (~80 min, 2 cores)
     python benchmarks/proxy_transfer.py --tokens 20000 --seeds 2 --proxies mad:smoke --patterns AAMMMM,AMAMAM,MMMMMM
@@ -22,7 +23,8 @@ sees. The sweep trains one of the target's seeds; ``--target-seeds`` ranks every
     python benchmarks/proxy_transfer.py --proxies mad:cpu --proxy-seeds 2 \
         --target-losses benchmarks/results/proxy_transfer-2026-11-24.json  # re-score against stored targets
     python benchmarks/proxy_transfer.py --proxies mad:cpu,lm:rung-cpu-0 --peer search --target-seeds 1,2 \
-        --sweep-rates 1e-3,2e-3 --target-losses runs/transfer-lm/transfer.json   # docs/search.md's rung table
+        --lr-sweep runs/transfer-lm/lr_sweep.json --sweep-rates 1e-3,2e-3 \
+        --target-losses runs/transfer-lm/transfer.json                        # docs/search.md's rung table
 
 Everything is resumable: target runs live under --out/train (finished runs are never retrained) and proxy scores
 in --out/proxies.json (written after every evaluation). --json prints one object; the table is printed last.
@@ -80,6 +82,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--target-seeds", metavar="SEEDS",
                         help="rank against these of the target's seeds only (a list, e.g. 1,2: the seeds a "
                              "transfer's lr sweep did not train with, so its row is scored on independent runs)")
+    parser.add_argument("--lr-sweep", metavar="LR_SWEEP_JSON",
+                        help="a composer transfer's lr_sweep.json: adds the row 'sweep: ...', each pattern at the "
+                             "target's own shape after the sweep's tokens")
     parser.add_argument("--sweep-rates", metavar="RATES",
                         help="the sweep row's score is its best loss over these of the sweep's rates (default all; "
                              "e.g. 1e-3,2e-3 for the rates of the cpu ladder's rung 1)")
@@ -129,8 +134,7 @@ def stored_target_losses(path: str, patterns: list[str]) -> tuple[dict[str, list
                                              "rates", "search_direction")}
     if target.get("search_scores"):
         info["search_scores"] = {p: target["search_scores"][p] for p in patterns}
-    if target.get("sweep") and all(target["sweep"]["points"].get(p) for p in patterns):
-        info["sweep"] = {**target["sweep"], "points": {p: target["sweep"]["points"][p] for p in patterns}}
+
     info["targets"] = {p: (info["targets"] or {}).get(p) for p in patterns}
     return {p: target["losses"][p] for p in patterns}, {**info, "losses_from": str(path)}
 
@@ -145,11 +149,6 @@ def transfer_as_target(report: dict) -> dict:
               "targets": {row["source_pattern"]: row["target_pattern"] for row in rows},
               "rates": {row["source_pattern"]: row["lr"] for row in rows},
               "losses": {row["source_pattern"]: [row["losses"][str(s)] for s in seeds] for row in rows}}
-    sweep = report.get("lr_sweep") or {}
-    if sweep.get("models"):
-        target["sweep"] = {key: sweep.get(key) for key in ("tokens", "seed", "fraction", "rates")}
-        target["sweep"]["points"] = {p: [(pt["lr"], pt["val_loss"]) for pt in model["points"]
-                                         if not pt.get("diverged")] for p, model in sweep["models"].items()}
     direction = (report.get("search") or {}).get("direction")
     if direction in ("minimize", "maximize") and all(row.get("score") is not None for row in rows):
         target["search_scores"] = {row["source_pattern"]: row["score"] for row in rows}
@@ -157,12 +156,24 @@ def transfer_as_target(report: dict) -> dict:
     return target
 
 
-def sweep_score_row(target: dict, patterns: list[str], rates: list[float] | None) -> tuple[str, list[float]] | None:
+def load_sweep(path: str, patterns: list[str]) -> dict:
+    """A ``composer transfer`` lr_sweep.json: its tokens and seed, and each pattern's (rate, loss) points."""
+    try:
+        report = json.loads(Path(path).read_text())
+        points = {p: [(pt["lr"], pt["val_loss"]) for pt in model["points"] if not pt.get("diverged")]
+                  for p, model in report["models"].items()}
+        sweep = {"tokens": report["tokens"], "seed": report["seed"], "path": str(path)}
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise ConfigError(f"--lr-sweep {path}: not a composer transfer lr_sweep.json ({err})") from None
+    missing = [p for p in patterns if not points.get(p)]
+    if missing:
+        raise ConfigError(f"--lr-sweep {path}: no finished sweep for {', '.join(missing)}")
+    return {**sweep, "points": {p: points[p] for p in patterns}}
+
+
+def sweep_score_row(sweep: dict, patterns: list[str], rates: list[float] | None) -> tuple[str, list[float]]:
     """The transfer's lr sweep as a proxy: each pattern at the target's own shape after the sweep's tokens (a
     fraction of the target's), its best loss over ``rates`` (all swept rates when None); the name says where."""
-    sweep = target.get("sweep")
-    if not sweep:
-        return None
     best = {}
     for pattern in patterns:
         losses = [loss for lr, loss in sweep["points"][pattern]
@@ -287,6 +298,7 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     stored = stored_target_losses(args.target_losses, patterns) if args.target_losses else None  # fail first
+    sweep = load_sweep(args.lr_sweep, patterns) if args.lr_sweep else None
     log(f"== proxies {args.proxies} on {len(patterns)} patterns")
     proxies = proxy_scores(args, patterns, out)
     if stored is not None:
@@ -324,11 +336,10 @@ def main(argv=None) -> int:
                     rows.append({"proxy": name, "seconds_per_candidate": None,
                                  **correlate(scores, per_seed, args.n_boot)})
                     signed[name] = scores
-    sweep = sweep_score_row(target, patterns,
-                            [float(r) for r in args.sweep_rates.split(",")] if args.sweep_rates else None)
     if sweep is not None:
-        name, scores = sweep
-        independent = target["sweep"]["seed"] not in target["seeds"]
+        name, scores = sweep_score_row(sweep, patterns,
+                                       [float(r) for r in args.sweep_rates.split(",")] if args.sweep_rates else None)
+        independent = sweep["seed"] not in target["seeds"]
         rows.append({"proxy": name, "seconds_per_candidate": None, "proxy_seeds": 1,
                      "sweep_seed_independent_of_target": independent, **correlate(scores, per_seed, args.n_boot)})
         signed[name], scored[name] = scores, {p: [-v] for p, v in zip(patterns, scores)}
@@ -382,7 +393,7 @@ def format_table(result: dict) -> str:
                      f"{num('diff_vs_peer', '+.3f')} | {format_interval(row.get('diff_vs_peer_ci'), 3)} | "
                      f"{num('p_better_than_peer', '.2f')} | {num('seconds_per_candidate', '.1f')} | "
                      f"{num('speed_vs_peer', '.2f')} |")
-    lines.append(f"\npeer: {result['peer']} (the default proxy), measured in the same run; Δ and P(better): "
+    lines.append(f"\npeer: {result['peer']}, measured in the same run; Δ and P(better): "
                  "paired over the same bootstrap draws")
     return "\n".join(lines)
 

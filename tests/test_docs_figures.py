@@ -24,6 +24,7 @@ import pytest
 from composer.evidence import (
     POWER_THRESHOLD,
     bootstrap_rank_correlation,
+    compare_rank_correlations,
     noise_ceiling,
     paired_difference,
     proportion_interval,
@@ -611,6 +612,67 @@ def test_search_default_score_transfer():
         agree_all(numbers(row[2]) + numbers(row[3]), [value["spearman"], *value["spearman_ci"]], row[0])
     ceiling = noise_ceiling({s: [losses[p][s] for p in by_pattern] for s in seeds})
     agree(numbers(spearman_rows[4][2])[0], ceiling["mean"], "noise ceiling")
+
+
+RUNGS = "rung_transfer-2026-11-26.json"
+
+
+def test_search_rung_transfer():
+    """search.md's "Which rung transfers": every Spearman and paired difference recomputed from the raw proxy
+    scores of rung_transfer, the target losses and the lr sweep of transfer_default_search_amsd (seeds 1-2),
+    and checked against both the doc and the JSON's stored analyses; the times from the raw seconds."""
+    text = section(doc("search.md"), "Which rung transfers")
+    data, source = results(RUNGS), results("transfer_default_search_amsd-2026-11-26.json")
+    raw = data["proxy_scores"]
+    by_pattern = {row["source_pattern"]: row for row in source["transfer"]["patterns"]}
+    sweep = {p: model["points"] for p, model in source["lr_sweep"]["models"].items()}
+    scores = {  # higher is better
+        "mad": lambda p: raw["mad:cpu"][p][0]["score"],
+        "macro": lambda p: raw["mad:cpu"][p][0]["details"]["macro_score"],
+        "rung0": lambda p: -raw["lm:rung-cpu-0"][p][0]["score"],
+        "search": lambda p: -by_pattern[p]["score"],
+        "new": lambda p: -min(pt["val_loss"] for pt in sweep[p] if pt["lr"] in (1e-3, 2e-3)),
+        "last": lambda p: -by_pattern[p]["losses"]["0"],
+    }
+    groups = {"all 12": data["analyses"]["all12_indep"]["patterns"],
+              "hybrids": data["analyses"]["hybrids_indep"]["patterns"]}
+    assert len(groups["all 12"]) == 12 and set(groups["all 12"]) - set(groups["hybrids"]) == {"AMAMAM", "AAMMMM"}
+
+    def target(names):
+        return [[by_pattern[p]["losses"][s] for s in ("1", "2")] for p in names]
+
+    spearman, paired = {}, {}
+    for group, names in groups.items():
+        signed = {key: [score(p) for p in names] for key, score in scores.items()}
+        spearman[group] = {key: bootstrap_rank_correlation(values, target(names), n_boot=N_BOOT, seed=BOOT_SEED)
+                           for key, values in signed.items()}
+        paired[group] = {ref: compare_rank_correlations(signed, target(names), reference=ref, n_boot=N_BOOT)
+                         for ref in ("search", "rung0", "mad")}
+    stored = {row["proxy"]: row for row in data["analyses"]["all12_indep"]["rows"]}
+    reproduced(stored["sweep: target shape, 125,000 tokens"]["spearman"], spearman["all 12"]["new"]["spearman"],
+               "the new rung's Spearman")
+    reproduced(stored["lm:rung-cpu-0"]["diff_vs_peer_ci"], paired["all 12"]["search"]["rung0"]["diff_ci"],
+               "rung 0 minus the search's score")
+
+    order = ["mad", "macro", "rung0", "search", "new", "last"]
+    rows = table(text, "| score (what a rung would train) |")
+    assert len(rows) == len(order)
+    for row, key in zip(rows, order, strict=True):
+        for cell, group in zip(row[3:5], groups, strict=True):
+            value = spearman[group][key]
+            agree_all(numbers(cell), [value["spearman"], *value["spearman_ci"]], f"{key}, {group}")
+    seconds = {proxy: [e[0]["seconds"] for e in by.values() if "from" not in e[0]] for proxy, by in raw.items()}
+    agree(rows[0][2], sum(seconds["mad:cpu"]) / len(seconds["mad:cpu"]), "MAD seconds per candidate")
+    agree(rows[2][2], sum(seconds["lm:rung-cpu-0"]) / len(seconds["lm:rung-cpu-0"]), "rung 0 seconds")
+
+    differences = [("new", "search"), ("rung0", "search"), ("new", "rung0"), ("mad", "search"), ("mad", "rung0"),
+                   ("macro", "mad")]
+    rows = table(text, "| difference | all 12 |")
+    assert len(rows) == len(differences)
+    for row, (key, ref) in zip(rows, differences, strict=True):
+        for cell, group in zip(row[1:3], groups, strict=True):
+            versus = paired[group][ref][key]
+            agree_all(numbers(cell), [versus["diff_vs_reference"], *versus["diff_ci"]], f"{key} minus {ref}, {group}")
 
 
 def test_recall_table():

@@ -139,9 +139,10 @@ def test_the_transfers_lr_sweep_is_a_row_at_the_targets_shape_ranked_against_ind
                             {"lr": 4e-3, "val_loss": 1.0 - sum(LOSSES[p]) / 10}]} for p in PATTERNS}
     rows = [{"source_pattern": p, "target_pattern": p * 2, "lr": 1e-3,
              "losses": {"0": LOSSES[p][0], "1": LOSSES[p][1]}} for p in PATTERNS]
-    (tmp_path / "stored.json").write_text(json.dumps({
-        "seeds": [0, 1], "tokens": 500_000, "to": "demo-4m", "patterns": rows,
-        "lr_sweep": {"tokens": 125_000, "seed": 0, "fraction": 0.25, "rates": [1e-3, 4e-3], "models": sweep}}))
+    (tmp_path / "stored.json").write_text(json.dumps({"seeds": [0, 1], "tokens": 500_000, "to": "demo-4m",
+                                                      "patterns": rows}))
+    (tmp_path / "lr_sweep.json").write_text(json.dumps({"tokens": 125_000, "seed": 0, "models": sweep}))
+    argv = [*argv, "--lr-sweep", str(tmp_path / "lr_sweep.json")]
     assert script.main([*argv, "--sweep-rates", "1e-3", "--target-seeds", "1"]) == 0
     result = json.loads(capsys.readouterr().out)
     row = next(r for r in result["proxies"] if r["proxy"] == "sweep: target shape, 125,000 tokens")
