@@ -121,13 +121,14 @@ def run_search(config: SearchConfig, echo=print) -> dict[str, Any]:
             first = known_first(config, space, echo)
         stage = Stage(index, space, trials, name, first if index == 0 else ())
         kind = ("rung", len(get_ladder(config.budget).rungs)) if halving else ("stage", len(plan))
+        stage_started = time.time()
         study, rows = run_stage(first_config, stage, _label(kind[0], index, kind[1]), precision, deadline, echo)
         best = rows[0]["pattern"]
         if deadline and time.time() > deadline:
             break
     rungs = None
     if halving:
-        study, rows, rungs = run_rungs(config, study, rows, space, precision, deadline, echo)
+        study, rows, rungs = run_rungs(config, study, rows, space, precision, deadline, echo, stage_started)
     comparison = compare_with_known(rows, maximize)
     extra = {"study": study.study_name, "evaluator": config.evaluator, "budget": config.budget,
              "strategy": config.strategy, "direction": evaluator.direction, "precision": precision,
@@ -167,12 +168,13 @@ def _rung_record(index: int, study, config: SearchConfig, rows: list[dict[str, A
 
 
 def run_rungs(config: SearchConfig, study, rows: list[dict[str, Any]], space: SearchSpace,
-              precision: str, deadline: float | None, echo) -> tuple[Any, list[dict[str, Any]], list[dict]]:
+              precision: str, deadline: float | None, echo,
+              started: float) -> tuple[Any, list[dict[str, Any]], list[dict]]:
     """Rungs 1.. of successive halving over rung 0's ``study`` and leaderboard ``rows``; each rung's record
-    (its leaderboard, candidates and time) goes to rungs.json."""
+    (its leaderboard, candidates and time) goes to rungs.json; ``started``: when rung 0 began (its wall time)."""
     ladder = get_ladder(config.budget)
     count = len(ladder.rungs)
-    records = [_rung_record(0, study, rung_config(config, 0), rows, time.time())]
+    records = [_rung_record(0, study, rung_config(config, 0), rows, started)]
     for index in range(1, count):
         promoted = promote(rows, ladder.rungs[index].keep)
         echo(f"rung {index + 1}/{count}: promoting {len(promoted)} of {len(rows)}: "

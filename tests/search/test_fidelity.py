@@ -72,6 +72,8 @@ def test_rungs_train_the_promoted_patterns_and_the_last_ranks_them_at_the_target
     assert [r["rung"] for r in rungs] == [0, 1]
     assert all(isinstance(r["failures"], list) for r in rungs)  # every rung's failures, not only the last's
     assert rungs[0]["candidates"] == 3 and rungs[0]["budget"] == "rung-smoke-0"
+    # wall time covers the rung's training (rung 0's was once timed from its end: 0.0 s in the 2026-11-26 run)
+    assert all(r["wall_seconds"] >= r["seconds"] > 0 for r in rungs)
     expected = {row["pattern"] for row in promote(rungs[0]["leaderboard"], 2)}
     assert {row["pattern"] for row in rungs[1]["leaderboard"]} == expected
     final = json.loads((out / "leaderboard.json").read_text())
