@@ -675,6 +675,38 @@ def test_search_rung_transfer():
             agree_all(numbers(cell), [versus["diff_vs_reference"], *versus["diff_ci"]], f"{key} minus {ref}, {group}")
 
 
+E2E = "default_search_am_e2e-2026-11-26.json"
+
+
+def test_search_default_end_to_end_on_am():
+    """search.md's end-to-end run of the default search: wall time, each rung's training time, and every
+    finalist's rank, score and rate at each rung, from default_search_am_e2e's rungs."""
+    text = section(doc("search.md"), "The default search end to end")
+    data = results(E2E)
+    hours, minutes = divmod(round(data["wall_seconds"] / 60), 60)
+    find(text, rf"Wall time {hours} h {minutes:02d} min")
+    rungs = data["rungs"]
+    for row, rung in zip(table(text, "| rung | candidates |"), rungs, strict=True):
+        assert row[0] == str(rung["rung"])
+        agree(numbers(row[3])[0], rung["seconds"] / 60, f"rung {rung['rung']} training minutes")
+        wall = rung.get("wall_seconds_from_progress", rung["wall_seconds"])
+        agree(numbers(row[4])[0], wall / 60, f"rung {rung['rung']} wall minutes")
+    boards = [{row["pattern"]: (i, row) for i, row in enumerate(rung["leaderboard"], 1)} for rung in rungs]
+    finalists = table(text, "| pattern | known | rung 0")
+    assert [plain(row[0]) for row in finalists] == [row["pattern"] for row in rungs[-1]["leaderboard"]]
+    for row in finalists:
+        pattern = plain(row[0])
+        for cell, board in zip(row[2:5], boards, strict=True):
+            rank, entry = board[pattern]
+            printed = numbers(cell)
+            assert int(printed[0]) == rank, f"{pattern}'s rank"
+            agree(printed[-1], entry["score"], f"{pattern}'s score")
+        assert float(row[5]) == boards[-1][pattern][1]["lr"], f"{pattern}'s rate"
+    answer = data["answer"]
+    assert answer["pattern"] == "AMAMAM" and answer["answer"] == "known"
+    agree(find(text, rf"by {NUM} over the best new pattern")[1], answer["vs_known"]["difference"], "answer's lead")
+
+
 def test_recall_table():
     text = doc("recall.md")
     assert f"benchmarks/results/{RECALL}" in text
