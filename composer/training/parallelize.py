@@ -34,6 +34,11 @@ def apply_compile(model: nn.Module) -> None:
     type and grad mode (training, and validation under ``no_grad``), with more for FSDP's and autocast's input
     variants. Past ``recompile_limit`` (8 by default) it runs new variants eagerly without an error: on an H200,
     ``(DMAM)x4`` at 1B widths hit the limit. So the limit is raised to leave room for every primitive type here.
+
+    ``dynamic=False``: shapes stay static, one cache entry per shape. Under dynamo's default, a second input shape
+    of the shared forward (a second model, sequence length or width in one process: MAD's tasks, a ladder's rungs)
+    recompiles it with symbolic shapes, and Inductor then failed on CPU for the all-six pattern ("cannot determine
+    truth value of Relational", torch 2.13; a CI flake that depended on which tests shared an xdist worker).
     """
     types = {type(module.primitive) for module in model.modules() if isinstance(module, ResidualLayer)}
     needed = ENTRIES_PER_PRIMITIVE_TYPE * max(len(types), 1)
@@ -41,9 +46,9 @@ def apply_compile(model: nn.Module) -> None:
         torch._dynamo.config.recompile_limit = needed
     for module in model.modules():
         if isinstance(module, ResidualLayer):
-            module.compile()
+            module.compile(dynamic=False)
         elif isinstance(module, ComposerModel):
-            module.logits_and_loss = torch.compile(module.logits_and_loss)
+            module.logits_and_loss = torch.compile(module.logits_and_loss, dynamic=False)
 
 
 def apply_fsdp(
