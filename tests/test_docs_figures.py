@@ -702,6 +702,22 @@ def test_search_default_end_to_end_on_am():
             assert int(printed[0]) == rank, f"{pattern}'s rank"
             agree(printed[-1], entry["score"], f"{pattern}'s score")
         assert float(row[5]) == boards[-1][pattern][1]["lr"], f"{pattern}'s rate"
+    target = {row["pattern"]: row["score"] for row in rungs[-1]["leaderboard"]}
+    target.update({p: v["score"] for p, v in data["rung1_others_at_target"]["scores"].items()})
+    nine = [row["pattern"] for row in rungs[1]["leaderboard"]]
+    assert set(target) == set(nine)
+    rows = table(text, "| target rank | pattern | attention layers |")
+    assert [plain(row[1]).split()[0] for row in rows] == sorted(nine, key=target.get)
+    for i, row in enumerate(rows, 1):
+        pattern = plain(row[1]).split()[0]
+        assert row[0] == str(i) and int(row[2]) == pattern.count("A"), pattern
+        agree(row[3], target[pattern], f"{pattern}'s target loss")
+        assert [int(row[4]), int(row[5])] == [boards[1][pattern][0], boards[0][pattern][0]], pattern
+    correlations = table(text, "| score against the 9 patterns' target loss")
+    for row, board in zip(correlations, (boards[1], boards[0]), strict=True):
+        value = bootstrap_rank_correlation([-board[p][1]["score"] for p in nine], [[target[p]] for p in nine],
+                                           n_boot=N_BOOT, seed=BOOT_SEED)
+        agree_all(numbers(row[1]) + numbers(row[2]), [value["spearman"], *value["spearman_ci"]], row[0])
     answer = data["answer"]
     assert answer["pattern"] == "AMAMAM" and answer["answer"] == "known"
     agree(find(text, rf"by {NUM} over the best new pattern")[1], answer["vs_known"]["difference"], "answer's lead")
