@@ -50,6 +50,7 @@ from composer.evidence import (
     noise_ceiling,
     seed_summary,
 )
+from composer.experiments.lr_sweep import parse_rates
 from composer.experiments.replicates import parse_seeds, plan_replicates, run_replicates, shared_validation
 from composer.files import atomic_write_json
 
@@ -134,7 +135,6 @@ def stored_target_losses(path: str, patterns: list[str]) -> tuple[dict[str, list
                                              "rates", "search_direction")}
     if target.get("search_scores"):
         info["search_scores"] = {p: target["search_scores"][p] for p in patterns}
-
     info["targets"] = {p: (info["targets"] or {}).get(p) for p in patterns}
     return {p: target["losses"][p] for p in patterns}, {**info, "losses_from": str(path)}
 
@@ -171,7 +171,7 @@ def load_sweep(path: str, patterns: list[str]) -> dict:
     return {**sweep, "points": {p: points[p] for p in patterns}}
 
 
-def sweep_score_row(sweep: dict, patterns: list[str], rates: list[float] | None) -> tuple[str, list[float]]:
+def sweep_score_row(sweep: dict, patterns: list[str], rates: tuple[float, ...] | None) -> tuple[str, list[float]]:
     """The transfer's lr sweep as a proxy: each pattern at the target's own shape after the sweep's tokens (a
     fraction of the target's), its best loss over ``rates`` (all swept rates when None); the name says where."""
     best = {}
@@ -337,8 +337,8 @@ def main(argv=None) -> int:
                                  **correlate(scores, per_seed, args.n_boot)})
                     signed[name] = scores
     if sweep is not None:
-        name, scores = sweep_score_row(sweep, patterns,
-                                       [float(r) for r in args.sweep_rates.split(",")] if args.sweep_rates else None)
+        rates = parse_rates(args.sweep_rates, "--sweep-rates") if args.sweep_rates else None
+        name, scores = sweep_score_row(sweep, patterns, rates)
         independent = sweep["seed"] not in target["seeds"]
         rows.append({"proxy": name, "seconds_per_candidate": None, "proxy_seeds": 1,
                      "sweep_seed_independent_of_target": independent, **correlate(scores, per_seed, args.n_boot)})

@@ -43,6 +43,8 @@ HOST = socket.gethostname()
 _NOT_EVALUATED = ("cached_from", "skip_reason", "worker_died")
 # what an enqueued trial was told (search.known, search.fidelity) and its retry must know too
 _CARRIED_ON_RETRY = ("known", "known_fit", "promoted_from")
+# how a reaped trial's fail_reason ends when its retry was promised (requeue_orphaned_retries looks for it)
+_REQUEUED = "re-queued"
 
 
 # -- sampler randomness ----------------------------------------------------------------------------------------
@@ -203,9 +205,6 @@ def requeue_orphaned_retries(study: optuna.Study) -> list[int]:
     for trial in orphans:
         _enqueue_retry(study, trial, _pattern_of(trial))
     return [t.number for t in orphans]
-
-
-_REQUEUED = "re-queued"
 
 
 def _pattern_of(trial: FrozenTrial) -> dict:
