@@ -368,29 +368,79 @@ def read_leaderboard(path: str | Path, direction: str | None = None) -> Populati
     if isinstance(data, dict):  # {"direction": ..., "leaderboard": [...]}
         direction = direction or data.get("direction")
         data = data.get("leaderboard")
+    return _leaderboard_population(data, str(path), direction or _best_direction(path.parent),
+                                   {"kind": "leaderboard", "path": str(path.resolve())})
+
+
+def _best_direction(out: Path) -> str | None:
+    """The direction best.json in ``out`` records, if any: a search's leaderboards do not carry their own."""
+    best = out / "best.json"
+    if not best.is_file():
+        return None
+    try:
+        return json.loads(best.read_text()).get("direction")
+    except (OSError, json.JSONDecodeError, AttributeError):
+        return None
+
+
+def _leaderboard_population(data: Any, where: str, direction: str | None, source: dict[str, Any]) -> Population:
+    """Leaderboard rows (as ``composer search`` writes them, or hand-made {pattern, score}) as a population; one
+    parser for leaderboard.json and rungs.json's per-rung leaderboards, so both read and fail alike."""
     if not isinstance(data, list):
-        raise ConfigError(f"{path} must hold a list of leaderboard rows ({{'pattern': ..., 'score': ...}})")
+        raise ConfigError(f"{where} must hold a list of leaderboard rows ({{'pattern': ..., 'score': ...}})")
     if not data:
-        raise ConfigError(f"{path} has no scored patterns (no trial completed)")
+        raise ConfigError(f"{where} has no scored patterns (no trial completed)")
     rows = []
     for i, row in enumerate(sorted(data, key=lambda r: r.get("rank", 0) if isinstance(r, dict) else 0)):
-        where = f"{path} row {i + 1}"
+        at = f"{where} row {i + 1}"
         if not isinstance(row, dict):
-            raise ConfigError(f"{where}: expected an object with 'pattern' and 'score', got {row!r}")
+            raise ConfigError(f"{at}: expected an object with 'pattern' and 'score', got {row!r}")
         score = row.get("score")
         if isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score):
-            raise ConfigError(f"{where}: 'score' must be a finite number, got {score!r}")
-        rows.append(Row(_canonical(row.get("pattern"), where), float(score), row.get("trial"),
-                        _rate(row.get("lr"), where)))
-    best = path.parent / "best.json"
-    if direction is None and best.is_file():
-        try:
-            direction = json.loads(best.read_text()).get("direction")
-        except (OSError, json.JSONDecodeError, AttributeError):
-            direction = None
-    direction = direction or _infer_direction([row.score for row in rows], str(path))
-    return Population(_fold(rows, direction == "maximize"), direction,
-                      {"kind": "leaderboard", "path": str(path.resolve())})
+            raise ConfigError(f"{at}: 'score' must be a finite number, got {score!r}")
+        rows.append(Row(_canonical(row.get("pattern"), at), float(score), row.get("trial"), _rate(row.get("lr"), at)))
+    direction = direction or _infer_direction([row.score for row in rows], where)
+    return Population(_fold(rows, direction == "maximize"), direction, source)
+
+
+RUNGS_JSON = "rungs.json"  # a successive-halving search's per-rung records (search.strategies.successive_halving)
+
+
+def read_rungs(out: str | Path) -> list[dict[str, Any]] | None:
+    """The rung records of a successive-halving search directory, rung 0 first; None for a search without rungs
+    (one-shot or incremental, or not a directory)."""
+    path = Path(out) / RUNGS_JSON
+    if not path.is_file():
+        return None
+    try:
+        records = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ConfigError(f"cannot read {path} as JSON: {err}") from None
+    if not isinstance(records, list) or not records or not all(isinstance(r, dict) for r in records):
+        raise ConfigError(f"{path} must hold a list of rung records (composer search --strategy "
+                          "successive-halving writes it)")
+    return records
+
+
+def read_rung(out: str | Path, rung: int | str, direction: str | None = None) -> Population:
+    """One rung's leaderboard of a successive-halving search (``rung``: an index, or "last") as a population.
+
+    Why: each rung ranks its own candidates at its own budget, and only the last rung reaches leaderboard.json
+    and best.json, so a reader that wants the whole ranking (rung 0: every candidate) must read rungs.json."""
+    out = Path(out)
+    records = read_rungs(out)
+    if records is None:
+        raise ConfigError(f"{out} holds no {RUNGS_JSON} (not a successive-halving search): leave out --rung")
+    index = len(records) - 1 if rung == "last" else rung
+    if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(records):
+        raise ConfigError(f"rung must be 0 to {len(records) - 1} or 'last' ({out / RUNGS_JSON} holds "
+                          f"{len(records)} rungs), got {rung!r}")
+    record = records[index]
+    return _leaderboard_population(record.get("leaderboard"), f"{out / RUNGS_JSON} rung {index}",
+                                   direction or _best_direction(out),
+                                   {"kind": "rung", "path": str((out / RUNGS_JSON).resolve()), "rung": index,
+                                    "rungs": len(records), "study": record.get("study"),
+                                    "budget": record.get("budget")})
 
 
 def _reason(trial) -> str | None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,6 +20,12 @@ DEFAULT_TARGET = "llama-3.2-1b"
 SAMPLERS = ("gp", "tpe", "random", "brute", "nsga2")
 OBJECTIVES = ("score", "kv", "tokens_per_s")
 PRECISIONS = ("auto", "fp32", "bf16")
+# The settings that change a score, or which patterns a study trains: spelled out in the study name ...
+SCORE_SETTINGS_NAMED = ("evaluator", "budget", "strategy", "layers", "primitives", "sampler", "objectives", "seed",
+                        "precision")
+# ... and the rest, as a digest (a default run and one with another --data used to share a study and its scores)
+SCORE_SETTINGS_DIGESTED = ("widths", "target", "data", "tokenizer", "min_share", "max_share", "max_params", "known",
+                           "prune", "compile", "depth")
 
 
 @dataclass
@@ -140,14 +148,40 @@ class SearchConfig:
     @property
     def study_name(self) -> str:
         """Derived from every setting that changes a score, so a re-run resumes and a changed run does not mix
-        in. bf16 studies get a suffix (scores differ from fp32 in the last digits; fp32 names predate it)."""
+        in. The settings spelled out in the name are the ones a reader looks for; the others
+        (``SCORE_SETTINGS_DIGESTED``) add a digest, only where one differs from its default, so the studies of
+        default runs keep the names they had before the digest existed. bf16 studies get a suffix (scores differ
+        from fp32 in the last digits; fp32 names predate it)."""
         if self.study:
             return self.study
         objectives = "+".join(self.objectives)
         builtin = self.evaluator in ("mad", "lm", "recall")  # a custom evaluator's precision is its own business
         suffix = "-bf16" if builtin and self.resolved_precision == "bf16" else ""
+        digest = self.settings_digest()
         return (f"{self.evaluator}-{self.budget}-{self.strategy}-{self.layers}L-{self.primitives}-"
-                f"{self.sampler_name}-{objectives}-seed{self.seed}{suffix}")
+                f"{self.sampler_name}-{objectives}-seed{self.seed}{suffix}{'-' + digest if digest else ''}")
+
+    def settings_digest(self) -> str:
+        """8 hex digits over the score settings not spelled out in the study name that differ from their
+        defaults; empty when all are at their defaults."""
+        defaults = SearchConfig.__dataclass_fields__
+        changed = {}
+        for name in SCORE_SETTINGS_DIGESTED:
+            value, default = getattr(self, name), defaults[name]
+            default = default.default_factory() if callable(default.default_factory) else default.default
+            if value != default:
+                changed[name] = value
+        if not changed:
+            return ""
+        return hashlib.sha256(json.dumps(changed, sort_keys=True, default=str).encode()).hexdigest()[:8]
+
+    def score_settings(self) -> dict[str, Any]:
+        """Every setting that changes a score or which patterns a study trains, as stored with the study: a
+        study named by ``--study`` (no digest) is refused when it was run with others (search.engine)."""
+        values = {name: getattr(self, name) for name in SCORE_SETTINGS_NAMED + SCORE_SETTINGS_DIGESTED}
+        values["sampler"] = self.sampler_name
+        values["precision"] = self.resolved_precision
+        return json.loads(json.dumps(values, default=str))  # as it reads back from storage: lists, not tuples
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

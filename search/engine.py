@@ -20,6 +20,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from composer.accounting import analyze
+from composer.errors import ConfigError
 from composer.presets import get_preset
 from search.config import SearchConfig
 from search.evaluators import Evaluator, make_evaluator
@@ -70,8 +71,9 @@ def make_sampler(config: SearchConfig, space: SearchSpace, worker: int = 0) -> o
 def make_pruner(config: SearchConfig) -> optuna.pruners.BasePruner:
     if not config.prune or config.multi_objective:
         return optuna.pruners.NopPruner()
-    # Intermediate values are the running mean accuracy over the tasks done so far. Tasks differ in difficulty,
-    # so one task says little: a trial is compared with the median only from its second report on.
+    # Only an evaluator that reports intermediate values can be pruned: MAD reports the running mean accuracy over
+    # the tasks done so far (tasks differ in difficulty, so a trial is compared with the median only from its
+    # second report on). The lm and recall evaluators report nothing, so for them this pruner never stops a trial.
     return optuna.pruners.MedianPruner(n_startup_trials=5, n_warmup_steps=1)
 
 
@@ -80,18 +82,10 @@ def directions(config: SearchConfig, evaluator: Evaluator) -> list[str]:
     return [evaluator.direction, *(extra[name] for name in config.objectives[1:])]
 
 
-def stages_of(config: SearchConfig, best_so_far: str = "") -> list[tuple[int, int]]:
-    """(stage index, searched layers) of every stage of the strategy."""
-    if config.strategy in ("one-shot", "successive-halving"):  # halving's later rungs: search.fidelity
-        return [(0, config.layers)]
-    n = math.ceil(config.final_depth / config.layers)
-    return [(k, min(config.layers, config.final_depth - k * config.layers)) for k in range(n)]
-
-
 def open_study(config: SearchConfig, stage: Stage, evaluator: Evaluator, worker: int = 0) -> optuna.Study:
     """Create or load the stage's study. Its sampler is re-seeded per trial number (search/resume.py), so a
     restarted worker continues the proposal sequence instead of repeating it."""
-    return optuna.create_study(
+    study = optuna.create_study(
         storage=make_storage(config.storage, config.out),
         study_name=stage.study_name,
         directions=directions(config, evaluator),
@@ -99,6 +93,29 @@ def open_study(config: SearchConfig, stage: Stage, evaluator: Evaluator, worker:
         pruner=make_pruner(config),
         load_if_exists=True,
     )
+    check_score_settings(study, config)
+    return study
+
+
+SCORE_SETTINGS_ATTR = "score_settings"
+
+
+def check_score_settings(study: optuna.Study, config: SearchConfig) -> None:
+    """Store the settings that change a score with a new study; refuse to add to one run with others.
+
+    A derived study name already differs when a score setting does (``SearchConfig.study_name``); this catches
+    the rest: a ``--study`` named by hand, and studies from before the name held every setting. Without it a
+    changed ``--data`` returned the first corpus' scores from the cache, without a word (issue 34)."""
+    current = config.score_settings()
+    stored = study.user_attrs.get(SCORE_SETTINGS_ATTR)
+    if stored is None:
+        study.set_user_attr(SCORE_SETTINGS_ATTR, current)
+        return
+    differ = [name for name in current if name in stored and stored[name] != current[name]]
+    if differ:
+        said = ", ".join(f"{name}={stored[name]!r} (now {current[name]!r})" for name in differ[:3])
+        raise ConfigError(f"study {study.study_name!r} in {config.storage or config.out} was run with {said}: "
+                          "re-run with those settings to resume it, or give another --out or --study")
 
 
 SUBSTITUTE_KEYS = ("cached_from", "pruned_at", "skip_reason", "fail_reason")
@@ -109,14 +126,40 @@ def is_substitute(attrs: dict) -> bool:
     return any(key in attrs for key in SUBSTITUTE_KEYS)
 
 
-def failed_before(history: list[FrozenTrial], pattern: str, exclude: int) -> FrozenTrial | None:
-    """An earlier trial in which ``pattern`` failed (training is deterministic: it would fail again)."""
-    for trial in history:
-        attrs = trial.user_attrs
-        if (trial.number != exclude and attrs.get("pattern") == pattern and "fail_reason" in attrs
-                and "worker_died" not in attrs):  # a killed worker says nothing about the pattern: retrain it
-            return trial
-    return None
+def failure_kind(reason: str) -> str:
+    """What a failure was, for telling a repeat from a chance: the exception's name (``OutOfMemoryError``), or
+    the reason itself where it names none."""
+    return reason.split(":", 1)[0].strip()
+
+
+def is_own_failure(attrs: dict) -> bool:
+    """A trial that failed while training its own pattern (not a dead worker, not a known failure repeated)."""
+    return ("fail_reason" in attrs and "worker_died" not in attrs
+            and not str(attrs["fail_reason"]).startswith(REPEATED_FAILURE))
+
+
+REPEATED_FAILURE = "as in trial"
+MAX_FAILURES = 3  # a pattern that failed this often, in whatever ways, is not retried either
+
+
+def deterministic_failure(failures: list[FrozenTrial]) -> list[FrozenTrial] | None:
+    """The failures that make a pattern's failure deterministic: two of the same kind (or ``MAX_FAILURES`` of
+    any), or None while it may still train. One failure is not enough: a trial that ran out of memory beside
+    another, or was killed, would then drop its pattern for good, the floor's known layout included (issue 34)."""
+    by_kind: dict[str, list[FrozenTrial]] = {}
+    for trial in failures:
+        by_kind.setdefault(failure_kind(str(trial.user_attrs["fail_reason"])), []).append(trial)
+    repeated = next((same for same in by_kind.values() if len(same) >= 2), None)
+    if repeated is None and len(failures) >= MAX_FAILURES:
+        repeated = failures
+    return repeated
+
+
+def failed_before(history: list[FrozenTrial], pattern: str, exclude: int) -> list[FrozenTrial] | None:
+    """Earlier trials in which ``pattern`` failed the same way twice: training it again would fail again."""
+    failures = [t for t in history if t.number != exclude and t.user_attrs.get("pattern") == pattern
+                and is_own_failure(t.user_attrs)]
+    return deterministic_failure(failures)
 
 
 def scored_trial(history: list[FrozenTrial], pattern: str, exclude: int) -> FrozenTrial | None:
@@ -146,13 +189,20 @@ def make_objective(config: SearchConfig, stage: Stage, evaluator: Evaluator, stu
 
     def objective(trial: optuna.Trial):
         mark_worker(trial)  # first: a worker killed from here on is recognised as dead on restart
+        if stage.only_first and not any(key in trial.user_attrs for key in FIRST_ATTRS):
+            # Another worker took the last waiting promotion between this worker's look at the queue and its
+            # ask: Optuna made a new trial, which would train a pattern nobody promoted. Nothing is sampled.
+            trial.set_user_attr("skip_reason", "no promotion was waiting (another worker took the last one)")
+            raise optuna.TrialPruned("no promotion was waiting")
         pattern = stage.space.suggest(trial)
         search_stats = analyze(widths.with_pattern(pattern))
-        target_stats = analyze(target.with_pattern(pattern))
+        at_target = pattern_at_target(pattern, config.report_target)
+        target_stats = analyze(target.with_pattern(at_target))
         trial.set_user_attr("pattern", pattern)
         trial.set_user_attr("params", search_stats.params)
         trial.set_user_attr("non_embedding_params", search_stats.non_embedding_params)
         trial.set_user_attr("kv_cache_bytes_per_token", target_stats.kv_cache_bytes_per_token)
+        trial.set_user_attr("target_pattern", at_target)
         # one read of the storage per trial: earlier results answer repeats, failures and penalties
         history = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL))
         reason = stage.space.violation(pattern, search_stats.non_embedding_params)
@@ -171,10 +221,12 @@ def make_objective(config: SearchConfig, stage: Stage, evaluator: Evaluator, stu
                 raise error
             return penalty
 
-        earlier_failure = failed_before(history, pattern, exclude=trial.number)
-        if earlier_failure is not None:  # deterministic training: the same pattern would fail the same way
-            return fail(f"as in trial {earlier_failure.number}: {earlier_failure.user_attrs['fail_reason']}",
-                        RuntimeError(earlier_failure.user_attrs["fail_reason"]))
+        earlier = failed_before(history, pattern, exclude=trial.number)
+        if earlier is not None:  # it failed the same way twice: it would fail again
+            trial.set_user_attr("deterministic_failure", True)
+            numbers = ", ".join(str(t.number) for t in earlier)
+            return fail(f"{REPEATED_FAILURE} {numbers}: {earlier[-1].user_attrs['fail_reason']}",
+                        RuntimeError(earlier[-1].user_attrs["fail_reason"]))
         cached = scored_trial(history, pattern, exclude=trial.number)
         if cached is not None:
             trial.set_user_attr("cached_from", cached.number)
@@ -219,6 +271,16 @@ def make_objective(config: SearchConfig, stage: Stage, evaluator: Evaluator, stu
     return objective
 
 
+def pattern_at_target(pattern: str, target: str) -> str:
+    """The model ``pattern`` becomes at ``target``: grown to its size by the project's extrapolator, as the last
+    rung and ``composer transfer`` train it. The KV-cache objective is measured on this model, not on the
+    searched layers at the target's widths: those understated attention-heavy patterns (``AMAMAM`` at demo-4m:
+    768 bytes per token for the 6 layers, 2,304 for the 18-layer stack that is trained)."""
+    from scaling.extrapolate import extrapolate
+
+    return extrapolate(pattern, target, method="auto").pattern
+
+
 def _measure_tokens_per_s(arch, batch: int = 8, seq_len: int = 128, steps: int = 3) -> float:
     """Training tokens/s of ``arch`` on this device (forward + backward), for the throughput objective."""
     import torch
@@ -237,43 +299,107 @@ def _measure_tokens_per_s(arch, batch: int = 8, seq_len: int = 128, steps: int =
     return steps * batch * seq_len / (time.perf_counter() - start)
 
 
-def enqueue_first(study: optuna.Study, stage: Stage) -> None:
-    """Enqueue the stage's first patterns (known layouts, a rung's promotions) unless the study holds them already.
+FIRST_ATTRS = ("known", "promoted_from")  # what every enqueued first pattern carries (search.run)
 
-    ``skip_if_exists`` is a read then a write, so workers starting together on a database server (no file lock
-    between them) could each enqueue them: ``composer search --workers N`` calls this once before it starts its
-    workers (a PostgreSQL run trained both known layouts twice, 2026-11-26)."""
+
+def _params_of_trial(trial: FrozenTrial) -> dict:
+    """The searched layers a trial trains: an enqueued trial's fixed params (also while it waits), else its
+    sampled ones."""
+    return trial.system_attrs.get("fixed_params") or trial.params
+
+
+def needs_training(trials: list[FrozenTrial], params: dict) -> bool:
+    """Whether the stage still owes these searched layers a training run: none scored, waiting or running,
+    and no deterministic failure (a failure once, by a killed worker or out of memory, gets its retry)."""
+    same = [t for t in trials if _params_of_trial(t) == params]
+    if any(t.state in (TrialState.WAITING, TrialState.RUNNING) for t in same):
+        return False
+    if any(t.state in (TrialState.COMPLETE, TrialState.PRUNED) and not {"fail_reason", "skip_reason"} & set(t.user_attrs)
+           for t in same):
+        return False
+    if any(t.user_attrs.get("deterministic_failure") for t in same):
+        return False
+    return deterministic_failure([t for t in same if is_own_failure(t.user_attrs)]) is None
+
+
+def enqueue_first(study: optuna.Study, stage: Stage) -> int:
+    """Enqueue the stage's first patterns (known layouts, a rung's promotions) that still need training; returns
+    how many it enqueued.
+
+    Read then write, so workers starting together on a database server (no file lock between them) could each
+    enqueue them: ``composer search --workers N`` calls this once before it starts its workers (a PostgreSQL run
+    trained both known layouts twice, 2026-11-26)."""
+    trials = study.get_trials(deepcopy=False)
+    enqueued = 0
     for pattern, attrs in stage.first:
-        study.enqueue_trial(stage.space.params_of(pattern), user_attrs=attrs, skip_if_exists=True)
+        params = stage.space.params_of(pattern)
+        if needs_training(trials, params):
+            study.enqueue_trial(params, user_attrs=attrs, skip_if_exists=False)
+            enqueued += 1
+    return enqueued
+
+
+def seconds_left(deadline: float | None) -> float | None:
+    """Seconds to the deadline (None: no deadline), never negative."""
+    return None if deadline is None else max(0.0, deadline - time.time())
+
+
+class StopAtDeadline:
+    """Optuna callback: stop once the search's deadline has passed (Optuna's own ``timeout`` counts from each
+    ``optimize`` call, and a stage may call it more than once)."""
+
+    def __init__(self, deadline: float | None) -> None:
+        self.deadline = deadline
+
+    def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
+        if seconds_left(self.deadline) == 0.0:
+            study.stop()
+
+
+def train_first(study: optuna.Study, stage: Stage, objective: Callable, deadline: float | None,
+                callbacks: list, retry: bool = True) -> None:
+    """Train the stage's waiting first patterns, then (``retry``) each transient failure's retry, until none is
+    waiting or the deadline passes. No trial is started after the deadline: Optuna's ``timeout`` is checked only
+    between trials, and a search past its ``--timeout`` used to start one more anyway, in every later rung.
+    Spawned workers do not retry: two of them could enqueue the same retry; the search's own process retries
+    once they have ended (``search.run.run_stage``)."""
+    for _ in range(MAX_FAILURES + 1):
+        if retry:
+            enqueue_first(study, stage)  # a pattern that failed once gets its retry
+        if seconds_left(deadline) == 0.0 or not study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
+            return
+        study.optimize(objective, timeout=seconds_left(deadline), catch=(Exception,),
+                       callbacks=[stop_when_queue_empty, StopAtDeadline(deadline), *callbacks])
 
 
 def run_worker(config: SearchConfig, stage: Stage, worker: int, callbacks: list | None = None,
-               deadline: float | None = None, on_bound: Callable[[str], None] | None = None) -> None:
+               deadline: float | None = None, on_bound: Callable[[str], None] | None = None,
+               enqueue: bool = True) -> None:
     """Run trials of ``stage`` until ``stage.trials`` of them trained their pattern (shared across workers; answers
-    from the cache do not count, within a bound) or time is up. Trials of dead local workers are retried first."""
+    from the cache do not count, within a bound) or time is up; a stage that trains only its first patterns (a
+    rung) trains exactly those. Trials of dead local workers are retried first, and (``enqueue``: the one process
+    that enqueues, not a spawned worker) the first patterns' transient failures get a retry."""
     optuna.logging.set_verbosity(optuna.logging.ERROR)  # failures are reported by our progress lines
     evaluator = make_evaluator(config.evaluator, config.budget, config.widths, config.data, config.tokenizer,
                                config.precision, config.compile)
     study = open_study(config, stage, evaluator, worker)
     with StudyLock(worker_lock_path(config.storage, config.out)) as lock:
         reap_dead_workers(study, alone=lock.alone, grace_s=GRACE_S)
-        enqueue_first(study, stage)
+        if enqueue:
+            enqueue_first(study, stage)
         lock.share()
-        budget = EvaluationBudget(stage.trials, max_trials_for(stage.trials, stage.space.size), on_bound=on_bound)
-        if budget.done(study):
-            return
-        if stage.only_first and not study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
-            return  # the other workers hold what is left of a rung's promotions: nothing to sample here
-        timeout = None if deadline is None else max(1.0, deadline - time.time())
         from search.tracking import WandbTrialLogger
 
-        study.optimize(
-            make_objective(config, stage, evaluator, study),
-            timeout=timeout,
-            catch=(Exception,),
-            callbacks=[budget, *([stop_when_queue_empty] if stage.only_first else []),
-                       WandbTrialLogger(config, stage.study_name), *(callbacks or [])],
-        )
+        objective = make_objective(config, stage, evaluator, study)
+        tracking = [WandbTrialLogger(config, stage.study_name), *(callbacks or [])]
+        if not stage.only_first:
+            budget = EvaluationBudget(stage.trials, max_trials_for(stage.trials, stage.space.size), on_bound=on_bound)
+            if not budget.done(study) and seconds_left(deadline) != 0.0:
+                study.optimize(objective, timeout=seconds_left(deadline), catch=(Exception,),
+                               callbacks=[budget, StopAtDeadline(deadline), *tracking])
+        # the known layouts are the floor every answer is compared with: they train even past the budget, and a
+        # transient failure of one gets its retry (before, one failure dropped it from the search for good)
+        train_first(study, stage, objective, deadline, tracking, retry=enqueue)
 
 
 def stop_when_queue_empty(study: optuna.Study, trial: FrozenTrial) -> None:
@@ -288,7 +414,7 @@ def _worker_main(config: SearchConfig, stage: Stage, worker: int, threads: int, 
     import torch
 
     torch.set_num_threads(threads)
-    run_worker(config, stage, worker, callbacks=None, deadline=deadline)
+    run_worker(config, stage, worker, callbacks=None, deadline=deadline, enqueue=False)  # the search enqueues
 
 
 def launch_workers(config: SearchConfig, stage: Stage, deadline: float | None, poll: Callable[[], None]) -> None:

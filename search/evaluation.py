@@ -8,7 +8,8 @@ need not import the registry in ``search.evaluators`` that names them.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -42,3 +43,14 @@ def checked_rates(lrs: Any, owner: str) -> tuple[float, ...]:
     if not rates or any(not lr > 0 for lr in rates) or len(set(rates)) != len(rates):
         raise ConfigError(f"{owner} must be distinct positive learning rates, got {list(lrs)}")
     return rates
+
+
+def best_rate(losses: Mapping[float, float | None]) -> float | None:
+    """The learning rate with the lowest finite loss, the lower rate on a tie; None when every rate diverged
+    (a None or non-finite loss never wins).
+
+    The project's one rate chooser: the ``lm`` and ``recall`` evaluators choose a candidate's rate with it, and
+    ``composer transfer`` / ``composer pipeline`` their sweeps' (``composer.experiments.lr_sweep.choose``), so a
+    pattern gets the same rate from the same losses wherever it is trained."""
+    finite = [(loss, rate) for rate, loss in losses.items() if loss is not None and math.isfinite(loss)]
+    return min(finite)[1] if finite else None

@@ -1,16 +1,19 @@
 """Evaluators: the proxy that scores a candidate pattern after small-scale training.
 
-* ``mad`` (default, the paper's winning proxy): mean test accuracy over MAD synthetic tasks, trained at the
-  search widths (``search.mad``). Higher is better.
-* ``lm``: validation loss after a fixed token budget on a text source, through the training engine, at the best
-  of a small grid of learning rates per candidate (``search.lm``). Lower is better.
+Three are built in (``--evaluator``):
+
+* ``lm`` (default): validation loss after a fixed token budget on a text source, through the training engine, at
+  the best of a small grid of learning rates per candidate (``search.lm``). Lower is better. The default because
+  it ranked the target where MAD did not (README, "Why ``lm`` is the default evaluator").
+* ``mad`` (the paper's proxy): mean test accuracy over MAD synthetic tasks, trained at the search widths
+  (``search.mad``). Higher is better.
 * ``recall``: mean accuracy of Zoology's multi-query associative recall over sequence lengths up to 1,024 (more
   on GPU), with the key-value pairs growing with the length (``search.recall``). Higher is better.
 
 An evaluator is called with the pattern, a seed and a ``report(step, value)`` callback for intermediate values
 (used for pruning); it returns an :class:`Evaluation` or raises ``CandidateFailed`` with a reason.
 
-Both built-in evaluators take ``precision`` (``auto``: bf16 where the device computes it natively, see
+All three take ``precision`` (``auto``: bf16 where the device computes it natively, see
 :mod:`composer.precision`; ``fp32``; ``bf16``) and ``compile`` (``torch.compile`` each candidate).
 """
 

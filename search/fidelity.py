@@ -25,6 +25,9 @@ target's widths), and with one worker ASHA promotes the first trials before any 
 halving over finished rungs is the textbook algorithm, and it resumes exactly: each rung is an Optuna study
 (``<study>-rung<k>``) in the same storage, promotions are recomputed from the finished rung below, and a finished
 pattern is never trained again.
+
+This module holds the ladders and the promotion rule; the strategy that climbs them, rung by rung, is
+``search.strategies.successive_halving``.
 """
 
 from __future__ import annotations

@@ -19,8 +19,10 @@ def attention_share(pattern: str) -> float:
     return sum("A" in token for token in tokens) / len(tokens)
 
 
-def leaderboard(study: optuna.Study, maximize: bool, known: dict[str, str] | None = None) -> list[dict[str, Any]]:
-    """Completed, trained trials (cached repeats folded into their original), sorted by score.
+def leaderboard(study: optuna.Study, maximize: bool, known: dict[str, str] | None = None,
+                only: set[str] | None = None) -> list[dict[str, Any]]:
+    """Completed, trained trials (cached repeats folded into their original), sorted by score; with ``only``,
+    just those patterns (a rung ranks its promotions, not what an earlier run of it trained).
 
     ``known`` maps a known layout's pattern to its name (``search.known``); a row's ``known`` is that name (also
     when the sampler proposed the layout itself) or None for a new pattern. ``lr`` is the learning rate the
@@ -32,7 +34,7 @@ def leaderboard(study: optuna.Study, maximize: bool, known: dict[str, str] | Non
     rows = []
     for trial in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
         attrs = trial.user_attrs
-        if "pattern" not in attrs or is_substitute(attrs):
+        if "pattern" not in attrs or is_substitute(attrs) or (only is not None and attrs["pattern"] not in only):
             continue
         pattern = attrs["pattern"]
         row = {

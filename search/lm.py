@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
 from typing import Any
 
 from composer.errors import ComposerRunError, ConfigError
-from search.evaluation import Evaluation, Report, checked_rates
+from search.evaluation import Evaluation, Report, best_rate, checked_rates
 
 _TRAIN_PRECISION = {"auto": "auto", "fp32": "32-true", "bf16": "bf16-mixed"}  # evaluator name -> Lightning's
 
@@ -100,10 +101,24 @@ def get_lm_budget(budget: str | LMBudget) -> LMBudget:
     return dataclasses.replace(LM_BUDGETS[name], name=str(budget), extrapolate_to=target)
 
 
-def choose_rate(losses: dict[float, float | None]) -> float | None:
-    """The rate with the lowest finite validation loss (the lower rate on a tie), or None if every rate diverged."""
-    finite = [(loss, lr) for lr, loss in losses.items() if loss is not None and math.isfinite(loss)]
-    return min(finite)[1] if finite else None
+def interrupted_message(pattern: str) -> str:
+    """What a search stopped during a candidate tells the user: how to resume the search. Training's own hint (a
+    checkpoint and ``--resume``) would name the candidate's temporary directory and a flag ``composer search``
+    does not take."""
+    return (f"composer search stopped while training candidate {pattern}; to resume it, re-run the same command "
+            "with the same --out: finished candidates are kept in its study, this one trains again from its start")
+
+
+def checked_source(data: str | None) -> str | None:
+    """``data``, once it resolves to a source: a local path that does not exist (or a directory without data
+    files) is one ``DataError`` here, when the search builds its evaluator, instead of the same error in every
+    candidate's training and a search that ends in a traceback (issue 34). Cheap: no corpus is read and nothing
+    is asked of the network, so a Hugging Face dataset name passes offline and is loaded when a candidate trains."""
+    if data is not None:
+        from composer.data.sources import resolve_source
+
+        resolve_source(data)
+    return data
 
 
 class LanguageModelEvaluator:
@@ -122,7 +137,7 @@ class LanguageModelEvaluator:
             raise ConfigError(f"precision must be one of {', '.join(_TRAIN_PRECISION)}, got {precision!r}")
         self.budget = self.spec.name
         self.widths = self.spec.extrapolate_to or widths  # where it trains: the target's widths on a last rung
-        self.data = data
+        self.data = checked_source(data)
         self.tokenizer = tokenizer
         resolved = resolve_precision(TrainConfig(precision=_TRAIN_PRECISION[precision]))
         self.precision = "bf16" if resolved.startswith("bf16") else "fp32"
@@ -148,7 +163,7 @@ class LanguageModelEvaluator:
                     seq_len=spec.seq_len, batch_size=spec.batch_size, lr=lr, seed=seed, wandb="off", out=out,
                     val_batches=20, val_tokens=spec.val_tokens, log_interval=10**9, checkpoint_interval=10**9,
                     keep_checkpoints=1, precision=_TRAIN_PRECISION[self.precision], compile=self.compile,
-                ))
+                ), save_on_sigterm=False)  # the run's directory goes with it: nothing there to resume from
             except ComposerRunError as err:
                 if "diverged" in str(err):
                     return None, None
@@ -157,13 +172,22 @@ class LanguageModelEvaluator:
         return (loss if loss is not None and math.isfinite(loss) else None), summary.get("tokens_per_s")
 
     def __call__(self, pattern: str, seed: int, report: Report) -> Evaluation:
+        """The candidate's evaluation; stopped mid-training, it says how to resume the search before it exits."""
+        try:
+            return self._evaluate(pattern, seed)
+        except (KeyboardInterrupt, SystemExit):  # Ctrl-C (Lightning makes it exit 1) or SIGTERM (143) mid-training
+            print(interrupted_message(pattern), file=sys.stderr, flush=True)
+            raise
+
+    def _evaluate(self, pattern: str, seed: int) -> Evaluation:
+        """Every rate at the first seed, further seeds at the chosen rate (the module docstring says why)."""
         from search.mad import CandidateFailed
 
         started = time.perf_counter()
         trained = self.trained_pattern(pattern)
         runs = {lr: self.train_once(trained, lr, seed) for lr in self.spec.lrs}
         sweep = {lr: loss for lr, (loss, _) in runs.items()}
-        lr = choose_rate(sweep)
+        lr = best_rate(sweep)  # the project's one chooser
         if lr is None:
             rates = ", ".join(f"{rate:g}" for rate in sweep)
             raise CandidateFailed(f"training diverged at every learning rate ({rates})")

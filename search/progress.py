@@ -12,6 +12,13 @@ from search.engine import FINISHED
 from search.resume import is_evaluation
 
 
+def stage_label(kind: str, index: int, count: int) -> str:
+    """How the search's lines name rung (or stage) ``index`` of ``count``: ``rung 1 of 0-1``. Counted from 0, as
+    the study names (``<study>-rung1``), ``rungs.json`` and the summary's ``rungs:`` line count them, so every
+    line of one search gives a rung the same number."""
+    return f"{kind} {index} of 0-{count - 1}"
+
+
 def _clock(seconds: float) -> str:
     seconds = int(max(0, seconds))
     hours, rest = divmod(seconds, 3600)

@@ -41,12 +41,11 @@ the seed and the length, never on the pattern.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from composer.errors import ConfigError
-from search.evaluation import Evaluation, Report, checked_rates
+from search.evaluation import Evaluation, Report, best_rate, checked_rates
 
 DEFAULT_KV_RATIO = 16  # one key-value pair per 16 tokens: 4 pairs at 64 tokens, 64 at 1,024
 
@@ -237,10 +236,8 @@ def lowest_final_loss(final_losses: dict[float, float]) -> float:
     candidate is scored on, so a sweep cannot pick a lucky test sample. With every loss non-finite the first
     rate is returned (its accuracy, near chance, says the rest).
     """
-    finite = {lr: loss for lr, loss in final_losses.items() if math.isfinite(loss)}
-    if not finite:
-        return next(iter(final_losses))
-    return min(finite, key=finite.get)
+    chosen = best_rate(final_losses)
+    return next(iter(final_losses)) if chosen is None else chosen
 
 
 def _rate(lr: float) -> str:

@@ -25,8 +25,9 @@ FLAGS = {
                        "candidate), mad (synthetic tasks) or recall (MQAR accuracy over lengths 64-1,024)"),
     "budget": (str, "named evaluation budget: smoke, cpu (default), gpu, ..."),
     "widths": (str, "preset whose widths candidates train at (default search-1m)"),
-    "target": (str, "preset for the KV-cache objective and reports (default llama-3.2-1b); with "
-                    "successive-halving, the preset its last rung trains at (default: the ladder's, e.g. demo-4m)"),
+    "target": (str, "preset the KV-cache objective and reports use, and successive-halving's last rung trains at "
+                    "(default: under successive-halving the ladder's last rung's, e.g. demo-4m for --budget cpu; "
+                    "under one-shot and the incremental strategies llama-3.2-1b)"),
     "data": (str, "lm evaluator: text source (default: the offline corpus)"),
     "tokenizer": (str, "lm evaluator: tokenizer (default: the offline byte tokenizer)"),
     "min_share": (str, "minimum shares per primitive, e.g. A=0.2"),
@@ -43,13 +44,28 @@ FLAGS = {
 }
 
 
+def default_search_text() -> str:
+    """The help's account of a bare ``composer search``. Its counts and rungs come from SearchConfig's defaults and
+    the ladder's own description, so a changed default cannot leave the help describing another search (issue 34:
+    it described the one-shot 400K-token search that successive halving replaced)."""
+    from composer.pattern import layers
+    from search.config import SearchConfig
+    from search.fidelity import LADDERS
+
+    ladder = LADDERS[SearchConfig.budget]
+    primitives = "/".join(layers(SearchConfig.primitives))
+    return ("Bayesian-optimisation search over layer patterns, each candidate scored by its validation loss after a "
+            f"short training run. With no arguments: successive halving on the {ladder.name} ladder over "
+            f"{SearchConfig.trials} candidates, {SearchConfig.layers}-layer {primitives} patterns, Llama and the "
+            f"paper's AAMMMM first, then GP proposals: {ladder.description}; on the CPU, about an hour on 2 cores "
+            "(--budget smoke --trials 3 --widths tiny: a plumbing check of a few minutes). Options override --recipe.")
+
+
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "search",
         help="search layer interleavings with Optuna (the main job)",
-        description="Bayesian-optimisation search over layer patterns, scored by a small-scale proxy. With no "
-        "arguments: Llama and the paper's AAMMMM first, then GP proposals, 20 trials of 6 layers, each scored by its "
-        "validation loss after 400K tokens at the better of lr 1e-3 and 3e-3, on the CPU. Options override --recipe.",
+        description=default_search_text(),
     )
     parser.add_argument("--recipe", help="YAML recipe whose keys are these options (see recipes/search/)")
     for name, (kind, text) in FLAGS.items():

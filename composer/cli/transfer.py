@@ -44,6 +44,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--recipe", help="YAML with TransferConfig fields (see recipes/transfer/); flags win")
     parser.add_argument("--patterns", help="comma-separated scored patterns to use instead of a spread")
     parser.add_argument("--k", type=int, help="patterns spread over the score range (default 8)")
+    parser.add_argument("--rung", help="for a successive-halving search: the rung whose ranking --k is spread over, "
+                                       "an index or 'last' (default 0: every candidate; the final leaderboard "
+                                       "holds only the last rung's finalists)")
     parser.add_argument("--to", help="target preset (default demo-4m)")
     parser.add_argument("--method", choices=("auto", "stack", "stretch"), help="extrapolation (default auto)")
     parser.add_argument("--seeds", help="a count (3 = seeds 0,1,2; default) or comma-separated seeds")
@@ -62,8 +65,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from composer.experiments.transfer import Transfer, TransferConfig, format_report
 
-    overrides = {name: getattr(args, name) for name in ("search", "study", "patterns", "k", "to", "method", "seeds",
-                                                         "baseline", "n_boot", "workers", "out")}
+    overrides = {name: getattr(args, name) for name in ("search", "study", "patterns", "k", "rung", "to", "method",
+                                                         "seeds", "baseline", "n_boot", "workers", "out")}
     overrides.update({f"train.{name}": getattr(args, f"train_{name}") for name in TRAIN_FLAGS})
     config = TransferConfig.from_recipe(args.recipe, **overrides)
     report = Transfer(config, echo=lambda line: print(line, file=sys.stderr)).run()

@@ -40,6 +40,7 @@ from composer.errors import ComposerRunError, ConfigError
 from composer.experiments.replicates import Replicate, run_replicates
 from composer.files import write_outputs
 from composer.training.config import TrainConfig
+from search.evaluation import best_rate
 
 DEFAULT_FRACTION = 0.25
 # keys of a recipe's train section that configure the sweep (not TrainConfig fields)
@@ -137,10 +138,9 @@ def plan_sweep(models: Mapping[str, str], sweep: LRSweep, root: Path, base: Mapp
 def choose(losses: Mapping[float, float | None]) -> tuple[float, str | None]:
     """The rate with the lowest finite loss (ties to the lower rate) and ``"lowest"``/``"highest"`` when it is
     an end of a sweep of several rates. Raises ``ComposerRunError`` when no rate gave a loss."""
-    finite = {rate: loss for rate, loss in losses.items() if loss is not None and math.isfinite(loss)}
-    if not finite:
+    best = best_rate(losses)  # the project's one chooser: the search's evaluators choose with it too
+    if best is None:
         raise ComposerRunError("every rate of the sweep diverged; add lower rates to lr_sweep")
-    best = min(finite, key=lambda rate: (finite[rate], rate))
     rates = sorted(losses)
     edge = None
     if len(rates) > 1:

@@ -2,7 +2,11 @@
 
 This is the paper's central claim made measurable. From a finished search, K patterns spread over the score
 range (best, worst and evenly between; or patterns named by the user) are extrapolated to a target preset with
-the project's extrapolator and each is trained once per seed on the same data, tokens and schedule. The report
+the project's extrapolator and each is trained once per seed on the same data, tokens and schedule. The ranking
+spread over is the search's leaderboard; for a successive-halving search (``rungs.json`` in its directory) it is
+rung 0's, which ranks every candidate, unless ``rung`` (``--rung N`` or ``last``) picks another rung: the final
+leaderboard holds only the last rung's few finalists. Asking for more patterns than the ranking holds is an
+error, never a smaller experiment (``search_ranking``, ``choose``). The report
 (``transfer.json``, ``transfer.md``, ``transfer.png`` under ``out``) gives:
 
 - ``spearman`` / ``kendall``: rank correlation between the search score and the *negated* mean target loss, so
@@ -26,7 +30,8 @@ Learning rates (``composer.experiments.search_rates``), strongest rule first: wi
 pattern first trains at each rate on a short budget and then uses its best rate for all its seeds
 (``composer.experiments.lr_sweep``; ``lr_sweep.json/.csv/.md/.png``); an explicit ``train.lr`` (``--lr``) is shared by every
 pattern; otherwise, when the search recorded a rate per trial (its ``lm`` and ``recall`` evaluators), each pattern
-trains at its own search rate and its matched baseline at the rate the search chose for the baseline's layout at
+trains at its own search rate (the one it was scored at in the ranking spread over: for a halving search, the chosen
+rung's) and its matched baseline at the rate the search chose for the baseline's layout at
 the search depth (llama: ``AMAMAM`` for a six-layer search) when the search scored it; the rest share the default
 rate. Why: a rate that suits one architecture handicaps another (issue 16), and the search already found one per
 pattern, though at its own widths: a starting point, not a rate tuned at the target, as the notes say. Each row of
@@ -80,6 +85,7 @@ from composer.experiments.search_rates import (
 from composer.files import atomic_write_json, make_output_dir, write_outputs
 from composer.pattern import layers as layer_tokens
 from composer.training.config import TrainConfig, apply_overrides, load_recipe
+from search.aggregate import Population, Scored, load_population, read_rung, read_rungs
 
 _PER_RUN = ("arch", "preset", "out", "run_name", "seed")  # set by the transfer for each run
 MIN_PATTERNS = 3  # a rank correlation needs at least three points
@@ -100,6 +106,9 @@ class TransferConfig:
     study: str | None = None  # the study in a storage holding several
     patterns: list[str] | None = None  # named patterns (each must be scored by the search) instead of a spread
     k: int = 8  # patterns spread over the score range
+    # a successive-halving search's rung whose ranking k is spread over: an index or "last"; None: rung 0 (every
+    # candidate) for a halving search, the leaderboard for any other
+    rung: int | str | None = None
     to: str = "demo-4m"  # target preset: widths and size to extrapolate to
     method: str = "auto"  # extrapolation: stack, stretch or auto
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
@@ -128,6 +137,7 @@ class TransferConfig:
         self.base_train, self.lr_sweep = split_sweep(self.train)
         if isinstance(self.patterns, str):
             self.patterns = [part for part in self.patterns.replace(" ", "").split(",") if part]
+        self.rung = parse_rung(self.rung)
         if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < MIN_PATTERNS:
             raise ConfigError(f"k must be an integer >= {MIN_PATTERNS} (a rank correlation needs three patterns), "
                               f"got {self.k!r}")
@@ -190,6 +200,82 @@ def spread(ranked: list[Any], k: int) -> list[Any]:
     return [ranked[i] for i in index]
 
 
+def parse_rung(value: Any) -> int | str | None:
+    """None (the default ranking), "last", or a rung index; a flag or recipe may give the index as text."""
+    if value is None or value == "last":
+        return value
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value)
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    raise ConfigError(f"rung must be a rung index (0, 1, ...) or 'last', got {value!r}")
+
+
+def search_ranking(search: str, study: str | None = None, rung: int | str | None = None) -> Population:
+    """The scored patterns whose ranking the transfer spreads over (and whose rates and scores it uses).
+
+    Why rung 0 by default for a successive-halving search: its leaderboard.json (and its storage's preferred
+    study) is the last rung's, a handful of finalists, while rung 0 ranks every candidate at one budget. The
+    rungs are never merged: scores from different budgets are not comparable. A named ``study`` reads that
+    study as before."""
+    path = Path(str(search))
+    if rung is not None:
+        if study is not None:
+            raise ConfigError("give --rung or --study, not both: each picks the ranking to spread --k over")
+        if not path.is_dir():
+            raise ConfigError(f"--rung reads rungs.json in a composer search --out directory; {search} is not one")
+        return read_rung(path, rung)
+    if study is None and path.is_dir() and read_rungs(path) is not None:
+        return read_rung(path, 0)
+    return load_population(search, study=study)
+
+
+def best_first(population: Population) -> list[Scored]:
+    """The population's patterns best first (equal scores by pattern, so the order never depends on storage)."""
+    maximize = population.direction == "maximize"
+    return sorted(population.scored, key=lambda s: (-s.score if maximize else s.score, s.pattern))
+
+
+def ranking_name(population: Population, search: str) -> str:
+    """The ranking in words for messages: a halving search's rung, or the search itself."""
+    rung = population.source.get("rung")
+    return f"the search {search}" if rung is None else f"rung {rung} of {search}"
+
+
+def too_few(population: Population, k: int, search: str) -> str:
+    """Why ``k`` patterns cannot be spread over ``population``'s ranking, and what would allow it, in one line."""
+    n = len(population.scored)
+    fixes = [f"lower --k to {n}"] if n >= MIN_PATTERNS else []
+    fixes.append("take --rung 0 (every candidate)" if population.source.get("rung") else "run more trials")
+    return (f"{ranking_name(population, search)} ranks only {n} distinct patterns, fewer than k={k}: "
+            + " or ".join(fixes))
+
+
+def choose(population: Population, k: int, patterns: list[str] | None = None, search: str = "the search"
+           ) -> list[Scored]:
+    """The patterns to train, best first: the named ``patterns`` (each must be in the ranking) or ``k`` spread
+    over it. Fewer patterns than asked is an error, never a silently smaller experiment."""
+    ranked = best_first(population)
+    if not patterns:
+        if len(ranked) < k:
+            raise ConfigError(too_few(population, k, search))
+        return spread(ranked, k)
+    from composer.pattern import parse_pattern
+
+    wanted = [parse_pattern(p) for p in patterns]
+    rank_of = {s.pattern: i for i, s in enumerate(ranked)}
+    missing = [p for p in wanted if p not in rank_of]
+    if missing:
+        raise ConfigError(f"pattern(s) {', '.join(missing)} were not scored by the search "
+                          f"({len(ranked)} scored patterns in {ranking_name(population, search)}); "
+                          "name scored patterns")
+    chosen = [ranked[i] for i in sorted({rank_of[p] for p in wanted})]
+    if len(chosen) < MIN_PATTERNS:
+        raise ConfigError(f"the search scored {len(ranked)} distinct pattern(s); a rank correlation needs at "
+                          f"least {MIN_PATTERNS}: run more trials or name more patterns")
+    return chosen
+
+
 class Transfer:
     """Select, extrapolate, train over seeds and correlate; every step's result is a file under ``out``."""
 
@@ -201,40 +287,24 @@ class Transfer:
         self.baselines: dict[str, Baseline] = {}
 
     def select(self) -> tuple[list[Candidate], dict[str, Any]]:
-        """The patterns to train, best search score first, and what the search was."""
+        """The patterns to train, best search score first, and what the search was.
+
+        Each pattern brings the score, rank and learning rate of the ranking spread over (``search_ranking``):
+        for a halving search, the chosen rung's, i.e. the rate its trial chose at that rung's budget."""
         from scaling.extrapolate import extrapolate
-        from search.aggregate import load_population
 
         config = self.config
-        population = load_population(config.search, study=config.study)
+        population = search_ranking(config.search, config.study, config.rung)
         self.rates = search_rates(population.scored)
-        maximize = population.direction == "maximize"
-        ranked = sorted(population.scored, key=lambda s: (-s.score if maximize else s.score, s.pattern))
-        rank_of = {s.pattern: i for i, s in enumerate(ranked, 1)}
-        if config.patterns:
-            from composer.pattern import parse_pattern
-
-            wanted = [parse_pattern(p) for p in config.patterns]
-            missing = [p for p in wanted if p not in rank_of]
-            if missing:
-                raise ConfigError(f"pattern(s) {', '.join(missing)} were not scored by the search "
-                                  f"({len(ranked)} scored patterns in {config.search}); name scored patterns")
-            chosen = [next(s for s in ranked if s.pattern == p) for p in dict.fromkeys(wanted)]
-            chosen.sort(key=lambda s: rank_of[s.pattern])
-        else:
-            chosen = spread(ranked, config.k)
-        if len(chosen) < MIN_PATTERNS:
-            raise ConfigError(f"the search scored {len(ranked)} distinct pattern(s); a rank correlation needs at "
-                              f"least {MIN_PATTERNS}: run more trials or name more patterns")
-        if not config.patterns and len(chosen) < config.k:
-            self.echo(f"   the search scored only {len(ranked)} distinct patterns; using all of them (asked k={config.k})")
+        rank_of = {s.pattern: i for i, s in enumerate(best_first(population), 1)}
+        chosen = choose(population, config.k, config.patterns, config.search)
         results = {s.pattern: extrapolate(s.pattern, config.to, method=config.method) for s in chosen}
         names = self.match_baselines(results)
         candidates = [Candidate(s.pattern, float(s.score), rank_of[s.pattern], results[s.pattern].pattern,
                                 results[s.pattern].compact, results[s.pattern].n_layers,
                                 results[s.pattern].non_embedding_params, names.get(s.pattern))
                       for s in chosen]
-        source = {"source": population.source, "direction": population.direction, "scored_patterns": len(ranked)}
+        source = {"source": population.source, "direction": population.direction, "scored_patterns": len(rank_of)}
         return candidates, source
 
     def match_baselines(self, results: dict[str, Any]) -> dict[str, str]:
@@ -278,8 +348,8 @@ class Transfer:
         candidates, search = self.select()
         make_output_dir(self.out)
         atomic_write_json(self.out / "transfer-config.json", config.to_dict())
-        self.echo(f"== transfer: {len(candidates)} patterns from {config.search} -> {config.to}, "
-                  f"seeds {', '.join(map(str, config.seeds))}")
+        self.echo(f"== transfer: {len(candidates)} of {search['scored_patterns']} patterns from {config.search}"
+                  f"{rung_text(search['source'])} -> {config.to}, seeds {', '.join(map(str, config.seeds))}")
         for c in candidates:
             self.echo(f"   #{c.search_rank:<3} {c.source_pattern:<16} score {c.score:.4f} -> {c.compact} "
                       f"({c.layers} layers)")
@@ -367,6 +437,14 @@ class Transfer:
         return report
 
 
+def rung_text(source: dict[str, Any]) -> str:
+    """", rung R (N rungs) at budget B" when the ranking is a halving search's rung (``search.aggregate.read_rung``),
+    so a report says which rung's scores it correlates; "" for any other ranking."""
+    if source.get("rung") is None:
+        return ""
+    return f", rung {source['rung']} ({source.get('rungs', '?')} rungs) at budget {source.get('budget') or '?'}"
+
+
 def verdict(spearman_ci: list[float] | None, ceiling: float | None, n_seeds: int) -> str:
     """The result in words, saying first whether the target could decide at all.
 
@@ -412,7 +490,8 @@ def format_report(report: dict[str, Any]) -> str:
         f"(a result is named only at {report['power_threshold']} or above).",
         f"- Verdict: {report['verdict']}.",
         f"- {report['n_patterns']} patterns x seeds {', '.join(map(str, seeds))}, {report['tokens']:,} tokens each; "
-        f"search direction {report['search']['direction']} ({report['search']['scored_patterns']} scored patterns).",
+        f"search direction {report['search']['direction']} ({report['search']['scored_patterns']} scored patterns"
+        f"{rung_text(report['search'].get('source') or {})}).",
         *(f"- {note[0].upper()}{note[1:]}." for note in report["notes"]),
         "",
         "| search rank | pattern | score | target | layers | lr | mean loss | std | " + f"{percent}% CI | "
@@ -496,4 +575,5 @@ def plot_transfer(report: dict[str, Any], path: Path) -> Path:
     return path
 
 
-__all__ = ["Baseline", "Candidate", "Transfer", "TransferConfig", "format_report", "spread", "verdict", "write_report"]
+__all__ = ["Baseline", "Candidate", "Transfer", "TransferConfig", "best_first", "choose", "format_report", "parse_rung",
+           "search_ranking", "spread", "verdict", "write_report"]

@@ -81,12 +81,18 @@ def _remove(path: Path) -> None:
 
 
 class AtomicCheckpoint(L.Callback):
-    """Saves every ``every_n_steps`` optimizer steps and at the end; keeps the newest ``keep``."""
+    """Saves every ``every_n_steps`` optimizer steps and at the end; keeps the newest ``keep``.
 
-    def __init__(self, directory: str | Path, every_n_steps: int, keep: int = 2) -> None:
+    ``save_on_sigterm=False`` is for a run whose directory does not outlive it (a search candidate's): a SIGTERM
+    checkpoint there is deleted unread, its save only delays the exit, and its ``--resume`` hint points at a file
+    the user cannot use; the caller says how to continue instead.
+    """
+
+    def __init__(self, directory: str | Path, every_n_steps: int, keep: int = 2, save_on_sigterm: bool = True) -> None:
         self.directory = Path(directory)
         self.every_n_steps = max(1, every_n_steps)
         self.keep = max(1, keep)
+        self.save_on_sigterm = save_on_sigterm
         self._saved_step = -1
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
@@ -110,6 +116,8 @@ class AtomicCheckpoint(L.Callback):
         """
         from lightning.pytorch.utilities.exceptions import SIGTERMException
 
+        if not self.save_on_sigterm:
+            return
         if isinstance(exception, SIGTERMException) and trainer.global_step not in (self._saved_step, 0):
             path = self.save(trainer)
             if trainer.is_global_zero:

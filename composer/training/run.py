@@ -173,8 +173,9 @@ def model_vocab_size(tokenizer_vocab: int) -> int:
     return math.ceil(tokenizer_vocab / VOCAB_MULTIPLE) * VOCAB_MULTIPLE
 
 
-def build(config: TrainConfig) -> tuple[L.Trainer, ComposerLM, Any, dict[str, Any]]:
-    """The trainer factory: a configured Trainer, LightningModule and DataModule for ``config``."""
+def build(config: TrainConfig, save_on_sigterm: bool = True) -> tuple[L.Trainer, ComposerLM, Any, dict[str, Any]]:
+    """The trainer factory: a configured Trainer, LightningModule and DataModule for ``config``
+    (``save_on_sigterm``: see :func:`train`)."""
     from composer.data import DataConfig, TokenDataModule, load_tokenizer
 
     if config.out is None:
@@ -270,7 +271,7 @@ def build(config: TrainConfig) -> tuple[L.Trainer, ComposerLM, Any, dict[str, An
         callbacks=[
             throughput,
             stability,
-            AtomicCheckpoint(out / "checkpoints", plan.checkpoint_interval, config.keep_checkpoints),
+            AtomicCheckpoint(out / "checkpoints", plan.checkpoint_interval, config.keep_checkpoints, save_on_sigterm),
             *progress,
         ],
         enable_checkpointing=False,  # AtomicCheckpoint replaces ModelCheckpoint
@@ -338,15 +339,20 @@ def _hybrid_architecture(config: TrainConfig):
     return arch, f"from {config.init_from}", tokenizer
 
 
-def train(config: TrainConfig, resume: bool = False) -> dict[str, Any]:
-    """Run ``config`` to the end and return (and write) the summary; one process per ``out`` at a time."""
+def train(config: TrainConfig, resume: bool = False, save_on_sigterm: bool = True) -> dict[str, Any]:
+    """Run ``config`` to the end and return (and write) the summary; one process per ``out`` at a time.
+
+    SIGTERM saves the step just finished and says to continue with ``--resume``; ``save_on_sigterm=False`` skips
+    both, for a caller whose ``out`` is temporary and who says itself how to continue (``search.lm``). Either
+    way a SIGTERM ends in ``SystemExit(143)``.
+    """
     if not config.out:
-        return _train(config, resume)
+        return _train(config, resume, save_on_sigterm)
     with run_lock(config.out, "composer train"):
-        return _train(config, resume)
+        return _train(config, resume, save_on_sigterm)
 
 
-def _train(config: TrainConfig, resume: bool) -> dict[str, Any]:
+def _train(config: TrainConfig, resume: bool, save_on_sigterm: bool) -> dict[str, Any]:
     out = Path(config.out) if config.out else None
     checkpoint = latest_checkpoint(out / "checkpoints") if out else None
     if checkpoint is not None and not resume:
@@ -355,7 +361,7 @@ def _train(config: TrainConfig, resume: bool) -> dict[str, Any]:
         )
     if checkpoint is not None:
         checkpoint = resumable_checkpoint(out / "checkpoints", warn=lambda line: print(line, file=sys.stderr))
-    trainer, module, datamodule, context = build(config)
+    trainer, module, datamodule, context = build(config, save_on_sigterm)
     out.mkdir(parents=True, exist_ok=True)
     arch, plan = context["arch"], context["plan"]
     if trainer.is_global_zero:

@@ -29,6 +29,13 @@ def trained(log: Path) -> list[str]:
     return log.read_text().split() if log.exists() else []
 
 
+def assert_trained_once(log: Path, failing: set[str]) -> None:
+    """A pattern is trained once; one that fails gets one retry (it might have run out of memory), then it is a
+    deterministic failure and never trained again."""
+    counts = {pattern: trained(log).count(pattern) for pattern in set(trained(log))}
+    assert all(n == 1 or (n == 2 and pattern in failing) for pattern, n in counts.items()), counts
+
+
 @pytest.mark.parametrize("sampler", ["gp", "tpe", "random", "brute"])
 def test_each_sampler_finds_good_patterns_and_writes_results(tmp_path, monkeypatch, sampler):
     log = tmp_path / "trained.log"
@@ -43,7 +50,7 @@ def test_each_sampler_finds_good_patterns_and_writes_results(tmp_path, monkeypat
     assert (out / "leaderboard.csv").read_text().splitlines()[0].startswith("rank,pattern,compact,score,known,lr,params")
     for plot in ("optimization_history", "score_vs_attention_share", "layer_frequency_top"):
         assert (out / f"{plot}.png").stat().st_size > 1000
-    assert len(trained(log)) == len(set(trained(log))), "a pattern was trained twice"
+    assert_trained_once(log, {f["pattern"] for f in json.loads((out / "failures.json").read_text())})
 
 
 def trainings_to_optimum(tmp_path: Path, sampler: str, seed: int, budget: int) -> int | None:
@@ -125,7 +132,7 @@ def test_interrupted_search_resumes_without_losing_or_repeating_trials(tmp_path,
     assert sum(is_evaluation(t) for t in finished) == 12 <= len(finished)
     interrupted = [t for t in finished if t.state == optuna.trial.TrialState.FAIL and "fail_reason" not in t.user_attrs]
     assert len(interrupted) == 1
-    assert len(trained(log)) == len(set(trained(log))), "a pattern was trained twice"
+    assert_trained_once(log, {t.user_attrs.get("pattern") for t in after.trials if "fail_reason" in t.user_attrs})
 
 
 def test_a_trial_left_running_by_a_kill_before_its_worker_was_recorded_is_failed_on_rerun(tmp_path):
@@ -221,12 +228,15 @@ def test_two_workers_share_one_storage(tmp_path, request, backend):
     study = optuna.load_study(study_name=json.loads((tmp_path / "out" / "best.json").read_text())["study"],
                               storage=storage or f"sqlite:///{tmp_path / 'out' / 'study.db'}")
     workers = {t.user_attrs.get("worker") for t in study.trials}
-    assert len(workers) == 2, "both workers should have run trials"
+    # both workers ran trials; the search's own process may have run one more: the retry of a known layout that
+    # failed once (the toy's AMAMAM), which it takes once the workers have ended, so that two cannot both enqueue it
+    assert len(workers) in (2, 3), "both workers should have run trials"
     finished = [t for t in study.trials if t.state.is_finished()]
-    # each worker stops at the shared budget of evaluations (cached answers are free); one may overshoot by one
-    assert 10 <= sum(is_evaluation(t) for t in finished) <= 11
+    # each worker stops at the shared budget of evaluations (cached answers are free); one may overshoot by one.
+    # Patterns, not trials: a known layout that failed once (the toy's AMAMAM) gets its retry past the budget
+    assert 10 <= len({t.user_attrs.get("pattern") for t in finished if is_evaluation(t)}) <= 11
     assert not [t for t in study.trials if t.state == optuna.trial.TrialState.RUNNING]
-    assert len(trained(log)) == len(set(trained(log)))
+    assert_trained_once(log, {t.user_attrs.get("pattern") for t in study.trials if "fail_reason" in t.user_attrs})
 
 
 @pytest.mark.parametrize(

@@ -49,3 +49,19 @@ def test_the_mad_evaluator_resolves_its_precision():
     assert make_evaluator("mad", "smoke", "tiny", precision="fp32").precision == "fp32"
     assert MadEvaluator("smoke", "tiny", precision="bf16").precision == "bf16"
     assert MadEvaluator("smoke", "tiny").precision in ("fp32", "bf16")
+
+
+def test_the_module_docs_list_the_built_in_evaluators_and_mark_the_searchs_default():
+    """Issue 34: the docs called ``mad`` the default and spoke of two built-in evaluators; there are three and
+    ``lm`` is the default."""
+    import re
+
+    import search.evaluators
+    from search.config import SearchConfig
+
+    bullets = dict(re.findall(r"^\* ``(\w+)``( \(default)?", search.evaluators.__doc__, flags=re.M))
+    assert sorted(bullets) == ["lm", "mad", "recall"]
+    for name in bullets:  # each one the docs list is a built-in
+        assert make_evaluator(name, "cpu", "search-1m").name == name
+    assert [name for name, default in bullets.items() if default] == [SearchConfig.evaluator]
+    assert "Both built-in" not in search.evaluators.__doc__

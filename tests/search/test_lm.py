@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import signal
+
 import pytest
 
 from composer.errors import ConfigError
-from search.lm import LM_BUDGETS, LanguageModelEvaluator, LMBudget, choose_rate
+from search.evaluation import best_rate as choose_rate
+from search.lm import LM_BUDGETS, LanguageModelEvaluator, LMBudget
 from search.mad import CandidateFailed
 
 TINY = LMBudget("test", tokens=4_096, seq_len=32, batch_size=8, lrs=(1e-3, 1e-2), val_tokens=2_048)
@@ -82,3 +85,34 @@ def test_a_budget_with_a_target_trains_the_pattern_grown_to_the_targets_size(mon
     grown = extrapolate("AAMMMM", "demo-4m", method="auto").pattern
     assert seen == [grown] and len(grown) > 6
     assert result.details["trained_pattern"] == grown
+
+
+@pytest.mark.parametrize("signum, status", [(signal.SIGTERM, 143), (signal.SIGINT, 1)], ids=["SIGTERM", "Ctrl-C"])
+def test_a_stopped_candidate_says_how_to_resume_the_search_not_where_its_temporary_checkpoint_was(
+        signum, status, monkeypatch, capsys):
+    """Issue 34: SIGTERM during a candidate printed ``SIGTERM: saved /tmp/composer-lm-eval-.../step-*.ckpt; continue
+    with --resume``: a file deleted with the candidate's directory and a flag ``composer search`` does not take."""
+    from tests.composer.training.preempt import signal_at_step
+
+    signal_at_step(monkeypatch, step=1, signum=signum)
+    evaluator = LanguageModelEvaluator(TINY, widths="tiny", precision="fp32")
+    with pytest.raises(SystemExit) as stopped:
+        evaluator("AMAM", 0, _no_report)
+    assert stopped.value.code == status  # a preemption still reads as one to a scheduler
+    err = capsys.readouterr().err
+    assert "stopped while training candidate AMAM;" in err and "re-run the same command with the same --out" in err
+    assert "composer-lm-eval-" not in err and "--resume" not in err and "SIGTERM: saved" not in err
+
+
+def test_a_missing_local_data_path_is_refused_when_the_evaluator_is_built_and_a_hub_name_is_not(monkeypatch,
+                                                                                                 tmp_path):
+    """The up-front check of --data reads no corpus and asks no network: a Hugging Face dataset name passes
+    offline (it is loaded when a candidate trains); a local-looking path that does not exist is a DataError."""
+    from composer.data import DataError
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.chdir(tmp_path)  # the relative paths below name nothing
+    assert LanguageModelEvaluator(TINY, data="roneneldan/TinyStories").data == "roneneldan/TinyStories"
+    for missing in ("/nonexistent/corpus.jsonl", "corpus.txt", "./corpus"):
+        with pytest.raises(DataError, match=f"dataset path {missing!r} does not exist"):
+            LanguageModelEvaluator(TINY, data=missing)

@@ -300,3 +300,121 @@ def test_transfer_recipes_load_and_their_train_section_is_valid(recipe, search_d
     config = TransferConfig.from_recipe(recipe, search=str(search_dir), seeds="3")
     assert config.seeds == [0, 1, 2] and config.search == str(search_dir)  # flags win over the recipe
     TrainConfig(**config.base_train, arch="AM", preset=config.to)
+
+
+# A successive-halving search as composer search writes it (search.run.run_rungs): rung 0 ranks every candidate at
+# its budget, rung 1 retrains the best three at a dearer one, and only rung 1 reaches leaderboard.json, best.json
+# and best.json's study. Each rung's rows carry the rate that rung's trial chose.
+RUNG0_LR = {"AAMMMM": 1e-3, "AMAMAM": 3e-3, "MAMAMA": 6e-3, "MMAAMM": 1e-3, "MMMMAM": 3e-3, "MMMMMM": 1e-3}
+RUNG1 = {"AMAMAM": (0.70, 1e-3), "AAMMMM": (0.66, 6e-3), "MAMAMA": (0.62, 3e-3)}
+
+
+def write_halving_search(out: Path, rungs: bool = True, storage: bool = False) -> Path:
+    """The search directory: leaderboard.json holds rung 1's 3 rows, rungs.json (``rungs``) rung 0's 6 and rung
+    1's 3; ``storage`` adds the study.db both rungs' studies live in (best.json names rung 1's)."""
+    rung0 = [{"rank": i, "pattern": p, "score": s, "trial": i - 1, "lr": RUNG0_LR[p]}
+             for i, (p, s) in enumerate(SCORES.items(), 1)]
+    rung1 = [{"rank": i, "pattern": p, "score": s, "trial": i - 1, "lr": lr, "rung": 1}
+             for i, (p, (s, lr)) in enumerate(RUNG1.items(), 1)]
+    out.mkdir()
+    (out / "leaderboard.json").write_text(json.dumps(rung1))
+    (out / "best.json").write_text(json.dumps({**rung1[0], "study": "s-rung1", "direction": "maximize"}))
+    studies = [("s", "smoke", rung0), ("s-rung1", "search-1m", rung1)]
+    if rungs:
+        (out / "rungs.json").write_text(json.dumps([
+            {"rung": r, "study": name, "budget": budget, "candidates": len(rows), "seconds": 1.0,
+             "wall_seconds": 1.0, "leaderboard": rows, "failures": []}
+            for r, (name, budget, rows) in enumerate(studies)]))
+    if storage:
+        import optuna
+        from optuna.trial import create_trial
+
+        for name, _, rows in studies:
+            made = optuna.create_study(storage=f"sqlite:///{out / 'study.db'}", study_name=name,
+                                       direction="maximize")
+            for row in rows:
+                made.add_trial(create_trial(value=row["score"], user_attrs={"pattern": row["pattern"],
+                                                                            "lr": row["lr"]}))
+    return out
+
+
+@pytest.mark.parametrize("storage", [False, True], ids=["json", "with-study-db"])
+def test_a_halving_search_spreads_k_over_rung_0_not_the_last_rungs_finalists(tmp_path, storage):
+    """Issue 34: --k 4 after a halving search trained the last rung's 3 finalists; rung 0 ranks all 6."""
+    search = write_halving_search(tmp_path / "search", storage=storage)
+    transfer = Transfer(TransferConfig(search=str(search), k=4, to="demo-4m", out=str(tmp_path / "t")),
+                        echo=lambda line: None)
+    candidates, source = transfer.select()
+    assert [c.source_pattern for c in candidates] == ["AAMMMM", "MAMAMA", "MMAAMM", "MMMMMM"]
+    assert [c.search_rank for c in candidates] == [1, 3, 4, 6]
+    assert [c.score for c in candidates] == [SCORES[c.source_pattern] for c in candidates], "rung 0's scores"
+    assert transfer.rates == RUNG0_LR, "each pattern brings the rate its rung-0 trial chose"
+    assert source["scored_patterns"] == 6 and source["source"]["rung"] == 0 and source["source"]["rungs"] == 2
+
+
+def test_choose_spreads_k_over_the_chosen_rungs_ranking(tmp_path):
+    from composer.experiments.transfer import choose, search_ranking
+
+    search = str(write_halving_search(tmp_path / "search"))
+    assert [s.pattern for s in choose(search_ranking(search), 4)] == ["AAMMMM", "MAMAMA", "MMAAMM", "MMMMMM"]
+    assert [s.pattern for s in choose(search_ranking(search, rung=0), 6)] == list(SCORES)
+    last = choose(search_ranking(search, rung="last"), 3)
+    assert [(s.pattern, s.score, s.lr) for s in last] == [(p, s, lr) for p, (s, lr) in RUNG1.items()]
+
+
+def test_a_rung_with_fewer_than_k_patterns_stops_with_one_line(tmp_path, capsys):
+    search = write_halving_search(tmp_path / "search")
+    expected = (f"rung 1 of {search} ranks only 3 distinct patterns, fewer than k=4: lower --k to 3 or take "
+                "--rung 0 (every candidate)")
+    with pytest.raises(ConfigError) as raised:
+        Transfer(TransferConfig(search=str(search), k=4, rung=1, to="demo-4m", out=str(tmp_path / "t")),
+                 echo=lambda line: None).select()
+    assert str(raised.value) == expected
+    out = tmp_path / "cli"
+    assert main(["transfer", "--search", str(search), "--rung", "1", "--k", "4", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and expected in err and not out.exists(), "stopped before training anything"
+
+
+def test_rung_last_takes_the_finalists_with_their_own_scores_and_rates(tmp_path):
+    search = write_halving_search(tmp_path / "search")
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text("rung: last\nk: 3\n")
+    for config in (TransferConfig(search=str(search), k=3, rung="1", to="demo-4m", out="x"),
+                   TransferConfig.from_recipe(recipe, search=str(search), to="demo-4m", out="x")):
+        transfer = Transfer(config, echo=lambda line: None)
+        candidates, source = transfer.select()
+        assert [(c.source_pattern, c.score, c.search_rank) for c in candidates] == [
+            ("AMAMAM", 0.70, 1), ("AAMMMM", 0.66, 2), ("MAMAMA", 0.62, 3)]
+        assert transfer.rates == {p: lr for p, (_, lr) in RUNG1.items()}, "the rates rung 1 scored them at"
+        assert source["source"]["rung"] == 1 and source["source"]["study"] == "s-rung1"
+
+
+def test_a_search_without_rungs_ranks_its_leaderboard_and_says_when_it_is_too_short(tmp_path):
+    search = write_halving_search(tmp_path / "search", rungs=False)  # as a one-shot search leaves it
+    candidates, source = Transfer(TransferConfig(search=str(search), k=3, to="demo-4m", out="x"),
+                                  echo=lambda line: None).select()
+    assert [c.source_pattern for c in candidates] == list(RUNG1) and source["source"]["kind"] == "leaderboard"
+    with pytest.raises(ConfigError, match=r"ranks only 3 distinct patterns, fewer than k=4: lower --k to 3 or run "
+                                          r"more trials$"):
+        Transfer(TransferConfig(search=str(search), k=4, to="demo-4m", out="x"), echo=lambda line: None).select()
+
+
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        ({"rung": "first"}, "rung must be a rung index (0, 1, ...) or 'last', got 'first'"),
+        ({"rung": -1}, "rung must be a rung index (0, 1, ...) or 'last', got -1"),
+        ({"rung": 2}, "rung must be 0 to 1 or 'last'"),
+        ({"rung": 0, "study": "s"}, "give --rung or --study, not both"),
+        ({"rung": 0, "search": "leaderboard.json"}, "--rung reads rungs.json in a composer search --out directory"),
+        ({"rung": 0, "search": "one-shot"}, "holds no rungs.json (not a successive-halving search): leave out"),
+    ],
+)
+def test_bad_rungs_name_the_problem(tmp_path, changes, message):
+    search = write_halving_search(tmp_path / "search")
+    write_halving_search(tmp_path / "one-shot", rungs=False)
+    where = {"leaderboard.json": str(search / "leaderboard.json"), "one-shot": str(tmp_path / "one-shot")}
+    changes = {**changes, "search": where.get(changes.get("search"), str(search))}
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)").replace(".", r"\.")):
+        Transfer(TransferConfig(**{"k": 3, "to": "demo-4m", "out": "x", **changes}), echo=lambda line: None).select()

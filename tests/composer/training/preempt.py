@@ -1,9 +1,11 @@
-"""Preemption in a subprocess, for the tests of training and hybridization: start a ``composer`` command, send it
-SIGTERM once it is training, and read which steps each segment of the (resumed) run trained."""
+"""Preemption, for the tests of training, hybridization and the search: start a ``composer`` command in a
+subprocess and send it SIGTERM once it is training, or signal this process from inside a run
+(``signal_at_step``), and read which steps each segment of the (resumed) run trained."""
 
 from __future__ import annotations
 
 import csv
+import os
 import signal
 import subprocess
 import time
@@ -22,6 +24,31 @@ def sigterm_while_training(argv: list[str], out: Path, env: dict, settle_s: floa
     process.send_signal(signal.SIGTERM)
     _, err = process.communicate(timeout=120)
     return process.returncode, err
+
+
+def signal_at_step(monkeypatch, step: int = 1, signum: int = signal.SIGTERM) -> None:
+    """Every run that ``composer.training.run.train`` builds from now on gets a real ``signum`` (SIGTERM: a
+    scheduler's preemption; SIGINT: Ctrl-C), in this process, once it has trained ``step`` optimizer steps.
+    Lightning takes it down the same path as from outside (``on_exception`` hooks, then ``SystemExit(143)`` from
+    ``train`` for SIGTERM, ``SystemExit(1)`` for Ctrl-C), in a second instead of a subprocess's minutes."""
+    import lightning as L
+
+    import composer.training.run as run
+
+    class Interrupt(L.Callback):
+        def on_train_batch_end(self, trainer, *_):
+            if trainer.global_step == step:
+                assert callable(signal.getsignal(signum)), f"no handler for {signum!r}: it would end pytest"
+                os.kill(os.getpid(), signum)
+
+    real_build = run.build
+
+    def build_interrupted(config, *options):
+        trainer, *rest = real_build(config, *options)
+        trainer.callbacks.append(Interrupt())
+        return (trainer, *rest)
+
+    monkeypatch.setattr(run, "build", build_interrupted)
 
 
 def checkpoint_step(path: Path) -> int:

@@ -17,7 +17,12 @@ from composer.cli import main
 from composer.training.checkpoint import checkpoint_problem, latest_checkpoint
 from composer.training.config import TrainConfig
 from composer.training.run import train
-from tests.composer.training.preempt import checkpoint_step, sigterm_while_training, trained_steps
+from tests.composer.training.preempt import (
+    checkpoint_step,
+    signal_at_step,
+    sigterm_while_training,
+    trained_steps,
+)
 
 # Small and fast: 512 tokens per step; the corpus is capped so tokenising it takes a moment.
 FAST = dict(arch="(AM)x2", preset="tiny", seq_len=64, batch_size=8, max_documents=200, val_batches=4, lr=3e-3)
@@ -109,8 +114,8 @@ def test_resumed_run_reproduces_the_uninterrupted_losses(tmp_path, monkeypatch):
 
     real_build = run.build
 
-    def build_with_crash(cfg):
-        trainer, *rest = real_build(cfg)
+    def build_with_crash(cfg, *options):
+        trainer, *rest = real_build(cfg, *options)
         trainer.callbacks.append(CrashAfter())
         return (trainer, *rest)
 
@@ -297,6 +302,23 @@ def test_sigterm_saves_the_step_just_finished_and_resume_completes(tmp_path):
     assert first[0] == 0 and first[-1] <= step - 1
     assert second == [step, step + 1], f"the resumed run trained steps {second}, not the two after step {step}"
     assert json.loads((out / "summary.json").read_text())["steps"] == step + 2
+
+
+def test_sigterm_hint_names_the_checkpoint_unless_the_caller_says_how_to_continue(tmp_path, monkeypatch, capsys):
+    """``composer train`` keeps its preemption hint (the saved step and ``--resume``); ``save_on_sigterm=False``, for
+    a run in a temporary directory (a search candidate, issue 34), neither saves nor points at the file."""
+    signal_at_step(monkeypatch, step=1)
+    config = dict(FAST, tokens=8 * 512, wandb="off", checkpoint_interval=1000)
+    kept, temporary = tmp_path / "kept", tmp_path / "temporary"
+    with pytest.raises(SystemExit) as stopped:
+        train(TrainConfig(**config, out=str(kept)))
+    saved = kept / "checkpoints" / "step-00000001.ckpt"
+    assert stopped.value.code == 143 and saved.is_file()
+    assert f"SIGTERM: saved {saved}; continue with --resume" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as stopped:
+        train(TrainConfig(**config, out=str(temporary)), save_on_sigterm=False)
+    assert stopped.value.code == 143 and latest_checkpoint(temporary / "checkpoints") is None
+    assert "SIGTERM" not in capsys.readouterr().err
 
 
 def test_a_parallel_layer_pattern_trains_and_its_summary_counts_the_models_parameters(tmp_path):

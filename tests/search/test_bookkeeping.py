@@ -1,0 +1,232 @@
+"""The search's bookkeeping (issue 34): a study is its settings, a rung trains exactly its promotions whatever the
+resumes and deadlines, a transient failure gets a retry, and the KV-cache objective measures the model trained.
+
+The successive-halving tests run the real engine and ladder with the ``lm`` evaluator's training replaced by a
+deterministic fake (``FakeTraining``): bookkeeping, not learning, is under test, and each search takes seconds."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import types
+from pathlib import Path
+
+import optuna
+import pytest
+
+from composer.accounting import analyze
+from composer.errors import ConfigError
+from composer.presets import get_preset
+from search import engine
+from search import run as search_run
+from search.config import SCORE_SETTINGS_DIGESTED, SearchConfig
+from search.engine import Stage, make_objective, open_study, pattern_at_target
+from search.evaluators import make_evaluator
+from search.fidelity import promote
+from search.lm import LanguageModelEvaluator
+from search.run import run_search, summary_text
+from search.space import SearchSpace
+
+SMOKE = {"evaluator": "lm", "strategy": "successive-halving", "budget": "smoke", "widths": "tiny",
+         "primitives": "AM", "sampler": "random", "trials": 3, "precision": "fp32", "wandb": "off"}
+
+
+class FakeTraining:
+    """Stands in for ``LanguageModelEvaluator.train_once``: a loss from (pattern, rate, data, seed), lower for
+    every later run when ``improving`` (so a resumed search's new candidates beat the old), failures on demand
+    (``fail[pattern]``: exceptions raised by its next runs), a log of what trained, and a clock that advances
+    ``seconds_per_run`` per run (patched into the engine and the rung loop)."""
+
+    def __init__(self, improving: bool = False, seconds_per_run: float = 0.0) -> None:
+        self.improving = improving
+        self.seconds_per_run = seconds_per_run
+        self.fail: dict[str, list[Exception]] = {}
+        self.trained: list[str] = []
+        self.now = 1_000_000.0
+
+    def __call__(self, evaluator: LanguageModelEvaluator, pattern: str, lr: float, seed: int):
+        self.now += self.seconds_per_run
+        self.trained.append(pattern)
+        pending = self.fail.get(pattern)
+        if pending:
+            raise pending.pop(0)
+        digest = hashlib.sha256(f"{pattern}|{lr}|{evaluator.data}|{seed}".encode()).digest()
+        loss = 3.0 + digest[0] / 255
+        if self.improving:
+            loss -= len(self.trained)
+        return loss, 1000.0
+
+
+@pytest.fixture
+def fake(monkeypatch) -> FakeTraining:
+    training = FakeTraining()
+
+    def train_once(evaluator, pattern, lr, seed):
+        return training(evaluator, pattern, lr, seed)
+
+    monkeypatch.setattr(LanguageModelEvaluator, "train_once", train_once)
+    clock = types.SimpleNamespace(time=lambda: training.now, perf_counter=lambda: training.now,
+                                  sleep=lambda _: None)
+    monkeypatch.setattr(engine, "time", clock)
+    monkeypatch.setattr(search_run, "time", clock)
+    return training
+
+
+def halving(tmp_path: Path, **kwargs) -> SearchConfig:
+    return SearchConfig(**{**SMOKE, "out": str(tmp_path / "out"), **kwargs})
+
+
+def rungs_of(out: str | Path) -> list[dict]:
+    return json.loads((Path(out) / "rungs.json").read_text())
+
+
+# -- 1. a study is its settings ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("setting", SCORE_SETTINGS_DIGESTED)
+def test_every_setting_that_changes_a_score_changes_the_study_name(setting):
+    other = {"widths": "tiny", "target": "llama-350m", "data": "other.jsonl", "tokenizer": "gpt2",
+             "min_share": {"A": 0.2}, "max_share": {"A": 0.5}, "max_params": 10**6, "known": False,
+             "prune": False, "compile": True, "depth": 12}
+    assert set(other) == set(SCORE_SETTINGS_DIGESTED)
+    default = SearchConfig(precision="fp32")
+    assert SearchConfig(precision="fp32", **{setting: other[setting]}).study_name != default.study_name
+
+
+def test_a_default_search_keeps_the_study_name_it_had():
+    """Studies of default runs written before the digest existed still resume."""
+    assert SearchConfig(precision="fp32").study_name == "lm-cpu-successive-halving-6L-AM-gp-score-seed0"
+
+
+def test_a_second_run_with_other_data_in_the_same_out_trains_again(tmp_path, fake):
+    corpus = tmp_path / "other.jsonl"
+    corpus.write_text('{"text": "x"}\n')
+    first = run_search(halving(tmp_path), echo=lambda _: None)
+    trained_first = len(fake.trained)
+    second = run_search(halving(tmp_path, data=str(corpus)), echo=lambda _: None)
+    assert len(fake.trained) == 2 * trained_first, "the second corpus reused the first one's scores"
+    assert second["study"] != first["study"]
+    first_scores = {row["pattern"]: row["score"] for row in first["rungs"][0]["leaderboard"]}
+    second_scores = {row["pattern"]: row["score"] for row in second["rungs"][0]["leaderboard"]}
+    common = set(first_scores) & set(second_scores)
+    assert common and all(first_scores[p] != second_scores[p] for p in common)
+
+
+def test_a_named_study_run_with_other_settings_stops_with_one_line(tmp_path, fake):
+    corpus = tmp_path / "other.jsonl"
+    corpus.write_text('{"text": "x"}\n')
+    run_search(halving(tmp_path, study="mine"), echo=lambda _: None)
+    trained = len(fake.trained)
+    with pytest.raises(ConfigError, match=r"study 'mine' in .* was run with data=None \(now '.*other.jsonl'\)") as err:
+        run_search(halving(tmp_path, study="mine", data=str(corpus)), echo=lambda _: None)
+    assert "\n" not in str(err.value) and "another --out or --study" in str(err.value)
+    assert len(fake.trained) == trained
+
+
+# -- 2. a resumed rung trains its promotions and ranks only them ------------------------------------------------
+
+
+def test_a_resumed_search_with_more_trials_trains_the_new_promotions_and_ranks_only_them(tmp_path, fake):
+    fake.improving = True  # the second run's new candidates beat every old one, so rung 1's promotions change
+    run_search(halving(tmp_path), echo=lambda _: None)
+    old_finalists = {row["pattern"] for row in rungs_of(tmp_path / "out")[1]["leaderboard"]}
+    result = run_search(halving(tmp_path, trials=6), echo=lambda _: None)
+    rungs = rungs_of(result["out"])
+    promoted = {row["pattern"] for row in promote(rungs[0]["leaderboard"], 2)}
+    assert promoted != old_finalists, "the test needs rung 0's leaderboard to have changed"
+    assert {row["pattern"] for row in rungs[1]["leaderboard"]} == promoted
+    assert {row["pattern"] for row in result["leaderboard"]} == promoted
+    assert rungs[1]["missing"] == []
+
+
+# -- 3. a deadline keeps the floor, or says what is missing -----------------------------------------------------
+
+
+def test_a_deadline_inside_the_last_rung_keeps_the_known_layout_and_says_what_is_missing(tmp_path, fake):
+    """Rung 0 trains 3 candidates at one rate (3 runs); the last rung trains each promotion at two rates. The
+    deadline falls after rung 0 and the first promotion of rung 1: that one is the known layout (the floor)."""
+    fake.seconds_per_run = 100.0
+    lines: list[str] = []
+    result = run_search(halving(tmp_path, timeout=450), echo=lines.append)
+    rungs = rungs_of(result["out"])
+    assert [r["rung"] for r in rungs] == [0, 1]
+    assert len(rungs[1]["leaderboard"]) == 1 and rungs[1]["leaderboard"][0]["known"]
+    assert rungs[1]["missing"] and all("--timeout" in m["reason"] for m in rungs[1]["missing"])
+    early = result["vs_known"]["stopped_early"]
+    assert early["rung"] == 1 and {m["pattern"] for m in early["missing"]} == {m["pattern"] for m in rungs[1]["missing"]}
+    text = summary_text(result)
+    assert "stopped early" in text and all(m["pattern"] in text for m in early["missing"])
+    best = json.loads((Path(result["out"]) / "best.json").read_text())
+    assert best["vs_known"]["stopped_early"]["rung"] == 1
+
+
+def test_no_rung_starts_after_the_deadline(tmp_path, fake):
+    fake.seconds_per_run = 100.0
+    result = run_search(halving(tmp_path, timeout=250), echo=lambda _: None)
+    trained = len(fake.trained)
+    assert [r["rung"] for r in rungs_of(result["out"])] == [0]
+    assert result["vs_known"]["stopped_early"]["rung"] == 0
+    assert trained == 3, "a trial was started after the deadline"
+
+
+# -- 4. workers racing for a rung's queue -----------------------------------------------------------------------
+
+
+def test_a_trial_a_rung_did_not_enqueue_trains_nothing(tmp_path, monkeypatch):
+    """A worker that asks after another took the last waiting promotion gets a fresh trial from Optuna; it must
+    not sample and train a pattern nobody promoted."""
+    config = dataclasses.replace(halving(tmp_path), study="rung", budget="rung-smoke-0", strategy="one-shot")
+    space = SearchSpace(6, "AM")
+    stage = Stage(1, space, 1, "rung", (("AMAMAM", {"promoted_from": 0}),), only_first=True)
+    evaluator = make_evaluator("lm", "rung-smoke-0", "tiny", None, None, "fp32", False)
+    calls = []
+    monkeypatch.setattr(evaluator.__class__, "__call__", lambda *args: calls.append(args))
+    study = open_study(config, stage, evaluator)
+    trial = study.ask()  # nothing waiting: a new trial, as a racing worker gets
+    with pytest.raises(optuna.TrialPruned):
+        make_objective(config, stage, evaluator, study)(trial)
+    assert calls == [] and trial.params == {}
+    assert "another worker" in study.trials[-1].user_attrs["skip_reason"]
+
+
+# -- 5. a transient failure gets its retry; the same failure twice is deterministic -----------------------------
+
+
+def test_a_known_layout_that_failed_once_is_retried_and_keeps_the_floor(tmp_path, fake):
+    fake.fail["AMAMAM"] = [RuntimeError("OutOfMemoryError: CUDA out of memory")]
+    result = run_search(halving(tmp_path), echo=lambda _: None)
+    rung0 = rungs_of(result["out"])[0]
+    assert "AMAMAM" in {row["pattern"] for row in rung0["leaderboard"]}
+    assert [f["pattern"] for f in rung0["failures"]] == ["AMAMAM"]  # failed once, then scored by its retry
+    assert any(row.get("known") for row in result["leaderboard"])
+
+
+def test_a_pattern_that_fails_the_same_way_twice_is_deterministic_and_never_trained_again(tmp_path, fake):
+    fake.fail["AMAMAM"] = [RuntimeError("ValueError: bad shape")] * 5
+    result = run_search(halving(tmp_path), echo=lambda _: None)
+    assert fake.trained.count("AMAMAM") == 2
+    reasons = [f["reason"] for f in rungs_of(result["out"])[0]["failures"] if f["pattern"] == "AMAMAM"]
+    assert reasons == ["RuntimeError: ValueError: bad shape"] * 2
+    run_search(halving(tmp_path), echo=lambda _: None)  # resumed: not tried a third time
+    assert fake.trained.count("AMAMAM") == 2
+
+
+# -- 6. the KV-cache objective measures the model the pattern becomes -------------------------------------------
+
+
+def test_the_kv_objective_is_measured_on_the_stacked_model_at_the_target(tmp_path, monkeypatch):
+    demo = get_preset("demo-4m").arch
+    assert analyze(demo.with_pattern(pattern_at_target("AMAMAM", "demo-4m"))).kv_cache_bytes_per_token == 2304
+    llama = get_preset("llama-3.2-1b").arch
+    ratio = (analyze(llama.with_pattern(pattern_at_target("AMAMAM", "llama-3.2-1b"))).kv_cache_bytes_per_token
+             / analyze(llama.with_pattern(pattern_at_target("AMMMMM", "llama-3.2-1b"))).kv_cache_bytes_per_token)
+    assert ratio == 4.5
+
+    monkeypatch.syspath_prepend(str(Path(__file__).parent))
+    config = SearchConfig(evaluator="toy_evaluator:make", budget="smoke", wandb="off", out=str(tmp_path / "out"),
+                          objectives=["score", "kv"], target="demo-4m", trials=4, sampler="random")
+    result = run_search(config, echo=lambda _: None)
+    for row in result["leaderboard"]:
+        stacked = analyze(demo.with_pattern(pattern_at_target(row["pattern"], "demo-4m")))
+        assert row["kv_cache_bytes_per_token"] == stacked.kv_cache_bytes_per_token == row["objectives"][1]
