@@ -374,14 +374,15 @@ def train_first(study: optuna.Study, stage: Stage, objective: Callable, deadline
 
 def run_worker(config: SearchConfig, stage: Stage, worker: int, callbacks: list | None = None,
                deadline: float | None = None, on_bound: Callable[[str], None] | None = None,
-               enqueue: bool = True) -> None:
+               enqueue: bool = True, evaluator: Evaluator | None = None) -> None:
     """Run trials of ``stage`` until ``stage.trials`` of them trained their pattern (shared across workers; answers
     from the cache do not count, within a bound) or time is up; a stage that trains only its first patterns (a
     rung) trains exactly those. Trials of dead local workers are retried first, and (``enqueue``: the one process
     that enqueues, not a spawned worker) the first patterns' transient failures get a retry."""
     optuna.logging.set_verbosity(optuna.logging.ERROR)  # failures are reported by our progress lines
-    evaluator = make_evaluator(config.evaluator, config.budget, config.widths, config.data, config.tokenizer,
-                               config.precision, config.compile)
+    if evaluator is None:  # a spawned worker builds its own; the search's process passes the stage's
+        evaluator = make_evaluator(config.evaluator, config.budget, config.widths, config.data, config.tokenizer,
+                                   config.precision, config.compile)
     study = open_study(config, stage, evaluator, worker)
     with StudyLock(worker_lock_path(config.storage, config.out)) as lock:
         reap_dead_workers(study, alone=lock.alone, grace_s=GRACE_S)

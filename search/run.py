@@ -46,12 +46,12 @@ def run_stage(config: SearchConfig, stage: Stage, label: str, precision: str, de
             echo(f"   known layout {attrs['known']:<14} {pattern}  ({attrs.get('known_fit', '')})")
     progress = SearchProgress(stage.trials, maximize, label)
     if config.workers == 1:
-        run_worker(config, stage, 0, callbacks=[progress], deadline=deadline, on_bound=echo)
+        run_worker(config, stage, 0, callbacks=[progress], deadline=deadline, on_bound=echo, evaluator=evaluator)
     else:
         enqueue_first(open_study(config, stage, evaluator), stage)  # before the workers race to it
         launch_workers(config, stage, deadline, poll=lambda: progress.poll(lambda: open_study(config, stage, evaluator)))
         # the retries of first patterns that failed once, here, in one process, now that the workers have ended
-        run_worker(config, stage, 0, callbacks=[progress], deadline=deadline, on_bound=echo)
+        run_worker(config, stage, 0, callbacks=[progress], deadline=deadline, on_bound=echo, evaluator=evaluator)
     study = open_study(config, stage, evaluator)
     with StudyLock(worker_lock_path(config.storage, config.out)) as lock:  # this run's workers have ended
         reap_dead_workers(study, requeue=False, alone=lock.alone, grace_s=GRACE_S)
