@@ -6,6 +6,7 @@ step per primitive, and the final report. Each subcommand writes one JSON file; 
     python benchmarks/gpu_check.py steps --out steps.json                    # CUDA, bf16 autocast, 1B widths
     python benchmarks/gpu_check.py steps --out steps.json --device cpu --precision fp32 --preset tiny \\
         --seq-len 64 --batch-size 2                                           # the same code path on CPU
+    python benchmarks/gpu_check.py rung0 --out rung0.json                    # the gpu ladder's rung 0, timed
     python benchmarks/gpu_check.py report --dir runs/gpu-check                # gpu_check.json + the table
 
 ``steps``: a model with all six primitives (``AWMESD``), then for each primitive a two-layer pattern (``AM``,
@@ -14,6 +15,16 @@ schedule, ``clip_grad_norm_``, bf16 autocast as Lightning's ``bf16-mixed``) on a
 with ``composer.training.parallelize.apply_compile`` (what ``composer train --compile`` does), same seed: same
 initial weights and batches. Checked: every loss finite, and the compiled losses within a tolerance of the eager
 ones step by step. The step times are printed too (few steps: a sanity figure, not a benchmark).
+
+``rung0``: the successive-halving ``gpu`` ladder's rung 0 (``rung-gpu-0``: 5M tokens at ``search-1m``, two rates),
+timed on a few patterns at a fraction of its tokens through the search's own training call
+(``LanguageModelEvaluator.train_once``, in one process as a search worker), then extrapolated to candidates per hour
+at the full rung. Why not ``composer search --budget gpu``: it climbs the whole ladder (hours); and why not
+``composer train`` per pattern: each process would pay imports and start-up that a search pays once, and train
+with other validation and logging settings than a candidate does.
+
+``report --dir DIR``: the table from the files the parts left in DIR; ``gpu_check.sh --quick`` calls it after every
+part (``--summary quick.json --quiet``), reading the plan it wrote (``run.json``) to list the parts still pending.
 """
 
 from __future__ import annotations
@@ -38,16 +49,13 @@ for path in (_ROOT, _HERE):  # the repository (composer, primitives) and trainin
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
 
-import torch  # noqa: E402
-
-from composer.training.throughput import FALLBACK_PEAK_BF16 as PRODUCT_PEAK_BF16  # noqa: E402
-from composer.training.throughput import fallback_peak  # noqa: E402
-
 # The cuda extra's distributions: the import a primitive needs from each (same imports as primitives/*.py).
 KERNEL_PROBES = {
     "flash-attn": ("flash_attn", "from flash_attn import flash_attn_func", "A, W"),
-    "mamba-ssm": ("mamba_ssm", "from mamba_ssm.ops.triton.ssd_combined import mamba_chunk_scan_combined\n"
-                  "from mamba_ssm.ops.triton.layernorm_gated import rmsnorm_fn", "S"),
+    # through the primitive's own loader: a mamba-ssm built without its CUDA extensions (gpu_wheels.sh) fails the
+    # package's __init__, yet its Triton kernels load around it (primitives/mamba_ssm_triton.py)
+    "mamba-ssm": ("mamba_ssm", "from primitives.mamba_ssm_triton import load_triton_kernels\n"
+                  "assert load_triton_kernels() is not None, 'the Triton SSD kernels do not import'", "S"),
     "causal-conv1d": ("causal_conv1d", "from causal_conv1d import causal_conv1d_fn", "S"),
     "flash-linear-attention": ("fla", "from fla.ops.gated_delta_rule import chunk_gated_delta_rule", "D"),
 }
@@ -58,9 +66,18 @@ DIST_ALIASES = {"flash-linear-attention": ("flash-linear-attention", "fla-core")
 # cache, and a timeout later still leaves every primitive checked), then one small pattern per primitive, which
 # tells which primitive a failure of the first row comes from.
 STEP_PATTERNS = {"all six": "AWMESD", "A": "AM", "W": "WM", "M": "MM", "E": "EM", "S": "SM", "D": "DM"}
-# Dense bf16 peaks where Lightning's table has no entry: the product's own table (composer train uses it too),
-# plus the H100 for summaries written before composer train had it.
-FALLBACK_PEAK_BF16 = {**PRODUCT_PEAK_BF16, "h100": 989.4e12}
+# The gpu ladder's rung 0, timed by `rung0` on these patterns: two Transformer-Mamba layouts (one known, one
+# blocked), the halving search's answer (docs/search.md) and a mix of four primitives.
+RUNG0_PATTERNS = ("AMAMAM", "AAMMMM", "SDMMSD", "SMSAMS")
+
+
+def fallback_peak_bf16(device_name: str) -> float | None:
+    """Dense bf16 peak where Lightning's table has no entry: the product's own table (composer train uses it too),
+    plus the H100 for summaries written before composer train had it. Imported here, not at the top: torch and
+    Lightning take seconds to import, and ``report`` (run after every part of the quick check) needs neither."""
+    from composer.training.throughput import FALLBACK_PEAK_BF16, fallback_peak
+
+    return fallback_peak(device_name, {**FALLBACK_PEAK_BF16, "h100": 989.4e12})
 
 
 # -- helpers ------------------------------------------------------------------------------------------------
@@ -112,6 +129,8 @@ def requirement_name(requirement: str) -> str:
 
 # -- env ----------------------------------------------------------------------------------------------------
 def cmd_env(args) -> int:
+    import torch
+
     info: dict = {
         "torch": torch.__version__, "torch_cuda": torch.version.cuda, "python": platform.python_version(),
         "cuda_available": torch.cuda.is_available(),
@@ -198,6 +217,8 @@ def cuda_test_ids(root: Path) -> list[str]:
 
 # -- attention: A through flash-attn vs SDPA (the tests cover W's flash path only) ---------------------------
 def cmd_attention(args) -> int:
+    import torch
+
     from primitives import attention
     from primitives.attention import AttentionConfig, GroupedQueryAttention
     from primitives.base import InitScheme
@@ -251,6 +272,8 @@ def cmd_attention(args) -> int:
 # -- steps: one training step per primitive, eager vs compiled -----------------------------------------------
 def kernels_used(model, device: torch.device, bf16: bool) -> list[str]:
     """The kernels each layer's primitive picks for tensors like the step's (its own dispatch functions)."""
+    import torch
+
     used = []
     dtype = torch.bfloat16 if bf16 else torch.float32
     probe = torch.empty(1, device=device, dtype=dtype)
@@ -271,6 +294,8 @@ def kernels_used(model, device: torch.device, bf16: bool) -> list[str]:
 
 
 def run_mode(arch, args, device: torch.device, compiled: bool) -> dict:
+    import torch
+
     from training_throughput import BareLoop, compiled_graphs, graph_breaks
 
     bf16 = args.precision == "bf16"
@@ -337,6 +362,8 @@ def compare(eager: dict, compiled: dict, args) -> dict:
 
 
 def cmd_steps(args) -> int:
+    import torch
+
     from composer.presets import get_preset
 
     device = torch.device(args.device)
@@ -400,6 +427,106 @@ def fmt_losses(record: dict) -> str:
     return "[" + ", ".join(f"{v:.4f}" for v in losses[:3]) + (", ...]" if len(losses) > 3 else "]") if losses else "-"
 
 
+# -- rung0: the gpu ladder's rung 0, timed at a fraction of its tokens ---------------------------------------
+def reduced_budget(name: str, fraction: float, val_tokens: int | None = None):
+    """The lm budget ``name``, and the same budget at ``fraction`` of its tokens in whole steps (at least one): a
+    quick check cannot train the rung's full tokens per pattern, so it times the same runs shorter and extrapolates."""
+    import dataclasses
+
+    from composer.errors import ConfigError
+    from search.lm import get_lm_budget
+
+    if not 0 < fraction <= 1:
+        raise ConfigError(f"--fraction must be in (0, 1], got {fraction:g}")
+    spec = get_lm_budget(name)
+    step = spec.seq_len * spec.batch_size
+    changes = {"name": f"{spec.name}x{fraction:g}", "tokens": max(1, int(spec.tokens * fraction) // step) * step}
+    if val_tokens is not None:
+        changes["val_tokens"] = val_tokens
+    return spec, dataclasses.replace(spec, **changes)
+
+
+def rung0_estimate(rows: list[dict], full_tokens: int, tokens: int, runs: int) -> dict:
+    """Candidates per hour of one search worker at the full rung, from runs timed at ``tokens`` of its
+    ``full_tokens``; a candidate is ``runs`` runs (one per rate of the budget). Only runs that trained count.
+
+    Two figures, because a short run's time is part fixed (model build, compilation, the final validation) and
+    part per token. ``candidates_per_hour`` adds the remaining tokens at each run's own training rate to its time
+    (the fixed part paid once, as by the full run). ``candidates_per_hour_scaled`` multiplies the whole time by
+    full/reduced tokens, so it pays the fixed part that many times: a lower bound."""
+    timed = [row for row in rows if row.get("status") == "pass"]
+    if not timed:
+        return {}
+    ratio = full_tokens / tokens
+    scaled = statistics.fmean(row["seconds"] * ratio for row in timed)
+    at_rate = statistics.fmean(row["seconds"] + (full_tokens - tokens) / row["tokens_per_s"] if row.get("tokens_per_s")
+                               else row["seconds"] * ratio for row in timed)
+    return {"patterns_timed": len(timed), "token_ratio": ratio, "runs_per_candidate": runs,
+            "seconds_per_run_measured": statistics.fmean(row["seconds"] for row in timed),
+            "seconds_per_candidate": runs * at_rate, "candidates_per_hour": 3600 / (runs * at_rate),
+            "seconds_per_candidate_scaled": runs * scaled, "candidates_per_hour_scaled": 3600 / (runs * scaled)}
+
+
+def time_rung0_run(evaluator, pattern: str, lr: float) -> dict:
+    """One of a candidate's runs through the search's own call (``LanguageModelEvaluator.train_once``: the
+    TrainConfig, validation and precision of ``composer search --evaluator lm``), timed end to end."""
+    row: dict = {"pattern": pattern, "lr": lr}
+    started = time.perf_counter()
+    try:
+        loss, tokens_per_s = evaluator.train_once(pattern, lr, seed=0)
+    except Exception as err:  # noqa: BLE001 - a kernel or memory failure of one pattern: record it, time the next
+        row.update(status="fail", error=error_text(err), traceback=traceback.format_exc()[-2000:])
+    else:
+        row.update(val_loss=loss, tokens_per_s=tokens_per_s, status="pass" if loss is not None else "fail")
+        if loss is None:
+            row["reason"] = f"diverged at lr {lr:g}"
+    row["seconds"] = time.perf_counter() - started
+    return row
+
+
+def cmd_rung0(args) -> int:
+    """Each pattern once, at the budget's lowest rate and ``--fraction`` of its tokens, in this one process (as a
+    search worker trains its candidates); rung0.json after every pattern, so a timeout keeps those done."""
+    import torch
+
+    from composer.errors import ConfigError
+    from search.lm import LanguageModelEvaluator
+
+    try:
+        spec, reduced = reduced_budget(args.budget, args.fraction, args.val_tokens)
+        evaluator = LanguageModelEvaluator(reduced, widths=args.widths, precision=args.precision, compile=args.compile)
+    except ConfigError as err:
+        print(f"rung0: {err}", file=sys.stderr)
+        return 2
+    step = spec.seq_len * spec.batch_size
+    full_tokens = spec.tokens // step * step  # what the full rung trains: train rounds down to whole steps
+    patterns = [pattern for pattern in args.patterns.split(",") if pattern]
+    result: dict = {
+        "check": f"{spec.name} ({spec.description}) timed at {reduced.tokens:,} of its {full_tokens:,} tokens",
+        "budget": spec.name, "fraction": args.fraction, "full_tokens": full_tokens, "tokens": reduced.tokens,
+        "seq_len": spec.seq_len, "batch_size": spec.batch_size, "widths": evaluator.widths,
+        "lrs": list(spec.lrs), "lr": spec.lrs[0], "val_tokens": reduced.val_tokens,
+        "precision": evaluator.precision, "compile": args.compile,
+        "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else f"CPU ({platform.machine()})",
+        "method": "one run per pattern at the lowest rate, through LanguageModelEvaluator.train_once, in one process; "
+                  "candidates_per_hour: each run's time plus the remaining tokens at its training tok/s, times the "
+                  "budget's runs per candidate; candidates_per_hour_scaled: the whole time x full/reduced tokens",
+        "requested": patterns, "rows": [],
+    }
+    for pattern in patterns:
+        row = time_rung0_run(evaluator, pattern, spec.lrs[0])
+        result["rows"].append(row)
+        result.update(rung0_estimate(result["rows"], full_tokens, reduced.tokens, spec.runs))
+        write_json(args.out, result)  # after every pattern: a timeout still leaves the patterns done
+        print(f"rung0 {pattern:<8} {row['status']:<4} {row['seconds']:.1f} s  val loss {fmt(row.get('val_loss'), '.4f')}  "
+              f"tok/s {fmt(row.get('tokens_per_s'), ',.0f')}" + (f"  ({row.get('reason') or row.get('error')})"
+                                                                if row["status"] != "pass" else ""), flush=True)
+    if result.get("candidates_per_hour"):
+        print(f"rung0: {result['candidates_per_hour']:.0f} candidates/hour at {spec.name}'s full {full_tokens:,} "
+              f"tokens x {spec.runs} runs (whole runs scaled: {result['candidates_per_hour_scaled']:.0f}/hour)")
+    return 0 if all(row["status"] == "pass" for row in result["rows"]) else 1
+
+
 # -- report -------------------------------------------------------------------------------------------------
 def junit_cases(path: Path) -> list[dict]:
     try:
@@ -420,17 +547,44 @@ def junit_cases(path: Path) -> list[dict]:
     return cases
 
 
-def parts_table(path: Path) -> dict[str, dict]:
-    """``parts.tsv`` written by gpu_check.sh: part, exit status, seconds, log."""
-    parts = {}
+# A part's status: parts.tsv's sixth column, else its exit status: done (0), timed out (124, 137), failed. Written
+# ones: skipped (on purpose: no prelude to source, steps in quick mode), no time (the budget was spent first). A
+# planned part (run.json) with no row yet is pending, and not reached once the check has ended. A part in INCOMPLETE
+# leaves the check incomplete: what it measures is missing.
+INCOMPLETE = ("timed out", "no time", "pending", "not reached")
+
+
+def parts_table(path: Path, planned=()) -> dict[str, dict]:
+    """``parts.tsv`` written by gpu_check.sh: part, exit status, seconds, log, and in newer rows the part's limit,
+    a written status and a detail; a planned part without a row yet is pending."""
+    parts: dict[str, dict] = {name: {"status": "pending"} for name in planned}
     try:
-        for line in path.read_text().splitlines():
-            name, rc, seconds, log = (line.split("\t") + ["", "", ""])[:4]
-            parts[name] = {"rc": int(rc) if rc.lstrip("-").isdigit() else None,
-                           "seconds": float(seconds) if seconds else None, "log": log}
+        lines = path.read_text().splitlines()
     except OSError:
-        pass
+        lines = []
+    for line in lines:
+        name, rc, seconds, log, limit, status, detail = (line.split("\t") + [""] * 6)[:7]
+        code = int(rc) if rc.lstrip("-").isdigit() else None
+        parts[name] = {"status": status or ("done" if code == 0 else "timed out" if code in (124, 137) else "failed"),
+                       "rc": code, "seconds": float(seconds) if seconds else None, "log": log,
+                       "limit_s": int(limit) if limit.isdigit() else None}
+        if detail:
+            parts[name]["detail"] = detail
     return parts
+
+
+def absent_row(code: str, check: str, part: dict | None, missing: str) -> tuple[str, str, str, str]:
+    """The row of a check whose result file is missing, as its part explains it: not run yet (pending), not run on
+    purpose or for lack of time (skip, with the part's reason), or run and failed (its exit status and log)."""
+    status = (part or {}).get("status")
+    if status == "pending":
+        return code, check, "pending", "not run yet"
+    if status in ("skipped", "no time", "not reached"):
+        return code, check, "skip", part.get("detail") or status
+    if part is None:
+        return code, check, "fail", f"no {missing}: its part did not run"
+    timed_out = " (timed out)" if status == "timed out" else ""
+    return code, check, "fail", f"no {missing}; exit status {part.get('rc')}{timed_out}, see {part.get('log')}"
 
 
 def steady_tokens_per_s(run: Path) -> dict:
@@ -465,7 +619,7 @@ def mfu_run(out: Path, label: str, device_name: str | None) -> dict:
     record["mfu_source"] = "summary.json (Lightning's peak table)" if summary.get("mfu") is not None else None
     peak = None
     if summary.get("mfu") is None and device_name:
-        peak = fallback_peak(device_name, FALLBACK_PEAK_BF16)
+        peak = fallback_peak_bf16(device_name)
         if peak and summary.get("tokens_per_s_per_device"):
             record["mfu"] = summary["tokens_per_s_per_device"] * summary["flops_per_token"] / peak
             record["mfu_source"] = f"computed: {peak / 1e12:.1f} TFLOP/s dense bf16 (not in Lightning's table)"
@@ -481,63 +635,76 @@ def mfu_run(out: Path, label: str, device_name: str | None) -> dict:
     return record
 
 
-def cmd_report(args) -> int:
-    out = Path(args.dir)
-    env = read_json(out / "env.json") or read_json(out / "env_before.json") or {}
-    before = read_json(out / "env_before.json") or {}
-    parts = parts_table(out / "parts.tsv")
-    install = read_json(out / "install.json") or {}
-    attention = read_json(out / "attention.json")
-    steps = read_json(out / "steps.json")
-    cases = junit_cases(out / "cuda_tests.xml")
-    labels = [label for label in args.mfu.split(",") if label]
-    mfu = [mfu_run(out, label, env.get("device")) for label in labels]
-    for record in mfu:
-        part = parts.get(f"mfu-{record['label']}", {})
-        if part.get("rc") not in (0, None) and record["status"] != "pass":
-            record["reason"] = f"exit status {part['rc']}" + (" (timed out)" if part["rc"] == 124 else "") + \
-                f"; see {part.get('log')}"
+def mfu_record(out: Path, label: str, device_name: str | None, part: dict | None) -> dict:
+    """One MFU run's record, by its part first: a run not (yet) run is pending or skipped whatever an older run left
+    in its directory, and a failed one names its exit status and log."""
+    status = (part or {}).get("status")
+    if status in ("pending", "skipped", "no time", "not reached"):
+        _, _, row_status, reason = absent_row("c", label, part, "summary.json")
+        return {"label": label, "status": row_status, "reason": reason}
+    record = mfu_run(out, label, device_name)
+    if part and part.get("detail") and record["status"] != "pass":  # not run, and why (a pattern not resolved)
+        record["reason"] = part["detail"]
+    elif part and part.get("rc") not in (0, None) and record["status"] != "pass":
+        record["reason"] = (f"exit status {part['rc']}" + (" (timed out)" if status == "timed out" else "")
+                            + f"; see {part.get('log')}")
+    return record
 
-    rows: list[tuple[str, str, str, str]] = []  # part, check, status, detail
-    # a. CUDA-only tests, and A's flash path
-    if cases:
-        for case in cases:
-            rows.append(("a", case["test"].split(".")[-1], case["status"],
-                         case["detail"] or f"{case['seconds']:.1f} s"))
-    else:
-        part = parts.get("cuda-tests", {})
-        rows.append(("a", "CUDA-only tests", "fail", f"no JUnit report; exit status {part.get('rc')}, "
-                     f"see {part.get('log')}"))
+
+def prelude_rows(part: dict | None) -> list[tuple[str, str, str, str]]:
+    """Row 0 of the quick check: the carried wheels, sourced (pass), absent (skip: recorded, never fatal) or not."""
+    if part is None:
+        return []
+    status = {"done": "pass", "skipped": "skip", "pending": "pending"}.get(part["status"], "fail")
+    return [("0", "carried wheels (gpu_prelude.sh)", status, part.get("detail") or part["status"])]
+
+
+def kernel_rows(cases: list[dict], attention: dict | None, parts: dict) -> list[tuple[str, str, str, str]]:
+    """Part a: each CUDA-only test (kernel against the PyTorch path), and A through flash-attn against SDPA."""
+    rows = [("a", case["test"].split(".")[-1], case["status"], case["detail"] or f"{case['seconds']:.1f} s")
+            for case in cases]
+    if not cases:
+        rows.append(absent_row("a", "CUDA-only tests", parts.get("cuda-tests"), "JUnit report"))
+    check = "A flash-attn vs SDPA (max rel. error)"
     if attention:
         detail = attention.get("reason") or attention.get("error") or ", ".join(
             f"{k} {v:.1e}" for k, v in attention.get("relative_max_error", {}).items())
-        rows.append(("a", "A flash-attn vs SDPA (max rel. error)", attention["status"], detail))
-    # b. one compiled training step per primitive
-    if steps and steps.get("rows"):
-        for row in steps["rows"]:
-            e, c = row["eager"], row["compiled"]
-            if row["status"] == "pass" or "losses" in e and "losses" in c:
-                detail = (f"loss {e['losses'][0]:.4f} vs {c['losses'][0]:.4f}, max rel. diff "
-                          f"{fmt(row.get('max_loss_rel_diff'), '.1e')} over {row.get('compared_steps')} steps; "
-                          f"tok/s x{fmt(row.get('speedup'), '.2f')}; graph breaks {c.get('graph_breaks', '-')}; "
-                          f"kernels {' '.join(c.get('kernels') or ['-'])}")
-                if row["status"] != "pass":
-                    detail = f"{row.get('reason')}; {detail}"
-            else:
-                detail = row.get("reason", "")
-            rows.append(("b", f"{row['primitive']} ({row['pattern']}) eager vs compiled, "
-                         f"{'bf16' if 'bf16' in steps['precision'] else 'fp32'}", row["status"], detail))
-        # a steps.json from before "requested" existed asked for them all
-        missing = [s for s in steps.get("requested", STEP_PATTERNS) if s not in {r["primitive"] for r in steps["rows"]}]
-        if missing:
-            part = parts.get("steps", {})
-            rows.append(("b", f"not reached: {', '.join(missing)}", "fail",
-                         f"exit status {part.get('rc')}" + (" (timed out)" if part.get("rc") == 124 else "")))
-    else:
-        part = parts.get("steps", {})
-        rows.append(("b", "compiled step per primitive", "fail", f"no steps.json; exit status {part.get('rc')}, "
-                     f"see {part.get('log')}"))
-    # c. MFU at 1B widths
+        rows.append(("a", check, attention["status"], detail))
+    elif "attention" in parts:
+        rows.append(absent_row("a", check, parts["attention"], "attention.json"))
+    return rows
+
+
+def steps_rows(steps: dict | None, part: dict | None) -> list[tuple[str, str, str, str]]:
+    """Part b: one compiled training step per primitive against eager, and the primitives asked for but not reached."""
+    if not (steps and steps.get("rows")):
+        return [absent_row("b", "compiled step per primitive", part, "steps.json")]
+    rows = []
+    for row in steps["rows"]:
+        e, c = row["eager"], row["compiled"]
+        if row["status"] == "pass" or "losses" in e and "losses" in c:
+            detail = (f"loss {e['losses'][0]:.4f} vs {c['losses'][0]:.4f}, max rel. diff "
+                      f"{fmt(row.get('max_loss_rel_diff'), '.1e')} over {row.get('compared_steps')} steps; "
+                      f"tok/s x{fmt(row.get('speedup'), '.2f')}; graph breaks {c.get('graph_breaks', '-')}; "
+                      f"kernels {' '.join(c.get('kernels') or ['-'])}")
+            if row["status"] != "pass":
+                detail = f"{row.get('reason')}; {detail}"
+        else:
+            detail = row.get("reason", "")
+        rows.append(("b", f"{row['primitive']} ({row['pattern']}) eager vs compiled, "
+                     f"{'bf16' if 'bf16' in steps['precision'] else 'fp32'}", row["status"], detail))
+    # a steps.json from before "requested" existed asked for them all
+    missing = [s for s in steps.get("requested", STEP_PATTERNS) if s not in {r["primitive"] for r in steps["rows"]}]
+    if missing:
+        part = part or {}
+        rows.append(("b", f"not reached: {', '.join(missing)}", "fail",
+                     f"exit status {part.get('rc')}" + (" (timed out)" if part.get("rc") == 124 else "")))
+    return rows
+
+
+def mfu_rows(mfu: list[dict]) -> list[tuple[str, str, str, str]]:
+    """Part c: tokens/s and MFU of each `composer train` run at 1B widths."""
+    rows = []
     for record in mfu:
         if record["status"] == "pass":
             detail = (f"{fmt(record.get('tokens_per_s'), ',.0f')} tok/s, MFU {fmt(record.get('mfu'), '.1%')} "
@@ -552,41 +719,125 @@ def cmd_report(args) -> int:
         what = (f"{record.get('widths')} widths, {record.get('strategy')} {record.get('precision')}, {compiled}"
                 if record.get("strategy") else "composer train")
         rows.append(("c", f"{record['label']}: {what}", record["status"], detail))
+    return rows
 
-    statuses = [status for _, _, status, _ in rows]
-    overall = "fail" if "fail" in statuses else "pass"
-    report = {
-        "benchmark": "gpu_check", "finished": datetime.datetime.now().isoformat(timespec="seconds"),
-        "overall": overall, "environment": env, "packages_before_install": before.get("packages"),
-        "install": install, "parts": parts,
-        "a_cuda_tests": cases, "a_attention_flash": attention, "b_steps": steps, "c_mfu": mfu,
-        "table": [{"part": p, "check": c, "status": s, "detail": d} for p, c, s, d in rows],
-    }
-    write_json(out / "gpu_check.json", report)
 
-    print()
-    print(f"GPU check: {env.get('device', '?')} (x{env.get('device_count', '?')}), torch {env.get('torch')} "
-          f"(CUDA {env.get('torch_cuda')}), triton {env.get('triton')}, python {env.get('python')}")
+def rung0_rows(rung0: dict | None, part: dict | None) -> list[tuple[str, str, str, str]]:
+    """Part d: the gpu ladder's rung 0 in candidates per hour, and a row for each pattern that failed or was not
+    reached (the figure then rests on the others)."""
+    if not rung0:
+        return [absent_row("d", "rung 0 of the gpu ladder: candidates/hour", part, "rung0.json")] if part else []
+    check = (f"{rung0['budget']} throughput, {rung0['widths']} widths, {rung0['precision']}"
+             + (", compiled" if rung0.get("compile") else ""))
+    if rung0.get("candidates_per_hour"):
+        rows = [("d", check, "pass",
+                 f"{rung0['candidates_per_hour']:.0f} candidates/hour, extrapolated to the full rung "
+                 f"({rung0['full_tokens']:,} tokens x {rung0['runs_per_candidate']} rates) from "
+                 f"{rung0['patterns_timed']} patterns at {rung0['tokens']:,} tokens, "
+                 f"{rung0['seconds_per_run_measured']:.1f} s per run; whole runs scaled: "
+                 f"{rung0['candidates_per_hour_scaled']:.0f}/hour")]
+    else:
+        rows = [("d", check, "fail", "no pattern trained")]
+    rows += [("d", f"{check}: {row['pattern']}", "fail", row.get("reason") or row.get("error", ""))
+             for row in rung0["rows"] if row["status"] != "pass"]
+    missing = [pattern for pattern in rung0.get("requested", ()) if pattern not in {r["pattern"] for r in rung0["rows"]}]
+    if missing:
+        part = part or {}
+        rows.append(("d", f"{check}: not reached: {', '.join(missing)}", "fail",
+                     f"part {part.get('status', '?')}, exit status {part.get('rc')}, see {part.get('log')}"))
+    return rows
+
+
+def overall_status(statuses: list[str], parts: dict) -> str:
+    """fail: a check failed; running: parts still pending; incomplete: a part timed out or had no time (what it
+    measures is missing, though nothing failed); else pass."""
+    if "fail" in statuses:
+        return "fail"
+    if any(part["status"] == "pending" for part in parts.values()):
+        return "running"
+    if any(part["status"] in INCOMPLETE for part in parts.values()):
+        return "incomplete"
+    return "pass"
+
+
+def table_lines(report: dict, rows: list[tuple[str, str, str, str]], out: Path, work: Path) -> list[str]:
+    """The printed report: the machine and its kernel packages, then one line per check; ``out`` is the summary
+    written, ``work`` the parts' directory."""
+    env, install = report["environment"], report["install"]
+    mode = " (quick)" if report["mode"] == "quick" else ""
+    where = "DRY RUN on the CPU, tiny settings" if report["dry_run"] else \
+        f"{env.get('device', '?')} (x{env.get('device_count', '?')})"
+    lines = ["", f"GPU check{mode}: {where}, torch {env.get('torch')} (CUDA {env.get('torch_cuda')}), triton "
+                 f"{env.get('triton')}, python {env.get('python')}"]
     for package in env.get("packages", []):
         state = (f"{package.get('version') or '?'} ok" if package["ok"]
                  else f"MISSING ({package.get('error', '')[:90]})")
-        print(f"  {package['name']:<24} for {package['used_by']:<5} {state}")
+        lines.append(f"  {package['name']:<24} for {package['used_by']:<5} {state}")
     if install:
-        print(f"  install: {install.get('status')}: {install.get('detail', '')}")
+        lines.append(f"  install: {install.get('status')}: {install.get('detail', '')}")
     if env.get("missing"):
-        print("  -> the primitives fall back to their pure-PyTorch paths where a kernel package is missing; the tests")
-        print("     that compare those kernels are SKIPPED below, not passed")
-    print()
+        lines.append("  -> the primitives fall back to their pure-PyTorch paths where a kernel package is missing; "
+                     "the tests")
+        lines.append("     that compare those kernels are SKIPPED below, not passed")
+    lines.append("")
     width = max(len(check) for _, check, _, _ in rows)
-    print(f"  {'':<2} {'check':<{width}}  {'result':<6}  detail")
-    print("  " + "-" * (width + 60))
-    for part, check, status, detail in rows:
-        print(f"  {part:<2} {check:<{width}}  {status.upper():<6}  {detail}")
-    print()
-    counts = {s: statuses.count(s) for s in ("pass", "skip", "fail")}
-    print(f"  {counts['pass']} passed, {counts['skip']} skipped, {counts['fail']} failed -> {overall.upper()}; "
-          f"everything in {out}/ (gpu_check.json, logs)")
-    return 1 if overall == "fail" else 0
+    lines.append(f"  {'':<2} {'check':<{width}}  {'result':<7}  detail")
+    lines.append("  " + "-" * (width + 60))
+    lines += [f"  {part:<2} {check:<{width}}  {status.upper():<7}  {detail}" for part, check, status, detail in rows]
+    lines.append("")
+    statuses = [status for _, _, status, _ in rows]
+    counts = ", ".join(f"{statuses.count(s)} {word}" for s, word in
+                       (("pass", "passed"), ("skip", "skipped"), ("fail", "failed"), ("pending", "pending")))
+    elapsed = f" in {report['elapsed_s']:.0f} s of the {report['budget_s']} s budget" if report.get("elapsed_s") else ""
+    if report["mode"] == "quick":
+        lines.append(f"  {counts} -> {report['overall'].upper()}{elapsed}; summary {out}, the runs in {work}/")
+    else:
+        lines.append(f"  {counts} -> {report['overall'].upper()}{elapsed}; everything in {work}/ (gpu_check.json, logs)")
+    return lines
+
+
+def cmd_report(args) -> int:
+    out = Path(args.dir)
+    run = read_json(out / "run.json") or {}  # the quick check's plan (mode, budget, parts); the full check has none
+    env = read_json(out / "env.json") or read_json(out / "env_before.json") or {}
+    before = read_json(out / "env_before.json") or {}
+    parts = parts_table(out / "parts.tsv", run.get("planned", ()))
+    if args.final:
+        for part in parts.values():
+            if part["status"] == "pending":
+                part.update(status="not reached", detail="not reached: the check ended before it")
+    install = read_json(out / "install.json") or {}
+    attention = read_json(out / "attention.json")
+    steps = read_json(out / "steps.json")
+    rung0 = read_json(out / "rung0.json")
+    cases = junit_cases(out / "cuda_tests.xml")
+    labels = [label for label in args.mfu.split(",") if label]
+    mfu = [mfu_record(out, label, env.get("device"), parts.get(f"mfu-{label}")) for label in labels]
+
+    rows = [*prelude_rows(parts.get("prelude")), *kernel_rows(cases, attention, parts),
+            *steps_rows(steps, parts.get("steps")), *mfu_rows(mfu), *rung0_rows(rung0, parts.get("rung0"))]
+    statuses = [status for _, _, status, _ in rows]
+    overall = overall_status(statuses, parts)
+    report = {
+        "benchmark": "gpu_check", "mode": run.get("mode", "full"), "dry_run": run.get("dry_run", False),
+        "finished": datetime.datetime.now().isoformat(timespec="seconds"), "final": args.final,
+        "overall": overall, "complete": not any(part["status"] in INCOMPLETE for part in parts.values()),
+        "budget_s": run.get("budget_s"), "elapsed_s": time.time() - run["started"] if run.get("started") else None,
+        "environment": env, "packages_before_install": before.get("packages"), "install": install, "parts": parts,
+        "a_cuda_tests": cases, "a_attention_flash": attention, "b_steps": steps, "c_mfu": mfu, "d_rung0": rung0,
+        "table": [{"part": p, "check": c, "status": s, "detail": d} for p, c, s, d in rows],
+    }
+    summary = Path(args.summary or out / "gpu_check.json")
+    write_json(summary, report)
+    lines = table_lines(report, rows, summary, out)
+    if args.table:
+        Path(args.table).write_text("\n".join(lines) + "\n")
+    if args.quiet:
+        done = sum(part["status"] != "pending" for part in parts.values())
+        print(f"gpu_check: {summary}: {done} of {len(parts)} parts done, {overall} so far")
+    else:
+        print("\n".join(lines))
+    return 0 if overall == "pass" else 1
 
 
 # -- main ---------------------------------------------------------------------------------------------------
@@ -624,16 +875,29 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="max relative difference of the first loss, compiled vs eager (default 1e-2)")
     s.add_argument("--tolerance", type=float, default=5e-2,
                    help="max relative difference of any compared loss (default 5e-2)")
+    q = sub.add_parser("rung0", help="the gpu ladder's rung 0 timed at a fraction of its tokens: candidates/hour")
+    q.add_argument("--out", required=True)
+    q.add_argument("--budget", default="rung-gpu-0", help="the lm budget (search.lm), default rung-gpu-0")
+    q.add_argument("--fraction", type=float, default=0.1, help="of the budget's tokens, trained per pattern (0.1)")
+    q.add_argument("--patterns", default=",".join(RUNG0_PATTERNS), help="comma-separated")
+    q.add_argument("--widths", default="search-1m", help="the search's widths (default search-1m)")
+    q.add_argument("--precision", default="auto", choices=("auto", "fp32", "bf16"), help="as composer search's")
+    q.add_argument("--compile", action="store_true", help="compile every run (composer search --compile)")
+    q.add_argument("--val-tokens", type=int, default=None, help="final validation tokens (default: the budget's)")
     r = sub.add_parser("report", help="gpu_check.json and the final table from the files in --dir")
     r.add_argument("--dir", required=True)
     r.add_argument("--mfu", default="AMx4,AMx16", help="labels of the mfu-<label> run directories")
+    r.add_argument("--summary", default=None, help="the JSON written (default: DIR/gpu_check.json)")
+    r.add_argument("--table", default=None, help="also write the table to this file")
+    r.add_argument("--quiet", action="store_true", help="one line instead of the table (a summary mid-run)")
+    r.add_argument("--final", action="store_true", help="the check has ended: a part still pending was not reached")
     return p.parse_args(argv)
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
     commands = {"env": cmd_env, "cuda-tests": cmd_cuda_tests, "attention": cmd_attention, "steps": cmd_steps,
-                "report": cmd_report}
+                "rung0": cmd_rung0, "report": cmd_report}
     return commands[args.command](args)
 
 

@@ -17,8 +17,10 @@ parameter names so its state dicts load:
   (no bias).
 
 Kernels, chosen per call (``backend="auto"``): with tensors on CUDA and the optional CUDA extra installed,
-``mamba_ssm``'s Triton ``mamba_chunk_scan_combined`` and gated ``rmsnorm_fn`` and ``causal_conv1d``'s
-``causal_conv1d_fn``; each falls back on its own to pure PyTorch when it does not import. The PyTorch scan is
+``mamba_ssm``'s Triton ``mamba_chunk_scan_combined`` and gated ``rmsnorm_fn`` (loaded by
+:mod:`primitives.mamba_ssm_triton`, also from a mamba-ssm built without its CUDA extensions) and
+``causal_conv1d``'s ``causal_conv1d_fn``; each falls back on its own to pure PyTorch when it does not import,
+and ``_kernels`` says which ones a call uses. The PyTorch scan is
 the chunked SSD algorithm of the paper's ``ssd_minimal`` listing (:func:`ssd_chunked`): quadratic
 attention-like blocks inside chunks of ``chunk_size`` tokens, a linear recurrence between chunk states. It
 runs anywhere (CPU, MPS, CUDA without the extra) and is the reference the CUDA path is tested against.
@@ -46,12 +48,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from primitives.base import CacheSpec, InitScheme, LayerCache, Primitive
+from primitives.mamba_ssm_triton import load_triton_kernels
 
-try:  # optional CUDA extra: pip install "composer-hnas[cuda]"
-    from mamba_ssm.ops.triton.layernorm_gated import rmsnorm_fn as _gated_rmsnorm_kernel
-    from mamba_ssm.ops.triton.ssd_combined import mamba_chunk_scan_combined as _ssd_kernel
-except (ImportError, OSError):  # not installed, or built against another torch/CUDA
-    _ssd_kernel = _gated_rmsnorm_kernel = None
+# optional CUDA extra: pip install "composer-hnas[cuda]"; None where mamba_ssm's Triton kernels do not import
+_ssd_kernel, _gated_rmsnorm_kernel = load_triton_kernels() or (None, None)
 try:
     from causal_conv1d import causal_conv1d_fn as _conv_kernel
 except (ImportError, OSError):

@@ -282,17 +282,22 @@ def test_mamba_learns_in_context_recall_where_an_mlp_cannot():
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 @pytest.mark.skipif(
-    mamba2._ssd_kernel is None or mamba2._conv_kernel is None,
-    reason="needs mamba-ssm and causal-conv1d (the cuda extra)",
+    mamba2._ssd_kernel is None or mamba2._gated_rmsnorm_kernel is None,
+    reason="needs mamba-ssm's Triton kernels (the cuda extra, or the build of benchmarks/gpu_wheels.sh)",
 )
 def test_cuda_kernels_match_the_torch_path():
+    """mamba_ssm's Triton SSD scan and gated RMSNorm, and causal_conv1d's convolution where that imports,
+    against the PyTorch path: forward and every gradient. Without causal-conv1d the convolution runs in
+    PyTorch on both sides and the SSD and norm kernels are still compared (the GPU machine's mamba-ssm comes
+    from benchmarks/gpu_wheels.sh, without compiled extensions, loaded by primitives/mamba_ssm_triton.py)."""
     torch.manual_seed(0)
     config = Mamba2Config(d_model=256, d_state=64, n_groups=2)
     kernel = Mamba2(config).cuda()
     reference = Mamba2(Mamba2Config(d_model=256, d_state=64, n_groups=2, backend="torch")).cuda()
     reference.load_state_dict(kernel.state_dict())
     x = torch.randn(2, 200, 256, device="cuda", requires_grad=True)
-    assert all(kernel._kernels(x).values())
+    assert kernel._kernels(x) == {"ssd": True, "norm": True, "conv": mamba2._conv_kernel is not None}
+    assert not any(reference._kernels(x).values())
     y, y_ref = kernel(x), reference(x)
     torch.testing.assert_close(y, y_ref, rtol=2e-3, atol=2e-3)
     grad = torch.randn_like(y)
