@@ -146,6 +146,11 @@ class SearchConfig:
         return "bf16" if device_has_native_bf16("cuda" if torch.cuda.is_available() else "cpu") else "fp32"
 
     @property
+    def trunks(self) -> str:
+        """Where the ``lm`` evaluator keeps candidates' trunks for a later rung to continue (``search.trunks``)."""
+        return str(Path(self.out) / "trunks")
+
+    @property
     def study_name(self) -> str:
         """Derived from every setting that changes a score, so a re-run resumes and a changed run does not mix
         in. The settings spelled out in the name are the ones a reader looks for; the others

@@ -382,7 +382,7 @@ def run_worker(config: SearchConfig, stage: Stage, worker: int, callbacks: list 
     optuna.logging.set_verbosity(optuna.logging.ERROR)  # failures are reported by our progress lines
     if evaluator is None:  # a spawned worker builds its own; the search's process passes the stage's
         evaluator = make_evaluator(config.evaluator, config.budget, config.widths, config.data, config.tokenizer,
-                                   config.precision, config.compile)
+                                   config.precision, config.compile, config.trunks)
     study = open_study(config, stage, evaluator, worker)
     with StudyLock(worker_lock_path(config.storage, config.out)) as lock:
         reap_dead_workers(study, alone=lock.alone, grace_s=GRACE_S)

@@ -18,16 +18,20 @@ Every run scores the same held-out text: the validation split does not depend on
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from composer.errors import ComposerRunError, ConfigError
 from search.evaluation import Evaluation, Report, best_rate, checked_rates
+from search.trunks import TrunkStore
 
 _TRAIN_PRECISION = {"auto": "auto", "fp32": "32-true", "bf16": "bf16-mixed"}  # evaluator name -> Lightning's
 
@@ -45,6 +49,14 @@ class LMBudget:
     extrapolate_to: str | None = None  # a preset: train the pattern grown to its size, at its widths
     val_tokens: int | None = 65_536  # held-out tokens of the final score (the same text for every run)
     description: str = ""
+    # the learning-rate schedule: "cosine" over the budget, or "wsd" with `warmup` a fixed number of steps, so that
+    # runs of every budget share their rate until their cooldown (composer.training.continuation)
+    schedule: str = "cosine"
+    warmup: float | None = None  # steps (>= 1) or a fraction of the steps; None: composer train's default
+    curve_points: int = 0  # validations spaced in log-steps, recorded as the candidate's curve (details["curve"])
+    curve_tokens: int = 8_192  # held-out tokens per curve point (the first of the final score's)
+    keeps_trunk: bool = False  # wsd: save the chosen rate's trunk for a later rung to continue
+    continues: bool = False  # wsd: continue a candidate's trunk saved by an earlier rung, at that trunk's rate
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "lrs", tuple(sorted(checked_rates(self.lrs, f"lm budget {self.name!r}: lrs"))))
@@ -53,6 +65,10 @@ class LMBudget:
                               f"{self.batch_size} x {self.seq_len}")
         if not isinstance(self.seeds, int) or self.seeds < 1:
             raise ConfigError(f"lm budget {self.name!r}: seeds must be a positive integer, got {self.seeds!r}")
+        if (self.keeps_trunk or self.continues) and (self.schedule != "wsd" or self.warmup is None
+                                                     or self.warmup < 1):
+            raise ConfigError(f"lm budget {self.name!r}: a trunk is shared only under schedule 'wsd' with its "
+                              "warmup a number of steps (warmup >= 1)")
 
     @property
     def runs(self) -> int:
@@ -66,23 +82,53 @@ LM_BUDGETS: dict[str, LMBudget] = {budget.name: budget for budget in (
              description="400K tokens at lr 1e-3 and 3e-3 (about 1-3 minutes per candidate on 2 CPU cores)"),
     LMBudget("gpu", 50_000_000, 1024, 64, (1e-3, 3e-3, 6e-3), description="50M tokens at lr 1e-3, 3e-3, 6e-3"),
     # the rungs of successive halving (search.fidelity): rising tokens, the last at the target's size
-    LMBudget("rung-smoke-0", 8_192, 64, 8, (3e-3,), val_tokens=4_096, description="smoke ladder, rung 0"),
-    LMBudget("rung-smoke-1", 16_384, 64, 8, (1e-3, 3e-3), val_tokens=4_096, extrapolate_to="tiny",
-             description="smoke ladder, last rung at the tiny preset"),
-    LMBudget("rung-cpu-0", 100_000, 128, 8, (1e-3, 3e-3), description="cpu ladder, rung 0: 100K tokens, search-1m"),
+    # the rungs of successive halving (search.fidelity). Every rung trains under warmup-stable-decay with a warmup
+    # fixed in steps and records a curve (issue 36): a rung at the target's shape keeps its chosen rate's trunk,
+    # and the next rung at that shape continues it (composer.training.continuation) instead of starting again
+    LMBudget("rung-smoke-0", 8_192, 64, 8, (3e-3,), val_tokens=4_096, schedule="wsd", warmup=2, curve_points=4,
+             curve_tokens=1_024, description="smoke ladder, rung 0"),
+    LMBudget("rung-smoke-1", 16_384, 64, 8, (1e-3, 3e-3), val_tokens=4_096, extrapolate_to="tiny", schedule="wsd",
+             warmup=2, curve_points=4, curve_tokens=1_024, description="smoke ladder, last rung at the tiny preset"),
+    LMBudget("rung-cpu-0", 100_000, 128, 8, (1e-3, 3e-3), schedule="wsd", warmup=5, curve_points=6,
+             curve_tokens=4_096, description="cpu ladder, rung 0: 100K tokens, search-1m"),
     # rung 1 trains the pattern at the target's shape for a quarter of its tokens: the 6-layer proxy at 400K tokens
     # ranked the target at Spearman +0.12 over 12 AMSD patterns, the target's shape at 125K tokens at 0.90
     # (docs/search.md, "Which rung transfers"), for about the same time per candidate
-    LMBudget("rung-cpu-1", 125_000, 128, 16, (1e-3, 2e-3), extrapolate_to="demo-4m",
+    LMBudget("rung-cpu-1", 125_000, 128, 16, (1e-3, 2e-3), extrapolate_to="demo-4m", schedule="wsd", warmup=6,
+             curve_points=8, keeps_trunk=True,
              description="cpu ladder, rung 1: stacked to demo-4m, 125K tokens (a quarter of the target's)"),
-    LMBudget("rung-cpu-2", 500_000, 128, 16, (1e-3, 2e-3), extrapolate_to="demo-4m",
-             description="cpu ladder, last rung: stacked to demo-4m, 500K tokens (the transfer's target budget)"),
-    LMBudget("rung-gpu-0", 5_000_000, 1024, 32, (1e-3, 3e-3), description="gpu ladder, rung 0: 5M tokens"),
+    LMBudget("rung-cpu-2", 500_000, 128, 16, (1e-3, 2e-3), extrapolate_to="demo-4m", schedule="wsd", warmup=6,
+             curve_points=8, continues=True,
+             description="cpu ladder, last rung: stacked to demo-4m, 500K tokens (the transfer's target budget), "
+                         "continued from rung 1's trunk at its rate"),
+    LMBudget("rung-gpu-0", 5_000_000, 1024, 32, (1e-3, 3e-3), schedule="wsd", warmup=15, curve_points=8,
+             description="gpu ladder, rung 0: 5M tokens"),
     LMBudget("rung-gpu-1", 50_000_000, 2048, 64, (3e-4, 1e-3, 2e-3), extrapolate_to="llama-350m", val_tokens=1_048_576,
+             schedule="wsd", warmup=40, curve_points=8, curve_tokens=65_536, keeps_trunk=True,
              description="gpu ladder, rung 1: llama-350m widths, 50M tokens (a quarter of the target's)"),
     LMBudget("rung-gpu-2", 200_000_000, 2048, 64, (3e-4, 1e-3, 2e-3), seeds=2, extrapolate_to="llama-350m",
-             val_tokens=1_048_576, description="gpu ladder, last rung: llama-350m widths, 200M tokens, 2 seeds"),
+             val_tokens=1_048_576, schedule="wsd", warmup=40, curve_points=8, curve_tokens=65_536, continues=True,
+             description="gpu ladder, last rung: llama-350m widths, 200M tokens, 2 seeds, continued from rung 1"),
 )}
+
+
+@dataclass(frozen=True)
+class Run:
+    """One training run of a candidate: final validation loss (None: diverged), training tokens/s, its curve, and
+    under a shared-trunk schedule the trunk checkpoint it leaves and where it started and ended."""
+
+    loss: float | None
+    tokens_per_s: float | None
+    curve: list[dict[str, Any]] | None = None
+    trunk: Path | None = None
+    trunk_tokens: int | None = None
+    trained_tokens: int | None = None
+    continued_from_tokens: int | None = None
+
+
+def as_run(result: Run | tuple) -> Run:
+    """A ``Run`` from ``train_once``'s result (a stand-in may return the plain ``(loss, tokens_per_s)`` pair)."""
+    return result if isinstance(result, Run) else Run(*result)
 
 
 def get_lm_budget(budget: str | LMBudget) -> LMBudget:
@@ -128,7 +174,8 @@ class LanguageModelEvaluator:
     direction = "minimize"
 
     def __init__(self, budget: str | LMBudget = "cpu", widths: str = "search-1m", data: str | None = None,
-                 tokenizer: str | None = None, precision: str = "auto", compile: bool = False) -> None:
+                 tokenizer: str | None = None, precision: str = "auto", compile: bool = False,
+                 trunks: str | Path | None = None) -> None:
         from composer.training import TrainConfig
         from composer.training.run import resolve_precision
 
@@ -142,6 +189,12 @@ class LanguageModelEvaluator:
         resolved = resolve_precision(TrainConfig(precision=_TRAIN_PRECISION[precision]))
         self.precision = "bf16" if resolved.startswith("bf16") else "fp32"
         self.compile = compile
+        self.trunks = TrunkStore(trunks)  # a search's --out/trunks: what a later rung continues
+        self._work: str | None = None  # an evaluation's scratch directory (its runs' trunks live there until chosen)
+        # called with a run's progress every few seconds while it trains (composer.training.progress.Heartbeat): a
+        # search sets it to print where it is between candidates' results
+        self.heartbeat: Callable[[dict[str, Any]], None] | None = None
+        self._run_context: dict[str, Any] = {}
 
     def trained_pattern(self, pattern: str) -> str:
         """What is trained for ``pattern``: itself, or grown to ``extrapolate_to``'s size (stacked)."""
@@ -151,25 +204,64 @@ class LanguageModelEvaluator:
 
         return extrapolate(pattern, self.spec.extrapolate_to, method="auto").pattern
 
-    def train_once(self, pattern: str, lr: float, seed: int) -> tuple[float | None, float | None]:
-        """One run's final validation loss (None when it diverged) and training tokens/s."""
-        from composer.training import TrainConfig, train
+    def train_config(self, pattern: str, lr: float, seed: int, out: str):
+        """The ``composer train`` settings of one of the candidate's runs."""
+        from composer.training import TrainConfig
 
         spec = self.spec
-        with tempfile.TemporaryDirectory(prefix="composer-lm-eval-") as out:
+        optional = {"warmup": spec.warmup} if spec.warmup is not None else {}
+        return TrainConfig(
+            arch=pattern, preset=self.widths, data=self.data, tokenizer=self.tokenizer, tokens=spec.tokens,
+            seq_len=spec.seq_len, batch_size=spec.batch_size, lr=lr, seed=seed, wandb="off", out=out,
+            val_batches=20, val_tokens=spec.val_tokens, log_interval=10**9, checkpoint_interval=10**9,
+            keep_checkpoints=1, precision=_TRAIN_PRECISION[self.precision], compile=self.compile,
+            schedule=spec.schedule, curve_points=spec.curve_points, curve_tokens=spec.curve_tokens, **optional,
+        )
+
+    def train_once(self, pattern: str, lr: float, seed: int) -> Run:
+        """One run: its final validation loss (None when it diverged), training tokens/s, curve and (wsd) the
+        trunk it leaves, continued from the candidate's stored trunk at this rate when the budget ``continues``."""
+        from composer.training import train
+        from composer.training.continuation import train_continued, trunk_steps
+
+        callbacks = []
+        if self.heartbeat is not None:
+            from composer.training.progress import Heartbeat
+
+            callbacks.append(Heartbeat(self.heartbeat, context={
+                "pattern": pattern, "lr": lr, "seed": seed, "budget": self.spec.name,
+                "budget_tokens": self.spec.tokens, "tokens_per_step": self.spec.seq_len * self.spec.batch_size,
+                **self._run_context}))
+        with contextlib.ExitStack() as stack:
+            work = self._work or stack.enter_context(tempfile.TemporaryDirectory(prefix="composer-lm-eval-"))
+            out = tempfile.mkdtemp(prefix=f"run-{lr:g}-{seed}-", dir=work)
+            config = self.train_config(pattern, lr, seed, out)
             try:
-                summary = train(TrainConfig(
-                    arch=pattern, preset=self.widths, data=self.data, tokenizer=self.tokenizer, tokens=spec.tokens,
-                    seq_len=spec.seq_len, batch_size=spec.batch_size, lr=lr, seed=seed, wandb="off", out=out,
-                    val_batches=20, val_tokens=spec.val_tokens, log_interval=10**9, checkpoint_interval=10**9,
-                    keep_checkpoints=1, precision=_TRAIN_PRECISION[self.precision], compile=self.compile,
-                ), save_on_sigterm=False)  # the run's directory goes with it: nothing there to resume from
+                if self.spec.schedule == "wsd" and self.spec.warmup is not None and self.spec.warmup >= 1:
+                    start = (self.trunks.find(self.trunk_key(pattern, lr, seed), trunk_steps(config))
+                             if self.spec.continues else None)
+                    branch = train_continued(config, out, start_from=start, callbacks=callbacks)
+                    summary = branch.summary
+                    extra = {"trunk": branch.trunk, "trunk_tokens": branch.trunk_step * config.batch_size
+                             * config.seq_len, "trained_tokens": branch.trained_tokens,
+                             "continued_from_tokens": branch.started_from_step * config.batch_size * config.seq_len}
+                else:
+                    summary = train(config, save_on_sigterm=False, callbacks=callbacks)  # its directory goes with it
+                    extra = {"trained_tokens": summary.get("tokens")}
             except ComposerRunError as err:
                 if "diverged" in str(err):
-                    return None, None
+                    return Run(None, None)
                 raise
         loss = summary["val_loss"]
-        return (loss if loss is not None and math.isfinite(loss) else None), summary.get("tokens_per_s")
+        return Run(loss if loss is not None and math.isfinite(loss) else None, summary.get("tokens_per_s"),
+                   curve=summary.get("curve"), **extra)
+
+    def trunk_key(self, trained: str, lr: float, seed: int) -> dict[str, Any]:
+        """Everything that makes two runs' trunks the same run, whatever their token budgets."""
+        spec = self.spec
+        return {"pattern": trained, "widths": self.widths, "data": self.data, "tokenizer": self.tokenizer,
+                "seq_len": spec.seq_len, "batch_size": spec.batch_size, "warmup": spec.warmup, "lr": lr,
+                "seed": seed, "precision": self.precision, "compile": self.compile}
 
     def __call__(self, pattern: str, seed: int, report: Report) -> Evaluation:
         """The candidate's evaluation; stopped mid-training, it says how to resume the search before it exits."""
@@ -180,32 +272,59 @@ class LanguageModelEvaluator:
             raise
 
     def _evaluate(self, pattern: str, seed: int) -> Evaluation:
-        """Every rate at the first seed, further seeds at the chosen rate (the module docstring says why)."""
+        """Every rate at the first seed, further seeds at the chosen rate (the module docstring says why); a budget
+        that ``continues`` trains only the rates whose trunks an earlier rung kept for this candidate."""
         from search.mad import CandidateFailed
 
         started = time.perf_counter()
         trained = self.trained_pattern(pattern)
-        runs = {lr: self.train_once(trained, lr, seed) for lr in self.spec.lrs}
-        sweep = {lr: loss for lr, (loss, _) in runs.items()}
-        lr = best_rate(sweep)  # the project's one chooser
-        if lr is None:
-            rates = ", ".join(f"{rate:g}" for rate in sweep)
-            raise CandidateFailed(f"training diverged at every learning rate ({rates})")
-        losses = {seed: sweep[lr]}
-        for extra in range(seed + 1, seed + self.spec.seeds):
-            losses[extra] = self.train_once(trained, lr, extra)[0]
+        rates = self.spec.lrs
+        continued = False
+        if self.spec.continues:
+            kept = tuple(lr for lr in self.trunks.rates(self.trunk_key(trained, 0.0, seed)))
+            if kept:
+                rates, continued = kept, True
+        with tempfile.TemporaryDirectory(prefix="composer-lm-eval-") as work:
+            self._work = work
+            try:
+                total = len(rates) + self.spec.seeds - 1
+                runs = {}
+                for number, rate in enumerate(rates, start=1):
+                    self._run_context = {"run": number, "runs": total}
+                    runs[rate] = as_run(self.train_once(trained, rate, seed))
+                sweep = {lr: run.loss for lr, run in runs.items()}
+                lr = best_rate(sweep)  # the project's one chooser
+                if lr is None:
+                    listed = ", ".join(f"{rate:g}" for rate in sweep)
+                    raise CandidateFailed(f"training diverged at every learning rate ({listed})")
+                if self.spec.keeps_trunk and runs[lr].trunk is not None:
+                    self.trunks.keep(self.trunk_key(trained, lr, seed), runs[lr].trunk)
+                losses = {seed: sweep[lr]}
+                for number, extra in enumerate(range(seed + 1, seed + self.spec.seeds), start=len(rates) + 1):
+                    self._run_context = {"run": number, "runs": total}
+                    losses[extra] = as_run(self.train_once(trained, lr, extra)).loss
+            finally:
+                self._work, self._run_context = None, {}
         finite = [loss for loss in losses.values() if loss is not None]
         if len(finite) < len(losses):
             raise CandidateFailed(f"training diverged at lr {lr:g} for seed(s) "
                                   f"{', '.join(str(s) for s, v in losses.items() if v is None)}")
         score = math.fsum(finite) / len(finite)
+        chosen = runs[lr]
         details: dict[str, Any] = {
-            "lr": lr, "val_ppl": math.exp(score), "tokens_per_s": runs[lr][1],
+            "lr": lr, "val_ppl": math.exp(score), "tokens_per_s": chosen.tokens_per_s,
             "tokens": self.spec.tokens, "widths": self.widths,
+            "trained_tokens": sum(run.trained_tokens or 0 for run in runs.values()),
         }
-        if len(self.spec.lrs) > 1:
+        if chosen.curve:
+            details["curve"] = chosen.curve
+        if chosen.trunk_tokens is not None:
+            details["trunk_tokens"] = chosen.trunk_tokens
+        if continued:
+            details["continued_from_tokens"] = chosen.continued_from_tokens
+        if len(rates) > 1:
             details["lr_sweep"] = {f"{rate:g}": loss for rate, loss in sweep.items()}
-            if len(self.spec.lrs) > 2 and lr in (self.spec.lrs[0], self.spec.lrs[-1]):
+            if len(rates) > 2 and lr in (rates[0], rates[-1]):
                 details["lr_at_edge"] = True
         if self.spec.seeds > 1:
             details["losses"] = {str(s): v for s, v in losses.items()}

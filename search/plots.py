@@ -71,3 +71,40 @@ def _layer_frequency(rows: list[dict[str, Any]], primitives: str, path: Path) ->
     ax.set_title(f"Primitive frequency per layer, top {len(rows)} patterns")
     figure.colorbar(image, ax=ax, fraction=0.046)
     return _save(figure, path)
+
+
+def plot_rung_curves(records: list[dict[str, Any]], out: Path) -> list[Path]:
+    """``rung<k>_curves.png`` per rung whose candidates recorded curves: validation loss against tokens (log
+    scale), one line per candidate ending at its final score, the candidates promoted to the next rung drawn bold
+    and labelled. Why a plot: whether curves cross (a late learner overtaking a fast one) is what decides if a
+    rung's snapshot ranks the target, and it is seen at a glance, not read from a table."""
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for index, record in enumerate(records):
+        rows = [row for row in record.get("leaderboard", []) if (row.get("details") or {}).get("curve")]
+        if not rows:
+            continue
+        promoted = set()
+        if index + 1 < len(records):
+            promoted = set(records[index + 1].get("promoted", []))
+        figure, ax = plt.subplots(figsize=(7, 4.5))
+        for row in rows:
+            details = row["details"]
+            points = sorted(details["curve"], key=lambda point: point["tokens"])
+            tokens = [point["tokens"] for point in points if point["loss"] is not None]
+            losses = [point["loss"] for point in points if point["loss"] is not None]
+            bold = row["pattern"] in promoted
+            label = row["compact"] + (f" ({row['known']})" if row.get("known") else "")
+            line, = ax.plot(tokens, losses, linewidth=2.0 if bold else 0.8, alpha=1.0 if bold else 0.45,
+                            label=label if bold or len(rows) <= 10 else None)
+            ax.plot([details.get("tokens") or tokens[-1]], [row["score"]], marker="o" if bold else ".",
+                    color=line.get_color())
+        ax.set_xscale("log")
+        ax.set_xlabel("training tokens")
+        ax.set_ylabel("validation loss (curve slice; dot: final score)")
+        title = f"Rung {record.get('rung', index)}: {record.get('budget', '')}"
+        ax.set_title(title + (", promoted in bold" if promoted else ""))
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7, loc="upper right")
+        written.append(_save(figure, out / f"rung{record.get('rung', index)}_curves.png"))
+    return written

@@ -68,6 +68,10 @@ class TrainConfig:
     val_batches: int = 50  # micro-batches per validation during training (per device): the loss curve
     # the final validation (summary.json's val_loss) scores the whole held-out split, or its first `val_tokens`
     val_tokens: int | None = None
+    # a learning curve in summary.json: about this many validations spaced in log-steps from the end of warmup to
+    # the last step, each over the first `curve_tokens` held-out tokens (composer/training/curve.py); 0: none
+    curve_points: int = 0
+    curve_tokens: int = 8_192
     log_interval: int = 10
     checkpoint_interval: int | None = None  # optimizer steps; default: 5 per run; the end always saves
     keep_checkpoints: int = 2
@@ -112,6 +116,8 @@ class TrainConfig:
             (self.val_batches >= 1, f"val_batches must be >= 1, got {self.val_batches}"),
             (self.val_tokens is None or self.val_tokens >= 1,
              f"val_tokens must be a positive token count (or unset for the whole split), got {self.val_tokens}"),
+            (self.curve_points >= 0, f"curve_points must be >= 0, got {self.curve_points}"),
+            (self.curve_tokens >= 1, f"curve_tokens must be a positive token count, got {self.curve_tokens}"),
             (self.seed >= 0 and self.data_seed >= 0, f"seed and data_seed must be >= 0, got {self.seed}, {self.data_seed}"),
         ]
         if isinstance(self.freeze, str):

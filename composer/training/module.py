@@ -224,6 +224,19 @@ class ComposerLM(L.LightningModule):
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_multiplier(o.schedule))
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
+    def on_train_start(self) -> None:
+        """Set each rate from this run's schedule at the step it starts from. A fresh run starts at multiplier(0)
+        anyway; a run continued from a checkpoint would otherwise take its first step at the rate the checkpoint's
+        own schedule had set (the restored optimizer's), so a search continuing a candidate's constant-rate trunk
+        into a longer budget's cooldown (search.lm) would not equal a fresh run of that budget."""
+        for config in self.trainer.lr_scheduler_configs:
+            scheduler = config.scheduler
+            if isinstance(scheduler, torch.optim.lr_scheduler.LambdaLR):
+                step = max(scheduler.last_epoch, 0)
+                for group, base, rule in zip(scheduler.optimizer.param_groups, scheduler.base_lrs,
+                                             scheduler.lr_lambdas):
+                    group["lr"] = base * rule(step)
+
     def configure_gradient_clipping(self, optimizer, gradient_clip_val=None, gradient_clip_algorithm=None) -> None:
         """Clip the global gradient norm (DTensor-aware under FSDP2) and log the norm before clipping."""
         max_norm = self.optim.grad_clip if self.optim.grad_clip > 0 else float("inf")

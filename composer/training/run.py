@@ -19,6 +19,7 @@ import signal
 import sys
 import time
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,7 @@ from composer.training.checkpoint import (
     resumable_checkpoint,
 )
 from composer.training.config import TrainConfig, wandb_mode
+from composer.training.curve import ValidationCurve, log_spaced_steps
 from composer.training.module import ComposerLM, HybridizeConfig, OptimConfig, ParallelConfig
 from composer.training.progress import progress_callback
 from composer.training.runlock import run_lock
@@ -173,7 +175,8 @@ def model_vocab_size(tokenizer_vocab: int) -> int:
     return math.ceil(tokenizer_vocab / VOCAB_MULTIPLE) * VOCAB_MULTIPLE
 
 
-def build(config: TrainConfig, save_on_sigterm: bool = True) -> tuple[L.Trainer, ComposerLM, Any, dict[str, Any]]:
+def build(config: TrainConfig, save_on_sigterm: bool = True,
+          callbacks: Sequence[L.Callback] = ()) -> tuple[L.Trainer, ComposerLM, Any, dict[str, Any]]:
     """The trainer factory: a configured Trainer, LightningModule and DataModule for ``config``
     (``save_on_sigterm``: see :func:`train`)."""
     from composer.data import DataConfig, TokenDataModule, load_tokenizer
@@ -253,6 +256,9 @@ def build(config: TrainConfig, save_on_sigterm: bool = True) -> tuple[L.Trainer,
     stats = analyze(arch, seq_len=config.seq_len)
     throughput = ThroughputMonitor(plan.tokens_per_step, stats.flops_per_token, precision)
     progress = [progress_callback(config.log_interval)]
+    curve = ValidationCurve(log_spaced_steps(plan.steps, config.curve_points, first=plan.warmup_steps),
+                            batches=math.ceil(config.curve_tokens / (config.seq_len * plan.micro_batch_size)),
+                            tokens_per_step=plan.tokens_per_step)
     stability = StabilityMonitor(arch.vocab_size)
     trainer = L.Trainer(
         accelerator=config.accelerator,
@@ -271,8 +277,10 @@ def build(config: TrainConfig, save_on_sigterm: bool = True) -> tuple[L.Trainer,
         callbacks=[
             throughput,
             stability,
+            curve,
             AtomicCheckpoint(out / "checkpoints", plan.checkpoint_interval, config.keep_checkpoints, save_on_sigterm),
             *progress,
+            *callbacks,
         ],
         enable_checkpointing=False,  # AtomicCheckpoint replaces ModelCheckpoint
         enable_progress_bar=any(isinstance(callback, ProgressBar) for callback in progress),
@@ -290,6 +298,7 @@ def build(config: TrainConfig, save_on_sigterm: bool = True) -> tuple[L.Trainer,
         "stats": stats,
         "throughput": throughput,
         "stability": stability,
+        "curve": curve,
         "tokenizer": tokenizer.name,
         "tokenizer_object": tokenizer,  # saved with the exported model
         "seed": config.seed,
@@ -339,20 +348,23 @@ def _hybrid_architecture(config: TrainConfig):
     return arch, f"from {config.init_from}", tokenizer
 
 
-def train(config: TrainConfig, resume: bool = False, save_on_sigterm: bool = True) -> dict[str, Any]:
+def train(config: TrainConfig, resume: bool = False, save_on_sigterm: bool = True,
+          callbacks: Sequence[L.Callback] = ()) -> dict[str, Any]:
     """Run ``config`` to the end and return (and write) the summary; one process per ``out`` at a time.
+    ``callbacks``: Lightning callbacks of the caller's, beside the run's own (a search's progress, say).
 
     SIGTERM saves the step just finished and says to continue with ``--resume``; ``save_on_sigterm=False`` skips
     both, for a caller whose ``out`` is temporary and who says itself how to continue (``search.lm``). Either
     way a SIGTERM ends in ``SystemExit(143)``.
     """
     if not config.out:
-        return _train(config, resume, save_on_sigterm)
+        return _train(config, resume, save_on_sigterm, callbacks)
     with run_lock(config.out, "composer train"):
-        return _train(config, resume, save_on_sigterm)
+        return _train(config, resume, save_on_sigterm, callbacks)
 
 
-def _train(config: TrainConfig, resume: bool, save_on_sigterm: bool) -> dict[str, Any]:
+def _train(config: TrainConfig, resume: bool, save_on_sigterm: bool,
+           callbacks: Sequence[L.Callback] = ()) -> dict[str, Any]:
     out = Path(config.out) if config.out else None
     checkpoint = latest_checkpoint(out / "checkpoints") if out else None
     if checkpoint is not None and not resume:
@@ -361,7 +373,7 @@ def _train(config: TrainConfig, resume: bool, save_on_sigterm: bool) -> dict[str
         )
     if checkpoint is not None:
         checkpoint = resumable_checkpoint(out / "checkpoints", warn=lambda line: print(line, file=sys.stderr))
-    trainer, module, datamodule, context = build(config, save_on_sigterm)
+    trainer, module, datamodule, context = build(config, save_on_sigterm, callbacks)
     out.mkdir(parents=True, exist_ok=True)
     arch, plan = context["arch"], context["plan"]
     if trainer.is_global_zero:
@@ -452,6 +464,8 @@ def _summary(trainer, context, validation, train_loss, wall_time, out: Path) -> 
     }
     if "mfu" in perf:
         summary["mfu"] = perf["mfu"]
+    if context["curve"].points:
+        summary["curve"] = context["curve"].points
     module = trainer.lightning_module
     if module.hybridize.init_from is not None or module.teacher is not None:
         summary["hybridize"] = _hybridize_summary(module, val, stats)

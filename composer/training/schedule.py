@@ -33,6 +33,14 @@ class ScheduleConfig:
             raise ValueError(f"unknown decay shape {self.decay_shape!r}; choose 'linear' or '1-sqrt'")
 
 
+def decay_start(config: ScheduleConfig) -> int:
+    """The first step of ``wsd``'s decay: the steps before it run at the peak rate after warmup, whatever the
+    total, so a checkpoint taken there can continue into any longer ``wsd`` run (``composer.training.continuation``)."""
+    total = max(1, config.total_steps)
+    warmup = min(config.warmup_steps, total)
+    return max(warmup, total - max(1, round(config.decay_fraction * total)))
+
+
 def lr_multiplier(config: ScheduleConfig) -> Callable[[int], float]:
     """``step -> multiplier``; ``step`` counts optimizer steps from 0."""
     total = max(1, config.total_steps)
@@ -47,11 +55,10 @@ def lr_multiplier(config: ScheduleConfig) -> Callable[[int], float]:
         if config.name == "cosine":
             progress = min(1.0, (step - warmup) / max(1, total - warmup - 1))
             return floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * progress))
-        decay_steps = max(1, round(config.decay_fraction * total))
-        decay_start = max(warmup, total - decay_steps)
-        if step < decay_start:
+        start = decay_start(config)
+        if step < start:
             return 1.0
-        progress = min(1.0, (step - decay_start + 1) / max(1, total - decay_start))
+        progress = min(1.0, (step - start + 1) / max(1, total - start))
         remaining = 1 - progress if config.decay_shape == "linear" else 1 - math.sqrt(progress)
         return floor + (1 - floor) * remaining
 

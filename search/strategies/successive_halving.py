@@ -90,6 +90,7 @@ def rung_record(run: StageRun) -> dict[str, Any]:
               "seconds": sum(row.get("seconds") or 0.0 for row in rows), "wall_seconds": run.finished - run.started,
               "leaderboard": rows, "failures": failures(run.study)}
     if run.stage.only_first:
+        record["promoted"] = [pattern for pattern, _ in run.stage.first]
         record["missing"] = missing_first(run)
     return record
 

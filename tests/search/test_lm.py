@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import signal
 
 import pytest
@@ -116,3 +117,41 @@ def test_a_missing_local_data_path_is_refused_when_the_evaluator_is_built_and_a_
     for missing in ("/nonexistent/corpus.jsonl", "corpus.txt", "./corpus"):
         with pytest.raises(DataError, match=f"dataset path {missing!r} does not exist"):
             LanguageModelEvaluator(TINY, data=missing)
+
+
+SHORT = LMBudget("short", 16 * 256, 32, 8, (1e-3, 1e-2), val_tokens=1_024, schedule="wsd", warmup=2,
+                 curve_points=4, curve_tokens=512, keeps_trunk=True)
+LONG = LMBudget("long", 40 * 256, 32, 8, (1e-3, 1e-2), val_tokens=1_024, schedule="wsd", warmup=2,
+                curve_points=4, curve_tokens=512, continues=True)
+
+
+def test_a_rung_that_continues_trains_only_the_tokens_it_adds_and_equals_a_fresh_run(tmp_path):
+    """Issue 36's freeze-thaw at the evaluator: the short rung keeps its chosen rate's trunk in the search's
+    store; the long rung continues it at that rate only, trains 40 - 13 steps instead of 2 x 40, keeps the short
+    rung's curve points, and scores exactly what a fresh run of the long budget at that rate scores."""
+    short = LanguageModelEvaluator(SHORT, "tiny", trunks=tmp_path / "trunks")("AMSA", 0, _no_report)
+    kept = short.details["lr"]
+    assert short.details["trunk_tokens"] == 13 * 256 and short.details["trained_tokens"] == 2 * 16 * 256
+    assert len(short.details["curve"]) >= 3
+    longer = LanguageModelEvaluator(LONG, "tiny", trunks=tmp_path / "trunks")("AMSA", 0, _no_report)
+    assert longer.details["lr"] == kept and "lr_sweep" not in longer.details  # the trunk's rate, not the grid
+    assert longer.details["continued_from_tokens"] == 13 * 256
+    assert longer.details["trained_tokens"] == (40 - 13) * 256
+    earlier = {point["step"] for point in short.details["curve"] if point["tokens"] <= 13 * 256}
+    assert earlier <= {point["step"] for point in longer.details["curve"]}
+    fresh = LanguageModelEvaluator(dataclasses.replace(LONG, lrs=(kept,), continues=False), "tiny")
+    assert longer.score == fresh("AMSA", 0, _no_report).score
+
+
+def test_without_a_kept_trunk_a_continuing_rung_trains_its_whole_grid(tmp_path):
+    """No store (an evaluator outside a search), or nothing kept for the pattern: every rate, from scratch."""
+    result = LanguageModelEvaluator(LONG, "tiny", trunks=tmp_path / "empty")("AMSA", 0, _no_report)
+    assert set(result.details["lr_sweep"]) == {"0.001", "0.01"}
+    assert result.details["trained_tokens"] == 2 * 40 * 256 and "continued_from_tokens" not in result.details
+
+
+def test_a_shared_trunk_needs_wsd_and_a_warmup_in_steps():
+    with pytest.raises(ConfigError, match="warmup a number of steps"):
+        LMBudget("bad", 4_096, 32, 8, (1e-3,), schedule="cosine", keeps_trunk=True)
+    with pytest.raises(ConfigError, match="warmup a number of steps"):
+        LMBudget("bad", 4_096, 32, 8, (1e-3,), schedule="wsd", warmup=0.05, continues=True)

@@ -1,0 +1,93 @@
+"""Learning curves at a halving rung and the score the same run reaches at the target, continued (issue 36).
+
+For each pattern and seed: the ``cpu`` ladder's middle rung as the search trains it (stacked to ``demo-4m``, 125K
+tokens under warmup-stable-decay with a fixed warmup, each rate of its grid, a curve of ``--curve-points``
+validations spaced in log-tokens), its chosen rate's trunk kept, then the last rung continuing that trunk to
+500K tokens and cooling down: the target's score of the same run, paying only the tokens it adds. The output is
+``benchmarks/curve_ranking.py``'s input (rung curve and score, target score per seed), so ranking methods can be
+compared on it without training again.
+
+    python benchmarks/curve_transfer.py --patterns MMAMMM,AMAMAM --seeds 0 --out runs/curves   # ~5 min/pattern
+    python benchmarks/curve_transfer.py --set am --seeds 0,1 --out runs/curves-am
+
+Resumable: every finished (pattern, seed) is in ``--out/curves.json`` and is not trained again; trunks are kept in
+``--out/trunks`` as a search keeps them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+import time
+from pathlib import Path
+
+SETS = {
+    # the 9 A/M patterns of README's default search end to end (docs/search.md) and 3 more, 1 to 5 attention layers
+    "am": ("MMAMMM", "MAMMMM", "MMAAMM", "MMAMMA", "MAAMMM", "MAMAMM", "MMAAMA", "AMAMAM", "MAAAMA",
+           "AAMAMM", "AMAAMA", "AAAMAA"),
+}
+
+
+def budgets(rung_tokens: int, target_tokens: int, curve_points: int, lrs: tuple[float, ...], warmup: int):
+    from search.lm import LMBudget
+
+    common = dict(seq_len=128, batch_size=16, extrapolate_to="demo-4m", schedule="wsd", warmup=warmup,
+                  curve_points=curve_points)
+    rung = LMBudget("curve-rung", rung_tokens, lrs=lrs, keeps_trunk=True, **common)
+    target = LMBudget("curve-target", target_tokens, lrs=lrs, continues=True, **common)
+    return rung, target
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--patterns", help="comma-separated 6-layer patterns")
+    parser.add_argument("--set", choices=sorted(SETS), help="a named set of patterns")
+    parser.add_argument("--seeds", default="0")
+    parser.add_argument("--rung-tokens", type=int, default=125_000)
+    parser.add_argument("--target-tokens", type=int, default=500_000)
+    parser.add_argument("--lrs", default="1e-3,2e-3")
+    parser.add_argument("--warmup", type=int, default=6, help="warmup steps, the same for every budget")
+    parser.add_argument("--curve-points", type=int, default=8)
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args(argv)
+    from composer.files import atomic_write_json
+    from search.lm import LanguageModelEvaluator
+
+    patterns = args.patterns.split(",") if args.patterns else list(SETS[args.set or "am"])
+    seeds = [int(seed) for seed in args.seeds.split(",")]
+    lrs = tuple(float(rate) for rate in args.lrs.split(","))
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    record_path = out / "curves.json"
+    rung, target = budgets(args.rung_tokens, args.target_tokens, args.curve_points, lrs, args.warmup)
+    record = json.loads(record_path.read_text()) if record_path.exists() else {}
+    record.update({"what": "issue 36: rung curves (demo-4m, wsd) and the target score continued from their trunks",
+                   "rung": dataclasses.asdict(rung), "target": dataclasses.asdict(target),
+                   "target_tokens": args.target_tokens,
+                   "target_trunk_tokens": None, "patterns": record.get("patterns", {})})
+    evaluate_rung = LanguageModelEvaluator(rung, trunks=out / "trunks")
+    evaluate_target = LanguageModelEvaluator(target, trunks=out / "trunks")
+    for pattern in patterns:
+        for seed in seeds:
+            entry = record["patterns"].setdefault(pattern, {})
+            if str(seed) in entry:
+                continue
+            started = time.perf_counter()
+            first = evaluate_rung(pattern, seed, lambda *a, **k: None)
+            middle = time.perf_counter()
+            last = evaluate_target(pattern, seed, lambda *a, **k: None)
+            entry[str(seed)] = {"rung": {"score": first.score, **first.details, "seconds": middle - started},
+                                "target": {"score": last.score, **last.details,
+                                           "seconds": time.perf_counter() - middle}}
+            record["target_trunk_tokens"] = last.details.get("trunk_tokens")
+            atomic_write_json(record_path, record)
+            print(f"{pattern} seed {seed}: rung {first.score:.4f} (lr {first.details['lr']:g}, "
+                  f"{middle - started:.0f} s), target {last.score:.4f} ({time.perf_counter() - middle:.0f} s)",
+                  flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
