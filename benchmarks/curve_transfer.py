@@ -27,6 +27,9 @@ SETS = {
     # the 9 A/M patterns of README's default search end to end (docs/search.md) and 3 more, 1 to 5 attention layers
     "am": ("MMAMMM", "MAMMMM", "MMAAMM", "MMAMMA", "MAAMMM", "MAMAMM", "MMAAMA", "AMAMAM", "MAAAMA",
            "AAMAMM", "AMAAMA", "AAAMAA"),
+    # the 12 AMSD patterns of the rung-transfer table (transfer_default_search_amsd-2026-11-26.json)
+    "amsd": ("SSSSMS", "SMDSDA", "SSSMDA", "SMSDDS", "SMSAMS", "SSSDSS", "SMSMAS", "SMSMAM", "SMSAMM", "SDAAAM",
+             "AMAMAM", "AAMMMM"),
 }
 
 

@@ -38,10 +38,19 @@ from composer.errors import ConfigError
 from search.lm import get_lm_budget
 
 
+PROMOTE_BY = ("score", "forecast")
+
+
 @dataclass(frozen=True)
 class Rung:
     budget: str  # an lm budget's name (search.lm.LM_BUDGETS)
     keep: int | None  # candidates promoted into this rung; None for rung 0 (every candidate)
+    # how the rung below is ranked for promotion into this one: its measured "score", or a "forecast" of each
+    # candidate's score at the last rung's tokens from its curve (search.forecast), which also promotes every
+    # candidate whose forecast could still be the best (at most `keep` more) and, with `hedge`, the best of the
+    # highest attention share (a late learner)
+    promote_by: str = "score"
+    hedge: bool = False
 
 
 @dataclass(frozen=True)
@@ -53,6 +62,8 @@ class Ladder:
     def __post_init__(self) -> None:
         if not self.rungs or self.rungs[0].keep is not None or any(r.keep is None or r.keep < 1 for r in self.rungs[1:]):
             raise ConfigError(f"ladder {self.name!r}: rung 0 keeps every candidate, later rungs a positive number")
+        if any(rung.promote_by not in PROMOTE_BY for rung in self.rungs):
+            raise ConfigError(f"ladder {self.name!r}: promote_by is one of {', '.join(PROMOTE_BY)}")
         for rung in self.rungs:
             get_lm_budget(rung.budget)
 
@@ -84,11 +95,47 @@ def rung_budget(ladder: Ladder, index: int, target: str | None) -> str:
     return f"{name}@{target}" if target and at_target else name
 
 
-def promote(rows: list[dict], keep: int) -> list[dict]:
-    """The rows that go on to the next rung: the best ``keep`` (``rows`` is a leaderboard, best first), and the
-    best known layout when it is not among them."""
-    chosen = list(rows[:keep])
+def target_tokens_of(ladder: Ladder, target: str | None) -> tuple[int, int | None]:
+    """The last rung's training tokens and, under ``wsd``, the tokens where its cooldown starts: what a forecast
+    of a candidate's final score extrapolates to."""
+    from composer.training.schedule import ScheduleConfig, decay_start
+
+    budget = get_lm_budget(rung_budget(ladder, len(ladder.rungs) - 1, target))
+    if budget.schedule != "wsd" or budget.warmup is None or budget.warmup < 1:
+        return budget.tokens, None
+    per_step = budget.seq_len * budget.batch_size
+    steps = budget.tokens // per_step
+    return budget.tokens, per_step * decay_start(ScheduleConfig("wsd", int(budget.warmup), steps))
+
+
+def promote(rows: list[dict], keep: int, by: str = "score", target_tokens: int | None = None,
+            target_trunk_tokens: int | None = None, hedge: bool = False, z: float = 1.0) -> list[dict]:
+    """The rows that go on to the next rung (``rows`` is a leaderboard, best first), and the best known layout
+    when it is not among them (the floor).
+
+    ``by="score"``: the best ``keep`` by measured score. ``by="forecast"``: the best ``keep`` by each row's
+    forecast at ``target_tokens`` (``search.forecast``; a row without a curve is ranked by its score), then every
+    row whose forecast could still be the best at ``z`` (at most ``keep`` more), then with ``hedge`` the best row
+    of the highest attention share not yet chosen. Each chosen row carries its ``forecast``."""
+    if by == "score":
+        chosen = list(rows[:keep])
+    else:
+        from search.forecast import could_be_best, forecast_row, hedge_by_share
+
+        forecasts = {row["pattern"]: forecast_row(row, target_tokens, target_trunk_tokens) for row in rows}
+        ranked = sorted(rows, key=lambda row: (forecasts[row["pattern"]].mean, rows.index(row)))
+        chosen = ranked[:keep]
+        contenders = [row for pattern in could_be_best(forecasts, z) for row in rows if row["pattern"] == pattern]
+        chosen += [row for row in contenders if row not in chosen][:keep]
+        if hedge:
+            scored = [{**row, "forecast": forecasts[row["pattern"]]} for row in rows]
+            by_share = hedge_by_share(scored)
+            top_share = max((row["attention_share"] for row in by_share), default=None)
+            late = [row for row in by_share if row["attention_share"] == top_share]
+            chosen += [original for original in rows if late and original["pattern"] == late[0]["pattern"]
+                       and original not in chosen]
+        chosen = [{**row, "forecast": forecasts[row["pattern"]].as_dict()} for row in chosen]
     known = next((row for row in rows if row.get("known")), None)
-    if known is not None and known not in chosen:
+    if known is not None and known["pattern"] not in {row["pattern"] for row in chosen}:
         chosen.append(known)
     return chosen

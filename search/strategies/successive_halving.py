@@ -14,7 +14,7 @@ from typing import Any
 
 from search.config import SearchConfig
 from search.engine import Stage
-from search.fidelity import get_ladder, promote, rung_budget
+from search.fidelity import get_ladder, promote, rung_budget, target_tokens_of
 from search.leaderboard import failures
 from search.progress import stage_label
 from search.strategies.base import Answer, StagePlan, StageRun, Strategy, known_first, make_space, missing_first
@@ -40,13 +40,18 @@ class SuccessiveHalving(Strategy):
             space = make_space(config, config.layers)
             return StagePlan(rung, Stage(0, space, config.trials, rung.study_name, known_first(config, space, echo)))
         below = done[-1].rows
-        promoted = promote(below, ladder.rungs[index].keep)
+        rung = ladder.rungs[index]
+        target_tokens, target_trunk = target_tokens_of(ladder, config.target)
+        promoted = promote(below, rung.keep, rung.promote_by, target_tokens, target_trunk, rung.hedge)
         promoted.sort(key=lambda row: not row.get("known"))  # the floor first: a deadline drops new patterns
-        first = tuple((row["pattern"], {"promoted_from": row["trial"], **({"known": row["known"]}
-                                                                          if row.get("known") else {})})
+        first = tuple((row["pattern"], {"promoted_from": row["trial"],
+                                        **({"known": row["known"]} if row.get("known") else {}),
+                                        **({"forecast": row["forecast"]} if row.get("forecast") else {})})
                       for row in promoted)
-        announce = (f"{stage_label('rung', index, len(ladder.rungs))}: promoting {len(promoted)} of {len(below)}: "
+        announce = (f"{stage_label('rung', index, len(ladder.rungs))}: promoting {len(promoted)} of {len(below)}"
+                    + (f" by forecast at {target_tokens:,} tokens" if rung.promote_by == "forecast" else "") + ": "
                     + ", ".join(row["pattern"] + (f" ({row['known']})" if row.get("known") else "")
+                                + (f" {row['forecast']['mean']:.3f}" if row.get("forecast") else "")
                                 for row in promoted))
         stage = Stage(index, done[0].stage.space, len(promoted), rung.study_name, first, only_first=True)
         return StagePlan(rung, stage, announce)
@@ -91,6 +96,9 @@ def rung_record(run: StageRun) -> dict[str, Any]:
               "leaderboard": rows, "failures": failures(run.study)}
     if run.stage.only_first:
         record["promoted"] = [pattern for pattern, _ in run.stage.first]
+        forecasts = {pattern: attrs["forecast"] for pattern, attrs in run.stage.first if "forecast" in attrs}
+        if forecasts:
+            record["promoted_forecasts"] = forecasts
         record["missing"] = missing_first(run)
     return record
 

@@ -155,3 +155,47 @@ def test_a_search_killed_in_its_last_rung_resumes_without_retraining_a_finished_
     assert len(patterns) == len(set(patterns)), "a pattern of the last rung was trained twice"
     ours, theirs = (json.loads((path / "leaderboard.json").read_text()) for path in (out, tmp_path / "reference"))
     assert [(r["pattern"], round(r["score"], 4)) for r in ours] == [(r["pattern"], round(r["score"], 4)) for r in theirs]
+
+
+def curve_row(pattern: str, trial: int, E: float, A: float, alpha: float, known: str | None = None) -> dict:
+    """A leaderboard row whose curve follows E + A t^-alpha to a 100K-token trunk (scored at 125K)."""
+    from search.leaderboard import attention_share
+
+    tokens = [12_288 * 1.35 ** i for i in range(8)]
+    curve = [{"tokens": t, "loss": E + A * t ** -alpha} for t in tokens if t <= 100_352]
+    score = E + A * 125_000 ** -alpha
+    return {"pattern": pattern, "score": score, "trial": trial, "known": known, "attention_share":
+            attention_share(pattern), "details": {"curve": curve, "trunk_tokens": 100_352}}
+
+
+def test_promotion_by_forecast_takes_the_late_learner_the_snapshot_drops():
+    """Issue 36: a pattern that trails at the rung but learns on (lower E) is promoted by its forecast at the
+    target's tokens where the snapshot keeps the fast starter; the floor is still added; each chosen row carries
+    its forecast. Red when promote ranked by score whatever ``by`` said."""
+    fast = curve_row("MMMMAM", 0, E=2.0, A=40.0, alpha=0.7)
+    slow = curve_row("AMAMAM", 1, E=1.8, A=9.0, alpha=0.3)
+    middle = curve_row("MMAMMA", 2, E=2.2, A=30.0, alpha=0.6)
+    known = curve_row("AAMMMM", 3, E=2.4, A=30.0, alpha=0.6, known="composer-paper")
+    rows = sorted([fast, slow, middle, known], key=lambda row: row["score"])
+    assert rows[0]["pattern"] == "MMMMAM" and rows.index(slow) > 0  # the snapshot ranks the fast one first
+    by_score = promote(rows, 1)
+    assert [row["pattern"] for row in by_score] == ["MMMMAM", "AAMMMM"]
+    by_forecast = promote(rows, 1, "forecast", 500_000, 400_384)
+    assert by_forecast[0]["pattern"] == "AMAMAM" and by_forecast[-1]["pattern"] == "AAMMMM"
+    assert by_forecast[0]["forecast"]["mean"] < by_forecast[0]["score"]
+    assert "MMMMAM" not in [row["pattern"] for row in by_forecast[:1]]
+
+
+def test_the_hedge_adds_the_best_of_the_highest_attention_share():
+    fast = curve_row("MMMMMM", 0, E=1.9, A=40.0, alpha=0.7)
+    second = curve_row("MMMMMA", 1, E=1.95, A=40.0, alpha=0.7)
+    late = curve_row("AAAAMA", 2, E=2.5, A=8.0, alpha=0.3)
+    rows = sorted([fast, second, late], key=lambda row: row["score"])
+    plain = [row["pattern"] for row in promote(rows, 1, "forecast", 500_000, 400_384)]
+    hedged = [row["pattern"] for row in promote(rows, 1, "forecast", 500_000, 400_384, hedge=True)]
+    assert "AAAAMA" not in plain and hedged[-1] == "AAAAMA"
+
+
+def test_a_ladder_refuses_an_unknown_ranking():
+    with pytest.raises(ConfigError, match="promote_by"):
+        Ladder("bad", (Rung("rung-smoke-0", None), Rung("rung-smoke-1", 2, promote_by="magic")), "")
