@@ -40,16 +40,16 @@ class SuccessiveHalving(Strategy):
             space = make_space(config, config.layers)
             return StagePlan(rung, Stage(0, space, config.trials, rung.study_name, known_first(config, space, echo)))
         below = done[-1].rows
-        rung = ladder.rungs[index]
+        step = ladder.rungs[index]
         target_tokens, target_trunk = target_tokens_of(ladder, config.target)
-        promoted = promote(below, rung.keep, rung.promote_by, target_tokens, target_trunk, rung.hedge)
+        promoted = promote(below, step.keep, step.promote_by, target_tokens, target_trunk, step.hedge)
         promoted.sort(key=lambda row: not row.get("known"))  # the floor first: a deadline drops new patterns
         first = tuple((row["pattern"], {"promoted_from": row["trial"],
                                         **({"known": row["known"]} if row.get("known") else {}),
                                         **({"forecast": row["forecast"]} if row.get("forecast") else {})})
                       for row in promoted)
         announce = (f"{stage_label('rung', index, len(ladder.rungs))}: promoting {len(promoted)} of {len(below)}"
-                    + (f" by forecast at {target_tokens:,} tokens" if rung.promote_by == "forecast" else "") + ": "
+                    + (f" by forecast at {target_tokens:,} tokens" if step.promote_by == "forecast" else "") + ": "
                     + ", ".join(row["pattern"] + (f" ({row['known']})" if row.get("known") else "")
                                 + (f" {row['forecast']['mean']:.3f}" if row.get("forecast") else "")
                                 for row in promoted))
