@@ -1,15 +1,52 @@
-"""Live progress of a search: trials done of total, the latest result, best so far, elapsed time and ETA."""
+"""Live progress of a search: trials done of total, the latest result, best so far, elapsed time and ETA; and,
+while a candidate trains, a line every ~10 s with where the search is and how long the whole of it has left.
+
+Why the second kind of line (issue 36): README's default search printed its known layouts and then nothing for
+150 s, until its first candidate's two runs ended. The ``lm`` evaluator reports from inside its training runs
+(``composer.training.progress.Heartbeat`` through ``LanguageModelEvaluator.heartbeat``); :meth:`SearchProgress.
+heartbeat` turns those reports into lines such as::
+
+    rung 1 of 0-2 [  3/9] MMAMMMMMAMMM  run 1/2 lr 1e-3  62,000/125,000 tokens  2,310 tok/s  rung eta 4:10  search eta ~18 min
+
+How the ETA is estimated (:class:`SearchEta`), and what it assumes:
+
+* work is counted in training FLOPs (``composer.accounting``: forward + backward per token of the model that is
+  trained, at the budget's sequence length); a held-out token scored for the loss or the curve costs a third of a
+  training token (forward only);
+* a stage's work is its candidates x runs x (tokens trained + tokens scored). Every candidate of a stage is taken
+  to cost the mean of the stage's enqueued patterns (its known layouts, or a rung's promotions), trained where the
+  budget trains them (stacked to ``extrapolate_to``);
+* the later rungs of successive halving train ``keep`` + 1 candidates (the floor: the best known layout, when it
+  is not among the best) and a rung that ``continues`` trains one rate per seed from the trunk the rung below kept,
+  so only the tokens past that trunk;
+* the speed is the work done in this process divided by the wall time since its first run began, so what is not
+  training (validation, building models, writing trunks) slows the estimate as it slows the search. It is measured
+  on the models trained so far: on 2 CPU cores the demo-4m models of rungs 1 and 2 ran about 1.3 times as many
+  FLOPs/s as rung 0's (``benchmarks/results/default_search_am_e2e-2026-11-26.json``), so during rung 0 the
+  search's ETA runs high. Pruned, cached and failed candidates cost less than it assumes. Hence the ``~``.
+
+Only a strategy whose stages are known in advance (successive halving's ladder, or a single stage) gets a
+``search eta``; the others get their stage's. With ``--workers`` > 1 the candidates train in other processes and
+only the per-trial lines are printed.
+"""
 
 from __future__ import annotations
 
+import functools
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from search.engine import FINISHED
 from search.resume import is_evaluation
+
+FORWARD_SHARE = 1 / 3  # a forward-only token's share of a training token's FLOPs (forward 2N, backward 4N)
+EVERY_S = 9.0  # the least time between two heartbeat lines of one run (Heartbeat reports every 10 s)
 
 
 def stage_label(kind: str, index: int, count: int) -> str:
@@ -25,10 +62,197 @@ def _clock(seconds: float) -> str:
     return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"
 
 
-class SearchProgress:
-    """Prints one line per finished trial (an Optuna callback, or ``poll`` for worker processes)."""
+def _about(seconds: float) -> str:
+    """A rough duration: ``~18 min``, ``~1 h 40 min``."""
+    minutes = round(max(0.0, seconds) / 60)
+    if minutes < 1:
+        return "<1 min"
+    hours, minutes = divmod(minutes, 60)
+    return f"~{hours} h {minutes:02d} min" if hours else f"~{minutes} min"
 
-    def __init__(self, total: int, maximize: bool, label: str = "", stream=sys.stderr) -> None:
+
+def _rate(lr: float) -> str:
+    """A learning rate as the budgets write it: ``1e-3``, ``2.5e-4``."""
+    mantissa, exponent = f"{lr:e}".split("e")
+    return f"{float(mantissa):g}e{int(exponent)}"
+
+
+def evaluations_done(study: optuna.Study) -> int:
+    """Trials of ``study`` that trained their pattern: what a stage's budget and its candidate numbers count."""
+    return sum(is_evaluation(t) for t in study.get_trials(deepcopy=False, states=FINISHED))
+
+
+def run_tokens(info: dict[str, Any]) -> int | None:
+    """The tokens a reported run trains in all: its budget in whole steps (a ``wsd`` run's trunk reports its own
+    ``total_tokens``, short of the budget), else the reporting call's total."""
+    budget, per_step = info.get("budget_tokens"), info.get("tokens_per_step")
+    if budget:
+        return int(budget) // int(per_step) * int(per_step) if per_step else int(budget)
+    return int(info["total_tokens"]) if info.get("total_tokens") else None
+
+
+@dataclass(frozen=True)
+class StageWork:
+    """The training one stage asks for: ``candidates`` x ``runs`` runs, each training from ``start_tokens`` (the
+    trunk a continued run starts from, else 0) to ``budget_tokens`` and scoring ``eval_tokens`` held-out tokens;
+    ``flops_per_token`` of the model trained (1.0 where it cannot be counted: the work is then in tokens)."""
+
+    candidates: int
+    runs: int
+    budget_tokens: int
+    start_tokens: int = 0
+    eval_tokens: int = 0
+    flops_per_token: float = 1.0
+    widths: str = ""
+
+    @property
+    def run_work(self) -> float:
+        return self.flops_per_token * (self.budget_tokens - self.start_tokens + FORWARD_SHARE * self.eval_tokens)
+
+    @property
+    def work(self) -> float:
+        return self.candidates * self.runs * self.run_work
+
+
+@functools.lru_cache(maxsize=512)
+def trained_flops_per_token(pattern: str, widths: str, extrapolate_to: str | None, seq_len: int) -> float | None:
+    """Training FLOPs per token of what the ``lm`` evaluator trains for ``pattern`` (grown to ``extrapolate_to``
+    when the budget has one, as ``LanguageModelEvaluator.trained_pattern`` does); None when it cannot be counted."""
+    try:
+        from composer.accounting import analyze
+        from composer.presets import resolve_architecture
+        from search.engine import pattern_at_target
+
+        at = extrapolate_to or widths
+        trained = pattern_at_target(pattern, extrapolate_to) if extrapolate_to else pattern
+        arch, _ = resolve_architecture(trained, at, at)
+        return float(analyze(arch, seq_len=seq_len).flops_per_token)
+    except Exception:  # a pattern or preset the accounting does not know: the estimate falls back to tokens
+        return None
+
+
+def _trunk_tokens(budget) -> int:
+    """Tokens of the trunk a ``keeps_trunk`` budget leaves: the steps before its cooldown."""
+    from composer.training.config import TrainConfig
+    from composer.training.schedule import ScheduleConfig, decay_start
+
+    per_step = budget.seq_len * budget.batch_size
+    fraction = TrainConfig.__dataclass_fields__["decay_fraction"].default
+    steps = decay_start(ScheduleConfig("wsd", warmup_steps=int(budget.warmup), total_steps=budget.tokens // per_step,
+                                       decay_fraction=fraction))
+    return steps * per_step
+
+
+def stage_work(budget: str, candidates: int, patterns: list[str], widths: str,
+               below: str | None = None) -> StageWork:
+    """The work of ``candidates`` trained at ``lm`` budget ``budget`` (``below``: the budget of the rung under it,
+    whose trunks a ``continues`` budget continues), each costing the mean of ``patterns``."""
+    from search.lm import get_lm_budget
+
+    spec = get_lm_budget(budget)
+    start, runs = 0, spec.runs
+    if spec.continues and below is not None:
+        previous = get_lm_budget(below)
+        if previous.keeps_trunk and (previous.seq_len, previous.batch_size) == (spec.seq_len, spec.batch_size):
+            start, runs = min(_trunk_tokens(previous), spec.tokens), spec.seeds  # one rate: the trunk's
+    scored = ((spec.val_tokens or 65_536) + (spec.curve_points + (spec.schedule == "wsd")) * spec.curve_tokens)
+    flops = [trained_flops_per_token(p, widths, spec.extrapolate_to, spec.seq_len) for p in patterns]
+    per_token = sum(flops) / len(flops) if flops and None not in flops else 1.0
+    trained = spec.tokens // (spec.seq_len * spec.batch_size) * spec.seq_len * spec.batch_size  # whole steps
+    return StageWork(candidates, runs, trained, start, scored, per_token, spec.extrapolate_to or widths)
+
+
+class SearchEta:
+    """The whole search's remaining work and the speed measured so far (the module docstring says how and what it
+    assumes). One for a search, across its stages; ``plan`` is called at each stage's start."""
+
+    def __init__(self, config=None, strategy=None, now: Callable[[], float] = time.monotonic) -> None:
+        self.config = config
+        self.strategy = strategy
+        self.now = now
+        self.stages: list[StageWork] | None = None  # this stage's work, then every later stage's
+        self.whole = False  # whether ``stages`` holds every stage left (a search ETA can be given)
+        self.done_work = 0.0
+        self.started: float | None = None  # when this process's first run began training
+        self._run: tuple | None = None  # (stage, candidate, run) of the last report
+        self._trained = 0  # tokens that run had trained at its last report
+        self._pending = 0.0  # the held-out scoring of that run, done once the next one starts
+
+    def plan(self, index: int, stage_config, stage) -> None:
+        """Stage ``index`` (its settings and its ``search.engine.Stage``) starts: what it and the later stages ask."""
+        self.stages, self.whole = None, False
+        config = self.config or stage_config
+        try:
+            patterns = [pattern for pattern, _ in stage.first] or [self._representative(config)]
+            candidates = min(stage.trials, stage.space.size)
+            name = getattr(self.strategy, "name", None)
+            if name == "successive-halving":
+                from search.fidelity import get_ladder, rung_budget
+
+                ladder = get_ladder(config.budget)
+                works = []
+                for j in range(index, len(ladder.rungs)):
+                    if j > index:
+                        candidates = min(candidates, ladder.rungs[j].keep + (1 if config.known else 0))
+                    below = rung_budget(ladder, j - 1, config.target) if j else None
+                    works.append(stage_work(rung_budget(ladder, j, config.target), candidates, patterns,
+                                            config.widths, below))
+                self.stages, self.whole = works, True
+            else:
+                count = self.strategy.stage_count(config) if self.strategy is not None else 1
+                self.stages = [stage_work(stage_config.budget, candidates, patterns, stage_config.widths)]
+                self.whole = count == 1
+        except Exception:  # not an lm budget (a user's evaluator): the stage is estimated from its reports
+            self.stages, self.whole = None, False
+
+    @staticmethod
+    def _representative(config) -> str:
+        """A pattern of the searched primitives in turn, for a stage that enqueues none."""
+        primitives = str(getattr(config, "primitives", "AM")) or "AM"
+        layers = int(getattr(config, "layers", 6) or 6)
+        return (primitives * layers)[:layers]
+
+    def update(self, index: int, candidate: int, total: int, info: dict[str, Any]) -> tuple[float | None, float | None]:
+        """Account one report of candidate ``candidate`` (from 1) of ``total`` in stage ``index``; returns the
+        seconds left in the stage and in the whole search (None where they cannot be estimated)."""
+        if self.stages is None:  # in tokens, from the report alone
+            self.stages = [StageWork(total, int(info.get("runs") or 1), run_tokens(info) or 1)]
+        work = self.stages[0]
+        runs = int(info.get("runs") or work.runs)
+        run = int(info.get("run") or 1)
+        # a continued budget trains one rate from the trunk; a candidate without a trunk trains every rate afresh
+        start = work.start_tokens if runs == work.runs else 0
+        length = max(1, (run_tokens(info) or work.budget_tokens) - start)
+        trained = min(max(0, int(info.get("tokens") or 0) - start), length)
+        per_token, scored = work.flops_per_token, FORWARD_SHARE * work.eval_tokens
+        now = self.now()
+        key = (index, candidate, run)
+        if key != self._run:
+            self.done_work += self._pending + per_token * trained
+            self._pending = per_token * scored
+            if self.started is None:
+                speed = info.get("tokens_per_s")
+                self.started = now - (trained / speed if speed else 0.0)
+        else:
+            self.done_work += per_token * max(0, trained - self._trained)
+        self._run, self._trained = key, trained
+        elapsed = now - self.started
+        if elapsed <= 0 or self.done_work <= 0:
+            return None, None
+        speed = self.done_work / elapsed
+        stage_left = (per_token * (length - trained + scored) + (runs - run) * per_token * (length + scored)
+                      + max(0, work.candidates - candidate) * work.runs * work.run_work)
+        later = sum(stage.work for stage in self.stages[1:])
+        return stage_left / speed, (stage_left + later) / speed if self.whole else None
+
+
+class SearchProgress:
+    """Prints one line per finished trial (an Optuna callback, or ``poll`` for worker processes), and with
+    :meth:`heartbeat` (``LanguageModelEvaluator.heartbeat``) a line every ~10 s while a candidate trains."""
+
+    def __init__(self, total: int, maximize: bool, label: str = "", stream=sys.stderr, kind: str = "stage",
+                 index: int = 0, eta: SearchEta | None = None, done: int = 0, every_s: float = EVERY_S,
+                 now: Callable[[], float] = time.monotonic) -> None:
         self.total = total
         self.maximize = maximize
         self.label = label
@@ -36,6 +260,14 @@ class SearchProgress:
         self.started = time.time()
         self.seen: set[int] = set()
         self.done_before: int | None = None
+        self.kind = kind  # what a stage is called in the heartbeat's ETA: "rung eta"
+        self.index = index
+        self.eta = eta if eta is not None else SearchEta(now=now)
+        self.done = done  # evaluations of this stage finished: the one training is number done + 1
+        self.every_s = every_s
+        self.now = now
+        self._last: tuple[tuple, float] | None = None  # the last heartbeat line: its run and when
+        self._broken = False
 
     def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
         self._print(study, trial)
@@ -46,10 +278,56 @@ class SearchProgress:
             if trial.number not in self.seen:
                 self._print(study, trial)
 
+    def begin(self) -> None:
+        """Says at once what the stage trains first, before its first report (a run's first comes ~10 s in); nothing
+        for a stage that a resumed search finished before."""
+        if self.done >= self.total:
+            return
+        work = (self.eta.stages or [None])[0]
+        what = (f": {work.runs} run(s) of {work.budget_tokens - work.start_tokens:,} tokens"
+                + (f" at {work.widths}" if work.widths else "") if work is not None else "")
+        print(f"{self.label}[{self.done + 1:>3}/{self.total}] training{what}; a progress line every ~10 s",
+              file=self.stream, flush=True)
+
+    def heartbeat(self, info: dict[str, Any]) -> None:
+        """A line for a training run's report (``composer.training.progress.Heartbeat``): at a run's first report,
+        then at most every ``every_s``. Never raises: a progress line must not stop a candidate."""
+        if self._broken:
+            return
+        try:
+            self._heartbeat(info)
+        except Exception as err:  # noqa: BLE001
+            self._broken = True
+            print(f"{self.label}(progress lines stopped: {type(err).__name__}: {err})", file=self.stream, flush=True)
+
+    def _heartbeat(self, info: dict[str, Any]) -> None:
+        candidate = self.done + 1
+        stage_left, search_left = self.eta.update(self.index, candidate, self.total, info)
+        now = self.now()
+        key = (self.index, candidate, info.get("run"))
+        if self._last is not None and self._last[0] == key and now - self._last[1] < self.every_s:
+            return
+        self._last = (key, now)
+        parts = [f"{self.label}[{candidate:>3}/{self.total}] {info.get('pattern', '?')}"]
+        if info.get("runs"):
+            run = f"run {info.get('run', 1)}/{info['runs']}"
+            parts.append(run + (f" lr {_rate(info['lr'])}" if info.get("lr") else ""))
+        budget = run_tokens(info)
+        parts.append(f"{int(info.get('tokens') or 0):,}/{budget:,} tokens" if budget else
+                     f"{int(info.get('tokens') or 0):,} tokens")
+        if info.get("tokens_per_s"):
+            parts.append(f"{info['tokens_per_s']:,.0f} tok/s")
+        if stage_left is not None:
+            parts.append(f"{self.kind} eta {_clock(stage_left)}" if self.label else f"eta {_clock(stage_left)}")
+        if search_left is not None and self.label:
+            parts.append(f"search eta {_about(search_left)}")
+        print("  ".join(parts), file=self.stream, flush=True)
+
     def _print(self, study: optuna.Study, trial: FrozenTrial) -> None:
         self.seen.add(trial.number)
         finished = study.get_trials(deepcopy=False, states=FINISHED)
         done = sum(is_evaluation(t) for t in finished)  # what the budget counts: cached answers are free
+        self.done = done
         if self.done_before is None:
             self.done_before = done - 1
         attrs = trial.user_attrs

@@ -23,8 +23,8 @@ from search.engine import Stage, enqueue_first, launch_workers, open_study, run_
 from search.evaluators import make_evaluator
 from search.known import compare_with_known
 from search.leaderboard import failures, format_table, leaderboard, write_leaderboard
-from search.plots import plot_all
-from search.progress import SearchProgress
+from search.plots import plot_all, plot_rung_curves
+from search.progress import SearchEta, SearchProgress, evaluations_done
 from search.resume import StudyLock, reap_dead_workers
 from search.storage import GRACE_S, default_storage_url, worker_lock_path
 from search.strategies import StageRun, get_strategy
@@ -33,20 +33,33 @@ from search.tracking import log_summary
 
 
 def run_stage(config: SearchConfig, stage: Stage, label: str, precision: str, deadline: float | None,
-              echo, allow_empty: bool = False) -> tuple[Any, list[dict[str, Any]]]:
+              echo, allow_empty: bool = False, eta: SearchEta | None = None,
+              kind: str = "stage") -> tuple[Any, list[dict[str, Any]]]:
     """Run one study (a strategy's stage or a rung) to its budget; returns the study and its leaderboard (empty
-    only with ``allow_empty``: a rung that the deadline cut before it scored anything)."""
+    only with ``allow_empty``: a rung that the deadline cut before it scored anything). ``eta``: the search's
+    estimate of its time left (``search.progress``), ``kind``: what its lines call a stage."""
     evaluator = make_evaluator(config.evaluator, config.budget, config.widths, config.data, config.tokenizer,
-                               config.precision, config.compile)
+                               config.precision, config.compile, config.trunks)
     maximize = evaluator.direction == "maximize"
     echo(f"{label}study {stage.study_name!r}: {stage.trials} trials over {stage.space.size:,} patterns "
          f"({config.sampler_name}, {config.evaluator}/{config.budget}, {precision}, {config.workers} worker(s))")
     for pattern, attrs in stage.first:
         if "known_fit" in attrs:
             echo(f"   known layout {attrs['known']:<14} {pattern}  ({attrs.get('known_fit', '')})")
-    progress = SearchProgress(stage.trials, maximize, label)
+    progress = SearchProgress(stage.trials, maximize, label, kind=kind, index=stage.index, eta=eta)
+    # one worker trains here: the evaluator's runs report while they train (issue 36: 150 s of silence before)
+    live = config.workers == 1 and hasattr(evaluator, "heartbeat")
+    if live:
+        progress.eta.plan(stage.index, config, stage)
+        progress.done = evaluations_done(open_study(config, stage, evaluator))
+        progress.begin()
+        evaluator.heartbeat = progress.heartbeat
     if config.workers == 1:
-        run_worker(config, stage, 0, callbacks=[progress], deadline=deadline, on_bound=echo, evaluator=evaluator)
+        try:
+            run_worker(config, stage, 0, callbacks=[progress], deadline=deadline, on_bound=echo, evaluator=evaluator)
+        finally:
+            if live:
+                evaluator.heartbeat = None
     else:
         enqueue_first(open_study(config, stage, evaluator), stage)  # before the workers race to it
         launch_workers(config, stage, deadline, poll=lambda: progress.poll(lambda: open_study(config, stage, evaluator)))
@@ -71,7 +84,7 @@ def run_search(config: SearchConfig, echo=print) -> dict[str, Any]:
     first_config = strategy.first_config(config)
     # the evaluator checks its settings (a missing --data, say) before anything is written to --out
     evaluator = make_evaluator(first_config.evaluator, first_config.budget, config.widths, config.data,
-                               config.tokenizer, config.precision, config.compile)
+                               config.tokenizer, config.precision, config.compile, config.trunks)
     make_output_dir(out)
     (out / "config.json").write_text(json.dumps(config.to_dict(), indent=2))
     maximize = evaluator.direction == "maximize"
@@ -79,6 +92,7 @@ def run_search(config: SearchConfig, echo=print) -> dict[str, Any]:
     if config.compile:
         precision += ", compiled"
     deadline = time.time() + config.timeout if config.timeout else None
+    eta = SearchEta(config, strategy)  # the whole search's time left, across its stages
     done: list[StageRun] = []
     stopped = None
     while (plan := strategy.next_stage(config, done, echo)) is not None:
@@ -91,7 +105,8 @@ def run_search(config: SearchConfig, echo=print) -> dict[str, Any]:
         if plan.announce:
             echo(plan.announce)
         started = time.time()
-        study, rows = run_stage(plan.config, plan.stage, label, precision, deadline, echo, allow_empty=bool(done))
+        study, rows = run_stage(plan.config, plan.stage, label, precision, deadline, echo, allow_empty=bool(done),
+                                eta=eta, kind=strategy.stage_kind)
         done.append(StageRun(plan.config, plan.stage, study, rows, started, time.time()))
         missing = missing_first(done[-1])
         if missing:
@@ -116,6 +131,8 @@ def run_search(config: SearchConfig, echo=print) -> dict[str, Any]:
     write_leaderboard(rows, out, extra)
     (out / "failures.json").write_text(json.dumps(failures(study), indent=2))
     plots = plot_all(study, rows, out, config.primitives)
+    if "rungs.json" in answer.files:
+        plots += plot_rung_curves(answer.files["rungs.json"], out)
     log_summary(config, study.study_name, rows, plots)
     return {"leaderboard": rows, "best": rows[0], "plots": [str(p) for p in plots], "study": study.study_name,
             "storage": config.storage or default_storage_url(out), "out": str(out), "precision": precision,

@@ -1,11 +1,26 @@
-"""Progress lines of a search: a rung's label counts as the summary, rungs.json and the study names count."""
+"""Progress lines of a search: a rung's label counts as the summary, rungs.json and the study names count; while a
+candidate trains, heartbeat lines say where the search is and how long it has left."""
 
 from __future__ import annotations
 
+import itertools
+import os
 import re
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
 
-from search.progress import stage_label
+import pytest
+
+from search.config import SearchConfig
+from search.engine import Stage
+from search.progress import SearchEta, SearchProgress, stage_label
 from search.run import summary_text
+from search.strategies import get_strategy
+from search.strategies.base import known_first, make_space
+from search.strategies.successive_halving import rung_config
 
 
 def test_rung_labels_count_from_zero_like_the_summary():
@@ -21,3 +36,183 @@ def test_rung_labels_count_from_zero_like_the_summary():
     assert labels == ["rung 0 of 0-1", "rung 1 of 0-1"]
     assert [int(label.split()[1]) for label in labels] == summarised == [0, 1]
 
+
+# --- while a candidate trains (issue 36: README's default search printed nothing for 150 s) ---------------------
+
+ROOT = Path(__file__).resolve().parents[2]
+PROMOTED = ("AMAMAM", "MMAMMM", "MMAAMM", "MMAMMA", "MAAMMM", "MAMMMM", "MMAAMA", "MAMAMM", "MAAAMA")
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+class Lines(list):
+    def write(self, text: str) -> None:
+        self.extend(line for line in text.splitlines() if line)
+
+    def flush(self) -> None:
+        pass
+
+
+def default_search(clock: Clock) -> tuple[SearchConfig, SearchEta]:
+    """README's default search: successive halving over the cpu ladder, 20 candidates of A and M."""
+    config = SearchConfig(wandb="off")
+    assert (config.strategy, config.budget, config.trials) == ("successive-halving", "cpu", 20)
+    return config, SearchEta(config, get_strategy(config.strategy), now=clock)
+
+
+def rung_stage(config: SearchConfig, index: int, patterns: tuple[str, ...]) -> Stage:
+    space = make_space(config, config.layers)
+    if index == 0:
+        return Stage(0, space, config.trials, "s", known_first(config, space, lambda _: None))
+    return Stage(index, space, len(patterns), f"s-rung{index}", tuple((p, {}) for p in patterns), only_first=True)
+
+
+def report(pattern: str, run: int, runs: int, tokens: int, budget: int, per_step: int, speed: float | None) -> dict:
+    return {"pattern": pattern, "lr": (1e-3, 2e-3)[run - 1] if run <= 2 else 1e-3, "seed": 0, "budget": "b",
+            "budget_tokens": budget, "tokens_per_step": per_step, "run": run, "runs": runs, "step": tokens // per_step,
+            "steps": budget // per_step, "tokens": tokens, "total_tokens": budget, "tokens_per_s": speed}
+
+
+def test_a_heartbeat_line_names_the_rung_the_candidate_its_tokens_and_the_etas():
+    clock, lines = Clock(), Lines()
+    config, eta = default_search(clock)
+    stage = rung_stage(config, 1, PROMOTED)
+    eta.plan(1, rung_config(config, 1), stage)
+    progress = SearchProgress(9, False, "rung 1 of 0-2 ", stream=lines, kind="rung", index=1, eta=eta, done=2,
+                              now=clock)
+    progress.begin()
+    assert lines == ["rung 1 of 0-2 [  3/9] training: 2 run(s) of 124,928 tokens at demo-4m; a progress line every "
+                     "~10 s"]
+    SearchProgress(9, False, "rung 1 of 0-2 ", stream=lines, eta=eta, done=9).begin()  # a finished rung, resumed
+    assert len(lines) == 1
+    trained = "MMAMMMMMAMMM"
+    progress.heartbeat(report(trained, 1, 2, 62_000, 125_000, 2048, 2310.0))
+    line = lines[-1]
+    match = re.fullmatch(r"rung 1 of 0-2 \[  3/9\] MMAMMMMMAMMM  run 1/2 lr 1e-3  62,000/124,928 tokens  2,310 tok/s"
+                         r"  rung eta (\d+):(\d\d)  search eta ~(\d+) min", line)
+    assert match, line
+    rung_s = int(match[1]) * 60 + int(match[2])
+    # 7 more candidates of 2 runs and the rest of this one, at 2,310 tokens/s: about 16 runs of ~125K tokens (+ the
+    # held-out scoring) is 15-20 min; the last rung (4 x 400K tokens) comes on top
+    assert 12 * 60 < rung_s < 25 * 60, line
+    assert rung_s / 60 < int(match[3]) < 3 * rung_s / 60, line
+    clock.t += 5  # the same run 5 s later: no line (the training's Heartbeat reports every 10 s, and at its end)
+    progress.heartbeat(report(trained, 1, 2, 72_000, 125_000, 2048, 2310.0))
+    assert len(lines) == 2
+    clock.t += 5
+    progress.heartbeat(report(trained, 1, 2, 84_000, 125_000, 2048, 2310.0))
+    assert len(lines) == 3 and "84,000/124,928 tokens" in lines[-1]
+    clock.t += 1  # a new run prints at its first report
+    progress.heartbeat(report(trained, 2, 2, 2_048, 125_000, 2048, 2310.0))
+    assert len(lines) == 4 and "run 2/2 lr 2e-3  2,048/124,928" in lines[-1]
+    progress.done = 3  # the candidate finished: the next is number 4, at once
+    progress.heartbeat(report("MMAAMMMMAAMMMAM", 1, 2, 2_048, 125_000, 2048, 2310.0))
+    assert lines[-1].startswith("rung 1 of 0-2 [  4/9] MMAAMMMMAAMMMAM  run 1/2")
+
+
+def flops(pattern: str, widths: str) -> float:
+    from composer.accounting import analyze
+    from composer.presets import resolve_architecture
+    from scaling.extrapolate import extrapolate
+
+    trained = extrapolate(pattern, widths, method="auto").pattern if widths != "search-1m" else pattern
+    return analyze(resolve_architecture(trained, widths, widths)[0], seq_len=128).flops_per_token
+
+
+def test_the_search_eta_of_the_default_ladder_shrinks_as_it_trains_and_is_plausible():
+    """The whole default search, simulated at a constant 5.5e10 FLOP/s (about 10,000 tokens/s on rung 0's models:
+    the 2-core CPU of ``benchmarks/results/default_search_am_e2e-2026-11-26.json``, whose search took 1 h 02 min,
+    rung 2 then trained from scratch) plus 3 s of start-up per run that no FLOP count sees."""
+    clock, lines = Clock(), Lines()
+    config, eta = default_search(clock)
+    patterns = ["AMAMAM", "AAMMMM"] + ["".join(p) for p in itertools.product("MA", repeat=6)
+                                       if "".join(p) not in ("AMAMAM", "AAMMMM")][:18]
+    ladder = [(patterns, 100_000 // 1024 * 1024, 0, 2, 1024, "search-1m"),  # trained tokens, start, runs, per step
+              (PROMOTED, 124_928, 0, 2, 2048, "demo-4m"),
+              (PROMOTED[:4], 499_712, 100_352, 1, 2048, "demo-4m")]  # continued from rung 1's trunk at one rate
+    flop_rate, startup = 5.5e10, 3.0
+    estimates = []  # (when, search seconds left) at each candidate's first report
+    for index, (stage_patterns, budget, start, runs, per_step, widths) in enumerate(ladder):
+        stage = rung_stage(config, index, tuple(stage_patterns))
+        eta.plan(index, rung_config(config, index), stage)
+        progress = SearchProgress(len(stage_patterns), False, f"rung {index} of 0-2 ", stream=lines, kind="rung",
+                                  index=index, eta=eta, now=clock)
+        for number, pattern in enumerate(stage_patterns):
+            speed = flop_rate / flops(pattern, widths)  # tokens/s of this candidate
+            for run in range(1, runs + 1):
+                clock.t += startup
+                tokens, first = start, True
+                while tokens < budget:
+                    step = min(budget - tokens, 10 * speed)
+                    clock.t += step / speed
+                    tokens += step
+                    progress.heartbeat(report(pattern, run, runs, int(tokens), budget, per_step, speed))
+                    if first and run == 1:
+                        match = re.search(r"search eta (<1|~(\d+) h (\d+)|~(\d+)) min", lines[-1])
+                        assert match, lines[-1]
+                        left = 0 if match[1] == "<1" else (int(match[2]) * 60 + int(match[3]) if match[2]
+                                                           else int(match[4]))
+                        estimates.append((clock.t, left * 60.0))
+                    first = False
+            progress.done = number + 1
+    took = clock.t - 1000.0
+    assert len(estimates) == 20 + 9 + 4
+    # plausible: the first estimate, 13 s into the search, is within a factor of 2 of the truth and of the order
+    # of the measured search (1 h 02 min)
+    assert 0.5 * took < estimates[0][1] < 2 * took and 20 * 60 < estimates[0][1] < 3 * 3600, (took, estimates[0])
+    # and it shrinks as the work is done: never up by more than a tenth, and to almost nothing at the end
+    for (_, before), (_, after) in itertools.pairwise(estimates):
+        assert after <= 1.1 * before + 60, estimates
+    assert estimates[-1][1] < 0.15 * estimates[0][1]
+    for when, left in estimates[1:]:  # once it has measured a candidate: within a factor of 1.5 of the time left
+        assert (took - (when - 1000.0)) / 1.5 - 60 <= left <= 1.5 * (took - (when - 1000.0)) + 60, (when, left)
+
+
+@pytest.mark.slow
+def test_a_real_smoke_search_shows_a_heartbeat_before_its_first_candidate_ends(tmp_path):
+    """``composer search --budget smoke --trials 3``: a line with the rung, the candidate, its tokens and the ETAs
+    comes while the first candidate trains, before its result line. Stopped once that result is printed."""
+    env = {**os.environ, "WANDB_MODE": "offline", "PYTHONUNBUFFERED": "1",
+           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    process = subprocess.Popen([sys.executable, "-m", "composer", "search", "--budget", "smoke", "--trials", "3",
+                                "--out", str(tmp_path / "out")], cwd=ROOT, env=env, text=True,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    seen: list[tuple[float, str]] = []
+    result = re.compile(r"rung 0 of 0-1 \[  1/3\] \S+ +score \d")
+
+    def read() -> None:
+        for line in process.stderr:
+            seen.append((time.monotonic(), line.rstrip("\n")))
+            if result.search(line):
+                return
+
+    reader = threading.Thread(target=read, daemon=True)
+    started = time.monotonic()
+    reader.start()
+    reader.join(timeout=600)
+    try:
+        if process.poll() is None:
+            process.terminate()
+            process.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+    text = [line for _, line in seen]
+    ends = [i for i, line in enumerate(text) if result.search(line)]
+    assert ends, "\n".join(text[-30:])
+    beats = [i for i, line in enumerate(text[:ends[0]]) if re.fullmatch(
+        r"rung 0 of 0-1 \[  1/3\] [AM]{6}  run 1/1 lr 3e-3  [\d,]+/8,192 tokens  [\d,]+ tok/s  rung eta \d+:\d\d"
+        r"  search eta (~\d+|<1) min", line)]
+    assert beats, "\n".join(text[:ends[0] + 1])
+    announced = [i for i, line in enumerate(text) if line.startswith("rung 0 of 0-1 [  1/3] training: 1 run(s) of "
+                                                                      "8,192 tokens at search-1m")]
+    assert announced and announced[0] < beats[0]
+    print("\n".join(text[announced[0]:ends[0] + 1]))
+    print(f"first heartbeat line {seen[beats[0]][0] - started:.0f} s after start, result at "
+          f"{seen[ends[0]][0] - started:.0f} s")
