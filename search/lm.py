@@ -131,6 +131,23 @@ def as_run(result: Run | tuple) -> Run:
     return result if isinstance(result, Run) else Run(*result)
 
 
+@contextlib.contextmanager
+def quiet_lightning():
+    """Lightning's info lines ("Using bfloat16 Automatic Mixed Precision", "Restoring states from the checkpoint",
+    "`Trainer.fit` stopped") silenced while a candidate trains; its warnings and errors still show."""
+    import logging
+
+    loggers = [logging.getLogger(name) for name in ("lightning.pytorch", "lightning.fabric", "lightning")]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(max(logger.getEffectiveLevel(), logging.WARNING))
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, levels):
+            logger.setLevel(level)
+
+
 def get_lm_budget(budget: str | LMBudget) -> LMBudget:
     """A named budget; ``NAME@PRESET`` is that budget trained at PRESET's size (a ladder's last rung at the
     search's ``--target``)."""
@@ -214,7 +231,7 @@ class LanguageModelEvaluator:
             arch=pattern, preset=self.widths, data=self.data, tokenizer=self.tokenizer, tokens=spec.tokens,
             seq_len=spec.seq_len, batch_size=spec.batch_size, lr=lr, seed=seed, wandb="off", out=out,
             val_batches=20, val_tokens=spec.val_tokens, log_interval=10**9, checkpoint_interval=10**9,
-            keep_checkpoints=1, precision=_TRAIN_PRECISION[self.precision], compile=self.compile,
+            keep_checkpoints=1, precision=_TRAIN_PRECISION[self.precision], compile=self.compile, progress=False,
             schedule=spec.schedule, curve_points=spec.curve_points, curve_tokens=spec.curve_tokens, **optional,
         )
 
@@ -233,6 +250,7 @@ class LanguageModelEvaluator:
                 "budget_tokens": self.spec.tokens, "tokens_per_step": self.spec.seq_len * self.spec.batch_size,
                 **self._run_context}))
         with contextlib.ExitStack() as stack:
+            stack.enter_context(quiet_lightning())  # the search prints where it is; Lightning's notes would bury it
             work = self._work or stack.enter_context(tempfile.TemporaryDirectory(prefix="composer-lm-eval-"))
             out = tempfile.mkdtemp(prefix=f"run-{lr:g}-{seed}-", dir=work)
             config = self.train_config(pattern, lr, seed, out)

@@ -26,6 +26,7 @@ HELP = {
     "data_seed": "chooses the held-out validation documents (default 0; the same for every --seed)",
     "val_tokens": "tokens scored by the final validation (default: the whole held-out split)",
     "val_batches": "micro-batches per validation during training (the loss curve; the final one reads them all)",
+    "progress": "print the run's step lines (default on)",
     "curve_points": "record a learning curve: about N validations spaced in log-steps (summary.json's curve)",
     "curve_tokens": "held-out tokens per curve point (default 8192; the final validation reads --val-tokens)",
     "max_documents": "use only the first N documents (quick smoke runs)",

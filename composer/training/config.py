@@ -73,6 +73,7 @@ class TrainConfig:
     curve_points: int = 0
     curve_tokens: int = 8_192
     log_interval: int = 10
+    progress: bool = True  # print the run's step lines (a search prints its own for its candidates' runs)
     checkpoint_interval: int | None = None  # optimizer steps; default: 5 per run; the end always saves
     keep_checkpoints: int = 2
     wandb: str = "auto"  # auto: online with an API key, else offline; off disables W&B

@@ -255,7 +255,7 @@ def build(config: TrainConfig, save_on_sigterm: bool = True,
     )
     stats = analyze(arch, seq_len=config.seq_len)
     throughput = ThroughputMonitor(plan.tokens_per_step, stats.flops_per_token, precision)
-    progress = [progress_callback(config.log_interval)]
+    progress = [progress_callback(config.log_interval)] if config.progress else []
     curve = ValidationCurve(log_spaced_steps(plan.steps, config.curve_points, first=plan.warmup_steps),
                             batches=math.ceil(config.curve_tokens / (config.seq_len * plan.micro_batch_size)),
                             tokens_per_step=plan.tokens_per_step)
