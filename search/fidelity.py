@@ -47,10 +47,10 @@ class Rung:
     keep: int | None  # candidates promoted into this rung; None for rung 0 (every candidate)
     # how the rung below is ranked for promotion into this one: its measured "score", or a "forecast" of each
     # candidate's score at the last rung's tokens from its curve (search.forecast), which also promotes every
-    # candidate whose forecast could still be the best (at most `keep` more) and, with `hedge`, the best of the
-    # highest attention share (a late learner)
+    # candidate whose forecast could still be the best (at most `keep` more); `hedge` more: the best of each of
+    # the highest attention shares not yet promoted (late learners)
     promote_by: str = "score"
-    hedge: bool = False
+    hedge: int = 0
 
 
 @dataclass(frozen=True)
@@ -109,31 +109,35 @@ def target_tokens_of(ladder: Ladder, target: str | None) -> tuple[int, int | Non
 
 
 def promote(rows: list[dict], keep: int, by: str = "score", target_tokens: int | None = None,
-            target_trunk_tokens: int | None = None, hedge: bool = False, z: float = 1.0) -> list[dict]:
+            target_trunk_tokens: int | None = None, hedge: int = 0, z: float = 1.0) -> list[dict]:
     """The rows that go on to the next rung (``rows`` is a leaderboard, best first), and the best known layout
     when it is not among them (the floor).
 
     ``by="score"``: the best ``keep`` by measured score. ``by="forecast"``: the best ``keep`` by each row's
     forecast at ``target_tokens`` (``search.forecast``; a row without a curve is ranked by its score), then every
-    row whose forecast could still be the best at ``z`` (at most ``keep`` more), then with ``hedge`` the best row
-    of the highest attention share not yet chosen. Each chosen row carries its ``forecast``."""
-    if by == "score":
-        chosen = list(rows[:keep])
-    else:
-        from search.forecast import could_be_best, forecast_row, hedge_by_share
+    row whose forecast could still be the best at ``z`` (at most ``keep`` more); each chosen row carries its
+    ``forecast``. ``hedge``: that many more, the best row of each of the highest attention shares not yet chosen,
+    highest first: late learners, which a rung on fewer tokens than the target ranks too low."""
+    forecasts = {}
+    if by == "forecast":
+        from search.forecast import could_be_best, forecast_row
 
         forecasts = {row["pattern"]: forecast_row(row, target_tokens, target_trunk_tokens) for row in rows}
         ranked = sorted(rows, key=lambda row: (forecasts[row["pattern"]].mean, rows.index(row)))
-        chosen = ranked[:keep]
+    else:
+        ranked = list(rows)
+    chosen = ranked[:keep]
+    if forecasts:
         contenders = [row for pattern in could_be_best(forecasts, z) for row in rows if row["pattern"] == pattern]
         chosen += [row for row in contenders if row not in chosen][:keep]
-        if hedge:
-            scored = [{**row, "forecast": forecasts[row["pattern"]]} for row in rows]
-            by_share = hedge_by_share(scored)
-            top_share = max((row["attention_share"] for row in by_share), default=None)
-            late = [row for row in by_share if row["attention_share"] == top_share]
-            chosen += [original for original in rows if late and original["pattern"] == late[0]["pattern"]
-                       and original not in chosen]
+    if hedge:
+        chosen_shares = {round(row["attention_share"], 9) for row in chosen}
+        best_of_share: dict[float, dict] = {}
+        for row in ranked:  # best first, so the first row of a share is its best
+            best_of_share.setdefault(round(row["attention_share"], 9), row)
+        late = [best_of_share[share] for share in sorted(best_of_share, reverse=True) if share not in chosen_shares]
+        chosen += late[:hedge]
+    if forecasts:
         chosen = [{**row, "forecast": forecasts[row["pattern"]].as_dict()} for row in chosen]
     known = next((row for row in rows if row.get("known")), None)
     if known is not None and known["pattern"] not in {row["pattern"] for row in chosen}:

@@ -192,8 +192,10 @@ def test_the_hedge_adds_the_best_of_the_highest_attention_share():
     late = curve_row("AAAAMA", 2, E=2.5, A=8.0, alpha=0.3)
     rows = sorted([fast, second, late], key=lambda row: row["score"])
     plain = [row["pattern"] for row in promote(rows, 1, "forecast", 500_000, 400_384)]
-    hedged = [row["pattern"] for row in promote(rows, 1, "forecast", 500_000, 400_384, hedge=True)]
+    hedged = [row["pattern"] for row in promote(rows, 1, "forecast", 500_000, 400_384, hedge=1)]
     assert "AAAAMA" not in plain and hedged[-1] == "AAAAMA"
+    by_score = [row["pattern"] for row in promote(rows, 1, hedge=2)]  # the hedge works on scores too
+    assert by_score == ["MMMMMM", "AAAAMA", "MMMMMA"]
 
 
 def test_a_ladder_refuses_an_unknown_ranking():
