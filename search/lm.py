@@ -57,6 +57,9 @@ class LMBudget:
     curve_tokens: int = 8_192  # held-out tokens per curve point (the first of the final score's)
     keeps_trunk: bool = False  # wsd: save the chosen rate's trunk for a later rung to continue
     continues: bool = False  # wsd: continue a candidate's trunk saved by an earlier rung, at that trunk's rate
+    # when the chosen rate is the highest or lowest of a grid of 2 or more, train one rate past it (x2 or /2) and
+    # take it if it is better: a best rate at the grid's edge says only that the optimum may lie beyond it
+    extend_edge: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "lrs", tuple(sorted(checked_rates(self.lrs, f"lm budget {self.name!r}: lrs"))))
@@ -104,7 +107,7 @@ LM_BUDGETS: dict[str, LMBudget] = {budget.name: budget for budget in (
     LMBudget("rung-gpu-0", 5_000_000, 1024, 32, (1e-3, 3e-3), schedule="wsd", warmup=15, curve_points=8,
              description="gpu ladder, rung 0: 5M tokens"),
     LMBudget("rung-gpu-1", 50_000_000, 2048, 64, (3e-4, 1e-3, 2e-3), extrapolate_to="llama-350m", val_tokens=1_048_576,
-             schedule="wsd", warmup=40, curve_points=8, curve_tokens=65_536, keeps_trunk=True,
+             schedule="wsd", warmup=40, curve_points=8, curve_tokens=65_536, keeps_trunk=True, extend_edge=True,
              description="gpu ladder, rung 1: llama-350m widths, 50M tokens (a quarter of the target's)"),
     LMBudget("rung-gpu-2", 200_000_000, 2048, 64, (3e-4, 1e-3, 2e-3), seeds=2, extrapolate_to="llama-350m",
              val_tokens=1_048_576, schedule="wsd", warmup=40, curve_points=8, curve_tokens=65_536, continues=True,
@@ -274,6 +277,17 @@ class LanguageModelEvaluator:
         return Run(loss if loss is not None and math.isfinite(loss) else None, summary.get("tokens_per_s"),
                    curve=summary.get("curve"), **extra)
 
+    @staticmethod
+    def _past_edge(lr: float | None, rates: tuple[float, ...]) -> float | None:
+        """One rate past the grid's edge when ``lr`` is at it (twice the highest, half the lowest), else None."""
+        if lr is None or len(rates) < 2:
+            return None
+        if lr == max(rates):
+            return 2 * lr
+        if lr == min(rates):
+            return lr / 2
+        return None
+
     def trunk_key(self, trained: str, lr: float, seed: int) -> dict[str, Any]:
         """Everything that makes two runs' trunks the same run, whatever their token budgets."""
         spec = self.spec
@@ -312,6 +326,12 @@ class LanguageModelEvaluator:
                     runs[rate] = as_run(self.train_once(trained, rate, seed))
                 sweep = {lr: run.loss for lr, run in runs.items()}
                 lr = best_rate(sweep)  # the project's one chooser
+                extended = self._past_edge(lr, rates) if self.spec.extend_edge else None
+                if extended is not None:
+                    self._run_context = {"run": len(rates) + 1, "runs": total + 1}
+                    runs[extended] = as_run(self.train_once(trained, extended, seed))
+                    sweep[extended] = runs[extended].loss
+                    lr = best_rate(sweep)
                 if lr is None:
                     listed = ", ".join(f"{rate:g}" for rate in sweep)
                     raise CandidateFailed(f"training diverged at every learning rate ({listed})")
@@ -340,10 +360,12 @@ class LanguageModelEvaluator:
             details["trunk_tokens"] = chosen.trunk_tokens
         if continued:
             details["continued_from_tokens"] = chosen.continued_from_tokens
-        if len(rates) > 1:
-            details["lr_sweep"] = {f"{rate:g}": loss for rate, loss in sweep.items()}
-            if len(rates) > 2 and lr in (rates[0], rates[-1]):
+        if len(sweep) > 1:
+            details["lr_sweep"] = {f"{rate:g}": loss for rate, loss in sorted(sweep.items())}
+            if (len(sweep) > 2 or extended is not None) and lr in (min(sweep), max(sweep)):
                 details["lr_at_edge"] = True
+        if extended is not None:
+            details["lr_extended"] = extended
         if self.spec.seeds > 1:
             details["losses"] = {str(s): v for s, v in losses.items()}
         if trained != pattern:

@@ -155,3 +155,20 @@ def test_a_shared_trunk_needs_wsd_and_a_warmup_in_steps():
         LMBudget("bad", 4_096, 32, 8, (1e-3,), schedule="cosine", keeps_trunk=True)
     with pytest.raises(ConfigError, match="warmup a number of steps"):
         LMBudget("bad", 4_096, 32, 8, (1e-3,), schedule="wsd", warmup=0.05, continues=True)
+
+
+@pytest.mark.parametrize("losses, tried, chosen", [
+    ({1e-3: 2.0, 2e-3: 1.9, 4e-3: 1.8}, [1e-3, 2e-3, 4e-3], 4e-3),  # best at the top: one past it, and it wins
+    ({5e-4: 1.7, 1e-3: 1.8, 2e-3: 1.9}, [1e-3, 2e-3, 5e-4], 5e-4),  # best at the bottom: half of it
+    ({1e-3: 2.0, 2e-3: 1.9, 4e-3: None}, [1e-3, 2e-3, 4e-3], 2e-3),  # the extra rate diverged: the edge stays
+])
+def test_a_best_rate_at_the_grids_edge_tries_one_rate_past_it(monkeypatch, losses, tried, chosen):
+    """Issue 36, item 4: with extend_edge a best rate at the edge of the grid gets one more run past it (flagged
+    in details), taken only if it is better. Red without extend_edge: 2 runs, no lr_extended."""
+    spec = LMBudget("edge", 4_096, 32, 8, (1e-3, 2e-3), extend_edge=True)
+    evaluator = LanguageModelEvaluator(spec, "tiny")
+    seen = []
+    monkeypatch.setattr(evaluator, "train_once", lambda pattern, lr, seed: (seen.append(lr), (losses[lr], 1.0))[1])
+    result = evaluator("AMAM", 0, _no_report)
+    assert seen == tried and result.details["lr"] == chosen
+    assert result.details["lr_extended"] == tried[-1] and len(result.details["lr_sweep"]) == 3
