@@ -9,6 +9,7 @@ compared on it without training again.
 
     python benchmarks/curve_transfer.py --patterns MMAMMM,AMAMAM --seeds 0 --out runs/curves   # ~5 min/pattern
     python benchmarks/curve_transfer.py --set am --seeds 0,1 --out runs/curves-am
+    python benchmarks/curve_transfer.py --out runs/curves-am --plot docs/curves.png   # plot what is recorded
 
 Resumable: every finished (pattern, seed) is in ``--out/curves.json`` and is not trained again; trunks are kept in
 ``--out/trunks`` as a search keeps them.
@@ -54,7 +55,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=6, help="warmup steps, the same for every budget")
     parser.add_argument("--curve-points", type=int, default=8)
     parser.add_argument("--out", required=True)
+    parser.add_argument("--plot", metavar="PNG", help="only plot the curves recorded in --out (seed 0) and exit")
     args = parser.parse_args(argv)
+    if args.plot:
+        plot(json.loads((Path(args.out) / "curves.json").read_text()), Path(args.plot))
+        return 0
     from composer.files import atomic_write_json
     from search.lm import LanguageModelEvaluator
 
@@ -90,6 +95,43 @@ def main(argv: list[str] | None = None) -> int:
                   f"{middle - started:.0f} s), target {last.score:.4f} ({time.perf_counter() - middle:.0f} s)",
                   flush=True)
     return 0
+
+
+def plot(record: dict, path: Path) -> Path:
+    """Each pattern's run to the target (seed 0): its curve on the held-out slice against tokens, coloured by its
+    attention layers, with the rung's score (x) and the target's (o) on the full validation set, and the rung's
+    cooldown start marked: where curves cross after it, the rung's snapshot misranks them."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, ax = plt.subplots(figsize=(8, 5))
+    colours = plt.get_cmap("viridis")
+    trunk = None
+    for pattern, seeds in sorted(record["patterns"].items()):
+        entry = seeds.get("0")
+        if entry is None:
+            continue
+        attention = pattern.count("A") + pattern.count("W")
+        colour = colours(attention / 6)
+        points = sorted(entry["target"]["curve"], key=lambda point: point["tokens"])
+        ax.plot([p["tokens"] for p in points], [p["loss"] for p in points], color=colour, linewidth=1.2,
+                label=f"{pattern} ({attention} attn)")
+        ax.plot([entry["rung"]["tokens"]], [entry["rung"]["score"]], "x", color=colour)
+        ax.plot([entry["target"]["tokens"]], [entry["target"]["score"]], "o", color=colour)
+        trunk = entry["rung"].get("trunk_tokens") or trunk
+    if trunk:
+        ax.axvline(trunk, color="grey", linestyle=":", linewidth=1)
+    ax.set_xscale("log")
+    ax.set_xlabel("training tokens (demo-4m, wsd; rung 1 cools down at the dotted line)")
+    ax.set_ylabel("validation loss (curve slice; x rung score, o target score)")
+    ax.set_title("Rung-1 curves continued to the target")
+    ax.legend(fontsize=7, ncol=2)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+    return path
 
 
 if __name__ == "__main__":
