@@ -473,7 +473,10 @@ def time_rung0_run(evaluator, pattern: str, lr: float) -> dict:
     row: dict = {"pattern": pattern, "lr": lr}
     started = time.perf_counter()
     try:
-        loss, tokens_per_s = evaluator.train_once(pattern, lr, seed=0)
+        from search.lm import as_run
+
+        run = as_run(evaluator.train_once(pattern, lr, seed=0))
+        loss, tokens_per_s = run.loss, run.tokens_per_s
     except Exception as err:  # noqa: BLE001 - a kernel or memory failure of one pattern: record it, time the next
         row.update(status="fail", error=error_text(err), traceback=traceback.format_exc()[-2000:])
     else:

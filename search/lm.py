@@ -258,7 +258,7 @@ class LanguageModelEvaluator:
             out = tempfile.mkdtemp(prefix=f"run-{lr:g}-{seed}-", dir=work)
             config = self.train_config(pattern, lr, seed, out)
             try:
-                if self.spec.schedule == "wsd" and self.spec.warmup is not None and self.spec.warmup >= 1:
+                if self.spec.keeps_trunk or self.spec.continues:  # checked: wsd, warmup in steps
                     start = (self.trunks.find(self.trunk_key(pattern, lr, seed), trunk_steps(config))
                              if self.spec.continues else None)
                     branch = train_continued(config, out, start_from=start, callbacks=callbacks)
@@ -266,9 +266,11 @@ class LanguageModelEvaluator:
                     extra = {"trunk": branch.trunk, "trunk_tokens": branch.trunk_step * config.batch_size
                              * config.seq_len, "trained_tokens": branch.trained_tokens,
                              "continued_from_tokens": branch.started_from_step * config.batch_size * config.seq_len}
-                else:
+                else:  # one run: nothing is continued from it, so no trunk to split off and save
                     summary = train(config, save_on_sigterm=False, callbacks=callbacks)  # its directory goes with it
                     extra = {"trained_tokens": summary.get("tokens")}
+                    if config.schedule == "wsd" and config.warmup >= 1:
+                        extra["trunk_tokens"] = trunk_steps(config) * config.batch_size * config.seq_len
             except ComposerRunError as err:
                 if "diverged" in str(err):
                     return Run(None, None)
