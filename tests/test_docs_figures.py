@@ -886,3 +886,49 @@ def test_agree_reads_the_printed_precision(printed, value, ok):
     else:
         with pytest.raises(AssertionError):
             agree(printed, value, "example")
+
+
+CURVES = "curve_transfer_am-2026-11-26.json"
+
+
+def test_search_curve_ranking_tables(tmp_path):
+    """docs/search.md's issue-36 tables: each pattern's rung score, forecast and target, and every Spearman row,
+    against the JSON; the JSON's rankings recomputed from its raw curves (benchmarks/curve_ranking.evaluate)."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from curve_ranking import evaluate, load
+
+    data = results(CURVES)
+    text = section(doc("search.md"), "Ranking by where a curve goes")
+    rows = data["rankings"]["wsd_target_fit_from_0.25"]["patterns"]
+    printed = table(text, "| target rank | pattern")
+    assert [plain(row[1]) for row in printed] == [row["pattern"] for row in rows]
+    for cells, row in zip(printed, rows, strict=True):
+        agree(cells[3], row["rung_score"], f"{row['pattern']} rung score")
+        agree(numbers(cells[5])[0], row["forecast"]["mean"], f"{row['pattern']} forecast")
+        agree(cells[7], row["target"], f"{row['pattern']} target")
+        raw = data["curves"]["patterns"][row["pattern"]]["0"]
+        reproduced(row["rung_score"], raw["rung"]["score"], f"{row['pattern']} rung score")
+        reproduced(row["target"], raw["target"]["score"], f"{row['pattern']} target")
+    spearman = table(text, "| ranking of rung 1")
+    keys = {"forecast, all trunk points": "wsd_target_fit_from_0",
+            "forecast, points past 25% of the trunk (the ladder's)": "wsd_target_fit_from_0.25",
+            "forecast, points past 50% of the trunk": "wsd_target_fit_from_0.5"}
+    for cells in spearman:
+        key = keys.get(cells[0]) or ("cosine_e2e_target_fit_from_0.25" if "cosine" in cells[1]
+                                     else "wsd_target_fit_from_0")
+        stored = data["rankings"][key]
+        method = "snapshot" if cells[0].startswith("snapshot") else "forecast"
+        agree(cells[3], stored[method]["spearman"], f"{cells[0]} ({cells[1]})")
+        agree_all(numbers(cells[4]), stored[method]["spearman_ci"], f"{cells[0]} CI")
+        if method == "forecast":
+            agree(cells[5], stored["difference"]["spearman"], f"{cells[0]} difference")
+    # the stored ranking is what the raw curves give (written by benchmarks/curve_ranking.py's evaluate)
+    path = tmp_path / "curves.json"
+    path.write_text(json.dumps(data["curves"]))
+    again = evaluate(load(path), n_boot=10_000, fit_from=0.25)
+    stored = data["rankings"]["wsd_target_fit_from_0.25"]
+    reproduced(stored["snapshot"]["spearman"], again["snapshot"]["spearman"], "snapshot Spearman")
+    reproduced(stored["forecast"]["spearman"], again["forecast"]["spearman"], "forecast Spearman")
+    reproduced(stored["difference"]["ci"], again["difference"]["ci"], "paired difference CI")
