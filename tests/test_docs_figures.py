@@ -932,3 +932,16 @@ def test_search_curve_ranking_tables(tmp_path):
     reproduced(stored["snapshot"]["spearman"], again["snapshot"]["spearman"], "snapshot Spearman")
     reproduced(stored["forecast"]["spearman"], again["forecast"]["spearman"], "forecast Spearman")
     reproduced(stored["difference"]["ci"], again["difference"]["ci"], "paired difference CI")
+
+
+def test_search_wsd_against_cosine_table():
+    """docs/search.md's wsd-against-cosine table against the JSON's cosine_check (and its difference column)."""
+    checks = results(CURVES)["cosine_check"]["patterns"]
+    text = section(doc("search.md"), "Warmup-stable-decay against cosine")
+    for cells in table(text, "| pattern | cosine"):
+        runs = checks[plain(cells[0])]
+        agree(cells[1], runs["cosine"]["score"], "cosine")
+        agree(cells[2], runs["wsd-fresh"]["score"], "wsd fresh")
+        agree(cells[3], runs["wsd-continued"]["score"], "wsd continued")
+        agree(cells[4], runs["wsd-fresh"]["score"] - runs["cosine"]["score"], "wsd - cosine")
+        assert runs["wsd-fresh"]["score"] == runs["wsd-continued"]["score"]
