@@ -163,8 +163,26 @@ class SearchConfig:
         builtin = self.evaluator in ("mad", "lm", "recall")  # a custom evaluator's precision is its own business
         suffix = "-bf16" if builtin and self.resolved_precision == "bf16" else ""
         digest = self.settings_digest()
+        suffix = self._schedule_suffix() + suffix
         return (f"{self.evaluator}-{self.budget}-{self.strategy}-{self.layers}L-{self.primitives}-"
                 f"{self.sampler_name}-{objectives}-seed{self.seed}{suffix}{'-' + digest if digest else ''}")
+
+    def _schedule_suffix(self) -> str:
+        """``-wsd`` for an lm search whose budget (or ladder's rung 0) trains under warmup-stable-decay: the ladders
+        moved from cosine to wsd (issue 36) under the same budget names, and a search resumed in an --out written
+        before must train again rather than rank cosine scores beside wsd ones."""
+        if self.evaluator != "lm":
+            return ""
+        from search.lm import LM_BUDGETS
+
+        name = self.budget.partition("@")[0]
+        if self.strategy == "successive-halving" or (self.strategy == "auto" and name not in LM_BUDGETS):
+            from search.fidelity import LADDERS
+
+            if name in LADDERS:
+                name = LADDERS[name].rungs[0].budget
+        budget = LM_BUDGETS.get(name)
+        return "-wsd" if budget is not None and budget.schedule == "wsd" else ""
 
     def settings_digest(self) -> str:
         """8 hex digits over the score settings not spelled out in the study name that differ from their

@@ -95,8 +95,11 @@ def test_every_setting_that_changes_a_score_changes_the_study_name(setting):
 
 
 def test_a_default_search_keeps_the_study_name_it_had():
-    """Studies of default runs written before the digest existed still resume."""
-    assert SearchConfig(precision="fp32").study_name == "lm-cpu-successive-halving-6L-AM-gp-score-seed0"
+    """Studies of default runs written before the digest existed still resume; those written before the ladders
+    moved to wsd (issue 36) do not: the same budget names now score under another schedule, so the name says it.
+    Red before: a default search resumed in an old --out reused its cosine scores."""
+    assert SearchConfig(precision="fp32").study_name == "lm-cpu-successive-halving-6L-AM-gp-score-seed0-wsd"
+    assert SearchConfig(precision="fp32", strategy="one-shot").study_name == "lm-cpu-one-shot-6L-AM-gp-score-seed0"
 
 
 def test_a_second_run_with_other_data_in_the_same_out_trains_again(tmp_path, fake):
