@@ -22,7 +22,7 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks" / "gpu_check.sh"
-QUICK_PARTS = ["prelude", "env", "cuda-tests", "attention", "mfu-SMWMx4", "mfu-DMAMx4", "mfu-SDMMSD", "mfu-AMx16",
+QUICK_PARTS = ["prelude", "env", "cuda-tests", "attention", "mfu-SMWMx4", "mfu-AMx16",
                "rung0", "steps"]
 
 
@@ -225,7 +225,7 @@ def test_the_quick_dry_run_records_every_part_and_rung0s_candidates_per_hour(tmp
     assert {row["part"] for row in quick["table"] if row["status"] == "pass"} == {"a", "c", "d"}
 
     rung0 = quick["d_rung0"]
-    assert [row["status"] for row in rung0["rows"]] == ["pass"] * 4
+    assert [row["status"] for row in rung0["rows"]] == ["pass"] * 3
     mean_seconds = statistics.fmean(row["seconds"] for row in rung0["rows"])
     assert rung0["candidates_per_hour_scaled"] == pytest.approx(
         3600 / (mean_seconds * rung0["full_tokens"] / rung0["tokens"] * rung0["runs_per_candidate"]))
