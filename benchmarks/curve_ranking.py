@@ -52,7 +52,8 @@ from composer.evidence import (  # noqa: E402
     compare_rank_correlations,
     format_interval,
 )
-from search.forecast import Forecast, attention_share, could_be_best, forecast, hedge_by_share  # noqa: E402
+from composer.pattern import attention_share  # noqa: E402
+from search.forecast import Forecast, could_be_best, forecast, hedge_by_share  # noqa: E402
 
 
 def _target_losses(target: Any) -> list[float]:

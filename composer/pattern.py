@@ -20,7 +20,9 @@ pattern. A pattern without brackets is one character per layer, as it always was
 
 from __future__ import annotations
 
+import re
 from collections import Counter
+from functools import lru_cache
 
 from composer.errors import PatternError
 
@@ -255,3 +257,29 @@ def _compact(tokens: list[str] | str, max_unit: int) -> str:
             pieces.append(f"({_compact(unit, max_unit)})x{best_reps} ")
         i += best_len * best_reps
     return "".join(pieces).strip()
+
+
+_CANONICAL = re.compile(r"^(?:[A-Z]|\[[A-Z]+\])+$")
+
+
+@lru_cache(maxsize=4096)
+def _canonical(pattern: str) -> str:
+    """The canonical pattern; compact forms ("(AM)x2", "2A4M") go through ``parse_pattern``.
+
+    A string that is already canonical (letters and bracketed parallel layers only) is taken as is: parsing needs
+    the primitive registry, which imports torch, and a scheduler ranking canonical leaderboard rows needs neither."""
+    if _CANONICAL.match(pattern):
+        return pattern
+    return parse_pattern(pattern)
+
+
+def attention_share(pattern: str) -> float:
+    """The share of the pattern's layers that hold softmax attention (``A`` or ``W``, ``ATTENTION_SYMBOLS``).
+
+    Why one function: the leaderboard reports it and the halving search hedges by it
+    (``search.forecast.hedge_by_share``: attention-heavy patterns learn late, and their curves cross the others'),
+    and the two must count the same layers (``W`` has a KV cache too). A parallel layer holding an attention primitive
+    (``[AS]``) counts as one attention layer: it has the KV cache and the softmax mixer. Compact forms are expanded
+    first: ``attention_share("(AM)x2") == attention_share("AMAM") == 0.5``."""
+    tokens = layers(_canonical(pattern))
+    return sum(any(symbol in ATTENTION_SYMBOLS for symbol in token) for token in tokens) / len(tokens)

@@ -25,15 +25,13 @@ CLI; ``composer.pattern`` only to read compact patterns.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
 import numpy as np
 
-from composer.pattern import ATTENTION_SYMBOLS, layers
+from composer.pattern import attention_share
 
 # Profile grid of exponents: 0.05 (almost flat: a curve that has all but stopped) to 1.5 (faster than any LM
 # curve measured in this project), log-spaced so the small exponents of late-stage curves are resolved as finely,
@@ -324,33 +322,6 @@ def could_be_best(forecasts: Mapping[str, Forecast], z: float = 1.0) -> list[str
         return f.mean - z * math.sqrt(sd * sd + sd_best * sd_best) <= best.mean
 
     return sorted((key for key, f in finite.items() if kept(f)), key=lambda key: finite[key].mean)
-
-
-_CANONICAL = re.compile(r"^(?:[A-Z]|\[[A-Z]+\])+$")
-
-
-@lru_cache(maxsize=4096)
-def _canonical(pattern: str) -> str:
-    """The canonical pattern; compact forms ("(AM)x2", "2A4M") go through ``composer.pattern.parse_pattern``.
-
-    A string that is already canonical (letters and bracketed parallel layers only) is taken as is: parsing needs
-    the primitive registry, which imports torch, and a scheduler ranking canonical leaderboard rows needs neither."""
-    if _CANONICAL.match(pattern):
-        return pattern
-    from composer.pattern import parse_pattern
-
-    return parse_pattern(pattern)
-
-
-def attention_share(pattern: str) -> float:
-    """The share of the pattern's layers that hold softmax attention (``A`` or ``W``, ``ATTENTION_SYMBOLS``).
-
-    Why: attention-heavy patterns are the late learners whose curves cross the others', so the share groups
-    candidates by how late they may learn (:func:`hedge_by_share`). A parallel layer holding an attention primitive
-    (``[AS]``) counts as one attention layer: it has the KV cache and the softmax mixer. Compact forms are expanded
-    first: ``attention_share("(AM)x2") == attention_share("AMAM") == 0.5``."""
-    tokens = layers(_canonical(pattern))
-    return sum(any(symbol in ATTENTION_SYMBOLS for symbol in token) for token in tokens) / len(tokens)
 
 
 def _row_value(row: Mapping[str, Any]) -> float:

@@ -9,14 +9,8 @@ import optuna
 from optuna.trial import TrialState
 
 from composer.files import atomic_write_csv, atomic_write_json
-from composer.pattern import compact_pattern, layers
+from composer.pattern import attention_share, compact_pattern
 from search.engine import is_substitute
-
-
-def attention_share(pattern: str) -> float:
-    """The share of layers with full attention (``A``, alone or as a branch of a parallel layer)."""
-    tokens = layers(pattern)
-    return sum("A" in token for token in tokens) / len(tokens)
 
 
 def leaderboard(study: optuna.Study, maximize: bool, known: dict[str, str] | None = None,

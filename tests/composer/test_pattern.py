@@ -7,7 +7,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from composer.errors import PatternError
-from composer.pattern import branches, compact_pattern, counts, layers, n_layers, parse_pattern, runs
+from composer.pattern import (
+    attention_share,
+    branches,
+    compact_pattern,
+    counts,
+    layers,
+    n_layers,
+    parse_pattern,
+    runs,
+)
 
 
 @pytest.mark.parametrize(
@@ -132,3 +141,12 @@ def test_allowed_symbols_apply_to_branches():
     assert parse_pattern("[AS]M", allowed="ASM") == "[AS]M"
     with pytest.raises(PatternError, match="unknown primitive 'S'"):
         parse_pattern("[AS]M", allowed="AM")
+
+
+def test_attention_share_counts_softmax_layers():
+    assert attention_share("AMAMAM") == 0.5
+    assert attention_share("MMMMMM") == 0.0
+    assert attention_share("WMMAMM") == pytest.approx(1 / 3)
+    assert attention_share("(AM)x2") == 0.5  # compact forms are expanded first
+    assert attention_share("2A4M") == pytest.approx(1 / 3)
+    assert attention_share("[AS]M") == 0.5  # a parallel layer with attention is an attention layer

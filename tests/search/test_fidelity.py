@@ -159,7 +159,7 @@ def test_a_search_killed_in_its_last_rung_resumes_without_retraining_a_finished_
 
 def curve_row(pattern: str, trial: int, E: float, A: float, alpha: float, known: str | None = None) -> dict:
     """A leaderboard row whose curve follows E + A t^-alpha to a 100K-token trunk (scored at 125K)."""
-    from search.leaderboard import attention_share
+    from composer.pattern import attention_share
 
     tokens = [12_288 * 1.35 ** i for i in range(8)]
     curve = [{"tokens": t, "loss": E + A * t ** -alpha} for t in tokens if t <= 100_352]

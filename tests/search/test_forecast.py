@@ -8,12 +8,12 @@ import math
 import numpy as np
 import pytest
 
+from composer.pattern import attention_share
 from search.forecast import (
     SNAPSHOT_NO_TRUNK,
     SNAPSHOT_TOO_FEW,
     Forecast,
     PowerLawFit,
-    attention_share,
     could_be_best,
     fit_power_law,
     forecast,
@@ -176,15 +176,6 @@ def test_could_be_best_judges_an_unknown_forecast_on_its_snapshot():
     assert could_be_best({"a": _fc(3.0, math.inf), "b": _fc(3.1, math.inf)}) == ["a"]
     assert could_be_best({"a": _fc(2.9, math.inf), "b": _fc(3.0, 0.01)}) == ["a", "b"]
     assert could_be_best({"nan": _fc(math.nan, 0.01), "b": _fc(3.0, 0.01)}) == ["b"]
-
-
-def test_attention_share_counts_softmax_layers():
-    assert attention_share("AMAMAM") == 0.5
-    assert attention_share("MMMMMM") == 0.0
-    assert attention_share("WMMAMM") == pytest.approx(1 / 3)
-    assert attention_share("(AM)x2") == 0.5  # compact forms are expanded first
-    assert attention_share("2A4M") == pytest.approx(1 / 3)
-    assert attention_share("[AS]M") == 0.5  # a parallel layer with attention is an attention layer
 
 
 def test_hedge_by_share_keeps_the_best_of_each_share():

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-
 from composer.training.config import TrainConfig
 from composer.training.progress import Heartbeat
 from composer.training.run import train
@@ -11,13 +9,6 @@ from composer.training.run import train
 STEPS, PER_STEP = 16, 4 * 128
 TINY = dict(arch="AMSA", preset="tiny", tokens=STEPS * PER_STEP, seq_len=128, batch_size=4, max_documents=200,
             val_batches=2, val_tokens=1024, wandb="off", log_interval=10**9)
-
-
-@pytest.fixture(autouse=True)
-def _isolated(tmp_path, monkeypatch):
-    monkeypatch.setenv("COMPOSER_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setenv("WANDB_SILENT", "true")
-    monkeypatch.delenv("WANDB_API_KEY", raising=False)
 
 
 def test_a_run_reports_while_it_trains_and_at_its_last_step(tmp_path):

@@ -26,13 +26,6 @@ MOE = {
 }
 
 
-@pytest.fixture(autouse=True)
-def _isolated(tmp_path, monkeypatch):
-    monkeypatch.setenv("COMPOSER_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setenv("WANDB_SILENT", "true")
-    monkeypatch.delenv("WANDB_API_KEY", raising=False)
-
-
 def metric_rows(out: Path) -> list[dict[str, str]]:
     rows = []
     for metrics in sorted((out / "logs").glob("version_*/metrics.csv")):

@@ -39,13 +39,6 @@ def train_losses(out: Path) -> dict[int, float]:
     return losses
 
 
-@pytest.fixture(autouse=True)
-def _isolated(tmp_path, monkeypatch):
-    monkeypatch.setenv("COMPOSER_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setenv("WANDB_SILENT", "true")
-    monkeypatch.delenv("WANDB_API_KEY", raising=False)
-
-
 def test_offline_default_trains_lowers_the_loss_and_logs_to_wandb_offline(tmp_path):
     out = tmp_path / "run"
     summary = train(TrainConfig(**FAST, tokens=60 * 512, log_interval=1, wandb="auto", out=str(out)))
