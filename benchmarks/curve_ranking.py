@@ -9,13 +9,22 @@ interval (``composer.evidence.bootstrap_rank_correlation``):
 - **forecast**: ``search.forecast.forecast``: the rung score moved by the improvement its trunk's power-law fit
   predicts up to the target's trunk end;
 
-and the paired difference ``forecast - snapshot`` of the two Spearmans judged on the *same* bootstrap replicates
+- **rung0** (with ``--rung0``): a lower rung's raw score per pattern (e.g. rung 0's, another model and budget),
+  so the forecast is judged against the cheapest ranking too;
+
+and the paired difference ``forecast - snapshot`` (and ``forecast - rung0``) of the Spearmans judged on the *same* bootstrap replicates
 (same patterns, same seeds drawn: ``composer.evidence.compare_rank_correlations``; ``paired_difference`` pairs
 per-seed values, not bootstrap replicates, so it does not apply here). It also says whether the target's best
 pattern survives ``could_be_best`` at ``--z`` and the attention-share hedge (``hedge_by_share``).
 
     python benchmarks/curve_ranking.py --input runs/curves/curves.json
     python benchmarks/curve_ranking.py --input runs/curves/curves.json --z 2 --json runs/curves/ranking.json
+    python benchmarks/curve_ranking.py --input runs/curves/curves.json --targets cosine.json --rung0 rung0.json
+
+``--targets`` replaces every pattern's target by an independently trained one (``{PATTERN: loss | [loss per
+seed]}``; patterns it lacks are left out): the recorded target is the rung's own run continued, which shares
+the rung's seed and trunk, so its agreement with the rung is not independent of the rung's noise. ``--rung0``
+reads ``{PATTERN: score}`` (lower is better; every pattern needs one).
 
 Input (JSON)::
 
@@ -68,9 +77,10 @@ def _target_losses(target: Any) -> list[float]:
     return out
 
 
-def load(path: str | Path) -> dict[str, Any]:
+def load(path: str | Path, targets: dict[str, Any] | None = None) -> dict[str, Any]:
     """The input, normalised to ``{"target_tokens", "target_trunk_tokens", "patterns": {p: {"rungs", "target"}}}``
-    (``rungs``: one rung record per seed, ``target``: the finite per-seed target losses)."""
+    (``rungs``: one rung record per seed, ``target``: the finite per-seed target losses); with ``targets``, each
+    pattern's target is ``targets[pattern]`` instead (patterns without one are left out)."""
     data = json.loads(Path(path).read_text())
     for key in ("target_tokens", "patterns"):
         if key not in data:
@@ -88,6 +98,8 @@ def load(path: str | Path) -> dict[str, Any]:
                 target_trunk = next((entry[s]["target"].get("trunk_tokens") for s in seeds
                                      if isinstance(entry[s].get("target"), dict)
                                      and entry[s]["target"].get("trunk_tokens") is not None), None)
+        if targets is not None:
+            target = _target_losses(targets.get(pattern))
         if not target:
             print(f"{pattern}: no finite target loss, left out", file=sys.stderr)
             continue
@@ -113,9 +125,10 @@ def pattern_forecast(rungs: list[dict[str, Any]], target_tokens: int, target_tru
 
 
 def evaluate(data: dict[str, Any], z: float = 1.0, n_boot: int = 10000, seed: int = 0,
-             noise_floor: float = 0.0, fit_from: float = 0.0) -> dict[str, Any]:
-    """The report: per-pattern figures, both rankings' Spearman with intervals, their paired difference, and
-    whether the target's best survives ``could_be_best`` and the share hedge."""
+             noise_floor: float = 0.0, fit_from: float = 0.0, rung0: dict[str, float] | None = None) -> dict[str, Any]:
+    """The report: per-pattern figures, the rankings' Spearman with intervals, the forecast's paired differences
+    (against the snapshot, and against ``rung0``'s scores when given), and whether the target's best survives
+    ``could_be_best`` and the share hedge."""
     names = list(data["patterns"])
     if len(names) < 3:
         raise ValueError(f"a rank correlation needs at least 3 patterns with a target, got {len(names)}")
@@ -132,9 +145,23 @@ def evaluate(data: dict[str, Any], z: float = 1.0, n_boot: int = 10000, seed: in
     losses = [data["patterns"][name]["target"] for name in names]
     scores = {"snapshot": [-row["rung_score"] for row in rows],  # evidence's scores are higher-is-better
               "forecast": [-forecasts[name].mean for name in names]}
+    if rung0 is not None:
+        missing = [name for name in names if name not in rung0]
+        if missing:
+            raise ValueError(f"--rung0 has no score for {', '.join(missing)}")
+        scores["rung0"] = [-float(rung0[name]) for name in names]
+        for row in rows:
+            row["rung0_score"] = float(rung0[row["pattern"]])
     methods = {method: bootstrap_rank_correlation(values, losses, n_boot=n_boot, seed=seed)
                for method, values in scores.items()}
     paired = compare_rank_correlations(scores, losses, reference="snapshot", n_boot=n_boot, seed=seed)["forecast"]
+    extra = {}
+    if rung0 is not None:
+        versus = compare_rank_correlations(scores, losses, reference="rung0", n_boot=n_boot, seed=seed)["forecast"]
+        extra = {"rung0": methods["rung0"],
+                 "difference_vs_rung0": {"spearman": versus["diff_vs_reference"], "ci": versus["diff_ci"],
+                                         "p_better": versus["p_better"],
+                                         "what": "forecast - rung0, on the same bootstrap draws"}}
     kept = could_be_best(forecasts, z=z)
     hedged = [row["pattern"] for row in hedge_by_share(rows)]
     target_best = min(rows, key=lambda row: row["target"])["pattern"]
@@ -147,7 +174,7 @@ def evaluate(data: dict[str, Any], z: float = 1.0, n_boot: int = 10000, seed: in
         "difference": {"spearman": paired["diff_vs_reference"], "ci": paired["diff_ci"],
                        "p_better": paired["p_better"], "what": "forecast - snapshot, on the same bootstrap draws"},
         "could_be_best": kept, "hedge_by_share": hedged, "target_best": target_best,
-        "target_best_kept": target_best in kept, "target_best_hedged": target_best in hedged,
+        "target_best_kept": target_best in kept, "target_best_hedged": target_best in hedged, **extra,
     }
 
 
@@ -165,7 +192,9 @@ def table(report: dict[str, Any]) -> str:
         lines.append(f"| {row['pattern']} | {row['attention_share']:.2f} | {row['rung_score']:.4f} | "
                      f"{fc['mean']:.4f} | {sd} | {row['target']:.4f} | {row['points_used']} |")
     lines.append("")
-    for method in ("snapshot", "forecast"):
+    for method in ("rung0", "snapshot", "forecast"):
+        if method not in report:
+            continue
         result = report[method]
         lines.append(f"{method:<9} Spearman {_signed(result['spearman'])} "
                      f"95% {format_interval(result['spearman_ci'], 3)} (n_boot {result['n_boot']})")
@@ -173,6 +202,10 @@ def table(report: dict[str, Any]) -> str:
     p_better = "n/a" if diff["p_better"] is None else f"{diff['p_better']:.3f}"
     lines.append(f"forecast - snapshot {_signed(diff['spearman'])} 95% {format_interval(diff['ci'], 3)} "
                  f"(same draws; P(forecast better) {p_better})")
+    if "difference_vs_rung0" in report:
+        versus = report["difference_vs_rung0"]
+        lines.append(f"forecast - rung0 {_signed(versus['spearman'])} 95% {format_interval(versus['ci'], 3)} "
+                     "(same draws)")
     lines.append(f"could be best (z={report['z']:g}): {', '.join(report['could_be_best'])}; "
                  f"target's best {report['target_best']} kept: {'yes' if report['target_best_kept'] else 'no'}")
     lines.append(f"best per attention share: {', '.join(report['hedge_by_share'])}; "
@@ -190,9 +223,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--noise-floor", type=float, default=0.0, help="floor of each forecast's sd (seed noise)")
     parser.add_argument("--fit-from", type=float, default=0.0,
                         help="fit only curve points past this fraction of the rung's trunk (drops the fast start)")
+    parser.add_argument("--targets", metavar="JSON",
+                        help="independent target losses {PATTERN: loss | [loss per seed]} instead of the recorded")
+    parser.add_argument("--rung0", metavar="JSON", help="a lower rung's scores {PATTERN: score}, ranked beside")
     args = parser.parse_args(argv)
-    report = evaluate(load(args.input), z=args.z, n_boot=args.n_boot, seed=args.seed, noise_floor=args.noise_floor,
-                      fit_from=args.fit_from)
+    try:
+        targets = json.loads(Path(args.targets).read_text()) if args.targets else None
+        rung0 = json.loads(Path(args.rung0).read_text()) if args.rung0 else None
+        report = evaluate(load(args.input, targets), z=args.z, n_boot=args.n_boot, seed=args.seed,
+                          noise_floor=args.noise_floor, fit_from=args.fit_from, rung0=rung0)
+    except (OSError, ValueError) as error:
+        parser.exit(2, f"curve_ranking: {error}\n")
     report["input"] = str(args.input)
     print(table(report))
     if args.json:

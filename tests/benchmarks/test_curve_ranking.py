@@ -83,3 +83,30 @@ def test_curve_transfers_per_seed_record_is_read(tmp_path, capsys, load_benchmar
     row = next(row for row in report["patterns"] if row["pattern"] == "AMAMAM")
     assert row["target_seeds"] == 2 and row["target"] == pytest.approx(target(LAWS["AMAMAM"], 0) + 0.002)
     assert row["forecast"]["method"].endswith("(mean of 2 seeds)")
+
+
+def test_independent_targets_and_a_lower_rung_are_ranked_beside(tmp_path, capsys, load_benchmark):
+    """``--targets`` replaces the continued targets by independent ones (reversed here, so every Spearman flips
+    sign); ``--rung0`` adds a lower rung's ranking with the forecast's paired difference against it."""
+    script = load_benchmark("curve_ranking")
+    data = {"target_tokens": TARGET, "target_trunk_tokens": TARGET_TRUNK,
+            "patterns": {p: {"rung": rung(law), "target": target(law, 0)} for p, law in LAWS.items()}}
+    reversed_targets = {p: [-target(law, 0), -target(law, 1)] for p, law in LAWS.items() if p != "MAMMMM"}
+    (tmp_path / "targets.json").write_text(json.dumps(reversed_targets))
+    rung0 = {p: float(loss(law, TRUNK)) for p, law in LAWS.items()}  # ranks the rung's end: the snapshot's order
+    (tmp_path / "rung0.json").write_text(json.dumps(rung0))
+    printed, report = run(script, tmp_path, capsys, data, "--targets", str(tmp_path / "targets.json"),
+                          "--rung0", str(tmp_path / "rung0.json"))
+    assert report["n_patterns"] == 5  # MAMMMM has no independent target
+    assert report["forecast"]["spearman"] == pytest.approx(-1.0)
+    assert all(row["target_seeds"] == 2 for row in report["patterns"])
+    assert report["rung0"]["spearman"] == pytest.approx(report["snapshot"]["spearman"])
+    assert report["difference_vs_rung0"]["spearman"] == pytest.approx(
+        report["forecast"]["spearman"] - report["rung0"]["spearman"])
+    assert "rung0     Spearman" in printed and "forecast - rung0" in printed
+
+    del rung0["AMAMAM"]
+    (tmp_path / "rung0.json").write_text(json.dumps(rung0))
+    with pytest.raises(SystemExit) as stopped:
+        script.main(["--input", str(tmp_path / "curves.json"), "--rung0", str(tmp_path / "rung0.json")])
+    assert stopped.value.code == 2 and "--rung0 has no score for AMAMAM" in capsys.readouterr().err
