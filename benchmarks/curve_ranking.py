@@ -21,6 +21,10 @@ pattern survives ``could_be_best`` at ``--z`` and the attention-share hedge (``h
     python benchmarks/curve_ranking.py --input runs/curves/curves.json --z 2 --json runs/curves/ranking.json
     python benchmarks/curve_ranking.py --input runs/curves/curves.json --targets cosine.json --rung0 rung0.json
 
+``--seed-sd SD`` adds each candidate's rate-selection optimism (``composer.evidence.selection_optimism`` of its
+rung's ``lr_sweep`` at the seed spread ``SD``): the rung keeps the lower of its rates' losses on the tokens it
+reports, and the spread of that optimism across candidates is the rank bias the choice adds.
+
 ``--targets`` replaces every pattern's target by an independently trained one (``{PATTERN: loss | [loss per
 seed]}``; patterns it lacks are left out): the recorded target is the rung's own run continued, which shares
 the rung's seed and trunk, so its agreement with the rung is not independent of the rung's noise. ``--rung0``
@@ -60,6 +64,7 @@ from composer.evidence import (  # noqa: E402
     bootstrap_rank_correlation,
     compare_rank_correlations,
     format_interval,
+    selection_optimism,
 )
 from composer.pattern import attention_share  # noqa: E402
 from search.forecast import Forecast, could_be_best, forecast, hedge_by_share  # noqa: E402
@@ -125,7 +130,8 @@ def pattern_forecast(rungs: list[dict[str, Any]], target_tokens: int, target_tru
 
 
 def evaluate(data: dict[str, Any], z: float = 1.0, n_boot: int = 10000, seed: int = 0,
-             noise_floor: float = 0.0, fit_from: float = 0.0, rung0: dict[str, float] | None = None) -> dict[str, Any]:
+             noise_floor: float = 0.0, fit_from: float = 0.0, rung0: dict[str, float] | None = None,
+             seed_sd: float | None = None) -> dict[str, Any]:
     """The report: per-pattern figures, the rankings' Spearman with intervals, the forecast's paired differences
     (against the snapshot, and against ``rung0``'s scores when given), and whether the target's best survives
     ``could_be_best`` and the share hedge."""
@@ -155,7 +161,9 @@ def evaluate(data: dict[str, Any], z: float = 1.0, n_boot: int = 10000, seed: in
     methods = {method: bootstrap_rank_correlation(values, losses, n_boot=n_boot, seed=seed)
                for method, values in scores.items()}
     paired = compare_rank_correlations(scores, losses, reference="snapshot", n_boot=n_boot, seed=seed)["forecast"]
-    extra = {}
+    extra: dict[str, Any] = {}
+    if seed_sd is not None:
+        extra["rate_selection"] = _rate_selection(rows, data, seed_sd)
     if rung0 is not None:
         versus = compare_rank_correlations(scores, losses, reference="rung0", n_boot=n_boot, seed=seed)["forecast"]
         extra = {"rung0": methods["rung0"],
@@ -176,6 +184,20 @@ def evaluate(data: dict[str, Any], z: float = 1.0, n_boot: int = 10000, seed: in
         "could_be_best": kept, "hedge_by_share": hedged, "target_best": target_best,
         "target_best_kept": target_best in kept, "target_best_hedged": target_best in hedged, **extra,
     }
+
+
+def _rate_selection(rows: list[dict[str, Any]], data: dict[str, Any], seed_sd: float) -> dict[str, Any]:
+    """Each row's rate-selection optimism (mean over its seeds' rungs; 0 for a rung with one rate) and its range."""
+    for row in rows:
+        rungs = data["patterns"][row["pattern"]]["rungs"]
+        each = [selection_optimism(list((rung.get("lr_sweep") or {}).values()), seed_sd) for rung in rungs]
+        row["rate_optimism"] = sum(each) / len(each)
+    values = [row["rate_optimism"] for row in rows]
+    return {"seed_sd": seed_sd, "min": min(values), "max": max(values), "spread": max(values) - min(values),
+            "mean": sum(values) / len(values),
+            "what": "E[min of the rung's rate losses] - min of their means at the seed sd (plug-in, independent "
+                    "normal noise); the spread across candidates is the rank bias of choosing the rate on the "
+                    "tokens that score it"}
 
 
 def _signed(value: float | None, digits: int = 3) -> str:
@@ -202,6 +224,10 @@ def table(report: dict[str, Any]) -> str:
     p_better = "n/a" if diff["p_better"] is None else f"{diff['p_better']:.3f}"
     lines.append(f"forecast - snapshot {_signed(diff['spearman'])} 95% {format_interval(diff['ci'], 3)} "
                  f"(same draws; P(forecast better) {p_better})")
+    if "rate_selection" in report:
+        chosen = report["rate_selection"]
+        lines.append(f"rate selection optimism at seed sd {chosen['seed_sd']:g}: {chosen['min']:.4f} to "
+                     f"{chosen['max']:.4f} (spread {chosen['spread']:.4f})")
     if "difference_vs_rung0" in report:
         versus = report["difference_vs_rung0"]
         lines.append(f"forecast - rung0 {_signed(versus['spearman'])} 95% {format_interval(versus['ci'], 3)} "
@@ -226,12 +252,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--targets", metavar="JSON",
                         help="independent target losses {PATTERN: loss | [loss per seed]} instead of the recorded")
     parser.add_argument("--rung0", metavar="JSON", help="a lower rung's scores {PATTERN: score}, ranked beside")
+    parser.add_argument("--seed-sd", type=float, metavar="SD",
+                        help="the seed spread at the rung: each candidate's rate-selection optimism at it")
     args = parser.parse_args(argv)
     try:
         targets = json.loads(Path(args.targets).read_text()) if args.targets else None
         rung0 = json.loads(Path(args.rung0).read_text()) if args.rung0 else None
         report = evaluate(load(args.input, targets), z=args.z, n_boot=args.n_boot, seed=args.seed,
-                          noise_floor=args.noise_floor, fit_from=args.fit_from, rung0=rung0)
+                          noise_floor=args.noise_floor, fit_from=args.fit_from, rung0=rung0, seed_sd=args.seed_sd)
     except (OSError, ValueError) as error:
         parser.exit(2, f"curve_ranking: {error}\n")
     report["input"] = str(args.input)

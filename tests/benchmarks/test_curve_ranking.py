@@ -110,3 +110,20 @@ def test_independent_targets_and_a_lower_rung_are_ranked_beside(tmp_path, capsys
     with pytest.raises(SystemExit) as stopped:
         script.main(["--input", str(tmp_path / "curves.json"), "--rung0", str(tmp_path / "rung0.json")])
     assert stopped.value.code == 2 and "--rung0 has no score for AMAMAM" in capsys.readouterr().err
+
+
+def test_the_rate_choice_reports_its_winners_curse_per_candidate(tmp_path, capsys, load_benchmark):
+    """--seed-sd: a candidate whose two rates tie is credited about 0.56 sd of optimism, one with a clear best rate
+    none; the report gives the spread, the rank bias the choice adds."""
+    script = load_benchmark("curve_ranking")
+    sweeps = {"MMMMAM": {"0.001": 3.0, "0.002": 3.0}, "AMAMAM": {"0.001": 2.0, "0.002": 2.5}}
+    data = {"target_tokens": TARGET, "target_trunk_tokens": TARGET_TRUNK,
+            "patterns": {p: {"rung": {**rung(LAWS[p]), "lr_sweep": sweep}, "target": target(LAWS[p], 0)}
+                         for p, sweep in sweeps.items()}}
+    data["patterns"]["MMAMMM"] = {"rung": rung(LAWS["MMAMMM"]), "target": target(LAWS["MMAMMM"], 0)}  # one rate
+    printed, report = run(script, tmp_path, capsys, data, "--seed-sd", "0.03")
+    optimism = {row["pattern"]: row["rate_optimism"] for row in report["patterns"]}
+    assert optimism["MMMMAM"] == pytest.approx(0.03 / np.sqrt(np.pi), rel=0.02)
+    assert optimism["AMAMAM"] == pytest.approx(0.0, abs=1e-4) and optimism["MMAMMM"] == 0.0
+    assert report["rate_selection"]["spread"] == pytest.approx(optimism["MMMMAM"], abs=1e-4)
+    assert "rate selection optimism at seed sd 0.03" in printed

@@ -353,3 +353,17 @@ def test_the_proportion_interval_is_wilsons_and_stays_inside_0_1():
     assert proportion_interval(3, 0) is None
     with pytest.raises(ValueError, match="successes must lie"):
         proportion_interval(11, 10)
+
+
+def test_selection_optimism_is_the_winners_curse_of_a_rate_grid():
+    """Two tied rates: the minimum of two draws undercuts the truth by sd/sqrt(pi); a clear winner: nothing; a
+    lone or diverged rate: nothing."""
+    from composer.evidence import selection_optimism
+
+    assert selection_optimism([2.0, 2.0], sd=0.03) == pytest.approx(0.03 / math.sqrt(math.pi), rel=0.02)
+    assert selection_optimism([2.0, 2.5], sd=0.03) == pytest.approx(0.0, abs=1e-4)
+    assert selection_optimism([2.0, None, float("nan")], sd=0.03) == 0.0
+    assert selection_optimism([2.0, 2.0, 2.0], sd=0.03) > selection_optimism([2.0, 2.0], sd=0.03)
+    assert selection_optimism([2.0, 2.01], sd=0.03) == selection_optimism([2.0, 2.01], sd=0.03)  # seeded
+    with pytest.raises(ValueError, match="sd"):
+        selection_optimism([2.0, 2.1], sd=-1)
