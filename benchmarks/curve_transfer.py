@@ -54,6 +54,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lrs", default="1e-3,2e-3")
     parser.add_argument("--warmup", type=int, default=6, help="warmup steps, the same for every budget")
     parser.add_argument("--curve-points", type=int, default=8)
+    parser.add_argument("--rung-only", action="store_true",
+                        help="train the rung and record its curve, not the continued target (rank against an "
+                             "independently trained target with curve_ranking.py --targets)")
     parser.add_argument("--out", required=True)
     parser.add_argument("--plot", metavar="PNG", help="only plot the curves recorded in --out (seed 0) and exit")
     args = parser.parse_args(argv)
@@ -74,26 +77,29 @@ def main(argv: list[str] | None = None) -> int:
     record.update({"what": "issue 36: rung curves (demo-4m, wsd) and the target score continued from their trunks",
                    "rung": dataclasses.asdict(rung), "target": dataclasses.asdict(target),
                    "target_tokens": args.target_tokens,
-                   "target_trunk_tokens": None, "patterns": record.get("patterns", {})})
+                   "target_trunk_tokens": record.get("target_trunk_tokens"), "patterns": record.get("patterns", {})})
     evaluate_rung = LanguageModelEvaluator(rung, trunks=out / "trunks")
     evaluate_target = LanguageModelEvaluator(target, trunks=out / "trunks")
     for pattern in patterns:
         for seed in seeds:
             entry = record["patterns"].setdefault(pattern, {})
-            if str(seed) in entry:
+            if str(seed) in entry and (args.rung_only or entry[str(seed)].get("target") is not None):
                 continue
             started = time.perf_counter()
             first = evaluate_rung(pattern, seed, lambda *a, **k: None)
             middle = time.perf_counter()
-            last = evaluate_target(pattern, seed, lambda *a, **k: None)
             entry[str(seed)] = {"rung": {"score": first.score, **first.details, "seconds": middle - started},
-                                "target": {"score": last.score, **last.details,
-                                           "seconds": time.perf_counter() - middle}}
-            record["target_trunk_tokens"] = last.details.get("trunk_tokens")
+                                "target": None}
+            if not args.rung_only:
+                last = evaluate_target(pattern, seed, lambda *a, **k: None)
+                entry[str(seed)]["target"] = {"score": last.score, **last.details,
+                                              "seconds": time.perf_counter() - middle}
+                record["target_trunk_tokens"] = last.details.get("trunk_tokens")
             atomic_write_json(record_path, record)
+            reached = "" if args.rung_only else (f", target {entry[str(seed)]['target']['score']:.4f} "
+                                                 f"({time.perf_counter() - middle:.0f} s)")
             print(f"{pattern} seed {seed}: rung {first.score:.4f} (lr {first.details['lr']:g}, "
-                  f"{middle - started:.0f} s), target {last.score:.4f} ({time.perf_counter() - middle:.0f} s)",
-                  flush=True)
+                  f"{middle - started:.0f} s){reached}", flush=True)
     return 0
 
 
@@ -111,7 +117,7 @@ def plot(record: dict, path: Path) -> Path:
     trunk = None
     for pattern, seeds in sorted(record["patterns"].items()):
         entry = seeds.get("0")
-        if entry is None:
+        if entry is None or entry.get("target") is None:  # a --rung-only record has no run to the target
             continue
         attention = pattern.count("A") + pattern.count("W")
         colour = colours(attention / 6)

@@ -127,3 +127,15 @@ def test_the_rate_choice_reports_its_winners_curse_per_candidate(tmp_path, capsy
     assert optimism["AMAMAM"] == pytest.approx(0.0, abs=1e-4) and optimism["MMAMMM"] == 0.0
     assert report["rate_selection"]["spread"] == pytest.approx(optimism["MMMMAM"], abs=1e-4)
     assert "rate selection optimism at seed sd 0.03" in printed
+
+
+def test_a_rung_only_record_is_ranked_against_independent_targets(tmp_path, capsys, load_benchmark):
+    """curve_transfer.py --rung-only records {"rung": ..., "target": None}: left out alone, ranked with --targets."""
+    script = load_benchmark("curve_ranking")
+    data = {"target_tokens": TARGET, "target_trunk_tokens": TARGET_TRUNK,
+            "patterns": {p: {"0": {"rung": rung(law), "target": None}} for p, law in LAWS.items()}}
+    (tmp_path / "targets.json").write_text(json.dumps({p: target(law, 0) for p, law in LAWS.items()}))
+    _, report = run(script, tmp_path, capsys, data, "--targets", str(tmp_path / "targets.json"))
+    assert report["n_patterns"] == len(LAWS) and report["forecast"]["spearman"] == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="at least 3 patterns"):
+        script.evaluate(script.load(tmp_path / "curves.json"))
