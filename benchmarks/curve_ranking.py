@@ -166,10 +166,10 @@ def evaluate(data: dict[str, Any], z: float = 1.0, n_boot: int = 10000, seed: in
         extra["rate_selection"] = _rate_selection(rows, data, seed_sd)
     if rung0 is not None:
         versus = compare_rank_correlations(scores, losses, reference="rung0", n_boot=n_boot, seed=seed)["forecast"]
-        extra = {"rung0": methods["rung0"],
-                 "difference_vs_rung0": {"spearman": versus["diff_vs_reference"], "ci": versus["diff_ci"],
-                                         "p_better": versus["p_better"],
-                                         "what": "forecast - rung0, on the same bootstrap draws"}}
+        extra.update({"rung0": methods["rung0"],
+                      "difference_vs_rung0": {"spearman": versus["diff_vs_reference"], "ci": versus["diff_ci"],
+                                              "p_better": versus["p_better"],
+                                              "what": "forecast - rung0, on the same bootstrap draws"}})
     kept = could_be_best(forecasts, z=z)
     hedged = [row["pattern"] for row in hedge_by_share(rows)]
     target_best = min(rows, key=lambda row: row["target"])["pattern"]

@@ -121,7 +121,8 @@ def test_the_rate_choice_reports_its_winners_curse_per_candidate(tmp_path, capsy
             "patterns": {p: {"rung": {**rung(LAWS[p]), "lr_sweep": sweep}, "target": target(LAWS[p], 0)}
                          for p, sweep in sweeps.items()}}
     data["patterns"]["MMAMMM"] = {"rung": rung(LAWS["MMAMMM"]), "target": target(LAWS["MMAMMM"], 0)}  # one rate
-    printed, report = run(script, tmp_path, capsys, data, "--seed-sd", "0.03")
+    (tmp_path / "rung0.json").write_text(json.dumps({p: 1.0 for p in data["patterns"]}))
+    printed, report = run(script, tmp_path, capsys, data, "--seed-sd", "0.03", "--rung0", str(tmp_path / "rung0.json"))
     optimism = {row["pattern"]: row["rate_optimism"] for row in report["patterns"]}
     assert optimism["MMMMAM"] == pytest.approx(0.03 / np.sqrt(np.pi), rel=0.02)
     assert optimism["AMAMAM"] == pytest.approx(0.0, abs=1e-4) and optimism["MMAMMM"] == 0.0
