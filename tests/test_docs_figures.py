@@ -1061,3 +1061,20 @@ def test_search_amsd_out_of_sample_tables(tmp_path):
         assert int(cells[2]) == snapshot.index(best) + 1 and int(cells[3]) == forecast.index(best) + 1, cells
         assert [int(n) for n in numbers(cells[4])] == [by_target.index(p) + 1 for p in snapshot[:3]], cells
         assert [int(n) for n in numbers(cells[5])] == [by_target.index(p) + 1 for p in forecast[:3]], cells
+
+
+def test_search_wsd_against_cosine_over_seeds():
+    """docs/search.md's 3-seed wsd-against-cosine table against the JSON, the paired interval recomputed from the
+    per-seed scores stored there."""
+    from composer.evidence import paired_difference
+
+    checks = results(OUT_OF_SAMPLE)["wsd_cosine_seeds"]["patterns"]
+    text = section(doc("search.md"), "Warmup-stable-decay against cosine")
+    for cells in table(text, "| pattern | seeds | cosine, mean"):
+        runs = checks[plain(cells[0])]
+        assert int(cells[1]) == len(runs["cosine"]) == len(runs["wsd"])
+        agree(cells[2], sum(runs["cosine"].values()) / len(runs["cosine"]), "cosine mean")
+        agree(cells[3], sum(runs["wsd"].values()) / len(runs["wsd"]), "wsd mean")
+        again = paired_difference(runs["wsd"], runs["cosine"])
+        agree(cells[4], again["mean"], "wsd - cosine")
+        agree_all(numbers(cells[5]), again["ci"], "wsd - cosine CI")
