@@ -12,9 +12,9 @@ interval (``composer.evidence.bootstrap_rank_correlation``):
 - **rung0** (with ``--rung0``): a lower rung's raw score per pattern (e.g. rung 0's, another model and budget),
   so the forecast is judged against the cheapest ranking too;
 
-and the paired difference ``forecast - snapshot`` (and ``forecast - rung0``) of the Spearmans judged on the *same* bootstrap replicates
-(same patterns, same seeds drawn: ``composer.evidence.compare_rank_correlations``; ``paired_difference`` pairs
-per-seed values, not bootstrap replicates, so it does not apply here). It also says whether the target's best
+and the paired difference ``forecast - snapshot`` (and ``forecast - rung0``) of the Spearmans judged on the
+*same* bootstrap replicates (same patterns, same seeds drawn: ``composer.evidence.compare_rank_correlations``;
+``paired_difference`` pairs per-seed values, not bootstrap replicates, so it does not apply here). It also says whether the target's best
 pattern survives ``could_be_best`` at ``--z`` and the attention-share hedge (``hedge_by_share``).
 
     python benchmarks/curve_ranking.py --input runs/curves/curves.json

@@ -112,6 +112,8 @@ def plot(record: dict, path: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from composer.pattern import attention_share, n_layers
+
     figure, ax = plt.subplots(figsize=(8, 5))
     colours = plt.get_cmap("viridis")
     trunk = None
@@ -119,8 +121,9 @@ def plot(record: dict, path: Path) -> Path:
         entry = seeds.get("0")
         if entry is None or entry.get("target") is None:  # a --rung-only record has no run to the target
             continue
-        attention = pattern.count("A") + pattern.count("W")
-        colour = colours(attention / 6)
+        share = attention_share(pattern)
+        colour = colours(share)
+        attention = round(share * n_layers(pattern))
         points = sorted(entry["target"]["curve"], key=lambda point: point["tokens"])
         ax.plot([p["tokens"] for p in points], [p["loss"] for p in points], color=colour, linewidth=1.2,
                 label=f"{pattern} ({attention} attn)")

@@ -68,7 +68,8 @@ DIST_ALIASES = {"flash-linear-attention": ("flash-linear-attention", "fla-core")
 STEP_PATTERNS = {"all six": "AWMESD", "A": "AM", "W": "WM", "M": "MM", "E": "EM", "S": "SM", "D": "DM"}
 # The gpu ladder's rung 0, timed by `rung0` on these patterns: two Transformer-Mamba layouts (one known, one
 # blocked) and a published hybrid with S (Nemotron-H's fit); D trains on its PyTorch path on Hopper (fla #640)
-# and SDMMSD did not finish within the part's 63 s on an H200 (the quick check's first run), so it is left to --patterns.
+# and SDMMSD did not finish within the part's 63 s on an H200 (the quick check's first run), so it is left to
+# --patterns.
 RUNG0_PATTERNS = ("AMAMAM", "AAMMMM", "SMSAMS")
 
 

@@ -29,7 +29,7 @@
 #            project's extrapolator (`composer extrapolate SDMMSD --to llama-3.2-1b`: (SDMMSD)x6).
 #   a.       as in the full check: the CUDA-only tests, and A through flash-attn.
 #   c.       as in the full check, MFU_STEPS (20) steps each: (SMWM)x4 (S on mamba-ssm's Triton kernels where the
-#            carried wheel imports; 250 s on an H200 with its autotuning, docs/gpu.md "Fourth run"), then (AM)x16,
+#            carried wheel imports; about 140 s on an H200 with its autotuning, docs/gpu.md "Fourth run"), then (AM)x16,
 #            the Transformer baseline of the same run. (DMAM)x4 and stacked:SDMMSD are left to QUICK_MFU_PATTERNS:
 #            D trains on its PyTorch path on Hopper (fla #640) and its compile alone outlasted a 75 s share.
 #   d.       rung 0 of the `gpu` successive-halving ladder (rung-gpu-0: 5M tokens, seq 1024 x 32, search-1m
