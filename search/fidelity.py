@@ -82,7 +82,7 @@ LADDERS: dict[str, Ladder] = {ladder.name: ladder for ladder in (
            "(+ the best known layout), continued there to 500K tokens at their rung-1 rate"),
     Ladder("gpu", (Rung("rung-gpu-0", None), Rung("rung-gpu-1", 8), Rung("rung-gpu-2", 3)),
            "one GPU (untested): 5M tokens for all; the best 8 (+ the best known layout) at llama-350m widths for "
-           "50M tokens; the best 3 (+ the best known layout) there for 200M tokens, 2 seeds"),
+           "50M tokens; the best 3 (+ the best known layout) there for 200M tokens, 3 seeds"),
 )}
 
 

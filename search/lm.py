@@ -32,6 +32,7 @@ from typing import Any
 from composer.errors import ComposerRunError, ConfigError
 from search.evaluation import Evaluation, Report, best_rate, checked_rates
 from search.trunks import TrunkStore
+from search.verdict import SeedNoise
 
 _TRAIN_PRECISION = {"auto": "auto", "fp32": "32-true", "bf16": "bf16-mixed"}  # evaluator name -> Lightning's
 
@@ -60,6 +61,9 @@ class LMBudget:
     # when the chosen rate is the highest or lowest of a grid of 2 or more, train one rate past it (x2 or /2) and
     # take it if it is better: a best rate at the grid's edge says only that the optimum may lie beyond it
     extend_edge: bool = False
+    # the seed spread of one run's score measured at this budget (search.verdict.SeedNoise): it stands in for the
+    # seeds a last rung does not train when the search's answer is decided (new, known or tie)
+    seed_noise: SeedNoise | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "lrs", tuple(sorted(checked_rates(self.lrs, f"lm budget {self.name!r}: lrs"))))
@@ -102,6 +106,9 @@ LM_BUDGETS: dict[str, LMBudget] = {budget.name: budget for budget in (
              description="cpu ladder, rung 1: stacked to demo-4m, 125K tokens (a quarter of the target's)"),
     LMBudget("rung-cpu-2", 500_000, 128, 16, (1e-3, 2e-3), extrapolate_to="demo-4m", schedule="wsd", warmup=6,
              curve_points=8, continues=True,
+             # 3 seeds of AMAMAM and MMAMMM each at this budget (wsd, lr 1e-3, fresh runs): pooled sd 0.0158
+             seed_noise=SeedNoise(0.0158, 4, "pooled over 3 seeds of AMAMAM and MMAMMM at rung-cpu-2's budget, "
+                                              "docs/search.md 'Over 3 seeds'"),
              description="cpu ladder, last rung: stacked to demo-4m, 500K tokens (the transfer's target budget), "
                          "continued from rung 1's trunk at its rate"),
     LMBudget("rung-gpu-0", 5_000_000, 1024, 32, (1e-3, 3e-3), schedule="wsd", warmup=15, curve_points=8,
@@ -109,9 +116,10 @@ LM_BUDGETS: dict[str, LMBudget] = {budget.name: budget for budget in (
     LMBudget("rung-gpu-1", 50_000_000, 2048, 64, (3e-4, 1e-3, 2e-3), extrapolate_to="llama-350m", val_tokens=1_048_576,
              schedule="wsd", warmup=40, curve_points=8, curve_tokens=65_536, keeps_trunk=True, extend_edge=True,
              description="gpu ladder, rung 1: llama-350m widths, 50M tokens (a quarter of the target's)"),
-    LMBudget("rung-gpu-2", 200_000_000, 2048, 64, (3e-4, 1e-3, 2e-3), seeds=2, extrapolate_to="llama-350m",
+    # 3 seeds: the search's answer is decided by a paired interval over them (search.verdict), which 2 cannot give
+    LMBudget("rung-gpu-2", 200_000_000, 2048, 64, (3e-4, 1e-3, 2e-3), seeds=3, extrapolate_to="llama-350m",
              val_tokens=1_048_576, schedule="wsd", warmup=40, curve_points=8, curve_tokens=65_536, continues=True,
-             description="gpu ladder, last rung: llama-350m widths, 200M tokens, 2 seeds, continued from rung 1"),
+             description="gpu ladder, last rung: llama-350m widths, 200M tokens, 3 seeds, continued from rung 1"),
 )}
 
 

@@ -115,7 +115,7 @@ def run_search(config: SearchConfig, echo=print) -> dict[str, Any]:
     answer = strategy.answer(config, done, stopped, deadline is not None and time.time() >= deadline)
     study, rows = answer.study, answer.rows
     first = done[0].stage.first
-    comparison = compare_with_known(rows, maximize)
+    comparison = compare_with_known(rows, maximize, seed_noise_of(done, study))
     if answer.stopped_early is not None:
         comparison["stopped_early"] = answer.stopped_early
     if first and comparison["best_known"] is None:  # known layouts were entered, and none is in the final ranking
@@ -123,7 +123,7 @@ def run_search(config: SearchConfig, echo=print) -> dict[str, Any]:
                                        + " and ".join(["failures.json", *answer.files]))
     extra = {"study": study.study_name, "evaluator": config.evaluator, "budget": config.budget,
              "strategy": config.strategy, "direction": evaluator.direction, "precision": precision,
-             "answer": comparison["answer"], "vs_known": comparison,
+             "answer": comparison["answer"], "recommended": comparison["recommended"], "vs_known": comparison,
              "known_layouts": [{"name": attrs["known"], "pattern": pattern, "fit": attrs["known_fit"]}
                                for pattern, attrs in first if "known_fit" in attrs], **answer.summary}
     for name, content in answer.files.items():
@@ -137,6 +137,17 @@ def run_search(config: SearchConfig, echo=print) -> dict[str, Any]:
     return {"leaderboard": rows, "best": rows[0], "plots": [str(p) for p in plots], "study": study.study_name,
             "storage": config.storage or default_storage_url(out), "out": str(out), "precision": precision,
             "vs_known": comparison, "rungs": answer.files.get("rungs.json")}
+
+
+def seed_noise_of(done: list[StageRun], study: Any):
+    """The seed spread measured at the budget of the stage the answer comes from (an ``lm`` budget's
+    ``seed_noise``), or None: it stands in for seeds the answer's scores were not trained on (``search.verdict``)."""
+    config = next((run.config for run in done if run.study is study), None)
+    if config is None or config.evaluator != "lm":
+        return None
+    from search.lm import get_lm_budget
+
+    return get_lm_budget(config.budget).seed_noise
 
 
 def summary_text(result: dict[str, Any]) -> str:
@@ -156,8 +167,9 @@ def summary_text(result: dict[str, Any]) -> str:
     if said.get("best_known") and said.get("best_new"):
         known, new = said["best_known"], said["best_new"]
         lines.append(f"best new {new['pattern']} {new['score']:.4f} vs best known {known['name']} {known['pattern']} "
-                     f"{known['score']:.4f}: {said['difference']:+.4f} ({said['verdict']})")
-    answer = f"a known layout ({best['known']})" if best.get("known") else "a new pattern"
-    lines.append(f"best {best['pattern']} (score {best['score']:.4f}), {answer}; leaderboard, best.json and plots "
-                 f"in {result['out']}")
+                     f"{known['score']:.4f}: {said['difference']:+.4f}; interval: {said['interval']}")
+        lines.append(f"answer: {said['verdict']}")
+    scored = f"a known layout ({best['known']})" if best.get("known") else "a new pattern"
+    lines.append(f"best score {best['pattern']} ({best['score']:.4f}, {scored}); recommended "
+                 f"{said.get('recommended') or best['pattern']}; leaderboard, best.json and plots in {result['out']}")
     return "\n".join(lines)
