@@ -24,8 +24,8 @@ PRECISIONS = ("auto", "fp32", "bf16")
 SCORE_SETTINGS_NAMED = ("evaluator", "budget", "strategy", "layers", "primitives", "sampler", "objectives", "seed",
                         "precision")
 # ... and the rest, as a digest (a default run and one with another --data used to share a study and its scores)
-SCORE_SETTINGS_DIGESTED = ("widths", "target", "data", "tokenizer", "min_share", "max_share", "max_params", "known",
-                           "prune", "compile", "depth")
+SCORE_SETTINGS_DIGESTED = ("widths", "target", "data", "tokenizer", "min_share", "max_share", "max_params", "max_kv",
+                           "known", "prune", "compile", "depth")
 
 
 @dataclass
@@ -43,11 +43,15 @@ class SearchConfig:
     widths: str = "search-1m"  # preset whose widths candidates are trained at
     target: str | None = None  # preset of the KV-cache objective and reports (default llama-3.2-1b); with
     # successive-halving also the preset the last rung trains at (default: the ladder's own, e.g. demo-4m)
+    # set by a strategy for its stages (a rung's config is one-shot at its own budget): the preset whose model the
+    # costs are measured on, the search's report target; not a score setting (it changes no score)
+    report_at: str | None = None
     data: str | None = None  # lm evaluator: text source (default: the offline corpus)
     tokenizer: str | None = None
     min_share: dict[str, float] = field(default_factory=dict)
     max_share: dict[str, float] = field(default_factory=dict)
     max_params: int | None = None  # non-embedding parameters at the search widths
+    max_kv: str | None = None  # "64MiB@32K": most cache bytes per sequence at a length, of the model at the target
     prune: bool = True  # stop unpromising trials early (single objective only)
     known: bool = True  # enqueue Llama and the published layouts the primitives express first (search.known)
     precision: str = "auto"  # auto: bf16 where the device computes it natively (composer.precision), fp32, bf16
@@ -83,6 +87,10 @@ class SearchConfig:
                 raise ConfigError(message)
         from composer.pattern import parse_pattern
 
+        if self.max_kv is not None:
+            from search.cost import parse_max_kv
+
+            parse_max_kv(self.max_kv)
         parse_pattern(self.primitives)  # unknown symbols fail here, before anything is written to --out
         if self.strategy == "successive-halving":
             self._check_successive_halving()
@@ -113,6 +121,8 @@ class SearchConfig:
     @property
     def report_target(self) -> str:
         """The preset whose widths the KV-cache objective and the reports use."""
+        if self.report_at:
+            return self.report_at
         if self.target:
             return self.target
         if self.strategy == "successive-halving":

@@ -23,6 +23,7 @@ from composer.accounting import analyze
 from composer.errors import ConfigError
 from composer.presets import get_preset
 from search.config import SearchConfig
+from search.cost import over_max_kv, parse_max_kv, serving_cost
 from search.evaluators import Evaluator, make_evaluator
 from search.resume import (
     EvaluationBudget,
@@ -172,6 +173,15 @@ def scored_trial(history: list[FrozenTrial], pattern: str, exclude: int) -> Froz
     return None
 
 
+def same_model(cached: FrozenTrial, pattern: str, evaluator: Evaluator) -> bool:
+    """Whether a cached trial trained the model the evaluator would train for ``pattern`` now: a rung at the
+    target's size trains a known family in its own layout since issue 37, where it used to stack its fit."""
+    if not hasattr(evaluator, "trained_pattern"):
+        return True
+    was = (cached.user_attrs.get("details") or {}).get("trained_pattern", pattern)
+    return was == evaluator.trained_pattern(pattern)
+
+
 def worst_score(history: list[FrozenTrial], direction: str) -> float | None:
     scores = [t.value for t in history if t.state == TrialState.COMPLETE and not is_substitute(t.user_attrs)]
     if not scores:
@@ -186,6 +196,8 @@ def make_objective(config: SearchConfig, stage: Stage, evaluator: Evaluator, stu
     # For it, a pruned trial completes with the partial score it was stopped at and a constraint violation with
     # the worst score so far; both are flagged and kept off the leaderboard.
     learns_from_pruned = config.sampler_name != "gp"
+    known = known_names(stage)
+    max_kv = parse_max_kv(config.max_kv) if config.max_kv else None
 
     def objective(trial: optuna.Trial):
         mark_worker(trial)  # first: a worker killed from here on is recognised as dead on restart
@@ -196,16 +208,19 @@ def make_objective(config: SearchConfig, stage: Stage, evaluator: Evaluator, stu
             raise optuna.TrialPruned("no promotion was waiting")
         pattern = stage.space.suggest(trial)
         search_stats = analyze(widths.with_pattern(pattern))
-        at_target = pattern_at_target(pattern, config.report_target)
-        target_stats = analyze(target.with_pattern(at_target))
+        at_target = pattern_at_target(pattern, config.report_target, known.get(pattern))
+        target_arch = target.with_pattern(at_target)
+        target_stats = analyze(target_arch)
         trial.set_user_attr("pattern", pattern)
         trial.set_user_attr("params", search_stats.params)
         trial.set_user_attr("non_embedding_params", search_stats.non_embedding_params)
         trial.set_user_attr("kv_cache_bytes_per_token", target_stats.kv_cache_bytes_per_token)
         trial.set_user_attr("target_pattern", at_target)
+        trial.set_user_attr("cost", serving_cost(target_arch))
         # one read of the storage per trial: earlier results answer repeats, failures and penalties
         history = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL))
-        reason = stage.space.violation(pattern, search_stats.non_embedding_params)
+        reason = stage.space.violation(pattern, search_stats.non_embedding_params) or (
+            over_max_kv(target_arch, max_kv) if max_kv else None)
         if reason:
             trial.set_user_attr("skip_reason", reason)
             if not learns_from_pruned:
@@ -228,6 +243,8 @@ def make_objective(config: SearchConfig, stage: Stage, evaluator: Evaluator, stu
             return fail(f"{REPEATED_FAILURE} {numbers}: {earlier[-1].user_attrs['fail_reason']}",
                         RuntimeError(earlier[-1].user_attrs["fail_reason"]))
         cached = scored_trial(history, pattern, exclude=trial.number)
+        if cached is not None and not same_model(cached, pattern, evaluator):
+            cached = None  # scored on another model at the target (a known layout stacked before issue 37)
         if cached is not None:
             trial.set_user_attr("cached_from", cached.number)
             for key in ("score", "details", "seconds", "tokens_per_s", "lr"):
@@ -271,14 +288,20 @@ def make_objective(config: SearchConfig, stage: Stage, evaluator: Evaluator, stu
     return objective
 
 
-def pattern_at_target(pattern: str, target: str) -> str:
-    """The model ``pattern`` becomes at ``target``: grown to its size by the project's extrapolator, as the last
-    rung and ``composer transfer`` train it. The KV-cache objective is measured on this model, not on the
-    searched layers at the target's widths: those understated attention-heavy patterns (``AMAMAM`` at demo-4m:
-    768 bytes per token for the 6 layers, 2,304 for the 18-layer stack that is trained)."""
-    from scaling.extrapolate import extrapolate
+def pattern_at_target(pattern: str, target: str, known: str | None = None) -> str:
+    """The model ``pattern`` becomes at ``target``, as the rungs at the target's size and ``composer transfer``
+    train it: grown to its size by the project's extrapolator, or a published family (``known``) in its own
+    layout (``search.known.layout_at_target``). The KV-cache objective and the serving cost are measured on this
+    model, not on the searched layers at the target's widths: those understated attention-heavy patterns
+    (``AMAMAM`` at demo-4m: 768 bytes per token for the 6 layers, 2,304 for the 18-layer stack that is trained)."""
+    from search.known import layout_at_target
 
-    return extrapolate(pattern, target, method="auto").pattern
+    return layout_at_target(pattern, target, known)[0]
+
+
+def known_names(stage: Stage) -> dict[str, str]:
+    """The stage's known layouts: searched pattern -> family name (its first patterns that carry one)."""
+    return {pattern: attrs["known"] for pattern, attrs in stage.first if "known" in attrs}
 
 
 def _measure_tokens_per_s(arch, batch: int = 8, seq_len: int = 128, steps: int = 3) -> float:
@@ -382,7 +405,7 @@ def run_worker(config: SearchConfig, stage: Stage, worker: int, callbacks: list 
     optuna.logging.set_verbosity(optuna.logging.ERROR)  # failures are reported by our progress lines
     if evaluator is None:  # a spawned worker builds its own; the search's process passes the stage's
         evaluator = make_evaluator(config.evaluator, config.budget, config.widths, config.data, config.tokenizer,
-                                   config.precision, config.compile, config.trunks)
+                                   config.precision, config.compile, config.trunks, known=known_names(stage))
     study = open_study(config, stage, evaluator, worker)
     with StudyLock(worker_lock_path(config.storage, config.out)) as lock:
         reap_dead_workers(study, alone=lock.alone, grace_s=GRACE_S)

@@ -18,6 +18,7 @@ is recorded and printed):
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import Counter
 from dataclasses import dataclass
@@ -88,6 +89,32 @@ def family_at_depth(name: str, n_layers: int) -> KnownLayout:
     pattern = nearest_layout(_period(name), n_layers, family.unit)
     return KnownLayout(name, pattern, f"nearest layout at {n_layers} layers (period of {family.period} does not "
                                       f"fit): {dict(sorted(Counter(layers(pattern)).items()))}")
+
+
+@functools.lru_cache(maxsize=256)
+def layout_at_target(pattern: str, target: str, known: str | None = None) -> tuple[str, str]:
+    """The model ``pattern`` becomes at preset ``target``, and how it was made.
+
+    A new pattern (and Llama's, and the paper's stacked winner, whose own rule is stacking) is grown by the
+    project's extrapolator, stacked to the target's size. A published family (``known`` names one of
+    ``composer.layouts.FAMILIES``) enters in its own layout instead (issue 37): Nemotron-H's 6-layer fit ``SMSAMS``
+    stacked to 18 layers holds 3 attention layers where its own rule gives about 1 in 13. Its depth is the one,
+    within 3 layers of the stack's, whose non-embedding parameters come closest to the stack's, so the family is
+    compared at the same size."""
+    from composer.accounting import non_embedding_params
+    from composer.presets import get_preset
+    from scaling.extrapolate import extrapolate
+
+    stacked = extrapolate(pattern, target, method="auto").pattern
+    if known not in FAMILIES:
+        return stacked, "stacked to the target's size"
+    widths = get_preset(target).arch
+    size = non_embedding_params(widths.with_pattern(stacked))
+    depth = len(layers(stacked))
+    candidates = {n: family_at_depth(known, n) for n in range(max(1, depth - 3), depth + 4)}
+    best = min(candidates, key=lambda n: (abs(non_embedding_params(widths.with_pattern(candidates[n].pattern))
+                                              - size), abs(n - depth)))
+    return candidates[best].pattern, f"{known}'s own layout at {best} layers ({candidates[best].fit})"
 
 
 def known_layouts(n_layers: int, primitives: list[str]) -> tuple[list[KnownLayout], dict[str, str]]:

@@ -39,6 +39,8 @@ def leaderboard(study: optuna.Study, maximize: bool, known: dict[str, str] | Non
             "non_embedding_params": attrs.get("non_embedding_params"),
             "attention_share": attention_share(pattern),
             "kv_cache_bytes_per_token": attrs.get("kv_cache_bytes_per_token"),
+            "target_pattern": attrs.get("target_pattern"),
+            "cost": attrs.get("cost"),
             "known": known.get(pattern) or attrs.get("known"),
             "lr": attrs.get("lr"),
             "trial": trial.number,
@@ -87,8 +89,12 @@ def write_leaderboard(rows: list[dict[str, Any]], out: Path, extra: dict[str, An
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_json(out / "leaderboard.json", rows)
     columns = ["rank", "pattern", "compact", "score", "known", "lr", "params", "non_embedding_params",
-               "attention_share", "kv_cache_bytes_per_token", "trial", "seconds"]
-    atomic_write_csv(out / "leaderboard.csv", rows, columns)
+               "attention_share", "kv_cache_bytes_per_token", "cache_bytes_4096", "cache_bytes_32768", "trial",
+               "seconds"]
+    # the serving cost at 4K and 32K tokens as columns of their own
+    flat = [{**row, **{f"cache_bytes_{n}": size for n, size in (row.get("cost") or {}).get("cache_bytes", {}).items()}}
+            for row in rows]
+    atomic_write_csv(out / "leaderboard.csv", flat, columns)
     best = {**rows[0], **extra} if rows else {"pattern": None, **extra}
     atomic_write_json(out / "best.json", best)
 

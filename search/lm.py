@@ -203,7 +203,7 @@ class LanguageModelEvaluator:
 
     def __init__(self, budget: str | LMBudget = "cpu", widths: str = "search-1m", data: str | None = None,
                  tokenizer: str | None = None, precision: str = "auto", compile: bool = False,
-                 trunks: str | Path | None = None) -> None:
+                 trunks: str | Path | None = None, known: dict[str, str] | None = None) -> None:
         from composer.training import TrainConfig
         from composer.training.run import resolve_precision
 
@@ -223,14 +223,16 @@ class LanguageModelEvaluator:
         # search sets it to print where it is between candidates' results
         self.heartbeat: Callable[[dict[str, Any]], None] | None = None
         self._run_context: dict[str, Any] = {}
+        self.known = dict(known or {})  # searched pattern -> published family: trained in its own layout at a target
 
     def trained_pattern(self, pattern: str) -> str:
-        """What is trained for ``pattern``: itself, or grown to ``extrapolate_to``'s size (stacked)."""
+        """What is trained for ``pattern``: itself, or the model it becomes at ``extrapolate_to``'s size (stacked,
+        or a known family in its own layout: ``search.known.layout_at_target``)."""
         if self.spec.extrapolate_to is None:
             return pattern
-        from scaling.extrapolate import extrapolate
+        from search.known import layout_at_target
 
-        return extrapolate(pattern, self.spec.extrapolate_to, method="auto").pattern
+        return layout_at_target(pattern, self.spec.extrapolate_to, self.known.get(pattern))[0]
 
     def train_config(self, pattern: str, lr: float, seed: int, out: str):
         """The ``composer train`` settings of one of the candidate's runs."""

@@ -18,8 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from composer.files import atomic_write_json, make_output_dir
+from composer.pattern import compact_pattern
 from search.config import SearchConfig
-from search.engine import Stage, enqueue_first, launch_workers, open_study, run_worker
+from search.cost import COST_LENGTHS, add_decode_speed, format_bytes
+from search.engine import Stage, enqueue_first, known_names, launch_workers, open_study, run_worker
 from search.evaluators import make_evaluator
 from search.known import compare_with_known
 from search.leaderboard import failures, format_table, leaderboard, write_leaderboard
@@ -39,7 +41,7 @@ def run_stage(config: SearchConfig, stage: Stage, label: str, precision: str, de
     only with ``allow_empty``: a rung that the deadline cut before it scored anything). ``eta``: the search's
     estimate of its time left (``search.progress``), ``kind``: what its lines call a stage."""
     evaluator = make_evaluator(config.evaluator, config.budget, config.widths, config.data, config.tokenizer,
-                               config.precision, config.compile, config.trunks)
+                               config.precision, config.compile, config.trunks, known=known_names(stage))
     maximize = evaluator.direction == "maximize"
     echo(f"{label}study {stage.study_name!r}: {stage.trials} trials over {stage.space.size:,} patterns "
          f"({config.sampler_name}, {config.evaluator}/{config.budget}, {precision}, {config.workers} worker(s))")
@@ -114,6 +116,9 @@ def run_search(config: SearchConfig, echo=print) -> dict[str, Any]:
                 m["pattern"] + (f" ({m['known']})" if m.get("known") else "") + f": {m['reason']}" for m in missing))
     answer = strategy.answer(config, done, stopped, deadline is not None and time.time() >= deadline)
     study, rows = answer.study, answer.rows
+    if config.strategy == "successive-halving" and answer.rows is not done[0].rows:  # the finalists, at the target
+        echo("measuring the finalists' decode speed (batch 1, 1,024-token prompt, 32 new tokens)")
+        add_decode_speed(rows, config.report_target, echo)
     first = done[0].stage.first
     comparison = compare_with_known(rows, maximize, seed_noise_of(done, study))
     if answer.stopped_early is not None:
@@ -150,9 +155,31 @@ def seed_noise_of(done: list[StageRun], study: Any):
     return get_lm_budget(config.budget).seed_noise
 
 
+def cost_table(rows: list[dict[str, Any]]) -> str:
+    """The finalists' serving cost on their models at the target: layers, parameters, cache per sequence at
+    4K and 32K tokens, fixed state, decode tokens/s (search.cost)."""
+    header = (f"{'pattern':<20} {'at target':<22} {'params':>8}  " + "  ".join(f"{f'cache@{n // 1024}K':>10}"
+              for n in COST_LENGTHS) + f"  {'state':>10}  {'decode tok/s':>12}")
+    lines = ["serving cost of the finalists, on their models at the target (bf16 cache, batch 1):", header]
+    for row in rows:
+        cost = row.get("cost") or {}
+        if not cost:
+            continue
+        trained = row.get("target_pattern") or row["pattern"]
+        shown = trained if len(trained) <= 22 else compact_pattern(trained)[:22]
+        decode = (cost.get("decode") or {}).get("decode_tokens_per_s")
+        lines.append(f"{row['pattern']:<20} {shown:<22} {cost['params'] / 1e6:>7.2f}M  "
+                     + "  ".join(f"{format_bytes(cost['cache_bytes'][str(n)]):>10}" for n in COST_LENGTHS)
+                     + f"  {format_bytes(cost['state_bytes']):>10}  "
+                     + (f"{decode:>12,.0f}" if decode else f"{'-':>12}"))
+    return "\n".join(lines)
+
+
 def summary_text(result: dict[str, Any]) -> str:
     best = result["best"]
     lines = [format_table(result["leaderboard"]), ""]
+    if any((row.get("cost") or {}).get("decode") for row in result["leaderboard"]):
+        lines += [cost_table(result["leaderboard"]), ""]
     if result.get("rungs"):
         lines.append("rungs: " + "; ".join(f"{r['rung']}: {r['candidates']} at {r['budget']} "
                                           f"({r['seconds'] / 60:.1f} min)" for r in result["rungs"]))

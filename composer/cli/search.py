@@ -33,6 +33,9 @@ FLAGS = {
     "min_share": (str, "minimum shares per primitive, e.g. A=0.2"),
     "max_share": (str, "maximum shares per primitive, e.g. A=0.5"),
     "max_params": (int, "maximum non-embedding parameters at the search widths"),
+    "max_kv": (str, "BYTES@LENGTH, e.g. 64MiB@32K: the most inference cache (KV, windows, fixed states; bf16) one "
+                    "sequence of LENGTH tokens may hold on the model at --target; candidates over it are skipped "
+                    "before they train"),
     "precision": (str, "auto (default: bf16 where the GPU or CPU computes it natively, else fp32), fp32, bf16"),
     "workers": (int, "local worker processes, trials evaluated concurrently (spread over the GPUs; CPU threads "
                 "split between them)"),
@@ -57,7 +60,7 @@ def default_search_text() -> str:
     return ("Bayesian-optimisation search over layer patterns, each candidate scored by its validation loss after a "
             f"short training run. With no arguments: successive halving on the {ladder.name} ladder over "
             f"{SearchConfig.trials} candidates, {SearchConfig.layers}-layer {primitives} patterns, Llama and the "
-            f"paper's AAMMMM first, then GP proposals: {ladder.description}; on the CPU, about an hour on 2 cores "
+            f"paper's AAMMMM first, then GP proposals: {ladder.description}; on the CPU, about half an hour on 2 cores "
             "(--budget smoke --trials 3 --widths tiny: a plumbing check of a few minutes). Options override --recipe.")
 
 

@@ -80,7 +80,8 @@ def rung_config(config: SearchConfig, index: int) -> SearchConfig:
     promoted patterns (no sampler choice, no pruning)."""
     ladder = get_ladder(config.budget)
     study = config.study_name if index == 0 else f"{config.study_name}-rung{index}"
-    changes = {"budget": rung_budget(ladder, index, config.target), "strategy": "one-shot", "study": study}
+    changes = {"budget": rung_budget(ladder, index, config.target), "strategy": "one-shot", "study": study,
+               "report_at": config.report_target}  # every rung's costs are those of the model at the target
     if index > 0:
         changes.update(sampler="random", prune=False, known=False)
     return dataclasses.replace(config, **changes)

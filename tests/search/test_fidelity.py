@@ -83,6 +83,11 @@ def test_rungs_train_the_promoted_patterns_and_the_last_ranks_them_at_the_target
     for row in final:  # trained at the last rung's target (tiny's size), at the better of two rates
         assert row["details"].get("trained_pattern", row["pattern"]) == grown[row["pattern"]]
         assert set(row["details"]["lr_sweep"]) == {"0.001", "0.003"} and row["lr"] in (1e-3, 3e-3)
+    for row in final:  # the finalists' serving cost, on their models at the target, with a measured decode speed
+        cost = row["cost"]
+        assert cost["pattern"] == row["target_pattern"] == grown[row["pattern"]]
+        assert cost["cache_bytes"]["32768"] >= cost["cache_bytes"]["4096"] > 0
+        assert cost["decode"]["decode_tokens_per_s"] > 0 and cost["decode"]["context"] == 1024
     best = json.loads((out / "best.json").read_text())
     assert best["strategy"] == "successive-halving" and best["study"].endswith("-rung1")
     assert best["answer"] in ("known", "new", "tie") and any(row["known"] for row in final)

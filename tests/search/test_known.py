@@ -103,3 +103,36 @@ def test_the_comparison_gives_a_paired_interval_when_both_sides_have_seeds():
     assert said["difference"] == pytest.approx(-0.10)
     assert said["ci"][1] < 0 and said["verdict"].startswith("new: SMSMSM") and said["recommended"] == "SMSMSM"
     assert said["interval"].startswith("paired over seeds 0, 1, 2")
+
+
+def test_a_published_family_enters_the_target_in_its_own_layout_at_the_same_size():
+    """Nemotron-H's 6-layer fit SMSAMS stacked to demo-4m holds 3 attention layers; its own rule holds 1."""
+    from composer.accounting import non_embedding_params
+    from composer.presets import get_preset
+    from search.known import layout_at_target
+    from search.lm import LanguageModelEvaluator
+
+    demo = get_preset("demo-4m").arch
+    stacked, how = layout_at_target("SMSAMS", "demo-4m")
+    own, how_own = layout_at_target("SMSAMS", "demo-4m", "nemotron-h")
+    assert stacked.count("A") == 3 and how == "stacked to the target's size"
+    assert own.count("A") == 1 and own == FAMILIES["nemotron-h"].generator(len(own))
+    assert how_own.startswith(f"nemotron-h's own layout at {len(own)} layers")
+    size = non_embedding_params(demo.with_pattern(stacked))
+    assert abs(non_embedding_params(demo.with_pattern(own)) - size) / size < 0.1
+    assert layout_at_target("AMAMAM", "demo-4m", "llama")[0] == "AM" * 9  # Llama's own rule is its stack
+    # the rungs at the target's size train it so (and rung 0, at the search widths, trains the 6 layers)
+    assert LanguageModelEvaluator("rung-cpu-2", known={"SMSAMS": "nemotron-h"}).trained_pattern("SMSAMS") == own
+    assert LanguageModelEvaluator("rung-cpu-0", known={"SMSAMS": "nemotron-h"}).trained_pattern("SMSAMS") == "SMSAMS"
+
+
+def test_a_score_cached_from_another_model_at_the_target_is_not_reused():
+    from types import SimpleNamespace
+
+    from search.engine import same_model
+    from search.lm import LanguageModelEvaluator
+
+    evaluator = LanguageModelEvaluator("rung-cpu-2", known={"SMSAMS": "nemotron-h"})
+    stacked = SimpleNamespace(user_attrs={"details": {"trained_pattern": "SMSAMS" * 3}})
+    own = SimpleNamespace(user_attrs={"details": {"trained_pattern": evaluator.trained_pattern("SMSAMS")}})
+    assert not same_model(stacked, "SMSAMS", evaluator) and same_model(own, "SMSAMS", evaluator)

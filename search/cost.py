@@ -1,0 +1,118 @@
+"""What a candidate costs to serve, on the model that is trained: the pattern grown to the target, not its 6 layers.
+
+Why: a deployer choosing a layout pays for its inference cache at the lengths it serves, and that cache belongs
+to the model that will be pretrained. The 6-layer pattern at the target's widths understated it (``AMAMAM`` at
+demo-4m: 768 bytes per token for the 6 layers, 2,304 for the 18-layer stack that is trained), and training
+tokens/s at 128 tokens says nothing about decoding. So every trial records, for its model at the target
+(``search.engine.pattern_at_target``):
+
+* ``params`` / ``non_embedding_params``, ``kv_bytes_per_token`` (full attention's cache per token of context),
+  ``state_bytes`` (fixed state: Mamba-2, Gated DeltaNet) and ``cache_bytes`` per sequence at ``COST_LENGTHS``
+  (4K and 32K tokens: KV, sliding windows and fixed states together, bf16; ``composer.accounting``). Analytic,
+  so ``--max-kv BYTES@LENGTH`` filters a candidate before it trains;
+* for the finalists only, decode tokens/s measured by ``composer bench-inference``'s code (``measure_decode``).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from composer.errors import ConfigError
+
+COST_LENGTHS = (4_096, 32_768)  # the serving lengths every trial's cache is reported at
+_UNITS = {"": 1, "B": 1, "K": 1_000, "KB": 1_000, "KIB": 1_024, "M": 1_000_000, "MB": 1_000_000, "MIB": 1_024**2,
+          "G": 1_000_000_000, "GB": 1_000_000_000, "GIB": 1_024**3}
+_AMOUNT = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([A-Za-z]*)\s*$")
+
+
+def _amount(text: str, what: str, unit_words: dict[str, int]) -> int:
+    match = _AMOUNT.match(text)
+    unit = match.group(2).upper() if match else None
+    if match is None or unit not in unit_words:
+        raise ConfigError(f"--max-kv: {what} {text!r} is not a number with an optional unit such as 64MiB or 32K")
+    return int(float(match.group(1)) * unit_words[unit])
+
+
+def parse_max_kv(text: str) -> tuple[int, int]:
+    """``"64MiB@32K"`` -> ``(67108864, 32768)``: the most cache bytes per sequence allowed at a length in tokens.
+
+    Sizes take B, KB/MB/GB (powers of 1,000) or KiB/MiB/GiB; lengths take K (1,024: ``32K`` is 32,768 tokens)."""
+    size, at, length = str(text).partition("@")
+    if not at:
+        raise ConfigError(f"--max-kv takes BYTES@LENGTH, such as 64MiB@32K (the cache of one sequence of 32,768 "
+                          f"tokens); got {text!r}")
+    limit = _amount(size, "the size", _UNITS)
+    tokens = _amount(length, "the length", {"": 1, "K": 1_024, "M": 1_024**2})
+    if limit <= 0 or tokens <= 0:
+        raise ConfigError(f"--max-kv: size and length must be positive, got {text!r}")
+    return limit, tokens
+
+
+def serving_cost(arch, lengths: tuple[int, ...] = COST_LENGTHS) -> dict[str, Any]:
+    """The analytic serving cost of ``arch`` (a pattern at the target's widths): see the module docstring."""
+    from composer.accounting import analyze
+
+    stats = analyze(arch)
+    return {"pattern": arch.pattern, "n_layers": arch.n_layers, "params": stats.params,
+            "non_embedding_params": stats.non_embedding_params,
+            "kv_bytes_per_token": stats.kv_cache_bytes_per_token, "state_bytes": stats.state_bytes_per_sequence,
+            "cache_bytes": {str(n): analyze(arch, seq_len=n).cache_bytes_per_sequence for n in lengths}}
+
+
+def over_max_kv(arch, max_kv: tuple[int, int]) -> str | None:
+    """Why ``arch`` breaks ``--max-kv`` (its cache per sequence at the length is over the limit), or None."""
+    from composer.accounting import analyze
+
+    limit, length = max_kv
+    cache = analyze(arch, seq_len=length).cache_bytes_per_sequence
+    if cache <= limit:
+        return None
+    return (f"its model at the target ({arch.n_layers} layers) holds {cache:,} cache bytes per sequence at "
+            f"{length:,} tokens, over --max-kv {limit:,}")
+
+
+def measure_decode(arch, context: int = 1_024, new_tokens: int = 32, device: str | None = None) -> dict[str, Any]:
+    """Decode tokens/s of ``arch`` (random weights: speed does not depend on them) after a ``context``-token
+    prompt, batch 1, through the inference cache: ``composer bench-inference``'s measurement, one repeat."""
+    import torch
+
+    from composer.evaluation.bench_inference import BenchGrid, bench_arch, build_bench_model
+
+    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    arch = arch.replace(max_seq_len=max(arch.max_seq_len, context + new_tokens))
+    grid = BenchGrid(batch_sizes=(1,), context_lengths=(context,), new_tokens=new_tokens, dtype="fp32", repeats=1,
+                     seed=0)
+    model = build_bench_model(arch, device, grid.dtype)
+    row = bench_arch(model, grid, device, None)[0]
+    return {"decode_tokens_per_s": row["decode_tokens_per_s"], "context": context, "new_tokens": new_tokens,
+            "device": str(device), "threads": torch.get_num_threads()}
+
+
+def format_bytes(n: float) -> str:
+    """``1536`` -> ``"1.5 KiB"``: a cache size for a table."""
+    for suffix in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or suffix == "GiB":
+            return f"{n:.0f} B" if suffix == "B" else f"{n:.1f} {suffix}"
+        n /= 1024
+    return f"{n:.1f} GiB"
+
+
+def add_decode_speed(rows: list[dict[str, Any]], target: str, echo=None) -> None:
+    """Measure each row's decode tokens/s on its model at ``target`` (``row["target_pattern"]``) into
+    ``row["cost"]["decode"]``: the finalists of a search, a handful of seconds each on a CPU at demo-4m."""
+    from composer.pattern import layers
+    from composer.presets import get_preset
+
+    widths = get_preset(target).arch
+    for row in rows:
+        pattern = row.get("target_pattern")
+        if not pattern:
+            continue
+        if echo is not None:
+            echo(f"   decode speed of {row['pattern']} at {target} ({len(layers(pattern))} layers) ...")
+        row["cost"] = {**(row.get("cost") or {}), "decode": measure_decode(widths.with_pattern(pattern))}
+
+
+__all__ = ["COST_LENGTHS", "add_decode_speed", "format_bytes", "measure_decode", "over_max_kv", "parse_max_kv",
+           "serving_cost"]

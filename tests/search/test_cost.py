@@ -1,0 +1,79 @@
+"""search.cost: the serving cost of the model a candidate becomes at the target, and --max-kv before training."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from composer.accounting import analyze
+from composer.errors import ConfigError
+from composer.presets import get_preset
+from search.config import SearchConfig
+from search.cost import format_bytes, measure_decode, over_max_kv, parse_max_kv, serving_cost
+from search.engine import pattern_at_target
+from search.run import run_search
+
+TOY = "toy_evaluator:make"
+DEMO = get_preset("demo-4m").arch
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("64MiB@32K", (64 * 1024**2, 32_768)), ("1000@4096", (1000, 4096)), ("1.5GB@32k", (1_500_000_000, 32_768)),
+    ("2 KiB @ 1K", (2048, 1024)),
+])
+def test_max_kv_reads_bytes_at_a_length(text, expected):
+    assert parse_max_kv(text) == expected
+
+
+@pytest.mark.parametrize("text, said", [("64MiB", "BYTES@LENGTH"), ("lots@32K", "the size"), ("1MiB@far", "length"),
+                                        ("0@32K", "positive")])
+def test_a_bad_max_kv_says_what_it_takes(text, said):
+    with pytest.raises(ConfigError, match=said):
+        parse_max_kv(text)
+    with pytest.raises(ConfigError, match=said):  # refused when the search is configured, before anything runs
+        SearchConfig(max_kv=text)
+
+
+def test_the_cost_is_that_of_the_model_at_the_target_not_of_the_searched_layers():
+    stacked = DEMO.with_pattern(pattern_at_target("AMAMAM", "demo-4m"))
+    cost = serving_cost(stacked)
+    assert cost["n_layers"] == 18 and cost["state_bytes"] == 0
+    six = analyze(DEMO.with_pattern("AMAMAM")).kv_cache_bytes_per_token
+    assert cost["kv_bytes_per_token"] == 3 * six  # 9 attention layers, not 3
+    assert cost["cache_bytes"] == {str(n): n * cost["kv_bytes_per_token"] for n in (4096, 32768)}
+    free = serving_cost(DEMO.with_pattern(pattern_at_target("SDMMSD", "demo-4m")))
+    assert free["kv_bytes_per_token"] == 0 and free["state_bytes"] > 0  # a fixed state: the same at every length
+    assert free["cache_bytes"]["4096"] == free["cache_bytes"]["32768"] == free["state_bytes"]
+
+
+def test_max_kv_refuses_a_model_over_it_and_says_by_how_much():
+    stacked = DEMO.with_pattern(pattern_at_target("AMAMAM", "demo-4m"))
+    at_32k = serving_cost(stacked)["cache_bytes"]["32768"]
+    assert over_max_kv(stacked, (at_32k, 32_768)) is None
+    said = over_max_kv(stacked, (at_32k - 1, 32_768))
+    assert said.startswith("its model at the target (18 layers) holds") and f"{at_32k:,}" in said
+
+
+def test_a_search_skips_candidates_over_max_kv_before_training_them(tmp_path, monkeypatch):
+    log = tmp_path / "trained.txt"
+    monkeypatch.setenv("TOY_EVAL_LOG", str(log))
+    config = SearchConfig(evaluator=TOY, budget="smoke", wandb="off", out=str(tmp_path / "out"), sampler="random",
+                          trials=4, primitives="AMS", max_kv="1MiB@32K", target="demo-4m")
+    result = run_search(config, echo=lambda _: None)
+    trained = log.read_text().split()
+    assert trained and not any("A" in pattern for pattern in trained)  # any attention layer is over 1 MiB at 32K
+    skipped = json.loads((Path(result["out"]) / "failures.json").read_text())
+    assert any(f["state"] == "skipped" and "over --max-kv 1,048,576" in f["reason"] for f in skipped)
+    for row in result["leaderboard"]:
+        assert row["cost"]["cache_bytes"]["32768"] <= 1024**2 and row["target_pattern"]
+    assert "max_kv" in config.score_settings() and config.settings_digest()  # another study than without it
+
+
+def test_decode_speed_is_measured_through_the_cache():
+    tiny = get_preset("tiny").arch.with_pattern("AMSM")
+    measured = measure_decode(tiny, context=64, new_tokens=4)
+    assert measured["decode_tokens_per_s"] > 0 and measured["context"] == 64
+
+
+def test_bytes_read_as_a_person_would():
+    assert [format_bytes(n) for n in (512, 1536, 3 * 1024**2)] == ["512 B", "1.5 KiB", "3.0 MiB"]
