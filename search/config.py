@@ -18,7 +18,10 @@ STRATEGIES = ("one-shot", "end-incremental", "middle-incremental", "successive-h
 # halving's last rung makes; the one-shot answer lost to two published layouts there (docs/search.md).
 DEFAULT_TARGET = "llama-3.2-1b"
 SAMPLERS = ("gp", "tpe", "random", "brute", "nsga2")
-OBJECTIVES = ("score", "kv", "tokens_per_s")
+OBJECTIVES = ("score", "kv", "tokens_per_s", "recall")
+# successive halving ranks its rungs by the score alone and returns, among its finalists, the ones no other beats on
+# every one of these (recall: the finalists' probe, search.recall; kv: their cache at 32K tokens, search.cost)
+HALVING_OBJECTIVES = ("score", "recall", "kv")
 PRECISIONS = ("auto", "fp32", "bf16")
 # The settings that change a score, or which patterns a study trains: spelled out in the study name ...
 SCORE_SETTINGS_NAMED = ("evaluator", "budget", "strategy", "layers", "primitives", "sampler", "objectives", "seed",
@@ -52,6 +55,10 @@ class SearchConfig:
     max_share: dict[str, float] = field(default_factory=dict)
     max_params: int | None = None  # non-embedding parameters at the search widths
     max_kv: str | None = None  # "64MiB@32K": most cache bytes per sequence at a length, of the model at the target
+    # successive halving: the answer must recall at least this much at the probe's longest length (a fraction, or
+    # "known": as much as the best known layout with attention); the finalists are probed with `recall_budget`
+    min_recall: float | str | None = None
+    recall_budget: str = "probe"  # search.recall budget of the finalists' probe (their mixers without MLPs)
     prune: bool = True  # stop unpromising trials early (single objective only)
     known: bool = True  # enqueue Llama and the published layouts the primitives express first (search.known)
     precision: str = "auto"  # auto: bf16 where the device computes it natively (composer.precision), fp32, bf16
@@ -91,17 +98,43 @@ class SearchConfig:
             from search.cost import parse_max_kv
 
             parse_max_kv(self.max_kv)
+        self._check_recall()
         parse_pattern(self.primitives)  # unknown symbols fail here, before anything is written to --out
         if self.strategy == "successive-halving":
             self._check_successive_halving()
         elif self.strategy != "one-shot" and self.final_depth <= self.layers:
             raise ConfigError(f"depth ({self.final_depth}) must exceed layers ({self.layers}) for {self.strategy}")
 
+    def _check_recall(self) -> None:
+        """--min-recall and the recall objective: only successive halving probes its finalists."""
+        if self.min_recall is not None:
+            if isinstance(self.min_recall, str) and self.min_recall != "known":
+                try:
+                    self.min_recall = float(self.min_recall)
+                except ValueError:
+                    raise ConfigError(f"--min-recall takes a fraction such as 0.5, or 'known'; got "
+                                      f"{self.min_recall!r}") from None
+            if self.min_recall != "known" and not 0.0 <= float(self.min_recall) <= 1.0:
+                raise ConfigError(f"--min-recall is a fraction of queries answered, 0 to 1; got {self.min_recall}")
+        if self.min_recall is not None or "recall" in self.objectives:
+            if self.strategy != "successive-halving":
+                raise ConfigError("--min-recall and the recall objective probe successive halving's finalists; "
+                                  "use --strategy successive-halving (or --evaluator recall to search by recall)")
+            from search.recall import get_recall_budget
+
+            get_recall_budget(self.recall_budget)
+
+    @property
+    def probes_recall(self) -> bool:
+        """Whether successive halving probes its finalists' recall (search.recall, ``recall_budget``)."""
+        return self.strategy == "successive-halving" and (self.min_recall is not None or "recall" in self.objectives)
+
     def auto_strategy(self) -> str:
         """What ``strategy: auto`` means for these settings (the reason is at STRATEGIES)."""
         from search.fidelity import LADDERS
 
-        halving = self.evaluator == "lm" and self.budget in LADDERS and not self.multi_objective
+        halving = (self.evaluator == "lm" and self.budget in LADDERS
+                   and (not self.multi_objective or set(self.objectives) <= set(HALVING_OBJECTIVES)))
         return "successive-halving" if halving else "one-shot"
 
     def _check_successive_halving(self) -> None:
@@ -110,8 +143,9 @@ class SearchConfig:
         if self.evaluator != "lm":
             raise ConfigError(f"successive-halving trains its rungs with the lm evaluator, not {self.evaluator!r}; "
                               "add --evaluator lm")
-        if self.multi_objective:
-            raise ConfigError("successive-halving ranks by one score; drop --objectives")
+        if not set(self.objectives) <= set(HALVING_OBJECTIVES):
+            raise ConfigError(f"successive-halving takes --objectives among {','.join(HALVING_OBJECTIVES)} (its "
+                              f"finalists' front), got {','.join(self.objectives)}")
         get_ladder(self.budget)
         if self.target is not None:
             from composer.presets import get_preset
@@ -134,7 +168,9 @@ class SearchConfig:
 
     @property
     def sampler_name(self) -> str:
-        return self.sampler or ("nsga2" if self.multi_objective else "gp")
+        # successive halving ranks its rungs by the score alone: its other objectives only pick the final front
+        several = self.multi_objective and self.strategy != "successive-halving"
+        return self.sampler or ("nsga2" if several else "gp")
 
     @property
     def multi_objective(self) -> bool:

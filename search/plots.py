@@ -108,3 +108,33 @@ def plot_rung_curves(records: list[dict[str, Any]], out: Path) -> list[Path]:
             ax.legend(fontsize=7, loc="upper right")
         written.append(_save(figure, out / f"rung{record.get('rung', index)}_curves.png"))
     return written
+
+
+def plot_loss_against_recall(rows: list[dict[str, Any]], path: Path, front: list[str] | None = None) -> Path:
+    """The finalists' loss against their recall at the probe's longest length: point area the cache of one
+    32K-token sequence on the model at the target, known layouts labelled by name, the loss-recall front drawn
+    (``front``: the patterns of the search's front on all its objectives, ringed)."""
+    from search.tradeoffs import CACHE_LENGTH, dominates
+
+    probed = [row for row in rows if row.get("recall") is not None]
+    caches = [float(((row.get("cost") or {}).get("cache_bytes") or {}).get(CACHE_LENGTH) or 0) for row in probed]
+    largest = max(caches) or 1.0
+    figure, ax = plt.subplots(figsize=(6.5, 4.5))
+    for row, cache in zip(probed, caches, strict=True):
+        known = bool(row.get("known"))
+        ax.scatter(row["recall"], row["score"], s=30 + 400 * cache / largest, alpha=0.6,
+                   color="tab:orange" if known else "tab:blue", edgecolors="black" if front and row["pattern"] in
+                   front else "none", linewidths=1.5)
+        label = f"{row['known']} {row['pattern']}" if known else row["pattern"]
+        ax.annotate(label, (row["recall"], row["score"]), textcoords="offset points", xytext=(6, 4), fontsize=8)
+    points = [(row["recall"], row["score"]) for row in probed]
+    two = [p for p in points if not any(dominates((-q[0], q[1]), (-p[0], p[1])) for q in points)]
+    two.sort()
+    if len(two) > 1:
+        ax.plot([p[0] for p in two], [p[1] for p in two], "--", color="gray", label="loss-recall front")
+        ax.legend(fontsize=8, loc="best")
+    length = probed[0].get("recall_length") if probed else None
+    ax.set_xlabel(f"recall at {length} tokens (MQAR accuracy, the pattern's mixers)")
+    ax.set_ylabel("validation loss at the target")
+    ax.set_title("Finalists: loss against recall (area: cache at 32K tokens; orange: known)", fontsize=9)
+    return _save(figure, path)

@@ -66,6 +66,9 @@ class RecallBudget:
     tokens_per_step: int = 4096  # batch = tokens_per_step // length: every length sees as many queries per step
     lrs: tuple[float, ...] = (3e-3,)  # several: each candidate trains at each, keeps the lowest final training loss
     mixture: bool = True  # Zoology's protocol: one model trained on every length (search.recall_mixture)
+    # train the pattern's sequence mixers alone, its feed-forward layers dropped (``mixer_stack``): recall is the
+    # mixers' job, and with MLPs between them a 6-layer model stayed on MQAR's plateau within a CPU budget
+    mixers_only: bool = False
     description: str = ""
 
     def __post_init__(self) -> None:
@@ -125,6 +128,15 @@ RECALL_BUDGETS: dict[str, RecallBudget] = {
         RecallBudget("cpu", lengths=(64, 256, 1024), steps=4000, tokens_per_step=1024, lrs=(1e-3, 3e-3),
                      description="lengths 64, 256, 1,024 (4, 16, 64 pairs), 4,000 steps of 1,024 tokens each, "
                      "at lr 1e-3 and 3e-3"),
+        # the probe of a search's finalists (issue 37): their mixers alone, at the one rate that taught attention
+        # every length in the cpu sweep (docs/recall.md, "A probe for a search's finalists")
+        RecallBudget("probe", lengths=(64, 256, 1024), steps=4000, tokens_per_step=1024, lrs=(1e-3,),
+                     mixers_only=True,
+                     description="the pattern's mixers without its MLPs, lengths 64, 256, 1,024, 4,000 steps of "
+                     "1,024 tokens each, lr 1e-3"),
+        RecallBudget("probe-smoke", lengths=(64, 128), train_examples=500, test_examples=64, steps=30,
+                     tokens_per_step=1024, mixers_only=True,
+                     description="plumbing check of the finalists' probe: mixers alone, lengths 64 and 128"),
         RecallBudget("gpu", lengths=(64, 128, 256, 512, 1024, 2048), vocab_size=8192, train_examples=20_000,
                      test_examples=1000, steps=None, epochs=4, min_steps=1000, tokens_per_step=65_536,
                      lrs=(3e-4, 1e-3, 3e-3),
@@ -180,6 +192,15 @@ class RecallEvaluator:
         self.compile = compile
 
     def __call__(self, pattern: str, seed: int, report: Report) -> Evaluation:
+        if self.spec.mixers_only:
+            mixers = mixer_stack(pattern, self.widths)
+            if not mixers:  # nothing keeps a token past its position: nothing can recall
+                return Evaluation(score=0.0, details={"mixers": "", "note": "no sequence mixer: no recall"})
+            result = self._evaluate(mixers, seed, report)
+            return Evaluation(score=result.score, seconds=result.seconds, details={**result.details, "mixers": mixers})
+        return self._evaluate(pattern, seed, report)
+
+    def _evaluate(self, pattern: str, seed: int, report: Report) -> Evaluation:
         if self.spec.mixture:
             return self._on_mixture(pattern, seed, report)
         from search.mad import evaluate_pattern
@@ -229,6 +250,21 @@ class RecallEvaluator:
         return Evaluation(score=score, seconds=sum(r.seconds for r in results.values()), details=details)
 
 
+def mixer_stack(pattern: str, widths: str = "search-1m") -> str:
+    """``pattern``'s sequence mixers in order, its feed-forward layers dropped: ``SDMMSD`` -> ``SDSD``.
+
+    A layer mixes the sequence when it keeps something of earlier tokens at inference: a KV cache, a window or a
+    fixed state (its primitive's own cache accounting, so a new primitive needs no entry here)."""
+    from composer.accounting import analyze
+    from composer.pattern import layers
+    from composer.presets import get_preset
+
+    tokens = layers(pattern)
+    per = analyze(get_preset(widths).arch.with_pattern(pattern)).per_primitive
+    mixes = {token for token, p in per.items() if p["kv_bytes_per_token"] or p["window"] or p["state_bytes"]}
+    return "".join(token for token in tokens if token in mixes)
+
+
 def lowest_final_loss(final_losses: dict[float, float]) -> float:
     """The learning rate whose run ends with the lowest training loss; a non-finite loss never wins.
 
@@ -245,4 +281,4 @@ def _rate(lr: float) -> str:
 
 
 __all__ = ["DEFAULT_KV_RATIO", "RECALL_BUDGETS", "RecallBudget", "RecallEvaluator", "get_recall_budget",
-           "lowest_final_loss", "parse_lengths"]
+           "lowest_final_loss", "mixer_stack", "parse_lengths"]

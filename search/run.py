@@ -25,7 +25,7 @@ from search.engine import Stage, enqueue_first, known_names, launch_workers, ope
 from search.evaluators import make_evaluator
 from search.known import compare_with_known
 from search.leaderboard import failures, format_table, leaderboard, write_leaderboard
-from search.plots import plot_all, plot_rung_curves
+from search.plots import plot_all, plot_loss_against_recall, plot_rung_curves
 from search.progress import SearchEta, SearchProgress, evaluations_done
 from search.resume import StudyLock, reap_dead_workers
 from search.storage import GRACE_S, default_storage_url, worker_lock_path
@@ -120,7 +120,12 @@ def run_search(config: SearchConfig, echo=print) -> dict[str, Any]:
         echo("measuring the finalists' decode speed (batch 1, 1,024-token prompt, 32 new tokens)")
         add_decode_speed(rows, config.report_target, echo)
     first = done[0].stage.first
-    comparison = compare_with_known(rows, maximize, seed_noise_of(done, study))
+    ranked = rows if answer.eligible is None else answer.eligible  # the rows an answer may come from
+    comparison = compare_with_known(ranked, maximize, seed_noise_of(done, study))
+    if answer.eligible is not None and not answer.eligible:
+        comparison.update(answer=None, recommended=None,
+                          note="no finalist meets --min-recall: " + str(answer.summary.get("min_recall", {}).get(
+                              "why") or answer.summary.get("recall_probe", {}).get("not_run")))
     if answer.stopped_early is not None:
         comparison["stopped_early"] = answer.stopped_early
     if first and comparison["best_known"] is None:  # known layouts were entered, and none is in the final ranking
@@ -136,12 +141,16 @@ def run_search(config: SearchConfig, echo=print) -> dict[str, Any]:
     write_leaderboard(rows, out, extra)
     (out / "failures.json").write_text(json.dumps(failures(study), indent=2))
     plots = plot_all(study, rows, out, config.primitives)
+    if any(row.get("recall") is not None for row in rows):
+        plots.append(plot_loss_against_recall(rows, out / "loss_vs_recall.png",
+                                              (answer.summary.get("front") or {}).get("patterns")))
     if "rungs.json" in answer.files:
         plots += plot_rung_curves(answer.files["rungs.json"], out)
     log_summary(config, study.study_name, rows, plots)
     return {"leaderboard": rows, "best": rows[0], "plots": [str(p) for p in plots], "study": study.study_name,
             "storage": config.storage or default_storage_url(out), "out": str(out), "precision": precision,
-            "vs_known": comparison, "rungs": answer.files.get("rungs.json")}
+            "vs_known": comparison, "rungs": answer.files.get("rungs.json"),
+            **{key: answer.summary[key] for key in ("min_recall", "front", "recall_probe") if key in answer.summary}}
 
 
 def seed_noise_of(done: list[StageRun], study: Any):
@@ -175,6 +184,31 @@ def cost_table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def tradeoff_lines(result: dict[str, Any]) -> list[str]:
+    """The finalists' recall, the --min-recall constraint and the front, for the summary (search.tradeoffs)."""
+    probe = result["recall_probe"]
+    if "not_run" in probe:
+        return [f"recall probe not run: {probe['not_run']}"]
+    lines = []
+    probed = [row for row in result["leaderboard"] if row.get("recall") is not None]
+    if probed:
+        length = probed[0].get("recall_length")
+        lines.append(f"recall at {length} tokens ({probe['budget']} probe, mixers alone): " + ", ".join(
+            f"{row['pattern']}{' (' + row['known'] + ')' if row.get('known') else ''} {row['recall']:.3f}"
+            for row in probed))
+    for failed in probe.get("failures") or []:
+        lines.append(f"recall probe of {failed['pattern']} failed: {failed['reason']}")
+    constraint = result.get("min_recall")
+    if constraint:
+        eligible = ", ".join(constraint["eligible"]) or "none"
+        lines.append(f"{constraint['why']}: eligible {eligible}")
+    said = result.get("front")
+    if said:
+        lines.append(f"front on {', '.join(said['objectives'])}: {', '.join(said['patterns'])}")
+        lines += [f"   {k['name']} {k['pattern']}: {k['relation']}" for k in said["known"]]
+    return lines
+
+
 def summary_text(result: dict[str, Any]) -> str:
     best = result["best"]
     lines = [format_table(result["leaderboard"]), ""]
@@ -191,6 +225,10 @@ def summary_text(result: dict[str, Any]) -> str:
                      + (f"; not scored at the rung above: {missing}" if missing else ""))
     if said.get("floor_missing"):
         lines.append(f"no floor: {said['floor_missing']}; the answer is not compared with a published layout")
+    if result.get("recall_probe"):
+        lines += tradeoff_lines(result)
+    if said.get("note") and said.get("answer") is None:
+        lines.append(f"no answer: {said['note']}")
     if said.get("best_known") and said.get("best_new"):
         known, new = said["best_known"], said["best_new"]
         lines.append(f"best new {new['pattern']} {new['score']:.4f} vs best known {known['name']} {known['pattern']} "

@@ -18,7 +18,14 @@ FLAGS = {
                       "rungs of rising tokens, the last at the target; --budget names the ladder: smoke, cpu, gpu)"),
     "depth": (int, "final depth of incremental strategies (default 2 x --layers)"),
     "sampler": (str, "gp (default, Bayesian optimisation), tpe, random, brute, nsga2 (default with 2+ objectives)"),
-    "objectives": (str, "comma-separated: score[,kv][,tokens_per_s] (kv: KV-cache bytes at --target widths)"),
+    "objectives": (str, "comma-separated: score[,kv][,tokens_per_s] (kv: KV-cache bytes at --target widths); "
+                        "under successive-halving score[,recall][,kv]: the rungs rank by score, the finalists' "
+                        "front on all (recall: the finalists' probe; kv: cache at 32K tokens)"),
+    "min_recall": (str, "successive-halving: the answer must recall at least this fraction at the probe's longest "
+                        "length (1,024 tokens), or 'known': as much as the best known layout with attention; "
+                        "probes every finalist (about 10 min each on 2 CPU cores)"),
+    "recall_budget": (str, "search.recall budget of the finalists' probe (default probe; probe-smoke: a plumbing "
+                           "check)"),
     "trials": (int, "number of trials (default 20)"),
     "timeout": (float, "stop starting trials after this many seconds"),
     "evaluator": (str, "lm (default: validation loss on text, at the better of two learning rates per "

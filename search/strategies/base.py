@@ -57,6 +57,8 @@ class Answer:
     stopped_early: dict[str, Any] | None = None
     files: dict[str, Any] = field(default_factory=dict)
     summary: dict[str, Any] = field(default_factory=dict)  # extra keys for best.json
+    # the rows an answer may come from, best first, where a constraint left some out (--min-recall); None: all
+    eligible: list[dict[str, Any]] | None = None
 
 
 class Strategy(ABC):

@@ -17,7 +17,15 @@ from search.engine import Stage
 from search.fidelity import get_ladder, promote, rung_budget, target_tokens_of
 from search.leaderboard import failures
 from search.progress import stage_label
-from search.strategies.base import Answer, StagePlan, StageRun, Strategy, known_first, make_space, missing_first
+from search.strategies.base import (
+    Answer,
+    StagePlan,
+    StageRun,
+    Strategy,
+    known_first,
+    make_space,
+    missing_first,
+)
 
 
 class SuccessiveHalving(Strategy):
@@ -25,7 +33,13 @@ class SuccessiveHalving(Strategy):
     stage_kind = "rung"
 
     def stage_count(self, config: SearchConfig) -> int:
-        return len(get_ladder(config.budget).rungs)
+        return len(get_ladder(config.budget).rungs) + (1 if config.probes_recall else 0)
+
+    def label(self, config: SearchConfig, index: int) -> str:
+        if index == len(get_ladder(config.budget).rungs):
+            return "recall probe: "
+        count = len(get_ladder(config.budget).rungs)
+        return f"{stage_label(self.stage_kind, index, count)} " if count > 1 else ""
 
     def first_config(self, config: SearchConfig) -> SearchConfig:
         return rung_config(config, 0)
@@ -33,6 +47,8 @@ class SuccessiveHalving(Strategy):
     def next_stage(self, config: SearchConfig, done: list[StageRun], echo) -> StagePlan | None:
         ladder = get_ladder(config.budget)
         index = len(done)
+        if index == len(ladder.rungs) and config.probes_recall and done[-1].rows:
+            return recall_plan(config, done)
         rung = rung_config(config, index) if index < len(ladder.rungs) else None
         if rung is None or (done and not done[-1].rows):
             return None
@@ -59,8 +75,14 @@ class SuccessiveHalving(Strategy):
 
     def answer(self, config: SearchConfig, done: list[StageRun], stopped: str | None,
                out_of_time: bool) -> Answer:
+        rungs = len(get_ladder(config.budget).rungs)
+        probed = done[rungs] if len(done) > rungs else None
+        done = done[:rungs]
         records = [rung_record(run) for run in done]
         answered = max(i for i, run in enumerate(done) if run.rows)
+        not_probed = None
+        if stopped is not None and config.probes_recall and probed is None and len(done) == rungs:
+            not_probed, stopped = stopped, None  # every rung finished: only the probe after them was not run
         if stopped is not None:
             records[answered]["stopped_early"] = stopped
         elif answered < len(done) - 1:
@@ -71,17 +93,76 @@ class SuccessiveHalving(Strategy):
         rows = [{**row, "rung": answered} for row in done[answered].rows] if answered else done[answered].rows
         summary = {"rungs": [{key: record[key] for key in ("rung", "study", "budget", "candidates", "seconds",
                                                             "wall_seconds")} for record in records]}
-        return Answer(done[answered].study, rows, stopped_early=stopped_early(records),
-                      files={"rungs.json": records}, summary=summary)
+        answer = Answer(done[answered].study, rows, stopped_early=stopped_early(records),
+                        files={"rungs.json": records}, summary=summary)
+        if probed is not None:
+            weigh_tradeoffs(config, answer, probed)
+        elif not_probed is not None:
+            summary["recall_probe"] = {"not_run": not_probed}
+            if config.min_recall is not None:
+                answer.eligible = []  # no finalist was shown to meet it
+        return answer
+
+
+def recall_plan(config: SearchConfig, done: list[StageRun]) -> StagePlan:
+    """The stage after the last rung that probes the finalists' recall (``search.recall``, the search's
+    ``recall_budget``: each finalist's mixers alone on MQAR), a study of its own (``<study>-recall``)."""
+    rows = done[-1].rows
+    first = tuple((row["pattern"], {"promoted_from": row["trial"], **({"known": row["known"]} if row.get("known")
+                                                                     else {})}) for row in rows)
+    probe = dataclasses.replace(config, evaluator="recall", budget=config.recall_budget, strategy="one-shot",
+                                study=f"{base_study(config)}-recall-{config.recall_budget}", sampler="random", prune=False, known=False,
+                                objectives=["score"], min_recall=None, report_at=config.report_target)
+    announce = (f"recall probe: {len(rows)} finalists' mixers on MQAR ({config.recall_budget}): "
+                + ", ".join(row["pattern"] for row in rows))
+    return StagePlan(probe, Stage(len(done), done[0].stage.space, len(rows), probe.study_name, first,
+                                  only_first=True), announce)
+
+
+def weigh_tradeoffs(config: SearchConfig, answer: Answer, probed: StageRun) -> None:
+    """Recall into the finalists' rows; under --min-recall the rows the answer may come from; under several
+    objectives the front, and each known layout against the answer (``search.tradeoffs``)."""
+    from search.tradeoffs import attach_recall, front, known_against, meets, recall_threshold
+
+    attach_recall(answer.rows, probed.rows)
+    summary = answer.summary
+    summary["recall_probe"] = {"study": probed.study.study_name, "budget": config.recall_budget,
+                               "failures": failures(probed.study)}
+    if config.min_recall is not None:
+        threshold, why = recall_threshold(answer.rows, config.min_recall)
+        for row in answer.rows:
+            row["meets_min_recall"] = meets(row, threshold)
+        answer.eligible = [row for row in answer.rows if row["meets_min_recall"]]
+        summary["min_recall"] = {"threshold": threshold, "why": why,
+                                 "eligible": [row["pattern"] for row in answer.eligible]}
+    if len(config.objectives) > 1:
+        on_front = front(answer.rows, config.objectives)
+        for row in answer.rows:
+            row["on_front"] = row in on_front
+        pool = answer.eligible if answer.eligible is not None else answer.rows
+        best = pool[0] if pool else answer.rows[0]
+        summary["front"] = {"objectives": list(config.objectives),
+                            "patterns": [row["pattern"] for row in on_front],
+                            "known": known_against(best, answer.rows, config.objectives)}
+
+
+def base_study(config: SearchConfig) -> str:
+    """The name the search's studies derive from (``--study``, else the settings), without the finalists'
+    objectives and --min-recall, which change no rung: a search run again with them probes the finished rungs'
+    finalists instead of training every rung again."""
+    named = config if config.study else dataclasses.replace(config, objectives=["score"], min_recall=None)
+    return named.study_name
 
 
 def rung_config(config: SearchConfig, index: int) -> SearchConfig:
     """The settings rung ``index`` runs with: its own lm budget and study; the later rungs train exactly the
     promoted patterns (no sampler choice, no pruning)."""
     ladder = get_ladder(config.budget)
-    study = config.study_name if index == 0 else f"{config.study_name}-rung{index}"
+    study = base_study(config) if index == 0 else f"{base_study(config)}-rung{index}"
+    # every rung's costs are those of the model at the target; rungs rank by the score alone (the other
+    # objectives pick the finalists' front, and --min-recall the answer, after the last rung)
     changes = {"budget": rung_budget(ladder, index, config.target), "strategy": "one-shot", "study": study,
-               "report_at": config.report_target}  # every rung's costs are those of the model at the target
+               "report_at": config.report_target, "objectives": ["score"], "min_recall": None}
     if index > 0:
         changes.update(sampler="random", prune=False, known=False)
     return dataclasses.replace(config, **changes)

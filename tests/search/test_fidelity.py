@@ -18,7 +18,7 @@ from composer.errors import ConfigError
 from search.config import SearchConfig
 from search.fidelity import LADDERS, Ladder, Rung, get_ladder, promote, rung_budget
 from search.lm import LanguageModelEvaluator, get_lm_budget
-from search.run import run_search
+from search.run import run_search, summary_text
 
 SMOKE = {"evaluator": "lm", "strategy": "successive-halving", "budget": "smoke", "widths": "tiny",
          "primitives": "AM", "sampler": "random", "trials": 3, "precision": "fp32", "wandb": "off"}
@@ -101,6 +101,30 @@ def test_a_finished_search_run_again_trains_nothing(finished, monkeypatch):
     again = run_search(SearchConfig(**SMOKE, out=finished["out"]), echo=lambda _: None)
     assert [(r["pattern"], r["score"]) for r in again["leaderboard"]] == \
         [(r["pattern"], r["score"]) for r in finished["leaderboard"]]
+
+
+def test_a_finished_search_run_again_with_min_recall_probes_its_finalists_without_retraining(finished, monkeypatch):
+    """--min-recall and the recall objective change no rung: the same --out trains only the probe (issue 37)."""
+    def refuse(*args, **kwargs):
+        raise AssertionError("a finished rung was trained again")
+
+    monkeypatch.setattr(LanguageModelEvaluator, "train_once", refuse)
+    lines = []
+    probed = run_search(SearchConfig(**SMOKE, out=finished["out"], min_recall="known", objectives="score,recall,kv",
+                                     recall_budget="probe-smoke"), echo=lines.append)
+    rows = probed["leaderboard"]
+    assert [(r["pattern"], r["score"]) for r in rows] == [(r["pattern"], r["score"]) for r in finished["leaderboard"]]
+    assert all(0.0 <= row["recall"] <= 1.0 and row["recall_length"] == 128 for row in rows)
+    assert all(row["recall_details"]["mixers"] == row["pattern"].replace("M", "") for row in rows)
+    constraint = probed["min_recall"]
+    assert constraint["why"].startswith("--min-recall known: ")
+    assert constraint["eligible"] == [row["pattern"] for row in rows if row["recall"] >= constraint["threshold"]]
+    assert probed["vs_known"]["recommended"] in constraint["eligible"]
+    assert set(probed["front"]["patterns"]) <= {row["pattern"] for row in rows} and probed["front"]["patterns"]
+    assert (Path(finished["out"]) / "loss_vs_recall.png").stat().st_size > 0
+    text = summary_text(probed)
+    assert "recall at 128 tokens (probe-smoke probe, mixers alone)" in text and "front on score, recall, kv" in text
+    assert any(line.startswith("recall probe: ") for line in lines)
 
 
 def _complete_trials(db: Path, study_suffix: str) -> int:

@@ -1,0 +1,114 @@
+"""What a deployer trades against the loss: recall at length and the inference cache, for a search's finalists.
+
+Why: the last rung ranks validation loss on 128-token text, where a fixed-state mixer loses nothing, so the best
+loss can come from a layout with no attention, which recalls 38-53x less than attention at 1,024 tokens
+(docs/recall.md) and which no shipped hybrid would choose. So successive halving can probe its finalists' recall
+(``search.recall``'s ``probe``: each finalist's mixers alone on MQAR up to 1,024 tokens), and then:
+
+* ``--min-recall X`` keeps as answers only the finalists that recall at least ``X`` at the probe's longest length
+  (``known``: at least as much as the best known layout with attention among the finalists);
+* ``--objectives score,recall,kv`` returns the finalists no other beats on every objective (loss lower, recall
+  higher, cache per sequence at 32K tokens lower), with the known layouts placed among them, and says for each
+  known layout whether the answer dominates it.
+
+Dominance reads point estimates: a loss difference inside the seed noise still counts. The answer's own verdict
+against the best known layout (``search.verdict``) is where the noise is weighed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from composer.pattern import attention_share
+
+CACHE_LENGTH = "32768"  # the cache the kv objective and the plot read: one sequence of 32K tokens
+
+
+def attach_recall(rows: list[dict[str, Any]], recall_rows: list[dict[str, Any]]) -> None:
+    """Copy each finalist's probe result (``recall_rows``: the recall stage's leaderboard) into its row:
+    ``recall`` (accuracy at the longest length), ``recall_mean`` (over the lengths) and ``recall_details``."""
+    by_pattern = {row["pattern"]: row for row in recall_rows}
+    for row in rows:
+        probed = by_pattern.get(row["pattern"])
+        if probed is None:
+            continue
+        by_length = (probed.get("details") or {}).get("accuracy_by_length") or {}
+        longest = max(by_length, key=int) if by_length else None
+        row["recall"] = by_length[longest] if longest else probed["score"]
+        row["recall_length"] = int(longest) if longest else None
+        row["recall_mean"] = probed["score"]
+        row["recall_details"] = probed.get("details") or {}
+
+
+def recall_threshold(rows: list[dict[str, Any]], min_recall: float | str) -> tuple[float | None, str]:
+    """The recall an answer needs, and where it comes from: a fraction as given, or (``known``) the best recall of
+    a known layout with attention among the finalists (None when none was probed)."""
+    if min_recall != "known":
+        return float(min_recall), f"--min-recall {float(min_recall):g}"
+    with_attention = [row for row in rows if row.get("known") and attention_share(row["pattern"]) > 0
+                      and row.get("recall") is not None]
+    if not with_attention:
+        return None, "--min-recall known: no known layout with attention was probed"
+    best = max(with_attention, key=lambda row: row["recall"])
+    return best["recall"], f"--min-recall known: {best['known']} {best['pattern']} recalls {best['recall']:.3f}"
+
+
+def meets(row: dict[str, Any], threshold: float | None) -> bool:
+    """Whether a probed finalist recalls at least ``threshold`` (an unprobed one never does)."""
+    return threshold is not None and row.get("recall") is not None and row["recall"] >= threshold
+
+
+def objective_values(row: dict[str, Any], objectives: list[str]) -> tuple[float, ...] | None:
+    """The row's objectives, each to minimise (recall negated); None when one is missing (not probed)."""
+    values = []
+    for name in objectives:
+        if name == "score":
+            values.append(row["score"])
+        elif name == "recall":
+            if row.get("recall") is None:
+                return None
+            values.append(-row["recall"])
+        elif name == "kv":
+            cache = ((row.get("cost") or {}).get("cache_bytes") or {}).get(CACHE_LENGTH)
+            if cache is None:
+                return None
+            values.append(float(cache))
+    return tuple(values)
+
+
+def dominates(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
+    """``a`` is no worse than ``b`` on every objective and better on one (all minimised)."""
+    return all(x <= y for x, y in zip(a, b, strict=True)) and any(x < y for x, y in zip(a, b, strict=True))
+
+
+def front(rows: list[dict[str, Any]], objectives: list[str]) -> list[dict[str, Any]]:
+    """The rows no other row dominates on ``objectives`` (rows with a missing objective are left out), best
+    score first."""
+    scored = [(row, objective_values(row, objectives)) for row in rows]
+    scored = [(row, values) for row, values in scored if values is not None]
+    return [row for row, values in scored if not any(dominates(other, values) for _, other in scored)]
+
+
+def known_against(answer: dict[str, Any], rows: list[dict[str, Any]], objectives: list[str]) -> list[dict[str, Any]]:
+    """For each known layout among ``rows``: whether ``answer`` dominates it, it dominates the answer, or neither,
+    on ``objectives`` (point estimates)."""
+    mine = objective_values(answer, objectives)
+    said = []
+    for row in rows:
+        if not row.get("known") or row["pattern"] == answer["pattern"]:
+            continue
+        theirs = objective_values(row, objectives)
+        if mine is None or theirs is None:
+            relation = "not comparable (an objective was not measured)"
+        elif dominates(mine, theirs):
+            relation = "dominated by the answer"
+        elif dominates(theirs, mine):
+            relation = "dominates the answer"
+        else:
+            relation = "neither dominates: a trade-off"
+        said.append({"name": row["known"], "pattern": row["pattern"], "relation": relation})
+    return said
+
+
+__all__ = ["CACHE_LENGTH", "attach_recall", "dominates", "front", "known_against", "meets", "objective_values",
+           "recall_threshold"]

@@ -1,0 +1,78 @@
+"""search.tradeoffs: recall and cache beside the loss for a search's finalists (--min-recall, the front)."""
+
+import pytest
+
+from composer.errors import ConfigError
+from search.config import SearchConfig
+from search.tradeoffs import attach_recall, front, known_against, meets, recall_threshold
+
+
+def finalist(pattern, loss, recall=None, cache=None, known=None):
+    row = {"pattern": pattern, "score": loss, "known": known}
+    if recall is not None:
+        row.update(recall=recall)
+    if cache is not None:
+        row["cost"] = {"cache_bytes": {"4096": cache // 8, "32768": cache}}
+    return row
+
+
+# the halving answer without attention, two published layouts with it, Llama (losses and recalls made up)
+ROWS = [finalist("SDMMSD", 1.30, recall=0.02, cache=1_000), finalist("SMSAMS", 1.33, 0.90, 9_000, "nemotron-h"),
+        finalist("DMDMAM", 1.32, 0.95, 9_000, "linear-7to1"), finalist("AMAMAM", 1.40, 0.99, 80_000, "llama")]
+
+
+def test_recall_comes_from_the_probe_at_its_longest_length():
+    rows = [finalist("SDMMSD", 1.3), finalist("AMAMAM", 1.4, known="llama")]
+    attach_recall(rows, [{"pattern": "AMAMAM", "score": 0.7,
+                          "details": {"accuracy_by_length": {"64": 1.0, "256": 0.9, "1024": 0.2}}}])
+    assert rows[1]["recall"] == 0.2 and rows[1]["recall_length"] == 1024 and rows[1]["recall_mean"] == 0.7
+    assert "recall" not in rows[0]  # not probed: no number made up
+
+
+def test_min_recall_known_is_the_best_known_layout_with_attention():
+    threshold, why = recall_threshold(ROWS, "known")
+    assert threshold == 0.99 and why.startswith("--min-recall known: llama AMAMAM")
+    assert [row["pattern"] for row in ROWS if meets(row, threshold)] == ["AMAMAM"]
+    assert recall_threshold(ROWS, 0.9)[0] == 0.9
+    assert [row["pattern"] for row in ROWS if meets(row, 0.9)] == ["SMSAMS", "DMDMAM", "AMAMAM"]
+    attention_free = [finalist("SDMMSD", 1.3, 0.02, known="x"), finalist("SSSSSS", 1.3, 0.01)]
+    assert recall_threshold(attention_free, "known")[0] is None  # no known layout with attention was probed
+    assert not meets(finalist("SDMMSD", 1.3), 0.0)  # an unprobed finalist never meets a constraint
+
+
+def test_the_front_keeps_what_nothing_beats_on_every_objective():
+    on = [row["pattern"] for row in front(ROWS, ["score", "recall", "kv"])]
+    assert on == ["SDMMSD", "DMDMAM", "AMAMAM"]  # Nemotron-H's fit: worse loss, recall and no less cache than DMDMAM
+    assert [row["pattern"] for row in front(ROWS, ["score", "kv"])] == ["SDMMSD"]
+    assert [row["pattern"] for row in front(ROWS, ["score", "recall"])] == ["SDMMSD", "DMDMAM", "AMAMAM"]
+
+
+def test_each_known_layout_is_placed_against_the_answer():
+    said = {k["name"]: k["relation"] for k in known_against(ROWS[2], ROWS, ["score", "recall", "kv"])}
+    assert said == {"nemotron-h": "dominated by the answer", "llama": "neither dominates: a trade-off"}
+    loss_only = {k["name"]: k["relation"] for k in known_against(ROWS[0], ROWS, ["score", "kv"])}
+    assert set(loss_only.values()) == {"dominated by the answer"}
+    unprobed = known_against(finalist("SSSSSS", 1.0), ROWS, ["score", "recall"])
+    assert all(k["relation"].startswith("not comparable") for k in unprobed)
+
+
+@pytest.mark.parametrize("settings, said", [
+    ({"min_recall": "lots"}, "a fraction such as 0.5"), ({"min_recall": 1.5}, "0 to 1"),
+    ({"min_recall": "known", "strategy": "one-shot"}, "successive halving's finalists"),
+    ({"objectives": "score,recall", "evaluator": "mad", "budget": "smoke"}, "successive-halving"),
+    ({"min_recall": "known", "recall_budget": "nope"}, "unknown recall budget"),
+    ({"objectives": "score,tokens_per_s", "strategy": "successive-halving"}, "score,recall,kv"),
+])
+def test_bad_recall_settings_are_refused_in_one_line(settings, said):
+    with pytest.raises(ConfigError, match=said):
+        SearchConfig(**settings)
+
+
+def test_recall_objectives_keep_successive_halving_and_its_rungs_single_objective():
+    from search.strategies.successive_halving import rung_config
+
+    config = SearchConfig(objectives="score,recall,kv", min_recall="known")
+    assert config.strategy == "successive-halving" and config.probes_recall and config.min_recall == "known"
+    rung = rung_config(config, 0)
+    assert rung.objectives == ["score"] and rung.sampler_name == "gp" and rung.min_recall is None
+    assert rung.study_name == rung_config(SearchConfig(), 0).study_name  # the default search's rungs, reused
