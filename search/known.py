@@ -100,7 +100,9 @@ def layout_at_target(pattern: str, target: str, known: str | None = None) -> tup
     ``composer.layouts.FAMILIES``) enters in its own layout instead (issue 37): Nemotron-H's 6-layer fit ``SMSAMS``
     stacked to 18 layers holds 3 attention layers where its own rule gives about 1 in 13. Its depth is the one,
     within 3 layers of the stack's, whose non-embedding parameters come closest to the stack's, so the family is
-    compared at the same size."""
+    compared at the same size; a depth of whole periods where that range holds one (a periodic family's nearest
+    layout places each symbol at its positions' quantiles, which over many periods groups them: Samba at 19
+    layers would be ``SSSSSMMMMWWWWWMMMMM``)."""
     from composer.accounting import non_embedding_params
     from composer.presets import get_preset
     from scaling.extrapolate import extrapolate
@@ -112,6 +114,8 @@ def layout_at_target(pattern: str, target: str, known: str | None = None) -> tup
     size = non_embedding_params(widths.with_pattern(stacked))
     depth = len(layers(stacked))
     candidates = {n: family_at_depth(known, n) for n in range(max(1, depth - 3), depth + 4)}
+    whole = {n: layout for n, layout in candidates.items() if not layout.fit.startswith("nearest layout")}
+    candidates = whole or candidates  # whole periods where the range holds them: a fit clumps a long layout
     best = min(candidates, key=lambda n: (abs(non_embedding_params(widths.with_pattern(candidates[n].pattern))
                                               - size), abs(n - depth)))
     return candidates[best].pattern, f"{known}'s own layout at {best} layers ({candidates[best].fit})"

@@ -1078,3 +1078,51 @@ def test_search_wsd_against_cosine_over_seeds():
         again = paired_difference(runs["wsd"], runs["cosine"])
         agree(cells[4], again["mean"], "wsd - cosine")
         agree_all(numbers(cells[5]), again["ci"], "wsd - cosine CI")
+
+
+TRUST = "answer_trust-2026-11-27.json"
+
+
+def test_search_verdict_cases():
+    """docs/search.md's verdict table: each case's interval and answer recomputed from the stored rows with the
+    project's rule (search.known.compare_with_known) and the stored seed spread."""
+    from search.known import compare_with_known
+    from search.verdict import SeedNoise
+
+    data = results(TRUST)
+    noise = SeedNoise(**data["seed_noise"])
+    text = section(doc("search.md"), "The verdict on three cases")
+    cases = dict(zip(["one pattern as three finalists", "the default search's last rung",
+                      "the `AMSD` halving answer, 3 seeds"], data["verdicts"].values(), strict=True))
+    rows = table(text, "| case | new | known")
+    assert [row[0] for row in rows] == list(cases)
+    for cells, case in zip(rows, cases.values(), strict=True):
+        again = compare_with_known(case["rows"], maximize=False, noise=noise)
+        stored = case["verdict"]
+        assert again["answer"] == stored["answer"] == cells[6]
+        reproduced(stored["difference"], again["difference"], f"{cells[0]}: difference")
+        reproduced(stored["ci"], again["ci"], f"{cells[0]}: interval")
+        agree(cells[3], again["difference"], f"{cells[0]}: difference")
+        agree_all(numbers(cells[4]), again["ci"], f"{cells[0]}: interval")
+        assert ("paired" in cells[5]) == again["interval"].startswith("paired")
+
+
+def test_search_finalist_cost_table():
+    """docs/search.md's cost table against the stored analytic costs (tests/benchmarks/test_finalist_costs.py
+    recomputes them with the accounting)."""
+    data = results(TRUST)["costs"]["rows"]
+    text = section(doc("search.md"), "The finalists' cost on their models")
+    rows = table(text, "| pattern | at the target | layers")
+    assert len(rows) == len(data)
+    for cells, row in zip(rows, data, strict=True):
+        assert plain(cells[0]).split()[0] == row["pattern"] and (row["name"] or "") in cells[0]
+        from composer.pattern import compact_pattern
+
+        assert plain(cells[1]) == compact_pattern(row["at_target"]) and int(cells[2]) == row["n_layers"]
+        agree(numbers(cells[3])[0], row["params"] / 1e6, "params (M)")
+        assert numbers(cells[4]) == [f"{row['kv_bytes_per_token']:,}"]
+        for cell, size in zip(cells[5:8], [row["state_bytes"], row["cache_bytes"]["4096"],
+                                          row["cache_bytes"]["32768"]], strict=True):
+            number, unit = cell.split()
+            scale = {"B": 1, "KiB": 1024, "MiB": 1024**2}[unit]
+            agree(number, size / scale, f"{row['pattern']}: {cell}")
