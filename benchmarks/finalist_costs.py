@@ -21,8 +21,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from composer.errors import ConfigError  # noqa: E402
-from composer.layouts import FAMILIES  # noqa: E402
+from composer.errors import ConfigError
+from composer.layouts import FAMILIES
 
 
 def parse_entry(text: str) -> tuple[str | None, str]:
@@ -57,8 +57,9 @@ def table(rows: list[dict[str, Any]]) -> str:
     from search.cost import format_bytes
 
     first = rows[0]["cache_bytes"]
-    lines = ["| pattern | at the target | layers | params | KV / token | fixed state | cache at 4K | cache at 32K "
-             "| vs first at 32K | decode tok/s |", "|---|---|---|---|---|---|---|---|---|---|"]
+    header = ("| pattern | at the target | layers | params | KV / token | fixed state | cache at 4K | cache at 32K "
+              "| vs first at 32K | decode tok/s |")
+    lines = [header, "|---|---|---|---|---|---|---|---|---|---|"]
     for row in rows:
         label = f"`{row['pattern']}`" + (f" ({row['name']})" if row["name"] else "")
         decode = row.get("decode", {}).get("decode_tokens_per_s")
