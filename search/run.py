@@ -186,14 +186,12 @@ def cost_table(rows: list[dict[str, Any]]) -> str:
 
 def tradeoff_lines(result: dict[str, Any]) -> list[str]:
     """The finalists' recall, the --min-recall constraint and the front, for the summary (search.tradeoffs)."""
-    probe = result["recall_probe"]
-    if "not_run" in probe:
-        return [f"recall probe not run: {probe['not_run']}"]
-    lines = []
+    probe = result.get("recall_probe") or {}
+    lines = [f"recall probe not run: {probe['not_run']}"] if "not_run" in probe else []
     probed = [row for row in result["leaderboard"] if row.get("recall") is not None]
     if probed:
         length = probed[0].get("recall_length")
-        lines.append(f"recall at {length} tokens ({probe['budget']} probe, mixers alone): " + ", ".join(
+        lines.append(f"recall at {length} tokens ({probe.get('budget', 'recall')} probe, mixers alone): " + ", ".join(
             f"{row['pattern']}{' (' + row['known'] + ')' if row.get('known') else ''} {row['recall']:.3f}"
             for row in probed))
     for failed in probe.get("failures") or []:
@@ -225,7 +223,7 @@ def summary_text(result: dict[str, Any]) -> str:
                      + (f"; not scored at the rung above: {missing}" if missing else ""))
     if said.get("floor_missing"):
         lines.append(f"no floor: {said['floor_missing']}; the answer is not compared with a published layout")
-    if result.get("recall_probe"):
+    if result.get("recall_probe") or result.get("front"):
         lines += tradeoff_lines(result)
     if said.get("note") and said.get("answer") is None:
         lines.append(f"no answer: {said['note']}")

@@ -95,12 +95,11 @@ class SuccessiveHalving(Strategy):
                                                             "wall_seconds")} for record in records]}
         answer = Answer(done[answered].study, rows, stopped_early=stopped_early(records),
                         files={"rungs.json": records}, summary=summary)
-        if probed is not None:
-            weigh_tradeoffs(config, answer, probed)
-        elif not_probed is not None:
+        if not_probed is not None:
             summary["recall_probe"] = {"not_run": not_probed}
             if config.min_recall is not None:
                 answer.eligible = []  # no finalist was shown to meet it
+        weigh_tradeoffs(config, answer, probed)
         return answer
 
 
@@ -119,16 +118,18 @@ def recall_plan(config: SearchConfig, done: list[StageRun]) -> StagePlan:
                                   only_first=True), announce)
 
 
-def weigh_tradeoffs(config: SearchConfig, answer: Answer, probed: StageRun) -> None:
-    """Recall into the finalists' rows; under --min-recall the rows the answer may come from; under several
-    objectives the front, and each known layout against the answer (``search.tradeoffs``)."""
+def weigh_tradeoffs(config: SearchConfig, answer: Answer, probed: StageRun | None) -> None:
+    """Recall into the finalists' rows (``probed``: the recall stage, None when it did not run); under
+    --min-recall the rows the answer may come from; under several objectives the front, and each known layout
+    against the answer (``search.tradeoffs``)."""
     from search.tradeoffs import attach_recall, front, known_against, meets, recall_threshold
 
-    attach_recall(answer.rows, probed.rows)
     summary = answer.summary
-    summary["recall_probe"] = {"study": probed.study.study_name, "budget": config.recall_budget,
-                               "failures": failures(probed.study)}
-    if config.min_recall is not None:
+    if probed is not None:
+        attach_recall(answer.rows, probed.rows)
+        summary["recall_probe"] = {"study": probed.study.study_name, "budget": config.recall_budget,
+                                   "failures": failures(probed.study)}
+    if config.min_recall is not None and probed is not None:
         threshold, why = recall_threshold(answer.rows, config.min_recall)
         for row in answer.rows:
             row["meets_min_recall"] = meets(row, threshold)

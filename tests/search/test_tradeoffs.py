@@ -76,3 +76,20 @@ def test_recall_objectives_keep_successive_halving_and_its_rungs_single_objectiv
     rung = rung_config(config, 0)
     assert rung.objectives == ["score"] and rung.sampler_name == "gp" and rung.min_recall is None
     assert rung.study_name == rung_config(SearchConfig(), 0).study_name  # the default search's rungs, reused
+
+
+def test_a_front_on_loss_and_cache_needs_no_probe_and_the_summary_says_what_was_not_run():
+    from search.run import tradeoff_lines
+    from search.strategies.base import Answer
+    from search.strategies.successive_halving import weigh_tradeoffs
+
+    rows = [dict(row) for row in ROWS]
+    answer = Answer(study=None, rows=rows)
+    weigh_tradeoffs(SearchConfig(objectives="score,kv"), answer, probed=None)
+    assert answer.summary["front"]["patterns"] == ["SDMMSD"] and answer.eligible is None
+    assert "recall_probe" not in answer.summary
+    lines = tradeoff_lines({"leaderboard": rows, "front": answer.summary["front"],
+                            "recall_probe": {"not_run": "--timeout passed before recall probe"}})
+    assert lines[0] == "recall probe not run: --timeout passed before recall probe"
+    assert "front on score, kv: SDMMSD" in lines
+    assert "   llama AMAMAM: dominated by the answer" in lines
