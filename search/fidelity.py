@@ -10,8 +10,10 @@ the number of candidates it keeps:
 
 * rung 0 is the ordinary search: ``--trials`` candidates proposed by the sampler (known layouts first,
   ``search.known``), each trained at the rung's budget and its grid of rates;
-* rung k > 0 trains the best ``keep`` patterns of rung k - 1 at its own budget. The best *known* layout of the
-  rung below is always promoted as well (the floor: the final ranking always holds a known layout);
+* rung k > 0 trains the best ``keep`` patterns of rung k - 1 at its own budget. Every *known* layout of the rung
+  below goes on as well (the floor: the final ranking always holds the known layouts, each published family in its
+  own layout at the target's size, ``search.known.layout_at_target``; a rung with ``known="best"`` takes the best
+  one alone);
 * the last rung's budget grows each pattern to the target's size (``extrapolate_to``, or ``--target`` when one is
   named) and trains it there with the target's token budget. A middle rung may train at the target's size too,
   on fewer tokens (the ``cpu`` and ``gpu`` ladders' rung 1, a quarter of the target's tokens): the 6-layer
@@ -52,6 +54,9 @@ class Rung:
     promote_by: str = "score"
     hedge: int = 0
     fit_from: float = 0.0  # forecast: fit only trunk points past this fraction of the trunk (search.forecast)
+    # which known layouts of the rung below go on beside the chosen: "all" (every published family the primitives
+    # express reaches the target in its own layout, issue 37) or "best" (the floor alone)
+    known: str = "all"
 
 
 @dataclass(frozen=True)
@@ -63,6 +68,8 @@ class Ladder:
     def __post_init__(self) -> None:
         if not self.rungs or self.rungs[0].keep is not None or any(r.keep is None or r.keep < 1 for r in self.rungs[1:]):
             raise ConfigError(f"ladder {self.name!r}: rung 0 keeps every candidate, later rungs a positive number")
+        if any(rung.known not in ("all", "best") for rung in self.rungs):
+            raise ConfigError(f"ladder {self.name!r}: a rung's known is 'all' or 'best'")
         if any(rung.promote_by not in PROMOTE_BY for rung in self.rungs):
             raise ConfigError(f"ladder {self.name!r}: promote_by is one of {', '.join(PROMOTE_BY)}")
         for rung in self.rungs:
@@ -71,18 +78,18 @@ class Ladder:
 
 LADDERS: dict[str, Ladder] = {ladder.name: ladder for ladder in (
     Ladder("smoke", (Rung("rung-smoke-0", None), Rung("rung-smoke-1", 2)),
-           "plumbing check: a tiny rung 0, the best 2 (+ the best known layout) at the tiny preset"),
+           "plumbing check: a tiny rung 0, the best 2 (+ the known layouts) at the tiny preset"),
     # rung 2 promotes by forecast: over 12 A/M patterns (docs/search.md, "Ranking by where a curve goes") rung 1's
     # snapshot ranked the target at Spearman -0.33, its forecast (fitted past a quarter of the trunk) at +0.59,
     # paired difference +0.92 [+0.20, +1.52]; the snapshot left the target's best two out, the forecast kept both
     Ladder("cpu", (Rung("rung-cpu-0", None), Rung("rung-cpu-1", 8),
                    Rung("rung-cpu-2", 3, promote_by="forecast", fit_from=0.25)),
-           "100K tokens at search-1m for all; the best 8 (+ the best known layout) stacked to demo-4m for 125K "
+           "100K tokens at search-1m for all; the best 8 (+ the known layouts) stacked to demo-4m for 125K "
            "tokens, two rates; the best 3 by forecast at 500K tokens, and any other that could still be best "
-           "(+ the best known layout), continued there to 500K tokens at their rung-1 rate"),
+           "(+ the known layouts), continued there to 500K tokens at their rung-1 rate"),
     Ladder("gpu", (Rung("rung-gpu-0", None), Rung("rung-gpu-1", 8), Rung("rung-gpu-2", 3)),
-           "one GPU (untested): 5M tokens for all; the best 8 (+ the best known layout) at llama-350m widths for "
-           "50M tokens; the best 3 (+ the best known layout) there for 200M tokens, 3 seeds"),
+           "one GPU (untested): 5M tokens for all; the best 8 (+ the known layouts) at llama-350m widths for "
+           "50M tokens; the best 3 (+ the known layouts) there for 200M tokens, 3 seeds"),
 )}
 
 
@@ -116,9 +123,9 @@ def target_tokens_of(ladder: Ladder, target: str | None) -> tuple[int, int | Non
 
 def promote(rows: list[dict], keep: int, by: str = "score", target_tokens: int | None = None,
             target_trunk_tokens: int | None = None, hedge: int = 0, z: float = 1.0,
-            fit_from: float = 0.0) -> list[dict]:
+            fit_from: float = 0.0, known: str = "best") -> list[dict]:
     """The rows that go on to the next rung (``rows`` is a leaderboard, best first), and the best known layout
-    when it is not among them (the floor).
+    when it is not among them (the floor; ``known="all"``: every known layout, best first).
 
     ``by="score"``: the best ``keep`` by measured score. ``by="forecast"``: the best ``keep`` by each row's
     forecast at ``target_tokens`` (``search.forecast``; a row without a curve is ranked by its score), then every
@@ -146,7 +153,8 @@ def promote(rows: list[dict], keep: int, by: str = "score", target_tokens: int |
         chosen += late[:hedge]
     if forecasts:
         chosen = [{**row, "forecast": forecasts[row["pattern"]].as_dict()} for row in chosen]
-    known = next((row for row in rows if row.get("known")), None)
-    if known is not None and known["pattern"] not in {row["pattern"] for row in chosen}:
-        chosen.append(known)
+    knowns = [row for row in rows if row.get("known")]
+    for row in knowns if known == "all" else knowns[:1]:
+        if row["pattern"] not in {other["pattern"] for other in chosen}:
+            chosen.append(row)
     return chosen

@@ -193,7 +193,10 @@ class SearchEta:
                 works = []
                 for j in range(index, len(ladder.rungs)):
                     if j > index:
-                        candidates = min(candidates, ladder.rungs[j].keep + (1 if config.known else 0))
+                        floor = sum("known" in attrs for _, attrs in stage.first)  # the known layouts go on
+                        if ladder.rungs[j].known == "best":
+                            floor = min(floor, 1)
+                        candidates = min(candidates, ladder.rungs[j].keep + (floor if config.known else 0))
                     below = rung_budget(ladder, j - 1, config.target) if j else None
                     works.append(stage_work(rung_budget(ladder, j, config.target), candidates, patterns,
                                             config.widths, below))

@@ -59,7 +59,7 @@ class SuccessiveHalving(Strategy):
         step = ladder.rungs[index]
         target_tokens, target_trunk = target_tokens_of(ladder, config.target)
         promoted = promote(below, step.keep, step.promote_by, target_tokens, target_trunk, step.hedge,
-                           fit_from=step.fit_from)
+                           fit_from=step.fit_from, known=step.known)
         promoted.sort(key=lambda row: not row.get("known"))  # the floor first: a deadline drops new patterns
         first = tuple((row["pattern"], {"promoted_from": row["trial"],
                                         **({"known": row["known"]} if row.get("known") else {}),

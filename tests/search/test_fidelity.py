@@ -30,6 +30,10 @@ def test_promotion_keeps_the_best_and_the_best_known_layout():
     assert [r["pattern"] for r in promote(rows, 2)] == ["MMAMAM", "AMMAMM", "AMAMAM"]
     assert [r["pattern"] for r in promote(rows, 3)] == ["MMAMAM", "AMMAMM", "AMAMAM"]
     assert [r["pattern"] for r in promote(rows[:2], 5)] == ["MMAMAM", "AMMAMM"]
+    # every known layout goes on under known="all" (the ladders' rungs: each family reaches the target, issue 37)
+    assert [r["pattern"] for r in promote(rows, 1, known="all")] == ["MMAMAM", "AMAMAM", "AAMMMM"]
+    assert [r["pattern"] for r in promote(rows, 3, known="all")] == ["MMAMAM", "AMMAMM", "AMAMAM", "AAMMMM"]
+    assert all(rung.known == "all" for ladder in LADDERS.values() for rung in ladder.rungs[1:])
 
 
 def test_ladders_and_settings_are_checked_before_anything_trains():
@@ -74,7 +78,7 @@ def test_rungs_train_the_promoted_patterns_and_the_last_ranks_them_at_the_target
     assert rungs[0]["candidates"] == 3 and rungs[0]["budget"] == "rung-smoke-0"
     # wall time covers the rung's training (rung 0's was once timed from its end: 0.0 s in the 2026-11-26 run)
     assert all(r["wall_seconds"] >= r["seconds"] > 0 for r in rungs)
-    expected = {row["pattern"] for row in promote(rungs[0]["leaderboard"], 2)}
+    expected = {row["pattern"] for row in promote(rungs[0]["leaderboard"], 2, known="all")}
     assert {row["pattern"] for row in rungs[1]["leaderboard"]} == expected
     final = json.loads((out / "leaderboard.json").read_text())
     assert {row["pattern"] for row in final} == expected and all(row["rung"] == 1 for row in final)
