@@ -133,8 +133,11 @@ class SearchConfig:
         """What ``strategy: auto`` means for these settings (the reason is at STRATEGIES)."""
         from search.fidelity import LADDERS
 
-        halving = (self.evaluator == "lm" and self.budget in LADDERS
-                   and (not self.multi_objective or set(self.objectives) <= set(HALVING_OBJECTIVES)))
+        # several objectives stay with one-shot NSGA-II (it explores the trade-off over every candidate), unless
+        # recall is one: only halving's finalists are probed for it
+        several = self.multi_objective and not ("recall" in self.objectives
+                                                and set(self.objectives) <= set(HALVING_OBJECTIVES))
+        halving = self.evaluator == "lm" and self.budget in LADDERS and not several
         return "successive-halving" if halving else "one-shot"
 
     def _check_successive_halving(self) -> None:

@@ -87,7 +87,7 @@ def rungs_of(out: str | Path) -> list[dict]:
 @pytest.mark.parametrize("setting", SCORE_SETTINGS_DIGESTED)
 def test_every_setting_that_changes_a_score_changes_the_study_name(setting):
     other = {"widths": "tiny", "target": "llama-350m", "data": "other.jsonl", "tokenizer": "gpt2",
-             "min_share": {"A": 0.2}, "max_share": {"A": 0.5}, "max_params": 10**6, "known": False,
+             "min_share": {"A": 0.2}, "max_share": {"A": 0.5}, "max_params": 10**6, "max_kv": "64MiB@32K", "known": False,
              "prune": False, "compile": True, "depth": 12}
     assert set(other) == set(SCORE_SETTINGS_DIGESTED)
     default = SearchConfig(precision="fp32")

@@ -29,7 +29,8 @@ def test_defaults_are_the_paper_setting():
     ({}, "successive-halving"),  # the lm evaluator on a budget that names a ladder: rank the finalists at the target
     ({"budget": "gpu"}, "successive-halving"),
     ({"evaluator": "mad"}, "one-shot"),  # halving trains its rungs with the lm evaluator only
-    ({"objectives": "score,kv"}, "one-shot"),  # halving ranks by one score
+    ({"objectives": "score,kv"}, "one-shot"),  # NSGA-II explores the trade-off over every candidate
+    ({"objectives": "score,recall,kv"}, "successive-halving"),  # recall: only halving's finalists are probed
     ({"budget": "rung-cpu-0"}, "one-shot"),  # an lm budget that is no ladder
     ({"strategy": "one-shot"}, "one-shot"),  # asked for by name
 ])
