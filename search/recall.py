@@ -30,6 +30,9 @@ Budgets (``RECALL_BUDGETS``; measured accuracies and times in docs/recall.md):
   (12,000 in all), at lr 1e-3 and 3e-3: about 10-15 minutes per 2-layer pattern and rate on one CPU core. MQAR
   is learnt late: fewer steps leave attention on the plateau where it picks one of the context's values at
   random (accuracy 1 / pairs).
+* ``probe`` / ``probe-smoke``: a search's finalists' probe (``--min-recall``): the pattern's mixers alone
+  (``mixer_stack``), lengths 64-1,024 at lr 1e-3 (``probe-smoke``: a plumbing check). Not yet a recall ranking:
+  docs/recall.md, "A probe for a search's finalists".
 * ``gpu``: Zoology's scale: lengths 64 to 2,048, vocabulary 8,192, 20,000 training sequences per length,
   4 epochs (at least 1,000 steps) of 65,536 tokens, at lr 3e-4, 1e-3 and 3e-3.
 
@@ -129,7 +132,9 @@ RECALL_BUDGETS: dict[str, RecallBudget] = {
                      description="lengths 64, 256, 1,024 (4, 16, 64 pairs), 4,000 steps of 1,024 tokens each, "
                      "at lr 1e-3 and 3e-3"),
         # the probe of a search's finalists (issue 37): their mixers alone, at the one rate that taught attention
-        # every length in the cpu sweep (docs/recall.md, "A probe for a search's finalists")
+        # every length in the cpu sweep. Measured (docs/recall.md, "A probe for a search's finalists"): it ranks how
+        # fast attention learns the lookup (DDA 1.00, AAA 0.16, SSAS 0.01 at 1,024 tokens), not yet recall
+        # capacity, in 19-37 minutes per pattern on 2 cores
         RecallBudget("probe", lengths=(64, 256, 1024), steps=4000, tokens_per_step=1024, lrs=(1e-3,),
                      mixers_only=True,
                      description="the pattern's mixers without its MLPs, lengths 64, 256, 1,024, 4,000 steps of "

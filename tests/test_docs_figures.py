@@ -1126,3 +1126,17 @@ def test_search_finalist_cost_table():
             number, unit = cell.split()
             scale = {"B": 1, "KiB": 1024, "MiB": 1024**2}[unit]
             agree(number, size / scale, f"{row['pattern']}: {cell}")
+
+
+def test_recall_probe_table():
+    """docs/recall.md's probe table against the stored runs (accuracy per length, steps, seed, minutes)."""
+    runs = results("recall_probe-2026-11-27.json")["runs"]
+    text = section(doc("recall.md"), "A probe for a search's finalists")
+    rows = table(text, "| mixers (from) | steps per length")
+    assert len(rows) == len(runs)
+    by_key = {(run["pattern"], run["steps_per_length"], run["seed"]): run for run in runs}
+    for cells in rows:
+        run = by_key[(plain(cells[0]).split()[0], int(cells[1].replace(",", "")), int(cells[2]))]
+        agree_all([plain(cell) for cell in cells[3:6]], [run["accuracy_by_length"][n] for n in ("64", "256", "1024")],
+                  f"{cells[0]} accuracy")
+        agree(numbers(cells[6])[0], run["seconds"] / 60, f"{cells[0]} minutes")
