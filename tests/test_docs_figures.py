@@ -1126,6 +1126,7 @@ def test_search_finalist_cost_table():
             number, unit = cell.split()
             scale = {"B": 1, "KiB": 1024, "MiB": 1024**2}[unit]
             agree(number, size / scale, f"{row['pattern']}: {cell}")
+        agree(cells[8], row["decode"]["decode_tokens_per_s"], f"{row['pattern']}: decode tokens/s")
 
 
 def test_recall_probe_table():
