@@ -54,7 +54,7 @@ def measure(entries: list[str], target: str, decode: bool = True) -> list[dict[s
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    from search.cost import format_bytes
+    from composer.accounting import format_bytes
 
     first = rows[0]["cache_bytes"]
     header = ("| pattern | at the target | layers | params | KV / token | fixed state | cache at 4K | cache at 32K "

@@ -49,6 +49,15 @@ class ArchStats:
         return asdict(self)
 
 
+def format_bytes(n: float) -> str:
+    """``1536`` -> ``"1.5 KiB"``: a cache or state size as a person reads it (B, KiB, MiB, GiB, TiB)."""
+    for suffix in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or suffix == "TiB":
+            return f"{n:.0f} {suffix}" if suffix == "B" else f"{n:.1f} {suffix}"
+        n /= 1024
+    raise AssertionError("unreachable")
+
+
 def layer_params(arch: ArchConfig) -> dict[str, int]:
     """Parameters of one residual layer (pre-norm weight + primitive body) per symbol used."""
     return {

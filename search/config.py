@@ -116,7 +116,7 @@ class SearchConfig:
                                       f"{self.min_recall!r}") from None
             if self.min_recall != "known" and not 0.0 <= float(self.min_recall) <= 1.0:
                 raise ConfigError(f"--min-recall is a fraction of queries answered, 0 to 1; got {self.min_recall}")
-        if self.min_recall is not None or "recall" in self.objectives:
+        if self.asks_recall:
             if self.strategy != "successive-halving":
                 raise ConfigError("--min-recall and the recall objective probe successive halving's finalists; "
                                   "use --strategy successive-halving (or --evaluator recall to search by recall)")
@@ -125,9 +125,14 @@ class SearchConfig:
             get_recall_budget(self.recall_budget)
 
     @property
+    def asks_recall(self) -> bool:
+        """Whether --min-recall or the recall objective asks for the finalists' recall."""
+        return self.min_recall is not None or "recall" in self.objectives
+
+    @property
     def probes_recall(self) -> bool:
         """Whether successive halving probes its finalists' recall (search.recall, ``recall_budget``)."""
-        return self.strategy == "successive-halving" and (self.min_recall is not None or "recall" in self.objectives)
+        return self.strategy == "successive-halving" and self.asks_recall
 
     def auto_strategy(self) -> str:
         """What ``strategy: auto`` means for these settings (the reason is at STRATEGIES)."""

@@ -89,15 +89,6 @@ def measure_decode(arch, context: int = 1_024, new_tokens: int = 32, device: str
             "device": str(device), "threads": torch.get_num_threads()}
 
 
-def format_bytes(n: float) -> str:
-    """``1536`` -> ``"1.5 KiB"``: a cache size for a table."""
-    for suffix in ("B", "KiB", "MiB", "GiB"):
-        if abs(n) < 1024 or suffix == "GiB":
-            return f"{n:.0f} B" if suffix == "B" else f"{n:.1f} {suffix}"
-        n /= 1024
-    return f"{n:.1f} GiB"
-
-
 def add_decode_speed(rows: list[dict[str, Any]], target: str, echo=None) -> None:
     """Measure each row's decode tokens/s on its model at ``target`` (``row["target_pattern"]``) into
     ``row["cost"]["decode"]``: the finalists of a search, a handful of seconds each on a CPU at demo-4m."""
@@ -114,5 +105,4 @@ def add_decode_speed(rows: list[dict[str, Any]], target: str, echo=None) -> None
         row["cost"] = {**(row.get("cost") or {}), "decode": measure_decode(widths.with_pattern(pattern))}
 
 
-__all__ = ["COST_LENGTHS", "add_decode_speed", "format_bytes", "measure_decode", "over_max_kv", "parse_max_kv",
-           "serving_cost"]
+__all__ = ["COST_LENGTHS", "add_decode_speed", "measure_decode", "over_max_kv", "parse_max_kv", "serving_cost"]

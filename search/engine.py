@@ -210,13 +210,13 @@ def make_objective(config: SearchConfig, stage: Stage, evaluator: Evaluator, stu
         search_stats = analyze(widths.with_pattern(pattern))
         at_target = pattern_at_target(pattern, config.report_target, known.get(pattern))
         target_arch = target.with_pattern(at_target)
-        target_stats = analyze(target_arch)
+        cost = serving_cost(target_arch)
         trial.set_user_attr("pattern", pattern)
         trial.set_user_attr("params", search_stats.params)
         trial.set_user_attr("non_embedding_params", search_stats.non_embedding_params)
-        trial.set_user_attr("kv_cache_bytes_per_token", target_stats.kv_cache_bytes_per_token)
+        trial.set_user_attr("kv_cache_bytes_per_token", cost["kv_bytes_per_token"])
         trial.set_user_attr("target_pattern", at_target)
-        trial.set_user_attr("cost", serving_cost(target_arch))
+        trial.set_user_attr("cost", cost)
         # one read of the storage per trial: earlier results answer repeats, failures and penalties
         history = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL))
         reason = stage.space.violation(pattern, search_stats.non_embedding_params) or (
@@ -278,7 +278,7 @@ def make_objective(config: SearchConfig, stage: Stage, evaluator: Evaluator, stu
         values = [result.score]
         for name in config.objectives[1:]:
             if name == "kv":
-                values.append(float(target_stats.kv_cache_bytes_per_token))
+                values.append(float(cost["kv_bytes_per_token"]))
             else:
                 tokens_per_s = result.details.get("tokens_per_s") or _measure_tokens_per_s(widths.with_pattern(pattern))
                 trial.set_user_attr("tokens_per_s", tokens_per_s)

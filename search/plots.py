@@ -114,7 +114,8 @@ def plot_loss_against_recall(rows: list[dict[str, Any]], path: Path, front: list
     """The finalists' loss against their recall at the probe's longest length: point area the cache of one
     32K-token sequence on the model at the target, known layouts labelled by name, the loss-recall front drawn
     (``front``: the patterns of the search's front on all its objectives, ringed)."""
-    from search.tradeoffs import CACHE_LENGTH, dominates
+    from search.tradeoffs import CACHE_LENGTH
+    from search.tradeoffs import front as front_of
 
     probed = [row for row in rows if row.get("recall") is not None]
     caches = [float(((row.get("cost") or {}).get("cache_bytes") or {}).get(CACHE_LENGTH) or 0) for row in probed]
@@ -127,9 +128,7 @@ def plot_loss_against_recall(rows: list[dict[str, Any]], path: Path, front: list
                    front else "none", linewidths=1.5)
         label = f"{row['known']} {row['pattern']}" if known else row["pattern"]
         ax.annotate(label, (row["recall"], row["score"]), textcoords="offset points", xytext=(6, 4), fontsize=8)
-    points = [(row["recall"], row["score"]) for row in probed]
-    two = [p for p in points if not any(dominates((-q[0], q[1]), (-p[0], p[1])) for q in points)]
-    two.sort()
+    two = sorted((row["recall"], row["score"]) for row in front_of(probed, ["score", "recall"]))
     if len(two) > 1:
         ax.plot([p[0] for p in two], [p[1] for p in two], "--", color="gray", label="loss-recall front")
         ax.legend(fontsize=8, loc="best")

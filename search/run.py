@@ -17,10 +17,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from composer.accounting import format_bytes
 from composer.files import atomic_write_json, make_output_dir
 from composer.pattern import compact_pattern
 from search.config import SearchConfig
-from search.cost import COST_LENGTHS, add_decode_speed, format_bytes
+from search.cost import COST_LENGTHS, add_decode_speed
 from search.engine import Stage, enqueue_first, known_names, launch_workers, open_study, run_worker
 from search.evaluators import make_evaluator
 from search.known import compare_with_known
@@ -116,7 +117,7 @@ def run_search(config: SearchConfig, echo=print) -> dict[str, Any]:
                 m["pattern"] + (f" ({m['known']})" if m.get("known") else "") + f": {m['reason']}" for m in missing))
     answer = strategy.answer(config, done, stopped, deadline is not None and time.time() >= deadline)
     study, rows = answer.study, answer.rows
-    if config.strategy == "successive-halving" and answer.rows is not done[0].rows:  # the finalists, at the target
+    if config.strategy == "successive-halving" and any(row.get("rung") for row in rows):  # finalists at the target
         echo("measuring the finalists' decode speed (batch 1, 1,024-token prompt, 32 new tokens)")
         add_decode_speed(rows, config.report_target, echo)
     first = done[0].stage.first

@@ -10,10 +10,9 @@ from typing import Any
 def human(n: float, unit: str = "") -> str:
     """``1235814400`` -> ``"1.24B"``; ``4096`` bytes -> ``"4.0 KiB"`` when ``unit == "B"``."""
     if unit == "B":
-        for suffix in ("B", "KiB", "MiB", "GiB", "TiB"):
-            if abs(n) < 1024 or suffix == "TiB":
-                return f"{n:.0f} {suffix}" if suffix == "B" else f"{n:.1f} {suffix}"
-            n /= 1024
+        from composer.accounting import format_bytes
+
+        return format_bytes(n)
     for suffix, scale in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3)):
         if abs(n) >= scale:
             return f"{n / scale:.2f}{suffix}"

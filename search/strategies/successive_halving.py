@@ -105,13 +105,14 @@ class SuccessiveHalving(Strategy):
 
 def recall_plan(config: SearchConfig, done: list[StageRun]) -> StagePlan:
     """The stage after the last rung that probes the finalists' recall (``search.recall``, the search's
-    ``recall_budget``: each finalist's mixers alone on MQAR), a study of its own (``<study>-recall``)."""
+    ``recall_budget``: each finalist's mixers alone on MQAR), a study of its own (``<study>-recall-<budget>``)."""
     rows = done[-1].rows
     first = tuple((row["pattern"], {"promoted_from": row["trial"], **({"known": row["known"]} if row.get("known")
                                                                      else {})}) for row in rows)
     probe = dataclasses.replace(config, evaluator="recall", budget=config.recall_budget, strategy="one-shot",
-                                study=f"{base_study(config)}-recall-{config.recall_budget}", sampler="random", prune=False, known=False,
-                                objectives=["score"], min_recall=None, report_at=config.report_target)
+                                study=f"{base_study(config)}-recall-{config.recall_budget}", sampler="random",
+                                prune=False, known=False, objectives=["score"], min_recall=None,
+                                report_at=config.report_target)
     announce = (f"recall probe: {len(rows)} finalists' mixers on MQAR ({config.recall_budget}): "
                 + ", ".join(row["pattern"] for row in rows))
     return StagePlan(probe, Stage(len(done), done[0].stage.space, len(rows), probe.study_name, first,

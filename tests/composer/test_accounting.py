@@ -60,3 +60,9 @@ def test_active_params_count_only_the_routed_experts():
     assert stats.per_primitive["E"]["active_params_per_layer"] == MoESwiGLU.active_param_count(config) + arch.d_model
     assert stats.flops_per_token - dense.flops_per_token == 2 * (
         6 * MoESwiGLU.active_param_count(config) - 6 * (3 * arch.d_model * arch.ffn_dim))
+
+
+def test_bytes_read_as_a_person_would():
+    from composer.accounting import format_bytes
+
+    assert [format_bytes(n) for n in (512, 1536, 3 * 1024**2)] == ["512 B", "1.5 KiB", "3.0 MiB"]

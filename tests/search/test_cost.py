@@ -9,7 +9,7 @@ from composer.accounting import analyze
 from composer.errors import ConfigError
 from composer.presets import get_preset
 from search.config import SearchConfig
-from search.cost import format_bytes, measure_decode, over_max_kv, parse_max_kv, serving_cost
+from search.cost import measure_decode, over_max_kv, parse_max_kv, serving_cost
 from search.engine import pattern_at_target
 from search.run import run_search
 
@@ -73,7 +73,3 @@ def test_decode_speed_is_measured_through_the_cache():
     tiny = get_preset("tiny").arch.with_pattern("AMSM")
     measured = measure_decode(tiny, context=64, new_tokens=4)
     assert measured["decode_tokens_per_s"] > 0 and measured["context"] == 64
-
-
-def test_bytes_read_as_a_person_would():
-    assert [format_bytes(n) for n in (512, 1536, 3 * 1024**2)] == ["512 B", "1.5 KiB", "3.0 MiB"]
