@@ -141,7 +141,8 @@ def settings_of(evaluator: RecallEvaluator, widths: str) -> dict:
     budget = evaluator.spec
     return {"budget": budget.name, "lengths": list(budget.lengths), "kv_ratio": budget.kv_ratio,
             "steps": budget.steps, "tokens_per_step": budget.tokens_per_step, "vocab_size": budget.vocab_size,
-            "lr": budget.lrs[0], "mixture": budget.mixture, "widths": widths, "precision": evaluator.precision}
+            "lr": budget.lrs[0], "mixture": budget.mixture, "mixers_only": budget.mixers_only,
+            "shift_stem": budget.shift_stem, "widths": widths, "precision": evaluator.precision}
 
 
 def chosen_rate(by_lr: dict[float, dict[int, dict]]) -> float:
@@ -155,9 +156,11 @@ def chosen_rate(by_lr: dict[float, dict[int, dict]]) -> float:
 
 def accuracy_interval(accuracies: list[float], queries: int) -> tuple[list[float] | None, str]:
     """A t interval over training seeds when there are two or more; with one seed, Wilson's interval over the
-    test queries, which says how far the test sample alone could move the accuracy (not another seed)."""
+    test queries, which says how far the test sample alone could move the accuracy (not another seed). The t
+    interval is cut to [0, 1]: with 2 seeds it is wide, and an accuracy below 0 or above 1 is no possible value."""
     if len(accuracies) >= 2:
-        return seed_summary(accuracies)["ci"], "seeds"
+        low, high = seed_summary(accuracies)["ci"]
+        return [max(0.0, low), min(1.0, high)], "seeds"
     return proportion_interval(round(accuracies[0] * queries), queries), "test queries"
 
 

@@ -31,8 +31,9 @@ Budgets (``RECALL_BUDGETS``; measured accuracies and times in docs/recall.md):
   is learnt late: fewer steps leave attention on the plateau where it picks one of the context's values at
   random (accuracy 1 / pairs).
 * ``probe`` / ``probe-smoke``: a search's finalists' probe (``--min-recall``): the pattern's mixers alone
-  (``mixer_stack``), lengths 64-1,024 at lr 1e-3 (``probe-smoke``: a plumbing check). Not yet a recall ranking:
-  docs/recall.md, "A probe for a search's finalists".
+  (``mixer_stack``) behind a token-shift stem (``search.mad.models.ShiftStemLM``), lengths 64-1,024, 1,000 steps
+  each at lr 1e-3, 4-9 minutes per pattern on one core (``probe-smoke``: a plumbing check). docs/recall.md, "A
+  probe for a search's finalists", says what it separates and what it does not (Mamba-2 under attention).
 * ``gpu``: Zoology's scale: lengths 64 to 2,048, vocabulary 8,192, 20,000 training sequences per length,
   4 epochs (at least 1,000 steps) of 65,536 tokens, at lr 3e-4, 1e-3 and 3e-3.
 
@@ -72,6 +73,9 @@ class RecallBudget:
     # train the pattern's sequence mixers alone, its feed-forward layers dropped (``mixer_stack``): recall is the
     # mixers' job, and with MLPs between them a 6-layer model stayed on MQAR's plateau within a CPU budget
     mixers_only: bool = False
+    # the probe's token-shift stem (``search.mad.models.ShiftStemLM``): each position also sees its predecessor's
+    # embedding, so attention needs no previous-token head before it can look a key up (docs/recall.md)
+    shift_stem: bool = False
     description: str = ""
 
     def __post_init__(self) -> None:
@@ -83,6 +87,9 @@ class RecallBudget:
         if not isinstance(self.kv_ratio, int) or self.kv_ratio < 4:
             raise ConfigError(f"kv_ratio must be an integer >= 4 (a pair and its query need 4 tokens), got "
                               f"{self.kv_ratio!r}")
+        if self.shift_stem and not self.mixture:
+            raise ConfigError("the token-shift stem is trained under the mixture protocol only: set mixture=True "
+                              "or shift_stem=False")
         for n in lengths:
             if n // self.kv_ratio < 1:
                 raise ConfigError(f"length {n} holds no key-value pair at kv_ratio {self.kv_ratio}: use lengths >= "
@@ -132,15 +139,15 @@ RECALL_BUDGETS: dict[str, RecallBudget] = {
                      description="lengths 64, 256, 1,024 (4, 16, 64 pairs), 4,000 steps of 1,024 tokens each, "
                      "at lr 1e-3 and 3e-3"),
         # the probe of a search's finalists (issue 37): their mixers alone, at the one rate that taught attention
-        # every length in the cpu sweep. Measured (docs/recall.md, "A probe for a search's finalists"): it ranks how
-        # fast attention learns the lookup (DDA 1.00, AAA 0.16, SSAS 0.01 at 1,024 tokens), not yet recall
-        # capacity, in 19-37 minutes per pattern on 2 cores
-        RecallBudget("probe", lengths=(64, 256, 1024), steps=4000, tokens_per_step=1024, lrs=(1e-3,),
-                     mixers_only=True,
-                     description="the pattern's mixers without its MLPs, lengths 64, 256, 1,024, 4,000 steps of "
-                     "1,024 tokens each, lr 1e-3"),
+        # every length in the cpu sweep, behind the token-shift stem. Without the stem, 4,000 steps ranked how fast
+        # attention builds a previous-token head (AAA 0.16 at 1,024 tokens, DDA 1.00) in 19-37 minutes; with it
+        # AAA recalls every pair after 1,000 (docs/recall.md, "A probe for a search's finalists")
+        RecallBudget("probe", lengths=(64, 256, 1024), steps=1000, tokens_per_step=1024, lrs=(1e-3,),
+                     mixers_only=True, shift_stem=True,
+                     description="the pattern's mixers without its MLPs behind a token-shift stem, lengths 64, 256, "
+                     "1,024, 1,000 steps of 1,024 tokens each, lr 1e-3"),
         RecallBudget("probe-smoke", lengths=(64, 128), train_examples=500, test_examples=64, steps=30,
-                     tokens_per_step=1024, mixers_only=True,
+                     tokens_per_step=1024, mixers_only=True, shift_stem=True,
                      description="plumbing check of the finalists' probe: mixers alone, lengths 64 and 128"),
         RecallBudget("gpu", lengths=(64, 128, 256, 512, 1024, 2048), vocab_size=8192, train_examples=20_000,
                      test_examples=1000, steps=None, epochs=4, min_steps=1000, tokens_per_step=65_536,
@@ -249,7 +256,10 @@ class RecallEvaluator:
         sweep.update({_rate(rate): {"failed": err.reason} for rate, err in failures.items()})
         details = {"accuracy_by_length": chosen.accuracy_by_length, "protocol": "mixture",
                    "train_loss": chosen.train_loss, "lr": lr,
-                   "kv_pairs": {str(n): self.spec.kv_pairs(n) for n in self.spec.lengths}}
+                   "kv_pairs": {str(n): self.spec.kv_pairs(n) for n in self.spec.lengths},
+                   # the accuracies' denominators: a threshold read from one of them weighs its test-sample noise
+                   "test_queries": {str(n): self.spec.test_examples * self.spec.kv_pairs(n)
+                                    for n in self.spec.lengths}}
         if len(self.spec.lrs) > 1:
             details["lr_sweep"] = sweep
         return Evaluation(score=score, seconds=sum(r.seconds for r in results.values()), details=details)

@@ -61,7 +61,7 @@ def train_on_mixture(pattern: str, spec, *, lr: float | None = None, widths: str
     total = sum(steps_per_length)
     arch = resolve_widths(widths).with_pattern(pattern).replace(
         vocab_size=round_up(spec.vocab_size, 8), max_seq_len=max(lengths))
-    model = seeded_task_model(arch, "lm", seed, device, compile)
+    model = seeded_task_model(arch, "lm-shift" if spec.shift_stem else "lm", seed, device, compile)
     generator = torch.Generator().manual_seed(seed + 1)
     streams = [batch_indices(len(data.train_inputs), spec.batch_size(n), steps, generator)
                for data, n, steps in zip(datasets, lengths, steps_per_length, strict=True)]

@@ -1133,11 +1133,32 @@ def test_recall_probe_table():
     """docs/recall.md's probe table against the stored runs (accuracy per length, steps, seed, minutes)."""
     runs = results("recall_probe-2026-11-27.json")["runs"]
     text = section(doc("recall.md"), "A probe for a search's finalists")
-    rows = table(text, "| mixers (from) | steps per length")
+    rows = table(text, "| mixers (from) | stem | steps per length")
     assert len(rows) == len(runs)
-    by_key = {(run["pattern"], run["steps_per_length"], run["seed"]): run for run in runs}
+    by_key = {(run["pattern"], run.get("shift_stem", False), run["steps_per_length"], run["seed"]): run
+              for run in runs}
     for cells in rows:
-        run = by_key[(plain(cells[0]).split()[0], int(cells[1].replace(",", "")), int(cells[2]))]
-        agree_all([plain(cell) for cell in cells[3:6]], [run["accuracy_by_length"][n] for n in ("64", "256", "1024")],
+        stem = {"yes": True, "no": False}[cells[1]]
+        run = by_key[(plain(cells[0]).split()[0], stem, int(cells[2].replace(",", "")), int(cells[3]))]
+        agree_all([plain(cell) for cell in cells[4:7]], [run["accuracy_by_length"][n] for n in ("64", "256", "1024")],
                   f"{cells[0]} accuracy")
-        agree(numbers(cells[6])[0], run["seconds"] / 60, f"{cells[0]} minutes")
+        agree(numbers(cells[7])[0], run["seconds"] / 60, f"{cells[0]} minutes")
+
+
+def test_recall_probe_variants_table():
+    """docs/recall.md's table of SSAS under changed probe settings against the stored runs."""
+    variants = results("recall_probe-2026-11-27.json")["stem_variants"]
+    text = section(doc("recall.md"), "A probe for a search's finalists")
+    rows = table(text, "| pattern | what changed")
+    assert len(rows) == len(variants)
+    by_key = {(run["pattern"], run["variant"]): run for run in variants}
+    for cells in rows:
+        run = by_key[(plain(cells[0]), cells[1])]
+        shown = [plain(cell) for cell in cells[2:5]]
+        for length, cell in zip(("64", "256", "1024"), shown, strict=True):
+            if cell == "-":
+                assert length not in run["accuracy_by_length"], f"{cells[:2]}: {length} was measured"
+            else:
+                agree(cell, run["accuracy_by_length"][length], f"{cells[:2]} accuracy at {length}")
+        agree(cells[5], run["train_loss"], f"{cells[:2]} final training loss")
+        agree(numbers(cells[6])[0], run["minutes"], f"{cells[:2]} minutes")

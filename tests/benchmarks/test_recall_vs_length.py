@@ -39,6 +39,8 @@ def test_an_accuracy_gets_a_seed_interval_with_seeds_and_a_test_sample_interval_
     assert kind == "seeds" and ci[0] < 0.6 < ci[1] and ci[1] - ci[0] > 0.4  # t with 2 degrees of freedom
     ci, kind = script.accuracy_interval([0.5], queries=1024)
     assert kind == "test queries" and 0.46 < ci[0] < 0.5 < ci[1] < 0.54
+    assert script.accuracy_interval([0.07, 0.02], queries=1024)[0][0] == 0.0  # t would go below 0: no accuracy does
+    assert script.accuracy_interval([0.999, 0.99], queries=1024)[0][1] == 1.0
 
 
 def test_a_rate_sweep_reports_each_pattern_at_its_lowest_final_training_loss(tmp_path, capsys, load_benchmark):

@@ -32,6 +32,7 @@ def test_budgets_scale_the_pairs_with_the_length_and_keep_tokens_per_step():
     ({"lrs": (1e-3, -1e-3)}, "distinct positive learning rates"),
     ({"lrs": (1e-3, 1e-3)}, "distinct positive learning rates"),
     ({"lrs": ("fast",)}, "a list of learning rates"),
+    ({"shift_stem": True, "mixture": False}, "mixture protocol only"),
 ])
 def test_bad_budgets_name_the_problem(changes, message):
     with pytest.raises(ConfigError, match=message):
@@ -60,6 +61,8 @@ def test_the_evaluator_reports_accuracy_per_length_and_their_mean(mixture):
     assert all(0.0 <= v <= 1.0 for v in by_length.values())
     assert result.score == pytest.approx(sum(by_length.values()) / 2)
     assert result.details["protocol"] == ("mixture" if mixture else "per-length")
+    if mixture:  # each accuracy's denominator, for --min-recall known's interval
+        assert result.details["test_queries"] == {"32": 16 * 4, "64": 16 * 8}
     assert [i for i, _ in reports] == ([0] if mixture else [0, 1]) and reports[-1][1] == pytest.approx(result.score)
     again = RecallEvaluator(budget, "tiny")("AM", 0, lambda *a: None)
     assert again.details["accuracy_by_length"] == by_length, "same seed, same data and training"

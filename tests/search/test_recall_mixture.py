@@ -34,3 +34,13 @@ def test_a_diverged_run_is_a_failed_candidate_naming_the_length():
                           test_examples=8, lrs=(float("inf"),))
     with pytest.raises(CandidateFailed, match=r"AS: recall mixture at lr inf: .* at step \d+ \(length (16|32)\)"):
         train_on_mixture("AS", budget, widths="tiny", seed=0)
+
+
+def test_the_shift_stem_lets_one_attention_layer_look_a_key_up():
+    # One attention layer cannot build the previous-token mark a lookup needs, so it stays on the plateau (about
+    # 1 / pairs); handed each token's predecessor by the probe's stem it recalls every pair (docs/recall.md).
+    budget = RecallBudget("t", lengths=(32,), kv_ratio=8, vocab_size=32, steps=300, tokens_per_step=512,
+                          test_examples=64, lrs=(3e-3,), shift_stem=True)
+    with_stem = train_on_mixture("A", budget, widths="tiny", seed=0).accuracy_by_length["32"]
+    without = train_on_mixture("A", budget.replace(shift_stem=False), widths="tiny", seed=0).accuracy_by_length["32"]
+    assert with_stem > 0.9 and without < 0.5, (with_stem, without)

@@ -27,6 +27,19 @@ def test_recall_comes_from_the_probe_at_its_longest_length():
                           "details": {"accuracy_by_length": {"64": 1.0, "256": 0.9, "1024": 0.2}}}])
     assert rows[1]["recall"] == 0.2 and rows[1]["recall_length"] == 1024 and rows[1]["recall_mean"] == 0.7
     assert "recall" not in rows[0]  # not probed: no number made up
+    assert rows[1]["recall_queries"] is None  # a probe that did not say how many queries: no interval
+
+
+def test_min_recall_known_allows_the_known_layouts_test_sample_noise():
+    # Llama's mixers recall 16,378 of 16,384 queries at 1,024 tokens: a finalist at 0.9994 is not worse than that
+    rows = [finalist("SDMMSD", 1.3), finalist("DMDMAM", 1.35, known="linear-7to1"), finalist("AMAMAM", 1.4, known="llama")]
+    queries = {"64": 1_024, "256": 4_096, "1024": 16_384}
+    attach_recall(rows, [{"pattern": p, "score": 1.0, "details": {"accuracy_by_length": {"64": 1.0, "1024": r},
+                                                                   "test_queries": queries}}
+                         for p, r in (("SDMMSD", 0.9994), ("DMDMAM", 0.9990), ("AMAMAM", 16_378 / 16_384))])
+    threshold, why = recall_threshold(rows, "known")
+    assert 0.999 < threshold < 16_378 / 16_384 and "16,384 test queries" in why, why
+    assert meets(rows[0], threshold) and not meets({"recall": 0.99}, threshold)
 
 
 def test_min_recall_known_is_the_best_known_layout_with_attention():
