@@ -75,7 +75,7 @@ def train_on_mixture(pattern: str, spec, *, lr: float | None = None, widths: str
     autocast = autocast_for(precision, device)
     try:
         late_loss = fit(model, batches(), total, lr=lr, weight_decay=0.0, warmup_fraction=0.1,
-                        min_lr_ratio=0.01, grad_clip=1.0, autocast=autocast)
+                        min_lr_ratio=0.01, grad_clip=1.0, autocast=autocast, rate_scales=dict(spec.rate_scales))
         accuracy = {str(n): held_out_accuracy(model, data, max(1, 4 * spec.batch_size(n)), device, autocast)
                     for n, data in zip(lengths, datasets, strict=True)}
     except NonFinite as err:

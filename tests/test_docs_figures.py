@@ -1133,16 +1133,17 @@ def test_recall_probe_table():
     """docs/recall.md's probe table against the stored runs (accuracy per length, steps, seed, minutes)."""
     runs = results("recall_probe-2026-11-27.json")["runs"]
     text = section(doc("recall.md"), "A probe for a search's finalists")
-    rows = table(text, "| mixers (from) | stem | steps per length")
+    rows = table(text, "| mixers (from) | stem | Mamba-2 rate | steps per length")
     assert len(rows) == len(runs)
-    by_key = {(run["pattern"], run.get("shift_stem", False), run["steps_per_length"], run["seed"]): run
+    by_key = {(run["pattern"], run["shift_stem"], run["mamba2_rate"], run["steps_per_length"], run["seed"]): run
               for run in runs}
     for cells in rows:
         stem = {"yes": True, "no": False}[cells[1]]
-        run = by_key[(plain(cells[0]).split()[0], stem, int(cells[2].replace(",", "")), int(cells[3]))]
-        agree_all([plain(cell) for cell in cells[4:7]], [run["accuracy_by_length"][n] for n in ("64", "256", "1024")],
+        mamba2_rate = None if cells[2] == "-" else float(cells[2])
+        run = by_key[(plain(cells[0]).split()[0], stem, mamba2_rate, int(cells[3].replace(",", "")), int(cells[4]))]
+        agree_all([plain(cell) for cell in cells[5:8]], [run["accuracy_by_length"][n] for n in ("64", "256", "1024")],
                   f"{cells[0]} accuracy")
-        agree(numbers(cells[7])[0], run["seconds"] / 60, f"{cells[0]} minutes")
+        agree(numbers(cells[8])[0], run["seconds"] / 60, f"{cells[0]} minutes")
 
 
 def test_recall_probe_variants_table():

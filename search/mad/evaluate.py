@@ -344,6 +344,22 @@ def seeded_task_model(arch: ArchConfig, kind: str, seed: int, device: torch.devi
     return model
 
 
+def scaled_rate_groups(model: torch.nn.Module, groups: list[dict], lr: float,
+                       rate_scales: Mapping[str, float]) -> list[dict]:
+    """``groups`` with the parameters of each layer whose symbol is in ``rate_scales`` moved to groups of their own
+    at ``lr * scale`` (the schedule then scales every group alike). ``model.layers`` follow ``model.arch.layers``."""
+    scale_of = {id(p): rate_scales[symbol] for symbol, layer in zip(model.arch.layers, model.layers, strict=True)
+                if symbol in rate_scales for p in layer.parameters()}
+    out = []
+    for group in groups:
+        out.append({**group, "params": [p for p in group["params"] if id(p) not in scale_of]})
+        for scale in sorted(set(scale_of.values())):
+            moved = [p for p in group["params"] if scale_of.get(id(p)) == scale]
+            if moved:
+                out.append({**group, "params": moved, "lr": lr * scale})
+    return out
+
+
 def fit(
     model: torch.nn.Module,
     batches: Iterable[tuple[torch.Tensor, torch.Tensor, str]],
@@ -355,6 +371,7 @@ def fit(
     min_lr_ratio: float,
     grad_clip: float | None,
     autocast: Callable[[], Any] = contextlib.nullcontext,
+    rate_scales: Mapping[str, float] | None = None,
 ) -> float:
     """Train ``model`` for ``steps`` batches of ``(inputs, targets, where)``; return the mean training loss over the
     last tenth of the steps.
@@ -368,7 +385,10 @@ def fit(
     from composer.training.divergence import BlowupRule
 
     blowup = BlowupRule(vocab_size=model.arch.vocab_size)
-    optimizer = torch.optim.AdamW(model.parameter_groups(weight_decay), lr=lr)
+    groups = model.parameter_groups(weight_decay)
+    if rate_scales:  # some primitives' layers at a multiple of the rate (the recall probe's Mamba-2)
+        groups = scaled_rate_groups(model, groups, lr, rate_scales)
+    optimizer = torch.optim.AdamW(groups, lr=lr)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, _lr_lambda(steps, warmup_fraction, min_lr_ratio))
     tail = max(1, steps // 10)
     late_losses: list[float] = []

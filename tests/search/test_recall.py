@@ -33,6 +33,8 @@ def test_budgets_scale_the_pairs_with_the_length_and_keep_tokens_per_step():
     ({"lrs": (1e-3, 1e-3)}, "distinct positive learning rates"),
     ({"lrs": ("fast",)}, "a list of learning rates"),
     ({"shift_stem": True, "mixture": False}, "mixture protocol only"),
+    ({"rate_scales": (("S", 0.1),), "mixture": False}, "mixture protocol only"),
+    ({"rate_scales": (("S", -1.0),)}, "positive multiples of the rate"),
 ])
 def test_bad_budgets_name_the_problem(changes, message):
     with pytest.raises(ConfigError, match=message):

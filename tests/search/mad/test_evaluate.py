@@ -234,3 +234,18 @@ def test_a_compiled_candidate_scores_what_the_eager_one_scores():
     assert torch._dynamo.utils.counters["stats"]["unique_graphs"] > 0, "compile=True compiled nothing"
     assert compiled.tasks[0].train_loss == pytest.approx(eager.tasks[0].train_loss, rel=1e-4)
     assert compiled.accuracies == eager.accuracies
+
+
+def test_rate_scales_move_one_primitives_layers_to_their_own_rate():
+    from search.mad.evaluate import scaled_rate_groups
+    from search.mad.models import build_task_model
+
+    torch.manual_seed(0)
+    model = build_task_model(get_preset("tiny").arch.with_pattern("SAS").replace(vocab_size=32), "lm-shift")
+    groups = scaled_rate_groups(model, model.parameter_groups(0.1), 1e-3, {"S": 0.1})
+    mamba = {id(p) for i in (0, 2) for p in model.layers[i].parameters()}
+    for group in groups:
+        ids = {id(p) for p in group["params"]}
+        assert ids <= mamba if group.get("lr") == pytest.approx(1e-4) else not ids & mamba
+    assert sorted(id(p) for g in groups for p in g["params"]) == sorted(id(p) for p in model.parameters())
+    assert {g["weight_decay"] for g in groups if g.get("lr")} == {0.1, 0.0}  # decay kept apart as before
