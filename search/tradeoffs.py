@@ -33,13 +33,14 @@ def attach_recall(rows: list[dict[str, Any]], recall_rows: list[dict[str, Any]])
         probed = by_pattern.get(row["pattern"])
         if probed is None:
             continue
-        by_length = (probed.get("details") or {}).get("accuracy_by_length") or {}
+        details = probed.get("details") or {}
+        by_length = details.get("accuracy_by_length") or {}
         longest = max(by_length, key=int) if by_length else None
         row["recall"] = by_length[longest] if longest else probed["score"]
         row["recall_length"] = int(longest) if longest else None
         row["recall_mean"] = probed["score"]
-        row["recall_queries"] = ((probed.get("details") or {}).get("test_queries") or {}).get(longest)
-        row["recall_details"] = probed.get("details") or {}
+        row["recall_queries"] = (details.get("test_queries") or {}).get(longest)
+        row["recall_details"] = details
 
 
 def recall_threshold(rows: list[dict[str, Any]], min_recall: float | str) -> tuple[float | None, str]:
