@@ -593,19 +593,41 @@ def absent_row(code: str, check: str, part: dict | None, missing: str) -> tuple[
 
 
 def steady_tokens_per_s(run: Path) -> dict:
-    """Per-step tokens/s from the run's CSV log (perf/tokens_per_s, logged every --log-interval steps)."""
-    rates = []
+    """Per-step tokens/s from the run's CSV log (perf/tokens_per_s, logged every --log-interval steps), with the
+    logged MFU and the last training loss: all a run killed after its steps, before summary.json, leaves."""
+    rates, mfus, losses = [], [], []
     for metrics in sorted(run.glob("logs/version_*/metrics.csv")):
         with metrics.open() as handle:
             for row in csv.DictReader(handle):
                 value = row.get("perf/tokens_per_s")
                 if value:
                     rates.append(float(value))
+                    if row.get("perf/mfu"):
+                        mfus.append(float(row["perf/mfu"]))
+                if row.get("train/loss"):
+                    losses.append(float(row["train/loss"]))
     if len(rates) < 4:
         return {"logged_steps": len(rates)}
     half = rates[len(rates) // 2:]  # the second half: compilation and warmup long over
-    return {"logged_steps": len(rates), "median_tokens_per_s_second_half": statistics.median(half),
-            "first_step_tokens_per_s": rates[0]}
+    steady = {"logged_steps": len(rates), "median_tokens_per_s_second_half": statistics.median(half),
+              "first_step_tokens_per_s": rates[0], "last_logged_train_loss": losses[-1] if losses else None}
+    if len(mfus) == len(rates):
+        steady["logged_mfu_second_half"] = statistics.median(mfus[len(mfus) // 2:])
+    return steady
+
+
+def mfu_from_log(record: dict, run: Path) -> dict:
+    """A run with no summary.json: its steady figures from the CSV log when it logged its steps (killed in the
+    final validation's recompilation or its checkpoint, as an H200's quick check saw twice), else a failure."""
+    record.update(steady_tokens_per_s(run))
+    loss = record.get("last_logged_train_loss")
+    if record.get("logged_mfu_second_half") is None or loss is None or not math.isfinite(loss):
+        record["status"] = "fail"
+        record["reason"] = "no summary.json (see the log)"
+        return record
+    record.update(status="pass", from_log=True, train_loss=loss, mfu_second_half=record["logged_mfu_second_half"],
+                  mfu_source="the CSV log's perf/mfu (Lightning's peak table); no summary.json")
+    return record
 
 
 def mfu_run(out: Path, label: str, device_name: str | None) -> dict:
@@ -613,9 +635,7 @@ def mfu_run(out: Path, label: str, device_name: str | None) -> dict:
     summary = read_json(run / "summary.json")
     record: dict = {"label": label, "run_dir": str(run)}
     if summary is None:
-        record["status"] = "fail"
-        record["reason"] = "no summary.json (see the log)"
-        return record
+        return mfu_from_log(record, run)
     keys = ("pattern", "compact", "widths", "params", "tokens_per_s", "tokens_per_s_per_device", "mfu", "flops_per_token",
             "peak_memory_bytes", "steps", "tokens", "seq_len", "batch_size", "strategy", "precision", "compile", "train_loss",
             "val_loss", "wall_time_s", "world_size")
@@ -711,7 +731,12 @@ def mfu_rows(mfu: list[dict]) -> list[tuple[str, str, str, str]]:
     """Part c: tokens/s and MFU of each `composer train` run at 1B widths."""
     rows = []
     for record in mfu:
-        if record["status"] == "pass":
+        if record["status"] == "pass" and record.get("from_log"):
+            detail = (f"{record['logged_steps']} steps logged, then killed before summary.json; 2nd half median "
+                      f"{fmt(record.get('median_tokens_per_s_second_half'), ',.0f')} tok/s, MFU "
+                      f"{fmt(record.get('mfu_second_half'), '.1%')} (CSV log); last loss "
+                      f"{fmt(record.get('train_loss'), '.3f')}")
+        elif record["status"] == "pass":
             detail = (f"{fmt(record.get('tokens_per_s'), ',.0f')} tok/s, MFU {fmt(record.get('mfu'), '.1%')} "
                       f"(summary.json, steps 2..{record.get('steps')}); 2nd half median "
                       f"{fmt(record.get('median_tokens_per_s_second_half'), ',.0f')} tok/s, MFU "
