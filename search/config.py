@@ -30,6 +30,49 @@ SCORE_SETTINGS_NAMED = ("evaluator", "budget", "strategy", "layers", "primitives
 SCORE_SETTINGS_DIGESTED = ("widths", "target", "data", "tokenizer", "min_share", "max_share", "max_params", "max_kv",
                            "known", "prune", "compile", "depth")
 
+# the key of the budget's definition digest in a study's stored score settings (budget_definition_digest)
+BUDGET_DEFINITION = "budget_definition"
+# a budget's fields that change no score: its prose, and the seed spread a verdict reads (search.verdict)
+NOT_SCORED_BUDGET_FIELDS = ("description", "seed_noise")
+
+
+def budget_definition_digest(evaluator: str, budget: str, strategy: str = "one-shot") -> str | None:
+    """12 hex digits over what a built-in evaluator's budget name stands for: its steps, tokens, lengths, rates,
+    stem and the like, and for a successive-halving ladder its rungs and each rung's budget. A budget redefined
+    under its old name (the recall probe's ``probe`` was, three times in issue 37) must not resume a study scored
+    under the old definition; the name alone cannot tell. None for a custom evaluator or an unknown name (the
+    evaluator refuses that with its own message)."""
+    try:
+        definitions = _budget_definitions(evaluator, budget, strategy)
+    except ConfigError:
+        return None
+    if definitions is None:
+        return None
+    fields = [{key: value for key, value in dataclasses.asdict(item).items() if key not in NOT_SCORED_BUDGET_FIELDS}
+              for item in definitions]
+    return hashlib.sha256(json.dumps(fields, sort_keys=True, default=repr).encode()).hexdigest()[:12]
+
+
+def _budget_definitions(evaluator: str, budget: str, strategy: str) -> list[Any] | None:
+    """The dataclasses a budget name resolves to, for its evaluator: a ladder is itself and its rungs' budgets."""
+    if evaluator == "recall":
+        from search.recall import get_recall_budget
+
+        return [get_recall_budget(budget)]
+    if evaluator == "mad":
+        from search.mad import BUDGETS
+
+        return [BUDGETS[budget]] if budget in BUDGETS else None
+    if evaluator != "lm":
+        return None
+    from search.fidelity import LADDERS
+    from search.lm import LM_BUDGETS, get_lm_budget
+
+    if budget in LADDERS and (strategy == "successive-halving" or (strategy == "auto" and budget not in LM_BUDGETS)):
+        ladder = LADDERS[budget]
+        return [ladder, *(get_lm_budget(rung.budget) for rung in ladder.rungs)]
+    return [get_lm_budget(budget)]
+
 
 @dataclass
 class SearchConfig:
@@ -254,10 +297,14 @@ class SearchConfig:
 
     def score_settings(self) -> dict[str, Any]:
         """Every setting that changes a score or which patterns a study trains, as stored with the study: a
-        study named by ``--study`` (no digest) is refused when it was run with others (search.engine)."""
+        study named by ``--study`` (no digest) is refused when it was run with others (search.engine). With them
+        the digest of what the budget's name stands for, so a budget redefined under its name is refused too."""
         values = {name: getattr(self, name) for name in SCORE_SETTINGS_NAMED + SCORE_SETTINGS_DIGESTED}
         values["sampler"] = self.sampler_name
         values["precision"] = self.resolved_precision
+        definition = budget_definition_digest(self.evaluator, self.budget, self.strategy)
+        if definition is not None:
+            values[BUDGET_DEFINITION] = definition
         return json.loads(json.dumps(values, default=str))  # as it reads back from storage: lists, not tuples
 
     def to_dict(self) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from optuna.trial import FrozenTrial, TrialState
 from composer.accounting import analyze
 from composer.errors import ConfigError
 from composer.presets import get_preset
-from search.config import SearchConfig
+from search.config import BUDGET_DEFINITION, SearchConfig
 from search.cost import over_max_kv, parse_max_kv, serving_cost
 from search.evaluators import Evaluator, make_evaluator
 from search.resume import (
@@ -113,6 +113,10 @@ def check_score_settings(study: optuna.Study, config: SearchConfig) -> None:
         study.set_user_attr(SCORE_SETTINGS_ATTR, current)
         return
     differ = [name for name in current if name in stored and stored[name] != current[name]]
+    if differ == [BUDGET_DEFINITION]:
+        raise ConfigError(f"study {study.study_name!r} in {config.storage or config.out} was scored under another "
+                          f"definition of budget {config.budget!r} (its steps, tokens, lengths or rates changed since): "
+                          "give another --out or --study to score it under the current one")
     if differ:
         said = ", ".join(f"{name}={stored[name]!r} (now {current[name]!r})" for name in differ[:3])
         raise ConfigError(f"study {study.study_name!r} in {config.storage or config.out} was run with {said}: "

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from search.config import SearchConfig
+from search.config import SearchConfig, budget_definition_digest
 from search.engine import Stage
 from search.fidelity import get_ladder, promote, rung_budget, target_tokens_of
 from search.leaderboard import failures
@@ -105,12 +105,15 @@ class SuccessiveHalving(Strategy):
 
 def recall_plan(config: SearchConfig, done: list[StageRun]) -> StagePlan:
     """The stage after the last rung that probes the finalists' recall (``search.recall``, the search's
-    ``recall_budget``: each finalist's mixers alone on MQAR), a study of its own (``<study>-recall-<budget>``)."""
+    ``recall_budget``: each finalist's mixers alone on MQAR), a study of its own (``<study>-recall-<budget>-<its
+    definition's digest>``: a search run again after the probe's budget changed probes its finalists again, where
+    a study under the bare name would have been refused at the end of the search)."""
     rows = done[-1].rows
+    definition = budget_definition_digest("recall", config.recall_budget)
     first = tuple((row["pattern"], {"promoted_from": row["trial"], **({"known": row["known"]} if row.get("known")
                                                                      else {})}) for row in rows)
     probe = dataclasses.replace(config, evaluator="recall", budget=config.recall_budget, strategy="one-shot",
-                                study=f"{base_study(config)}-recall-{config.recall_budget}", sampler="random",
+                                study=f"{base_study(config)}-recall-{config.recall_budget}-{definition}", sampler="random",
                                 prune=False, known=False, objectives=["score"], min_recall=None,
                                 report_at=config.report_target)
     announce = (f"recall probe: {len(rows)} finalists' mixers on MQAR ({config.recall_budget}): "

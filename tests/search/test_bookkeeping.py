@@ -20,11 +20,12 @@ from composer.errors import ConfigError
 from composer.presets import get_preset
 from search import engine
 from search import run as search_run
-from search.config import SCORE_SETTINGS_DIGESTED, SearchConfig
+from search.config import SCORE_SETTINGS_DIGESTED, SearchConfig, budget_definition_digest
 from search.engine import Stage, make_objective, open_study, pattern_at_target
 from search.evaluators import make_evaluator
 from search.fidelity import promote
-from search.lm import LanguageModelEvaluator
+from search.lm import LM_BUDGETS, LanguageModelEvaluator
+from search.recall import get_recall_budget
 from search.run import run_search, summary_text
 from search.space import SearchSpace
 
@@ -126,6 +127,33 @@ def test_a_named_study_run_with_other_settings_stops_with_one_line(tmp_path, fak
     assert "\n" not in str(err.value) and "another --out or --study" in str(err.value)
     assert len(fake.trained) == trained
 
+
+
+def test_a_study_scored_under_another_definition_of_its_budget_is_refused(tmp_path, fake, monkeypatch):
+    """A budget redefined under its name (the recall probe's ``probe`` was, in issue 37) must not resume the scores
+    of its old definition; its prose may change freely. Red before: the second search reused rung 0's scores."""
+    run_search(halving(tmp_path), echo=lambda _: None)
+    trained = len(fake.trained)
+    rung0 = LM_BUDGETS["rung-smoke-0"]
+    monkeypatch.setitem(LM_BUDGETS, "rung-smoke-0", dataclasses.replace(rung0, description="reworded"))
+    run_search(halving(tmp_path), echo=lambda _: None)
+    assert len(fake.trained) == trained, "a reworded description trained again"
+
+    monkeypatch.setitem(LM_BUDGETS, "rung-smoke-0", dataclasses.replace(rung0, tokens=2 * rung0.tokens))
+    with pytest.raises(ConfigError, match=r"was scored under another definition of budget 'rung-smoke-0'") as err:
+        run_search(halving(tmp_path), echo=lambda _: None)
+    assert "\n" not in str(err.value) and "another --out or --study" in str(err.value)
+    assert len(fake.trained) == trained
+
+
+def test_a_budget_definition_digest_covers_a_ladders_rungs_and_the_probe():
+    ladder = budget_definition_digest("lm", "smoke", "successive-halving")
+    assert ladder and ladder != budget_definition_digest("lm", "rung-smoke-0")
+    probe = get_recall_budget("probe")
+    assert budget_definition_digest("recall", "probe") == budget_definition_digest("recall", probe)
+    assert budget_definition_digest("recall", dataclasses.replace(probe, steps=4000)) != \
+        budget_definition_digest("recall", "probe")
+    assert budget_definition_digest("my_module:Evaluator", "cpu") is None
 
 # -- 2. a resumed rung trains its promotions and ranks only them ------------------------------------------------
 
