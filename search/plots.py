@@ -128,9 +128,10 @@ def plot_loss_against_recall(rows: list[dict[str, Any]], path: Path, front: list
                    front else "none", linewidths=1.5)
         label = f"{row['known']} {row['pattern']}" if known else row["pattern"]
         ax.annotate(label, (row["recall"], row["score"]), textcoords="offset points", xytext=(6, 4), fontsize=8)
-    two = sorted((row["recall"], row["score"]) for row in front_of(probed, ["score", "recall"]))
+    two = sorted((row["recall"], row["score"]) for row in front_of(probed, ["score", "recall"], point_estimates=True))
     if len(two) > 1:
-        ax.plot([p[0] for p in two], [p[1] for p in two], "--", color="gray", label="loss-recall front")
+        ax.plot([p[0] for p in two], [p[1] for p in two], "--", color="gray",
+                label="loss-recall front (point estimates)")
         ax.legend(fontsize=8, loc="best")
     length = probed[0].get("recall_length") if probed else None
     ax.set_xlabel(f"recall at {length} tokens (MQAR accuracy, the pattern's mixers)")

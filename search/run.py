@@ -203,8 +203,13 @@ def tradeoff_lines(result: dict[str, Any]) -> list[str]:
         lines.append(f"{constraint['why']}: eligible {eligible}")
     said = result.get("front")
     if said:
-        lines.append(f"front on {', '.join(said['objectives'])}: {', '.join(said['patterns'])}")
-        lines += [f"   {k['name']} {k['pattern']}: {k['relation']}" for k in said["known"]]
+        noise = said.get("loss_noise")
+        weighed = (f"loss weighed against a seed sd of {noise['sd']:.4f}" if noise
+                   else "loss weighed over common seeds only")
+        lines.append(f"front on {', '.join(said['objectives'])} ({weighed}): {', '.join(said['patterns'])}")
+        lines += [f"   {k['name']} {k['pattern']}: {k['relation']}" + (
+            " (the answer's " + ", ".join(f"{name} {side}" for name, side in k["answer_is"].items()) + ")"
+            if k.get("answer_is") else "") for k in said["known"]]
     return lines
 
 

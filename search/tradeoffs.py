@@ -11,8 +11,11 @@ loss can come from a layout with no attention, which recalls 38-53x less than at
   higher, cache per sequence at 32K tokens lower), with the known layouts placed among them, and says for each
   known layout whether the answer dominates it.
 
-Dominance reads point estimates: a loss difference inside the seed noise still counts. The answer's own verdict
-against the best known layout (``search.verdict``) is where the noise is weighed.
+Dominance weighs the noise (``compare``): a loss is better only when the interval of the difference lies below 0
+(paired over common seeds, else the seed spread measured at the last rung's budget stands in, as for the answer's
+verdict, ``search.verdict``; no interval: even), a recall only when the two 95% intervals over the test queries do
+not overlap; the cache is analytic and compared as it is. A difference the noise can explain is "even", so a
+finalist that leads a known layout by less than the seed noise does not dominate it.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import Any
 
 from composer.evidence import proportion_interval
 from composer.pattern import attention_share
+from search.verdict import SeedNoise, difference_interval
 
 CACHE_LENGTH = "32768"  # the cache the kv objective and the plot read: one sequence of 32K tokens
 
@@ -89,38 +93,74 @@ def objective_values(row: dict[str, Any], objectives: list[str]) -> tuple[float,
 
 
 def dominates(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
-    """``a`` is no worse than ``b`` on every objective and better on one (all minimised)."""
+    """``a`` is no worse than ``b`` on every objective and better on one (all minimised; point estimates)."""
     return all(x <= y for x, y in zip(a, b, strict=True)) and any(x < y for x, y in zip(a, b, strict=True))
 
 
-def front(rows: list[dict[str, Any]], objectives: list[str]) -> list[dict[str, Any]]:
-    """The rows no other row dominates on ``objectives`` (rows with a missing objective are left out), best
-    score first."""
+def recall_interval(row: dict[str, Any]) -> list[float] | None:
+    """The 95% interval of a row's recall over its test queries, or None where the probe did not count them."""
+    queries = row.get("recall_queries")
+    return proportion_interval(round(row["recall"] * queries), queries) if queries else None
+
+
+def compare(a: dict[str, Any], b: dict[str, Any], objective: str, noise: SeedNoise | None) -> int | None:
+    """-1 when ``a`` is better than ``b`` on ``objective`` beyond the noise, 1 when worse, 0 when the noise can
+    explain the difference (or there is none); None when either lacks it. See the module docstring."""
+    values = objective_values(a, [objective]), objective_values(b, [objective])
+    if values[0] is None or values[1] is None:
+        return None
+    if objective == "score":
+        ci = difference_interval(a, b, noise)["ci"]
+        return 0 if ci is None or ci[0] <= 0 <= ci[1] else (-1 if ci[1] < 0 else 1)
+    if objective == "recall":
+        ours, theirs = recall_interval(a), recall_interval(b)
+        if ours is not None and theirs is not None and ours[0] <= theirs[1] and theirs[0] <= ours[1]:
+            return 0  # the intervals overlap
+    return (values[0] > values[1]) - (values[0] < values[1])
+
+
+def dominates_row(a: dict[str, Any], b: dict[str, Any], objectives: list[str], noise: SeedNoise | None) -> bool:
+    """``a`` is worse than ``b`` on no objective and better on one, each beyond its noise (``compare``)."""
+    said = [compare(a, b, name, noise) for name in objectives]
+    return None not in said and 1 not in said and -1 in said
+
+
+def front(rows: list[dict[str, Any]], objectives: list[str], noise: SeedNoise | None = None,
+          point_estimates: bool = False) -> list[dict[str, Any]]:
+    """The rows no other row dominates on ``objectives`` beyond the noise (rows with a missing objective are left
+    out), best score first; ``point_estimates``: on the point values (the plot's drawn line)."""
     scored = [(row, objective_values(row, objectives)) for row in rows]
     scored = [(row, values) for row, values in scored if values is not None]
-    return [row for row, values in scored if not any(dominates(other, values) for _, other in scored)]
+    if point_estimates:
+        return [row for row, values in scored if not any(dominates(other, values) for _, other in scored)]
+    return [row for row, _ in scored if not any(dominates_row(other, row, objectives, noise) for other, _ in scored)]
 
 
-def known_against(answer: dict[str, Any], rows: list[dict[str, Any]], objectives: list[str]) -> list[dict[str, Any]]:
-    """For each known layout among ``rows``: whether ``answer`` dominates it, it dominates the answer, or neither,
-    on ``objectives`` (point estimates)."""
-    mine = objective_values(answer, objectives)
+def known_against(answer: dict[str, Any], rows: list[dict[str, Any]], objectives: list[str],
+                  noise: SeedNoise | None = None) -> list[dict[str, Any]]:
+    """For each known layout among ``rows``: whether ``answer`` dominates it, it dominates the answer, the two are
+    even within the noise, or neither (a trade-off), on ``objectives``, each weighed as ``compare`` does; with the
+    answer's side of each objective (better, worse, even)."""
+    words = {-1: "better", 0: "even", 1: "worse", None: "not measured"}
     said = []
     for row in rows:
         if not row.get("known") or row["pattern"] == answer["pattern"]:
             continue
-        theirs = objective_values(row, objectives)
-        if mine is None or theirs is None:
+        sides = [compare(answer, row, name, noise) for name in objectives]
+        if None in sides:
             relation = "not comparable (an objective was not measured)"
-        elif dominates(mine, theirs):
+        elif -1 in sides and 1 not in sides:
             relation = "dominated by the answer"
-        elif dominates(theirs, mine):
+        elif 1 in sides and -1 not in sides:
             relation = "dominates the answer"
+        elif -1 not in sides:
+            relation = "even within the noise"
         else:
             relation = "neither dominates: a trade-off"
-        said.append({"name": row["known"], "pattern": row["pattern"], "relation": relation})
+        said.append({"name": row["known"], "pattern": row["pattern"], "relation": relation,
+                     "answer_is": {name: words[side] for name, side in zip(objectives, sides, strict=True)}})
     return said
 
 
-__all__ = ["CACHE_LENGTH", "attach_recall", "dominates", "front", "known_against", "meets", "objective_values",
-           "recall_threshold"]
+__all__ = ["CACHE_LENGTH", "attach_recall", "compare", "dominates", "dominates_row", "front", "known_against", "meets",
+           "objective_values", "recall_interval", "recall_threshold"]

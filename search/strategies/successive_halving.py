@@ -141,14 +141,27 @@ def weigh_tradeoffs(config: SearchConfig, answer: Answer, probed: StageRun | Non
         summary["min_recall"] = {"threshold": threshold, "why": why,
                                  "eligible": [row["pattern"] for row in answer.eligible]}
     if len(config.objectives) > 1:
-        on_front = front(answer.rows, config.objectives)
+        noise = last_rung_noise(config)
+        on_front = front(answer.rows, config.objectives, noise)
         for row in answer.rows:
             row["on_front"] = row in on_front
         pool = answer.eligible if answer.eligible is not None else answer.rows
         best = pool[0] if pool else answer.rows[0]
         summary["front"] = {"objectives": list(config.objectives),
                             "patterns": [row["pattern"] for row in on_front],
-                            "known": known_against(best, answer.rows, config.objectives)}
+                            "known": known_against(best, answer.rows, config.objectives, noise),
+                            "loss_noise": noise.as_dict() if noise is not None else None}
+
+
+def last_rung_noise(config: SearchConfig):
+    """The seed spread measured at the last rung's budget (``LMBudget.seed_noise``), for weighing loss differences
+    between finalists that trained fewer than 2 common seeds; None where none was measured."""
+    from search.lm import get_lm_budget
+
+    if config.evaluator != "lm":
+        return None
+    last = len(get_ladder(config.budget).rungs) - 1
+    return get_lm_budget(rung_config(config, last).budget).seed_noise
 
 
 def base_study(config: SearchConfig) -> str:

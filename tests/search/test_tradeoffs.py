@@ -4,7 +4,8 @@ import pytest
 
 from composer.errors import ConfigError
 from search.config import SearchConfig
-from search.tradeoffs import attach_recall, front, known_against, meets, recall_threshold
+from search.tradeoffs import attach_recall, compare, front, known_against, meets, recall_threshold
+from search.verdict import SeedNoise
 
 
 def finalist(pattern, loss, recall=None, cache=None, known=None):
@@ -53,20 +54,48 @@ def test_min_recall_known_is_the_best_known_layout_with_attention():
     assert not meets(finalist("SDMMSD", 1.3), 0.0)  # an unprobed finalist never meets a constraint
 
 
+# a seed spread at the last rung's budget: one-seed losses 0.02 apart differ beyond it (t(4) x 0.004 x sqrt 2 = 0.016)
+NOISE = SeedNoise(0.004, 4, "made up")
+
+
 def test_the_front_keeps_what_nothing_beats_on_every_objective():
-    on = [row["pattern"] for row in front(ROWS, ["score", "recall", "kv"])]
-    assert on == ["SDMMSD", "DMDMAM", "AMAMAM"]  # Nemotron-H's fit: worse loss, recall and no less cache than DMDMAM
-    assert [row["pattern"] for row in front(ROWS, ["score", "kv"])] == ["SDMMSD"]
-    assert [row["pattern"] for row in front(ROWS, ["score", "recall"])] == ["SDMMSD", "DMDMAM", "AMAMAM"]
+    on = [row["pattern"] for row in front(ROWS, ["score", "recall", "kv"], NOISE)]
+    assert on == ["SDMMSD", "DMDMAM", "AMAMAM"]  # Nemotron-H's fit: even loss, worse recall, no less cache than DMDMAM
+    assert [row["pattern"] for row in front(ROWS, ["score", "kv"], NOISE)] == ["SDMMSD"]
+    assert [row["pattern"] for row in front(ROWS, ["score", "recall"], NOISE)] == ["SDMMSD", "DMDMAM", "AMAMAM"]
 
 
 def test_each_known_layout_is_placed_against_the_answer():
-    said = {k["name"]: k["relation"] for k in known_against(ROWS[2], ROWS, ["score", "recall", "kv"])}
-    assert said == {"nemotron-h": "dominated by the answer", "llama": "neither dominates: a trade-off"}
-    loss_only = {k["name"]: k["relation"] for k in known_against(ROWS[0], ROWS, ["score", "kv"])}
+    said = known_against(ROWS[2], ROWS, ["score", "recall", "kv"], NOISE)
+    assert {k["name"]: k["relation"] for k in said} == {"nemotron-h": "dominated by the answer",
+                                                        "llama": "neither dominates: a trade-off"}
+    assert said[0]["answer_is"] == {"score": "even", "recall": "better", "kv": "even"}  # 1.32 against 1.33
+    loss_only = {k["name"]: k["relation"] for k in known_against(ROWS[0], ROWS, ["score", "kv"], NOISE)}
     assert set(loss_only.values()) == {"dominated by the answer"}
-    unprobed = known_against(finalist("SSSSSS", 1.0), ROWS, ["score", "recall"])
+    unprobed = known_against(finalist("SSSSSS", 1.0), ROWS, ["score", "recall"], NOISE)
     assert all(k["relation"].startswith("not comparable") for k in unprobed)
+
+
+def test_a_lead_the_noise_can_explain_dominates_nothing():
+    """Red before: dominance read point estimates, so a finalist 0.005 ahead of Nemotron-H's layout at one seed, with
+    its recall and cache, "dominated" it. Under the seed noise it is even; with no interval at all too; paired
+    seeds that agree decide."""
+    answer = finalist("DDMMAM", 1.325, 0.90, 9_000)
+    assert known_against(answer, ROWS, ["score", "recall", "kv"], NOISE)[0]["relation"] == "even within the noise"
+    assert known_against(answer, ROWS, ["score", "kv"], None)[0]["relation"] == "even within the noise"
+    assert front([answer, ROWS[1]], ["score", "recall", "kv"], NOISE) == [answer, ROWS[1]]
+    assert front([answer, ROWS[1]], ["score", "recall", "kv"], point_estimates=True) == [answer]
+    seeds = {"details": {"losses": {"0": 1.320, "1": 1.325, "2": 1.330}}}
+    known = {**ROWS[1], "details": {"losses": {"0": 1.330, "1": 1.334, "2": 1.341}}}
+    assert known_against({**answer, **seeds}, [known], ["score"])[0]["relation"] == "dominated by the answer"
+
+
+def test_recall_is_even_where_the_test_queries_cannot_tell():
+    ours = {**finalist("DDMMAM", 1.3, 0.9990, 9_000), "recall_queries": 16_384}
+    theirs = {**finalist("SMSAMS", 1.3, 0.9994, 9_000, "nemotron-h"), "recall_queries": 16_384}
+    assert compare(ours, theirs, "recall", None) == 0
+    assert compare(ours, {**theirs, "recall": 0.95}, "recall", None) == -1
+    assert compare(ours, {**theirs, "recall_queries": None}, "recall", None) == 1  # uncounted: point values
 
 
 @pytest.mark.parametrize("settings, said", [
@@ -104,5 +133,7 @@ def test_a_front_on_loss_and_cache_needs_no_probe_and_the_summary_says_what_was_
     lines = tradeoff_lines({"leaderboard": rows, "front": answer.summary["front"],
                             "recall_probe": {"not_run": "--timeout passed before recall probe"}})
     assert lines[0] == "recall probe not run: --timeout passed before recall probe"
-    assert "front on score, kv: SDMMSD" in lines
-    assert "   llama AMAMAM: dominated by the answer" in lines
+    assert "front on score, kv (loss weighed against a seed sd of 0.0158): SDMMSD" in lines  # rung-cpu-2's spread
+    assert "   llama AMAMAM: dominated by the answer (the answer's score better, kv better)" in lines
+    # 1.30 against 1.32 and 1.33 at one seed each: inside the cpu ladder's seed noise, so only the cache separates
+    assert "   nemotron-h SMSAMS: dominated by the answer (the answer's score even, kv better)" in lines
