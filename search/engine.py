@@ -85,7 +85,10 @@ def directions(config: SearchConfig, evaluator: Evaluator) -> list[str]:
 
 def open_study(config: SearchConfig, stage: Stage, evaluator: Evaluator, worker: int = 0) -> optuna.Study:
     """Create or load the stage's study. Its sampler is re-seeded per trial number (search/resume.py), so a
-    restarted worker continues the proposal sequence instead of repeating it."""
+    restarted worker continues the proposal sequence instead of repeating it. Optuna's notes stay off: the
+    search's coordinator opens the study at every progress poll, and Optuna said "Using an existing study" each
+    time (every 2 s of a --workers 2 search); its own lines say where the search stands."""
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
     study = optuna.create_study(
         storage=make_storage(config.storage, config.out),
         study_name=stage.study_name,

@@ -295,3 +295,22 @@ def test_max_params_keeps_every_trained_pattern_under_the_limit(tmp_path, monkey
     skipped = [f for f in json.loads((Path(result["out"]) / "failures.json").read_text()) if f["state"] == "skipped"]
     assert skipped and all("exceed the maximum" in f["reason"] for f in skipped)
     assert not {f["pattern"] for f in skipped} & trained_patterns
+
+
+def test_reopening_a_study_says_nothing(tmp_path, caplog):
+    """The coordinator of a --workers 2 search opens the study at every progress poll; Optuna's "Using an
+    existing study" note came every 2 s of the log (14 in 30 s of an AMSD search) until open_study silenced it."""
+    from search.engine import open_study
+    from search.evaluators import make_evaluator
+
+    settings = config(tmp_path)
+    stage = Stage(0, SearchSpace(settings.layers, settings.primitives), 1, settings.study_name)
+    evaluator = make_evaluator(settings.evaluator, settings.budget, settings.widths)
+    optuna.logging.set_verbosity(optuna.logging.INFO)
+    optuna.logging.enable_propagation()
+    try:
+        for _ in range(3):
+            open_study(settings, stage, evaluator)
+    finally:
+        optuna.logging.disable_propagation()
+    assert "Using an existing study" not in caplog.text
