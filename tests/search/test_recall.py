@@ -34,7 +34,9 @@ def test_budgets_scale_the_pairs_with_the_length_and_keep_tokens_per_step():
     ({"lrs": ("fast",)}, "a list of learning rates"),
     ({"shift_stem": True, "mixture": False}, "mixture protocol only"),
     ({"rate_scales": (("S", 0.1),), "mixture": False}, "mixture protocol only"),
-    ({"rate_scales": (("S", -1.0),)}, "positive multiples of the rate"),
+    ({"rate_scales": (("S", -1.0),)}, "positive multiple of the rate"),
+    ({"rate_scales": (("S", "slow"),)}, r"positive multiple of the rate\) pairs"),
+    ({"rate_scales": ("S",)}, r"positive multiple of the rate\) pairs"),
 ])
 def test_bad_budgets_name_the_problem(changes, message):
     with pytest.raises(ConfigError, match=message):
