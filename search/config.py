@@ -102,6 +102,9 @@ class SearchConfig:
     # "known": as much as the best known layout with attention); the finalists are probed with `recall_budget`
     min_recall: float | str | None = None
     recall_budget: str = "probe"  # search.recall budget of the finalists' probe (their mixers without MLPs)
+    # successive halving: seeds of the best new and the best known finalist at the last rung's budget, for a paired
+    # interval behind the answer (1: the last rung's one seed, where a budget's measured seed spread stands in)
+    confirm_seeds: int = 1
     prune: bool = True  # stop unpromising trials early (single objective only)
     known: bool = True  # enqueue Llama and the published layouts the primitives express first (search.known)
     precision: str = "auto"  # auto: bf16 where the device computes it natively (composer.precision), fp32, bf16
@@ -131,6 +134,11 @@ class SearchConfig:
             (self.workers >= 1, f"workers must be at least 1, got {self.workers}"),
             (self.precision in PRECISIONS, f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}"),
             (self.timeout is None or self.timeout > 0, f"timeout must be positive, got {self.timeout}"),
+            (isinstance(self.confirm_seeds, int) and self.confirm_seeds >= 1,
+             f"confirm_seeds must be a whole number of seeds, 1 or more, got {self.confirm_seeds!r}"),
+            (self.confirm_seeds == 1 or (self.strategy == "successive-halving" and self.evaluator == "lm"),
+             "--confirm-seeds trains successive halving's finalists at more seeds: use --strategy "
+             "successive-halving with the lm evaluator"),
         ]
         for ok, message in checks:
             if not ok:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
+import re
 import sys
 import tempfile
 import time
@@ -64,6 +65,10 @@ class LMBudget:
     # the seed spread of one run's score measured at this budget (search.verdict.SeedNoise): it stands in for the
     # seeds a last rung does not train when the search's answer is decided (new, known or tie)
     seed_noise: SeedNoise | None = None
+    # a confirmation of a last rung (``confirm_budget``): every run starts afresh at the rate an earlier rung chose
+    # for the candidate at the seed before this evaluation's (its kept trunk's rate; the budget's rates where none
+    # was kept), so its seeds pair with the last rung's
+    confirms: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "lrs", tuple(sorted(checked_rates(self.lrs, f"lm budget {self.name!r}: lrs"))))
@@ -159,11 +164,25 @@ def quiet_lightning():
             logger.setLevel(level)
 
 
+CONFIRM_NAME = re.compile(r"confirm(\d+):(.+)")
+
+
+def confirm_budget(budget: str, seeds: int) -> str:
+    """The name of ``seeds`` further seeds of ``budget`` (a ladder's last rung, ``NAME@PRESET``) at each candidate's
+    chosen rate: ``confirm2:rung-cpu-2@demo-4m``. A name, so that a search's worker processes resolve it too."""
+    return f"confirm{seeds}:{budget}"
+
+
 def get_lm_budget(budget: str | LMBudget) -> LMBudget:
     """A named budget; ``NAME@PRESET`` is that budget trained at PRESET's size (a ladder's last rung at the
-    search's ``--target``)."""
+    search's ``--target``); ``confirmN:NAME`` is N further seeds of NAME from scratch (``confirm_budget``)."""
     if isinstance(budget, LMBudget):
         return budget
+    confirm = CONFIRM_NAME.fullmatch(str(budget))
+    if confirm:
+        base = get_lm_budget(confirm.group(2))
+        return dataclasses.replace(base, name=str(budget), seeds=int(confirm.group(1)), continues=False,
+                                   keeps_trunk=False, extend_edge=False, confirms=True)
     name, _, target = str(budget).partition("@")
     if name not in LM_BUDGETS:
         raise ConfigError(f"unknown LM budget {name!r}; choose one of: {', '.join(LM_BUDGETS)}")
@@ -324,6 +343,8 @@ class LanguageModelEvaluator:
         trained = self.trained_pattern(pattern)
         rates = self.spec.lrs
         continued = False
+        if self.spec.confirms:  # the rate the rungs chose for this candidate, kept with its trunk at the seed before
+            rates = tuple(self.trunks.rates(self.trunk_key(trained, 0.0, seed - 1))) or rates
         if self.spec.continues:
             kept = tuple(lr for lr in self.trunks.rates(self.trunk_key(trained, 0.0, seed)))
             if kept:

@@ -186,9 +186,9 @@ class SearchEta:
             patterns = [pattern for pattern, _ in stage.first] or [self._representative(config)]
             candidates = min(stage.trials, stage.space.size)
             name = getattr(self.strategy, "name", None)
-            if name == "successive-halving":
-                from search.fidelity import get_ladder, rung_budget
+            from search.fidelity import get_ladder, rung_budget
 
+            if name == "successive-halving" and index < len(get_ladder(config.budget).rungs):
                 ladder = get_ladder(config.budget)
                 works = []
                 for j in range(index, len(ladder.rungs)):
@@ -204,7 +204,7 @@ class SearchEta:
             else:
                 count = self.strategy.stage_count(config) if self.strategy is not None else 1
                 self.stages = [stage_work(stage_config.budget, candidates, patterns, stage_config.widths)]
-                self.whole = count == 1
+                self.whole = index == count - 1  # the last stage: its time left is the search's
         except Exception:  # not an lm budget (a user's evaluator): the stage is estimated from its reports
             self.stages, self.whole = None, False
 

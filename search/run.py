@@ -151,7 +151,8 @@ def run_search(config: SearchConfig, echo=print) -> dict[str, Any]:
     return {"leaderboard": rows, "best": rows[0], "plots": [str(p) for p in plots], "study": study.study_name,
             "storage": config.storage or default_storage_url(out), "out": str(out), "precision": precision,
             "vs_known": comparison, "rungs": answer.files.get("rungs.json"),
-            **{key: answer.summary[key] for key in ("min_recall", "front", "recall_probe") if key in answer.summary}}
+            **{key: answer.summary[key] for key in ("min_recall", "front", "recall_probe", "confirmation")
+               if key in answer.summary}}
 
 
 def seed_noise_of(done: list[StageRun], study: Any):
@@ -233,6 +234,11 @@ def summary_text(result: dict[str, Any]) -> str:
         lines += tradeoff_lines(result)
     if said.get("note") and said.get("answer") is None:
         lines.append(f"no answer: {said['note']}")
+    confirmed = result.get("confirmation")
+    if confirmed:
+        lines.append(f"confirmation ({confirmed['seeds']} seeds each): "
+                     + (", ".join(confirmed["patterns"]) or "nothing confirmed")
+                     + "".join(f"; {f['pattern']} failed: {f['reason']}" for f in confirmed.get("failures") or []))
     if said.get("best_known") and said.get("best_new"):
         known, new = said["best_known"], said["best_new"]
         lines.append(f"best new {new['pattern']} {new['score']:.4f} vs best known {known['name']} {known['pattern']} "

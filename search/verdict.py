@@ -62,7 +62,9 @@ def difference_interval(new: dict, known: dict, noise: SeedNoise | None,
     if len(common) >= 2:
         paired = paired_difference({s: new_seeds[s] for s in common}, {s: known_seeds[s] for s in common},
                                    confidence)
-        return {"difference": difference, "ci": paired["ci"], "seeds": common,
+        # the mean over the common seeds, the centre of its interval (a score may rest on fewer seeds: a
+        # confirmation adds seeds to the last rung's one)
+        return {"difference": paired["mean"], "ci": paired["ci"], "seeds": common,
                 "method": f"paired over seeds {', '.join(common)} (t interval of the per-seed differences)"}
     if noise is not None and noise.sd > 0 and noise.dof >= 1:
         n, m = max(1, len(new_seeds)), max(1, len(known_seeds))

@@ -26,6 +26,9 @@ FLAGS = {
                         "probes every finalist (about 10 min each on 2 CPU cores)"),
     "recall_budget": (str, "search.recall budget of the finalists' probe (default probe; probe-smoke: a plumbing "
                            "check)"),
+    "confirm_seeds": (int, "successive-halving: train the best new and the best known finalist to this many seeds "
+                           "at the last rung (default 1: the budget's measured seed spread stands in for the rest), "
+                           "so that the answer rests on a paired interval; 3 adds 4 runs at the target"),
     "trials": (int, "number of trials (default 20)"),
     "timeout": (float, "stop starting trials after this many seconds"),
     "evaluator": (str, "lm (default: validation loss on text, at the better of two learning rates per "

@@ -33,10 +33,14 @@ class SuccessiveHalving(Strategy):
     stage_kind = "rung"
 
     def stage_count(self, config: SearchConfig) -> int:
-        return len(get_ladder(config.budget).rungs) + (1 if config.probes_recall else 0)
+        return (len(get_ladder(config.budget).rungs) + (1 if config.probes_recall else 0)
+                + (1 if config.confirm_seeds > 1 else 0))
 
     def label(self, config: SearchConfig, index: int) -> str:
-        if index == len(get_ladder(config.budget).rungs):
+        rungs = len(get_ladder(config.budget).rungs)
+        if index == rungs + (1 if config.probes_recall else 0) and config.confirm_seeds > 1:
+            return "confirmation: "
+        if index == rungs:
             return "recall probe: "
         count = len(get_ladder(config.budget).rungs)
         return f"{stage_label(self.stage_kind, index, count)} " if count > 1 else ""
@@ -49,6 +53,8 @@ class SuccessiveHalving(Strategy):
         index = len(done)
         if index == len(ladder.rungs) and config.probes_recall and done[-1].rows:
             return recall_plan(config, done)
+        if index == len(ladder.rungs) + (1 if config.probes_recall else 0) and config.confirm_seeds > 1:
+            return confirm_plan(config, self.answer(config, done, None, False), len(done), done[0].stage.space)
         rung = rung_config(config, index) if index < len(ladder.rungs) else None
         if rung is None or (done and not done[-1].rows):
             return None
@@ -76,7 +82,8 @@ class SuccessiveHalving(Strategy):
     def answer(self, config: SearchConfig, done: list[StageRun], stopped: str | None,
                out_of_time: bool) -> Answer:
         rungs = len(get_ladder(config.budget).rungs)
-        probed = done[rungs] if len(done) > rungs else None
+        probed = next((run for run in done[rungs:] if run.config.evaluator == "recall"), None)
+        confirmed = next((run for run in done[rungs:] if is_confirmation(run.config)), None)
         done = done[:rungs]
         records = [rung_record(run) for run in done]
         answered = max(i for i, run in enumerate(done) if run.rows)
@@ -100,6 +107,8 @@ class SuccessiveHalving(Strategy):
             if config.min_recall is not None:
                 answer.eligible = []  # no finalist was shown to meet it
         weigh_tradeoffs(config, answer, probed)
+        if confirmed is not None:
+            add_confirmed_seeds(config, answer, confirmed)
         return answer
 
 
@@ -115,11 +124,59 @@ def recall_plan(config: SearchConfig, done: list[StageRun]) -> StagePlan:
     probe = dataclasses.replace(config, evaluator="recall", budget=config.recall_budget, strategy="one-shot",
                                 study=f"{base_study(config)}-recall-{config.recall_budget}-{definition}", sampler="random",
                                 prune=False, known=False, objectives=["score"], min_recall=None,
-                                report_at=config.report_target)
+                                report_at=config.report_target, confirm_seeds=1)
     announce = (f"recall probe: {len(rows)} finalists' mixers on MQAR ({config.recall_budget}): "
                 + ", ".join(row["pattern"] for row in rows))
     return StagePlan(probe, Stage(len(done), done[0].stage.space, len(rows), probe.study_name, first,
                                   only_first=True), announce)
+
+
+def is_confirmation(config: SearchConfig) -> bool:
+    """Whether a stage's settings are those of the confirmation (``confirm_plan``)."""
+    from search.lm import CONFIRM_NAME
+
+    return config.evaluator == "lm" and CONFIRM_NAME.fullmatch(str(config.budget)) is not None
+
+
+def confirm_plan(config: SearchConfig, provisional: Answer, index: int, space) -> StagePlan | None:
+    """The stage after the last rung (and the probe) that trains the best new and the best known finalist to
+    ``--confirm-seeds`` seeds, at the last rung's budget from scratch, at the rate the rungs chose for each (its
+    kept trunk's): with the last rung's seed they pair, and the answer's interval is paired over them
+    (``search.verdict``) instead of resting on a seed spread measured elsewhere. The two are the ones the answer
+    compares: among the finalists that meet --min-recall, where it is given. None when one of them is missing."""
+    from search.lm import confirm_budget
+
+    pool = provisional.eligible if provisional.eligible is not None else provisional.rows
+    new = next((row for row in pool if not row.get("known")), None)
+    known = next((row for row in pool if row.get("known")), None)
+    if new is None or known is None:
+        return None
+    last = rung_config(config, len(get_ladder(config.budget).rungs) - 1)
+    confirm = dataclasses.replace(last, budget=confirm_budget(last.budget, config.confirm_seeds - 1),
+                                  seed=config.seed + 1, study=f"{base_study(config)}-confirm{config.confirm_seeds}",
+                                  sampler="random", prune=False, known=False, objectives=["score"], min_recall=None,
+                                  confirm_seeds=1)
+    first = ((new["pattern"], {"promoted_from": new["trial"]}),
+             (known["pattern"], {"promoted_from": known["trial"], "known": known["known"]}))
+    announce = (f"confirmation: {new['pattern']} and {known['known']} {known['pattern']} at seeds "
+                f"{config.seed + 1}-{config.seed + config.confirm_seeds - 1} ({last.budget}, each at its chosen rate)")
+    return StagePlan(confirm, Stage(index, space, 2, confirm.study_name, first, only_first=True), announce)
+
+
+def add_confirmed_seeds(config: SearchConfig, answer: Answer, confirmed: StageRun) -> None:
+    """Each confirmed finalist's row gets its losses per seed: the last rung's score at the search's seed, and the
+    confirmation's further seeds, so the answer's interval is paired over them."""
+    by_pattern = {row["pattern"]: row for row in confirmed.rows}
+    said = []
+    for row in answer.rows:
+        extra = (by_pattern.get(row["pattern"], {}).get("details") or {}).get("losses")
+        if not extra:
+            continue
+        row["details"] = {**(row.get("details") or {}),
+                          "losses": {str(config.seed): row["score"], **{str(k): v for k, v in extra.items()}}}
+        said.append(row["pattern"])
+    answer.summary["confirmation"] = {"study": confirmed.study.study_name, "patterns": said,
+                                      "seeds": config.confirm_seeds, "failures": failures(confirmed.study)}
 
 
 def weigh_tradeoffs(config: SearchConfig, answer: Answer, probed: StageRun | None) -> None:
@@ -168,7 +225,8 @@ def base_study(config: SearchConfig) -> str:
     """The name the search's studies derive from (``--study``, else the settings), without the finalists'
     objectives and --min-recall, which change no rung: a search run again with them probes the finished rungs'
     finalists instead of training every rung again."""
-    named = config if config.study else dataclasses.replace(config, objectives=["score"], min_recall=None)
+    named = config if config.study else dataclasses.replace(config, objectives=["score"], min_recall=None,
+                                                            confirm_seeds=1)
     return named.study_name
 
 
@@ -180,7 +238,7 @@ def rung_config(config: SearchConfig, index: int) -> SearchConfig:
     # every rung's costs are those of the model at the target; rungs rank by the score alone (the other
     # objectives pick the finalists' front, and --min-recall the answer, after the last rung)
     changes = {"budget": rung_budget(ladder, index, config.target), "strategy": "one-shot", "study": study,
-               "report_at": config.report_target, "objectives": ["score"], "min_recall": None}
+               "report_at": config.report_target, "objectives": ["score"], "min_recall": None, "confirm_seeds": 1}
     if index > 0:
         changes.update(sampler="random", prune=False, known=False)
     return dataclasses.replace(config, **changes)

@@ -24,7 +24,7 @@ from search.config import SCORE_SETTINGS_DIGESTED, SearchConfig, budget_definiti
 from search.engine import Stage, make_objective, open_study, pattern_at_target
 from search.evaluators import make_evaluator
 from search.fidelity import promote
-from search.lm import LM_BUDGETS, LanguageModelEvaluator
+from search.lm import LM_BUDGETS, LanguageModelEvaluator, confirm_budget, get_lm_budget
 from search.recall import get_recall_budget
 from search.run import run_search, summary_text
 from search.space import SearchSpace
@@ -154,6 +154,55 @@ def test_a_budget_definition_digest_covers_a_ladders_rungs_and_the_probe():
     assert budget_definition_digest("recall", dataclasses.replace(probe, steps=4000)) != \
         budget_definition_digest("recall", "probe")
     assert budget_definition_digest("my_module:Evaluator", "cpu") is None
+
+
+def test_confirm_seeds_pair_the_answer_over_seeds_and_a_resume_trains_nothing_again(tmp_path, fake):
+    """--confirm-seeds 3: the best new and the best known finalist train seeds 1 and 2 at the last rung's budget, and
+    the answer's interval is paired over seeds 0-2 instead of resting on a seed spread measured elsewhere."""
+    result = run_search(halving(tmp_path, confirm_seeds=3), echo=lambda _: None)
+    said = result["vs_known"]
+    confirmed = result["confirmation"]
+    assert sorted(confirmed["patterns"]) == sorted([said["best_new"]["pattern"], said["best_known"]["pattern"]])
+    assert confirmed["study"].endswith("-confirm3") and confirmed["failures"] == []
+    assert said["seeds"] == ["0", "1", "2"] and said["interval"].startswith("paired over seeds 0, 1, 2")
+    rows = {row["pattern"]: row for row in result["leaderboard"]}
+    losses = rows[said["best_new"]["pattern"]]["details"]["losses"]
+    assert losses["0"] == rows[said["best_new"]["pattern"]]["score"] and len(set(losses.values())) == 3
+    assert "confirmation (3 seeds each)" in summary_text(result)
+    trained = len(fake.trained)
+    again = run_search(halving(tmp_path, confirm_seeds=3), echo=lambda _: None)
+    assert len(fake.trained) == trained and again["vs_known"]["ci"] == said["ci"]
+    plain = run_search(halving(tmp_path), echo=lambda _: None)  # the same rungs, no confirmation: nothing trains
+    assert len(fake.trained) == trained and "confirmation" not in plain and plain["vs_known"].get("seeds") is None
+
+
+def test_a_confirmation_trains_at_the_rate_the_rungs_kept(monkeypatch):
+    """Seeds 1 and 2 of a confirmation start afresh at the rate whose trunk an earlier rung kept at seed 0, so they
+    pair with the last rung's run; without a kept trunk they choose among the budget's rates."""
+    from search.trunks import TrunkStore
+
+    budget = get_lm_budget(confirm_budget("rung-cpu-2@demo-4m", 2))
+    assert (budget.seeds, budget.continues, budget.keeps_trunk, budget.confirms) == (2, False, False, True)
+    assert budget_definition_digest("lm", budget.name) != budget_definition_digest("lm", "rung-cpu-2@demo-4m")
+    runs = []
+    monkeypatch.setattr(LanguageModelEvaluator, "train_once",
+                        lambda self, pattern, lr, seed: runs.append((lr, seed)) or (3.0 + seed / 100, 1000.0))
+    asked = []
+    monkeypatch.setattr(TrunkStore, "rates", lambda self, key: asked.append(key["seed"]) or [2e-3])
+    evaluation = LanguageModelEvaluator(budget=budget.name, widths="tiny")("AMAMAM", 1, None)
+    assert asked == [0] and runs == [(2e-3, 1), (2e-3, 2)]
+    assert evaluation.details["losses"] == {"1": 3.01, "2": 3.02}
+    monkeypatch.setattr(TrunkStore, "rates", lambda self, key: [])
+    runs.clear()
+    LanguageModelEvaluator(budget=budget.name, widths="tiny")("AMAMAM", 1, None)
+    assert sorted(lr for lr, seed in runs if seed == 1) == sorted(budget.lrs)
+
+
+def test_confirm_seeds_need_successive_halving():
+    with pytest.raises(ConfigError, match="--confirm-seeds trains successive halving's finalists"):
+        SearchConfig(strategy="one-shot", confirm_seeds=3)
+    with pytest.raises(ConfigError, match="confirm_seeds must be a whole number"):
+        SearchConfig(confirm_seeds=0)
 
 # -- 2. a resumed rung trains its promotions and ranks only them ------------------------------------------------
 
