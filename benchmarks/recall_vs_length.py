@@ -142,7 +142,8 @@ def settings_of(evaluator: RecallEvaluator, widths: str) -> dict:
     return {"budget": budget.name, "lengths": list(budget.lengths), "kv_ratio": budget.kv_ratio,
             "steps": budget.steps, "tokens_per_step": budget.tokens_per_step, "vocab_size": budget.vocab_size,
             "lr": budget.lrs[0], "mixture": budget.mixture, "mixers_only": budget.mixers_only,
-            "shift_stem": budget.shift_stem, "rate_scales": dict(budget.rate_scales), "widths": widths,
+            "shift_stem": budget.shift_stem, "rate_scales": dict(budget.rate_scales),
+            "primitive_options": budget.primitive_options, "widths": widths,
             "precision": evaluator.precision}
 
 

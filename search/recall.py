@@ -48,7 +48,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from composer.errors import ConfigError
 from search.evaluation import Evaluation, Report, best_rate, checked_rates
@@ -82,6 +83,9 @@ class RecallBudget:
     # layer below attention kept the attention from learning the lookup; at 0.03 of it, or frozen, it did not
     # (docs/recall.md). A budget of the probe's, read by the mixture protocol only
     rate_scales: tuple[tuple[str, float], ...] = ()
+    # per-primitive options over the widths preset's, as ``{"W": {"window": 2048}}`` (the mixture protocol reads
+    # them): the probe asks what a layout recalls as deployed, and search-1m's 64-token window is not Samba's
+    primitive_options: dict[str, dict[str, Any]] = field(default_factory=dict)
     description: str = ""
 
     def __post_init__(self) -> None:
@@ -101,8 +105,13 @@ class RecallBudget:
             raise ConfigError(f"rate_scales must be (primitive, positive multiple of the rate) pairs such as "
                               f"(('S', 0.03),), got {self.rate_scales!r}")
         object.__setattr__(self, "rate_scales", scales)
-        if (self.shift_stem or self.rate_scales) and not self.mixture:
-            raise ConfigError("the token-shift stem and rate_scales are trained under the mixture protocol only: "
+        if not isinstance(self.primitive_options, dict) or not all(
+                isinstance(v, dict) for v in self.primitive_options.values()):
+            raise ConfigError(f"primitive_options maps a primitive to its options, as {{'W': {{'window': 2048}}}}; "
+                              f"got {self.primitive_options!r}")
+        if (self.shift_stem or self.rate_scales or self.primitive_options) and not self.mixture:
+            raise ConfigError("the token-shift stem, rate_scales and primitive_options are trained under the mixture "
+                              "protocol only: "
                               "set mixture=True, or drop them")
         for n in lengths:
             if n // self.kv_ratio < 1:
@@ -158,8 +167,11 @@ RECALL_BUDGETS: dict[str, RecallBudget] = {
         # AAA recalls every pair after 1,000. Mamba-2 at the shared rate kept the attention above it from learning
         # (SSAS at chance in 2 seeds; SA frozen or at 0.1x learns; SSAS at 0.1x in 1 seed of 2, at 0.03x in both):
         # docs/recall.md, "A probe for a search's finalists"
+        # W at Samba's deployed window (2,048): it then covers the probe's 1,024 tokens as it does at deployment,
+        # where search-1m's 64-token window would fail Samba for a window it does not have (docs/recall.md)
         RecallBudget("probe", lengths=(64, 256, 1024), steps=1000, tokens_per_step=1024, lrs=(1e-3,),
                      mixers_only=True, shift_stem=True, rate_scales=(("S", 0.03),),
+                     primitive_options={"W": {"window": 2048}},
                      description="the pattern's mixers without its MLPs behind a token-shift stem, lengths 64, 256, "
                      "1,024, 1,000 steps of 1,024 tokens each, lr 1e-3 (Mamba-2 layers 3e-5)"),
         RecallBudget("probe-smoke", lengths=(64, 128), train_examples=500, test_examples=64, steps=30,

@@ -59,8 +59,10 @@ def train_on_mixture(pattern: str, spec, *, lr: float | None = None, widths: str
     datasets = [make_dataset(task, seed * 1_000 + i) for i, task in enumerate(tasks)]
     steps_per_length = [spec.mad_budget(n).steps_for(task) for n, task in zip(lengths, tasks, strict=True)]
     total = sum(steps_per_length)
-    arch = resolve_widths(widths).with_pattern(pattern).replace(
-        vocab_size=round_up(spec.vocab_size, 8), max_seq_len=max(lengths))
+    base = resolve_widths(widths)
+    options = {symbol: {**base.options_for(symbol), **extra} for symbol, extra in spec.primitive_options.items()}
+    arch = base.with_pattern(pattern).replace(vocab_size=round_up(spec.vocab_size, 8), max_seq_len=max(lengths),
+                                              options={**base.options, **options})
     model = seeded_task_model(arch, "lm-shift" if spec.shift_stem else "lm", seed, device, compile)
     generator = torch.Generator().manual_seed(seed + 1)
     streams = [batch_indices(len(data.train_inputs), spec.batch_size(n), steps, generator)

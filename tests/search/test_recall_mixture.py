@@ -44,3 +44,19 @@ def test_the_shift_stem_lets_one_attention_layer_look_a_key_up():
     with_stem = train_on_mixture("A", budget, widths="tiny", seed=0).accuracy_by_length["32"]
     without = train_on_mixture("A", budget.replace(shift_stem=False), widths="tiny", seed=0).accuracy_by_length["32"]
     assert with_stem > 0.9 and without < 0.5, (with_stem, without)
+
+
+def test_primitive_options_set_the_window_the_probe_trains():
+    """The probe trains W at Samba's deployed window, not search-1m's 64 tokens: a window that covers the sequence
+    recalls as attention does, one of 4 tokens cannot reach the pairs (the options reach the model)."""
+    budget = RecallBudget("t", lengths=(32,), kv_ratio=8, vocab_size=32, steps=300, tokens_per_step=512,
+                          test_examples=64, lrs=(3e-3,), shift_stem=True, primitive_options={"W": {"window": 64}})
+    wide = train_on_mixture("W", budget, widths="tiny", seed=0).accuracy_by_length["32"]
+    narrow = budget.replace(primitive_options={"W": {"window": 4}})
+    short = train_on_mixture("W", narrow, widths="tiny", seed=0).accuracy_by_length["32"]
+    assert wide > 0.9 and short < 0.5, (wide, short)
+    from search.recall import get_recall_budget
+
+    assert get_recall_budget("probe").primitive_options == {"W": {"window": 2048}}
+    with pytest.raises(Exception, match="primitive_options maps a primitive"):
+        RecallBudget("t", lengths=(32,), primitive_options={"W": 2048})
