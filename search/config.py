@@ -48,9 +48,25 @@ def budget_definition_digest(evaluator: str, budget: str, strategy: str = "one-s
         return None
     if definitions is None:
         return None
-    fields = [{key: value for key, value in dataclasses.asdict(item).items() if key not in NOT_SCORED_BUDGET_FIELDS}
-              for item in definitions]
+    fields = [_set_fields(item) for item in definitions]
     return hashlib.sha256(json.dumps(fields, sort_keys=True, default=repr).encode()).hexdigest()[:12]
+
+
+def _set_fields(item: Any) -> Any:
+    """A budget's fields that differ from their defaults (nested dataclasses likewise), without the unscored ones:
+    a field added later with a default that keeps the old behaviour leaves every digest as it was."""
+    if not dataclasses.is_dataclass(item):
+        return [_set_fields(value) for value in item] if isinstance(item, (list, tuple)) else item
+    changed = {}
+    for spec in dataclasses.fields(item):
+        if spec.name in NOT_SCORED_BUDGET_FIELDS:
+            continue
+        value = getattr(item, spec.name)
+        default = (spec.default_factory() if spec.default_factory is not dataclasses.MISSING  # type: ignore[misc]
+                   else spec.default)
+        if default is dataclasses.MISSING or value != default:
+            changed[spec.name] = _set_fields(value)
+    return changed
 
 
 def _budget_definitions(evaluator: str, budget: str, strategy: str) -> list[Any] | None:

@@ -154,6 +154,12 @@ def test_a_budget_definition_digest_covers_a_ladders_rungs_and_the_probe():
     assert budget_definition_digest("recall", dataclasses.replace(probe, steps=4000)) != \
         budget_definition_digest("recall", "probe")
     assert budget_definition_digest("my_module:Evaluator", "cpu") is None
+    # a field at its default is left out: one added later (LMBudget.confirms was) leaves the digests as they were
+    rung = LM_BUDGETS["rung-cpu-2"]
+    assert budget_definition_digest("lm", dataclasses.replace(rung, confirms=False)) == \
+        budget_definition_digest("lm", "rung-cpu-2")
+    assert budget_definition_digest("lm", dataclasses.replace(rung, confirms=True)) != \
+        budget_definition_digest("lm", "rung-cpu-2")
 
 
 def test_confirm_seeds_pair_the_answer_over_seeds_and_a_resume_trains_nothing_again(tmp_path, fake):
