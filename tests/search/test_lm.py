@@ -103,6 +103,8 @@ def test_a_stopped_candidate_says_how_to_resume_the_search_not_where_its_tempora
     err = capsys.readouterr().err
     assert "stopped while training candidate AMAM;" in err and "re-run the same command with the same --out" in err
     assert "composer-lm-eval-" not in err and "--resume" not in err and "SIGTERM: saved" not in err
+    # a search's next candidate can still be stopped with Ctrl-C (Lightning may ignore SIGINT after one)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
 def test_a_missing_local_data_path_is_refused_when_the_evaluator_is_built_and_a_hub_name_is_not(monkeypatch,
