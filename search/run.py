@@ -241,8 +241,9 @@ def summary_text(result: dict[str, Any]) -> str:
                      + "".join(f"; {f['pattern']} failed: {f['reason']}" for f in confirmed.get("failures") or []))
     if said.get("best_known") and said.get("best_new"):
         known, new = said["best_known"], said["best_new"]
+        over = f" (mean over seeds {', '.join(said['seeds'])})" if len(said.get("seeds") or ()) > 1 else ""
         lines.append(f"best new {new['pattern']} {new['score']:.4f} vs best known {known['name']} {known['pattern']} "
-                     f"{known['score']:.4f}: {said['difference']:+.4f}; interval: {said['interval']}")
+                     f"{known['score']:.4f}: {said['difference']:+.4f}{over}; interval: {said['interval']}")
         lines.append(f"answer: {said['verdict']}")
     scored = f"a known layout ({best['known']})" if best.get("known") else "a new pattern"
     lines.append(f"best score {best['pattern']} ({best['score']:.4f}, {scored}); recommended "

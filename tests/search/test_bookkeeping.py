@@ -177,7 +177,7 @@ def test_confirm_seeds_pair_the_answer_over_seeds_and_a_resume_trains_nothing_ag
     rows = {row["pattern"]: row for row in result["leaderboard"]}
     losses = rows[said["best_new"]["pattern"]]["details"]["losses"]
     assert losses["0"] == rows[said["best_new"]["pattern"]]["score"] and len(set(losses.values())) == 3
-    assert "confirmation (3 seeds each)" in summary_text(result)
+    assert "confirmation (3 seeds each)" in summary_text(result) and "(mean over seeds 0, 1, 2)" in summary_text(result)
     trained = len(fake.trained)
     again = run_search(halving(tmp_path, confirm_seeds=3), echo=lambda _: None)
     assert len(fake.trained) == trained and again["vs_known"]["ci"] == said["ci"]
