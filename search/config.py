@@ -81,13 +81,26 @@ def _budget_definitions(evaluator: str, budget: str, strategy: str) -> list[Any]
         return [BUDGETS[budget]] if budget in BUDGETS else None
     if evaluator != "lm":
         return None
-    from search.fidelity import LADDERS
-    from search.lm import LM_BUDGETS, get_lm_budget
+    from search.lm import get_lm_budget
 
-    if budget in LADDERS and (strategy == "successive-halving" or (strategy == "auto" and budget not in LM_BUDGETS)):
-        ladder = LADDERS[budget]
+    ladder = ladder_named(budget, strategy)
+    if ladder is not None:
         return [ladder, *(get_lm_budget(rung.budget) for rung in ladder.rungs)]
     return [get_lm_budget(budget)]
+
+
+def ladder_named(budget: Any, strategy: str):
+    """The successive-halving ladder an lm search's ``--budget`` names under ``strategy`` (``auto`` reads a name
+    that is both a ladder and an lm budget as the budget), or None where it names an lm budget (or is one)."""
+    from search.fidelity import LADDERS
+    from search.lm import LM_BUDGETS
+
+    if not isinstance(budget, str):
+        return None
+    name = budget.partition("@")[0]
+    if name in LADDERS and (strategy == "successive-halving" or (strategy == "auto" and name not in LM_BUDGETS)):
+        return LADDERS[name]
+    return None
 
 
 @dataclass
@@ -296,13 +309,8 @@ class SearchConfig:
             return ""
         from search.lm import LM_BUDGETS
 
-        name = self.budget.partition("@")[0]
-        if self.strategy == "successive-halving" or (self.strategy == "auto" and name not in LM_BUDGETS):
-            from search.fidelity import LADDERS
-
-            if name in LADDERS:
-                name = LADDERS[name].rungs[0].budget
-        budget = LM_BUDGETS.get(name)
+        ladder = ladder_named(self.budget, self.strategy)
+        budget = LM_BUDGETS.get(ladder.rungs[0].budget if ladder is not None else self.budget.partition("@")[0])
         return "-wsd" if budget is not None and budget.schedule == "wsd" else ""
 
     def settings_digest(self) -> str:

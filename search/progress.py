@@ -188,8 +188,8 @@ class SearchEta:
             name = getattr(self.strategy, "name", None)
             from search.fidelity import get_ladder, rung_budget
 
-            if name == "successive-halving" and index < len(get_ladder(config.budget).rungs):
-                ladder = get_ladder(config.budget)
+            ladder = get_ladder(config.budget) if name == "successive-halving" else None
+            if ladder is not None and index < len(ladder.rungs):  # a rung (the probe and confirmation: below)
                 works = []
                 for j in range(index, len(ladder.rungs)):
                     if j > index:

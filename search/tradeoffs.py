@@ -62,11 +62,11 @@ def recall_threshold(rows: list[dict[str, Any]], min_recall: float | str) -> tup
         return None, "--min-recall known: no known layout with attention was probed"
     best = max(with_attention, key=lambda row: row["recall"])
     said = f"--min-recall known: {best['known']} {best['pattern']} recalls {best['recall']:.3f}"
-    queries = best.get("recall_queries")
-    if not queries:
+    interval = recall_interval(best)
+    if interval is None:
         return best["recall"], said
-    low = proportion_interval(round(best["recall"] * queries), queries)[0]
-    return low, f"{said}, at least {low:.4f} (95% interval over its {queries:,} test queries)"
+    low = interval[0]
+    return low, f"{said}, at least {low:.4f} (95% interval over its {best['recall_queries']:,} test queries)"
 
 
 def meets(row: dict[str, Any], threshold: float | None) -> bool:

@@ -38,12 +38,11 @@ class SuccessiveHalving(Strategy):
 
     def label(self, config: SearchConfig, index: int) -> str:
         rungs = len(get_ladder(config.budget).rungs)
-        if index == rungs + (1 if config.probes_recall else 0) and config.confirm_seeds > 1:
+        if index == confirm_index(config):
             return "confirmation: "
         if index == rungs:
             return "recall probe: "
-        count = len(get_ladder(config.budget).rungs)
-        return f"{stage_label(self.stage_kind, index, count)} " if count > 1 else ""
+        return f"{stage_label(self.stage_kind, index, rungs)} " if rungs > 1 else ""
 
     def first_config(self, config: SearchConfig) -> SearchConfig:
         return rung_config(config, 0)
@@ -53,7 +52,7 @@ class SuccessiveHalving(Strategy):
         index = len(done)
         if index == len(ladder.rungs) and config.probes_recall and done[-1].rows:
             return recall_plan(config, done)
-        if index == len(ladder.rungs) + (1 if config.probes_recall else 0) and config.confirm_seeds > 1:
+        if index == confirm_index(config):
             return confirm_plan(config, self.answer(config, done, None, False), len(done), done[0].stage.space)
         rung = rung_config(config, index) if index < len(ladder.rungs) else None
         if rung is None or (done and not done[-1].rows):
@@ -129,6 +128,13 @@ def recall_plan(config: SearchConfig, done: list[StageRun]) -> StagePlan:
                 + ", ".join(row["pattern"] for row in rows))
     return StagePlan(probe, Stage(len(done), done[0].stage.space, len(rows), probe.study_name, first,
                                   only_first=True), announce)
+
+
+def confirm_index(config: SearchConfig) -> int | None:
+    """The confirmation's stage: after the rungs and the probe, when --confirm-seeds asks for one; else None."""
+    if config.confirm_seeds == 1:
+        return None
+    return len(get_ladder(config.budget).rungs) + (1 if config.probes_recall else 0)
 
 
 def is_confirmation(config: SearchConfig) -> bool:
