@@ -194,6 +194,12 @@ def get_lm_budget(budget: str | LMBudget) -> LMBudget:
     return dataclasses.replace(LM_BUDGETS[name], name=str(budget), extrapolate_to=target)
 
 
+def measured_seed_noise(evaluator: str, budget: str) -> SeedNoise | None:
+    """The seed spread measured at a stage's budget (``LMBudget.seed_noise``), or None (another evaluator, or none
+    measured): it stands in for seeds a stage's scores were not trained on (``search.verdict``)."""
+    return get_lm_budget(budget).seed_noise if evaluator == "lm" else None
+
+
 def interrupted_message(pattern: str) -> str:
     """What a search stopped during a candidate tells the user: how to resume the search. Training's own hint (a
     checkpoint and ``--resume``) would name the candidate's temporary directory and a flag ``composer search``

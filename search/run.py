@@ -158,12 +158,10 @@ def run_search(config: SearchConfig, echo=print) -> dict[str, Any]:
 def seed_noise_of(done: list[StageRun], study: Any):
     """The seed spread measured at the budget of the stage the answer comes from (an ``lm`` budget's
     ``seed_noise``), or None: it stands in for seeds the answer's scores were not trained on (``search.verdict``)."""
-    config = next((run.config for run in done if run.study is study), None)
-    if config is None or config.evaluator != "lm":
-        return None
-    from search.lm import get_lm_budget
+    from search.lm import measured_seed_noise
 
-    return get_lm_budget(config.budget).seed_noise
+    config = next((run.config for run in done if run.study is study), None)
+    return None if config is None else measured_seed_noise(config.evaluator, config.budget)
 
 
 def cost_table(rows: list[dict[str, Any]]) -> str:

@@ -16,6 +16,7 @@ from search.config import SearchConfig, budget_definition_digest
 from search.engine import Stage
 from search.fidelity import get_ladder, promote, rung_budget, target_tokens_of
 from search.leaderboard import failures
+from search.lm import CONFIRM_NAME, confirm_budget, measured_seed_noise
 from search.progress import stage_label
 from search.strategies.base import (
     Answer,
@@ -105,7 +106,8 @@ class SuccessiveHalving(Strategy):
             summary["recall_probe"] = {"not_run": not_probed}
             if config.min_recall is not None:
                 answer.eligible = []  # no finalist was shown to meet it
-        weigh_tradeoffs(config, answer, probed)
+        answered_config = done[answered].config  # the verdict weighs the same stage's spread (search.run)
+        weigh_tradeoffs(config, answer, probed, measured_seed_noise(answered_config.evaluator, answered_config.budget))
         if confirmed is not None:
             add_confirmed_seeds(config, answer, confirmed)
         return answer
@@ -139,8 +141,6 @@ def confirm_index(config: SearchConfig) -> int | None:
 
 def is_confirmation(config: SearchConfig) -> bool:
     """Whether a stage's settings are those of the confirmation (``confirm_plan``)."""
-    from search.lm import CONFIRM_NAME
-
     return config.evaluator == "lm" and CONFIRM_NAME.fullmatch(str(config.budget)) is not None
 
 
@@ -150,8 +150,6 @@ def confirm_plan(config: SearchConfig, provisional: Answer, index: int, space) -
     kept trunk's): with the last rung's seed they pair, and the answer's interval is paired over them
     (``search.verdict``) instead of resting on a seed spread measured elsewhere. The two are the ones the answer
     compares: among the finalists that meet --min-recall, where it is given. None when one of them is missing."""
-    from search.lm import confirm_budget
-
     pool = provisional.eligible if provisional.eligible is not None else provisional.rows
     new = next((row for row in pool if not row.get("known")), None)
     known = next((row for row in pool if row.get("known")), None)
@@ -185,10 +183,11 @@ def add_confirmed_seeds(config: SearchConfig, answer: Answer, confirmed: StageRu
                                       "seeds": config.confirm_seeds, "failures": failures(confirmed.study)}
 
 
-def weigh_tradeoffs(config: SearchConfig, answer: Answer, probed: StageRun | None) -> None:
+def weigh_tradeoffs(config: SearchConfig, answer: Answer, probed: StageRun | None, noise=None) -> None:
     """Recall into the finalists' rows (``probed``: the recall stage, None when it did not run); under
     --min-recall the rows the answer may come from; under several objectives the front, and each known layout
-    against the answer (``search.tradeoffs``)."""
+    against the answer (``search.tradeoffs``), their losses weighed against ``noise``: the seed spread measured at
+    the budget of the rung the rows come from (a ``search.verdict.SeedNoise``, or None)."""
     from search.tradeoffs import attach_recall, front, known_against, meets, recall_threshold
 
     summary = answer.summary
@@ -204,7 +203,6 @@ def weigh_tradeoffs(config: SearchConfig, answer: Answer, probed: StageRun | Non
         summary["min_recall"] = {"threshold": threshold, "why": why,
                                  "eligible": [row["pattern"] for row in answer.eligible]}
     if len(config.objectives) > 1:
-        noise = last_rung_noise(config)
         on_front = front(answer.rows, config.objectives, noise)
         for row in answer.rows:
             row["on_front"] = row in on_front
@@ -214,17 +212,6 @@ def weigh_tradeoffs(config: SearchConfig, answer: Answer, probed: StageRun | Non
                             "patterns": [row["pattern"] for row in on_front],
                             "known": known_against(best, answer.rows, config.objectives, noise),
                             "loss_noise": noise.as_dict() if noise is not None else None}
-
-
-def last_rung_noise(config: SearchConfig):
-    """The seed spread measured at the last rung's budget (``LMBudget.seed_noise``), for weighing loss differences
-    between finalists that trained fewer than 2 common seeds; None where none was measured."""
-    from search.lm import get_lm_budget
-
-    if config.evaluator != "lm":
-        return None
-    last = len(get_ladder(config.budget).rungs) - 1
-    return get_lm_budget(rung_config(config, last).budget).seed_noise
 
 
 def base_study(config: SearchConfig) -> str:

@@ -127,7 +127,10 @@ def test_a_front_on_loss_and_cache_needs_no_probe_and_the_summary_says_what_was_
 
     rows = [dict(row) for row in ROWS]
     answer = Answer(study=None, rows=rows)
-    weigh_tradeoffs(SearchConfig(objectives="score,kv"), answer, probed=None)
+    from search.lm import measured_seed_noise
+
+    weigh_tradeoffs(SearchConfig(objectives="score,kv"), answer, probed=None,
+                    noise=measured_seed_noise("lm", "rung-cpu-2"))  # the rows as the cpu ladder's last rung's
     assert answer.summary["front"]["patterns"] == ["SDMMSD"] and answer.eligible is None
     assert "recall_probe" not in answer.summary
     lines = tradeoff_lines({"leaderboard": rows, "front": answer.summary["front"],
