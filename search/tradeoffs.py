@@ -12,8 +12,8 @@ loss can come from a layout with no attention, which recalls 38-53x less than at
   known layout whether the answer dominates it.
 
 Dominance weighs the noise (``compare``): a loss is better only when the interval of the difference lies below 0
-(paired over common seeds, else the seed spread measured at the last rung's budget stands in, as for the answer's
-verdict, ``search.verdict``; no interval: even), a recall only when the two 95% intervals over the test queries do
+(paired over common seeds, else the seed spread measured at the budget of the rung the rows come from stands in,
+as for the answer's verdict, ``search.verdict``; no interval: even), a recall only when the two 95% intervals over the test queries do
 not overlap; the cache is analytic and compared as it is. A difference the noise can explain is "even", so a
 finalist that leads a known layout by less than the seed noise does not dominate it.
 """
