@@ -129,7 +129,7 @@ def run_search(config: SearchConfig, echo=print) -> dict[str, Any]:
                               "why") or answer.summary.get("recall_probe", {}).get("not_run")))
     if answer.stopped_early is not None:
         comparison["stopped_early"] = answer.stopped_early
-    if first and comparison["best_known"] is None:  # known layouts were entered, and none is in the final ranking
+    if first and ranked and comparison["best_known"] is None:  # known layouts entered, none in the final ranking
         comparison["floor_missing"] = ("no known layout was scored in the ranking the answer comes from: see "
                                        + " and ".join(["failures.json", *answer.files]))
     extra = {"study": study.study_name, "evaluator": config.evaluator, "budget": config.budget,
@@ -244,6 +244,7 @@ def summary_text(result: dict[str, Any]) -> str:
                      f"{known['score']:.4f}: {said['difference']:+.4f}{over}; interval: {said['interval']}")
         lines.append(f"answer: {said['verdict']}")
     scored = f"a known layout ({best['known']})" if best.get("known") else "a new pattern"
+    recommended = said.get("recommended", best["pattern"]) or "none (no answer, above)"
     lines.append(f"best score {best['pattern']} ({best['score']:.4f}, {scored}); recommended "
-                 f"{said.get('recommended') or best['pattern']}; leaderboard, best.json and plots in {result['out']}")
+                 f"{recommended}; leaderboard, best.json and plots in {result['out']}")
     return "\n".join(lines)

@@ -213,6 +213,15 @@ def test_confirm_seeds_need_successive_halving():
     with pytest.raises(ConfigError, match="confirm_seeds must be a whole number"):
         SearchConfig(confirm_seeds=0)
 
+
+def test_no_finalist_meeting_min_recall_is_no_answer_and_no_recommendation(tmp_path, fake):
+    """Red before: the summary said "no answer" and then "recommended <best score>", and "no floor" although the
+    known layouts were scored (none met --min-recall, so none was in the ranking the answer comes from)."""
+    result = run_search(halving(tmp_path, min_recall=1.0, recall_budget="probe-smoke"), echo=lambda _: None)
+    text = summary_text(result)
+    assert result["vs_known"]["recommended"] is None and "no answer: no finalist meets --min-recall" in text
+    assert "recommended none (no answer, above)" in text and "no floor" not in text
+
 # -- 2. a resumed rung trains its promotions and ranks only them ------------------------------------------------
 
 
