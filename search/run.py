@@ -102,8 +102,9 @@ def run_search(config: SearchConfig, echo=print) -> dict[str, Any]:
         label = strategy.label(config, plan.stage.index)
         if done and deadline is not None and time.time() >= deadline:
             # no stage starts past the deadline: Optuna's timeout would still start one trial in each
-            stopped = f"--timeout passed before {label.strip() or 'the next stage'}"
-            echo(f"timeout: {label.strip() or 'the next stage'} not started; the answer is the ranking before it")
+            stage_name = label.strip().rstrip(":") or "the next stage"  # "recall probe: " names "recall probe"
+            stopped = f"--timeout passed before {stage_name}"
+            echo(f"timeout: {stage_name} not started; the answer is the ranking before it")
             break
         if plan.announce:
             echo(plan.announce)

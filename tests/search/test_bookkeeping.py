@@ -259,6 +259,17 @@ def test_a_deadline_inside_the_last_rung_keeps_the_known_layout_and_says_what_is
     assert best["vs_known"]["stopped_early"]["rung"] == 1
 
 
+def test_a_deadline_before_the_recall_probe_names_the_probe_in_plain_words(tmp_path, fake):
+    """The summary and the progress line name the stage that did not start without its label's colon (they read
+    "--timeout passed before recall probe:" before)."""
+    fake.seconds_per_run = 100.0
+    lines: list[str] = []
+    result = run_search(halving(tmp_path, timeout=450, min_recall=0.5, recall_budget="probe-smoke"),
+                        echo=lines.append)
+    assert "timeout: recall probe not started; the answer is the ranking before it" in lines
+    assert "recall probe not run: --timeout passed before recall probe\n" in summary_text(result) + "\n"
+
+
 def test_no_rung_starts_after_the_deadline(tmp_path, fake):
     fake.seconds_per_run = 100.0
     result = run_search(halving(tmp_path, timeout=250), echo=lambda _: None)
