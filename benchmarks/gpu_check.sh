@@ -317,17 +317,21 @@ resolve_pattern() {
 
 # mfu_part PATTERN LIMIT: `composer train` of PATTERN at MFU_PRESET's widths for STEPS steps, the weights deleted
 mfu_part() {
-    local pattern=$1 seconds=$2 label run
+    local pattern=$1 seconds=$2 label run scoring
     label=$(tr -d '()' <<<"$pattern")
     run="$WORK/mfu-$label"
     rm -rf "$run" # composer train refuses an --out that holds checkpoints
+    # speed only: the final validation (a recompile of every layer under no_grad) and the 1B export outlasted the
+    # quick check's share twice after the timed steps (docs/gpu.md); GPU_CHECK_KEEP_WEIGHTS=1 keeps both
+    scoring=(--throughput-only)
+    [[ ${GPU_CHECK_KEEP_WEIGHTS:-0} == 1 ]] && scoring=(--val-batches 1 --val-tokens $((SEQ * BATCH)))
     # TORCH_LOGS=recompiles: a recompilation inside the timed steps shows in the log
     part "mfu-$label" "$seconds" "$WORK/mfu-$label.log" \
         env TORCH_LOGS=recompiles "$PY" -c 'import sys; from composer.cli import main; sys.exit(main(sys.argv[1:]))' \
         train --arch "$pattern" --preset "$MFU_PRESET" \
         --seq-len "$SEQ" --batch-size "$BATCH" --tokens $((SEQ * BATCH * STEPS)) \
         --lr "${MFU_LR:-0.001}" --warmup "${MFU_WARMUP:-5}" "${TRAIN_DEVICE[@]}" \
-        --max-documents 500 --data-cache "$WORK/data-cache" --val-batches 1 --val-tokens $((SEQ * BATCH)) \
+        --max-documents 500 --data-cache "$WORK/data-cache" "${scoring[@]}" \
         --checkpoint-interval 1000000 --log-interval 1 --wandb off --out "$run"
     if [[ ${GPU_CHECK_KEEP_WEIGHTS:-0} != 1 ]]; then
         rm -rf "$run/checkpoints" "$run/model" # GBs at 1B widths; summary.json and logs/ stay

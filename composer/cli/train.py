@@ -38,6 +38,8 @@ HELP = {
     "kl_weight": "with --teacher: loss = w * KL + (1 - w) * cross-entropy (default 1)",
     "hidden_weight": "with --teacher: add this times the per-layer MSE between residual streams",
     "freeze": "comma-separated groups not trained: mlp, embeddings, attention, norms (needs --init-from)",
+    "throughput_only": "measure tokens/s and MFU only: no validation, no checkpoints, no exported weights "
+    "(summary.json's val_loss is null)",
     "supernet_keep": "composer hybridize --search's supernet: keep this many random teacher attention layers per step",
 }
 CHOICES = {"strategy": STRATEGIES, "precision": PRECISIONS, "wandb": WANDB_MODES, "schedule": ("cosine", "wsd", "constant")}

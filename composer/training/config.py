@@ -76,6 +76,10 @@ class TrainConfig:
     progress: bool = True  # print the run's step lines (a search prints its own for its candidates' runs)
     checkpoint_interval: int | None = None  # optimizer steps; default: 5 per run; the end always saves
     keep_checkpoints: int = 2
+    # a run that measures speed only (benchmarks/gpu_check.sh's MFU runs): no validation, no checkpoint, no exported
+    # weights. At 1B widths the final validation recompiles every layer under no_grad and the export writes GBs,
+    # which outlasted the quick GPU check's share twice after the timed steps were done (docs/gpu.md)
+    throughput_only: bool = False
     wandb: str = "auto"  # auto: online with an API key, else offline; off disables W&B
     wandb_project: str = "composer"
     run_name: str | None = None

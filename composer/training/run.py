@@ -260,6 +260,8 @@ def build(config: TrainConfig, save_on_sigterm: bool = True,
                             batches=math.ceil(config.curve_tokens / (config.seq_len * plan.micro_batch_size)),
                             tokens_per_step=plan.tokens_per_step)
     stability = StabilityMonitor(arch.vocab_size)
+    checkpointing = [] if config.throughput_only else [
+        AtomicCheckpoint(out / "checkpoints", plan.checkpoint_interval, config.keep_checkpoints, save_on_sigterm)]
     trainer = L.Trainer(
         accelerator=config.accelerator,
         devices=config.devices,
@@ -270,7 +272,7 @@ def build(config: TrainConfig, save_on_sigterm: bool = True,
         accumulate_grad_batches=plan.accumulate,
         val_check_interval=plan.val_interval * plan.accumulate,
         check_val_every_n_epoch=None,
-        limit_val_batches=config.val_batches,
+        limit_val_batches=0 if config.throughput_only else config.val_batches,
         num_sanity_val_steps=0,
         log_every_n_steps=config.log_interval,
         logger=build_loggers(config, out, arch, plan),
@@ -278,7 +280,7 @@ def build(config: TrainConfig, save_on_sigterm: bool = True,
             throughput,
             stability,
             curve,
-            AtomicCheckpoint(out / "checkpoints", plan.checkpoint_interval, config.keep_checkpoints, save_on_sigterm),
+            *checkpointing,
             *progress,
             *callbacks,
         ],
@@ -397,6 +399,13 @@ def _train(config: TrainConfig, resume: bool, save_on_sigterm: bool,
             f"training diverged at step {record.diverged_at} ({record.diverged_reason}) at lr {config.lr:g}; lower --lr, "
             f"raise --warmup or keep gradient clipping on; summary in {out / 'summary.json'}"
         )
+    if config.throughput_only:  # speed only: no score, nothing saved
+        context["validation"] = datamodule.pipeline.validation_identity()
+        summary = {**_summary(trainer, context, [], train_loss, time.perf_counter() - started, out), "model_dir": None}
+        if trainer.is_global_zero:
+            atomic_write_json(out / "summary.json", summary)
+        _finish_wandb(trainer, summary)
+        return summary
     trainer.limit_val_batches = 1.0  # the final score reads the whole held-out split (or val_tokens of it)
     validation = trainer.validate(module, datamodule=datamodule, verbose=False)
     if not validation or "val/loss" not in validation[0]:

@@ -237,8 +237,11 @@ def test_the_quick_dry_run_records_every_part_and_rung0s_candidates_per_hour(tmp
     assert "PASS" in (out / "quick-report.txt").read_text()
     with tarfile.open(out / "quick-files.tar.gz") as archive:
         names = set(archive.getnames())
+        mfu_summary = json.load(archive.extractfile("./mfu-AMx16/summary.json"))
     assert {"./rung0.json", "./parts.tsv", "./mfu-AMx16/summary.json"} <= names
     assert not any("data-cache" in name or "checkpoints" in name for name in names)
+    # the MFU runs measure speed only: no validation to recompile for, no 1B export after the timed steps
+    assert mfu_summary["tokens_per_s"] > 0 and mfu_summary["val_loss"] is None and mfu_summary["model_dir"] is None
 
 
 def test_a_part_that_no_longer_fits_the_budget_is_recorded_not_started(tmp_path):

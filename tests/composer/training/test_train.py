@@ -56,6 +56,23 @@ def test_offline_default_trains_lowers_the_loss_and_logs_to_wandb_offline(tmp_pa
     assert list(runs[0].glob("run-*.wandb")), "the offline W&B run holds no data"
 
 
+def test_a_throughput_only_run_measures_speed_and_validates_and_saves_nothing(tmp_path, capsys):
+    """The quick GPU check's MFU runs were killed after their timed steps, in the final validation and the 1B export
+    (docs/gpu.md); --throughput-only leaves both out, and the validations during training too."""
+    out = tmp_path / "run"
+    assert main(["train", "--arch", FAST["arch"], "--preset", "tiny", "--seq-len", "64", "--batch-size", "8",
+                 "--max-documents", "200", "--tokens", str(8 * 512), "--val-interval", "2", "--log-interval", "1",
+                 "--wandb", "off", "--throughput-only", "--out", str(out)]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["steps"] == 8 and summary["tokens_per_s"] > 0 and summary["train_loss"] is not None
+    assert summary["val_loss"] is None and summary["model_dir"] is None
+    assert not (out / "checkpoints").exists() and not (out / "model").exists()
+    logged = [row for metrics in (out / "logs").glob("version_*/metrics.csv")
+              for row in csv.DictReader(metrics.read_text().splitlines())]
+    assert len(train_losses(out)) == 8 and not any(row.get("val/loss") for row in logged), "a validation ran"
+    assert "val_loss" not in capsys.readouterr().out
+
+
 def test_offline_wandb_still_logs_after_an_earlier_wandb_run_in_the_process(tmp_path):
     """A pipeline's search logs its trials with wandb.init before training starts; wandb then ignores the
     WANDB_MODE that Lightning's offline flag sets, and asked for an API key (wandb 0.31)."""
