@@ -1,0 +1,181 @@
+"""A successive-halving search's answer against a published family its primitives cannot express, paired by seed.
+
+Why: a search compares its answer with the known layouts its ``--primitives`` can write (an ``AMSD`` search meets
+Nemotron-H, Llama and the 7:1 linear family), but not with Samba, whose sliding-window attention (``W``) is not
+in ``AMSD``. A comparison trained apart (``composer pipeline``, its own rate sweep and schedule) does not pair
+with the search's runs. This script trains the family the way the search trains a known layout, through the
+search's own training call and settings (read from the search's ``config.json``):
+
+- every rung at the target's size, in the family's own layout there (``search.known.layout_at_target``): the
+  ``cpu`` ladder's rung 1 (two rates, 125K tokens, the better rate's trunk kept) and rung 2 (that trunk continued
+  to 500K tokens), at the search's seed;
+- the confirmation's further seeds (``--confirm-seeds``: from scratch, at the rate rung 1 chose).
+
+Its losses then pair seed by seed with the answer's (``details.losses`` in the search's ``leaderboard.json``, the
+last rung's score at the search's seed and the confirmation's seeds), and the script prints ``answer - family``
+with its paired t interval. Each finished stage is written to ``<work>/family.json`` as it ends, so a killed run
+keeps what it trained and a rerun trains only what is missing (trunks in ``<work>/trunks``).
+
+    python benchmarks/search_answer_vs_family.py runs/sh-amsd-recall --family samba \\
+        [--answer PATTERN] [--work runs/sh-amsd-recall/families/samba] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+_ROOT = Path(__file__).resolve().parent.parent
+if str(_ROOT) not in sys.path:
+    sys.path.insert(0, str(_ROOT))
+
+from composer.errors import ConfigError
+from composer.evidence import format_interval, paired_difference
+from composer.files import atomic_write_json
+
+
+def search_config(out: Path):
+    """The search's settings as it wrote them (``config.json``), so the family trains under the same ones."""
+    from search.config import SearchConfig
+
+    path = out / "config.json"
+    if not path.is_file():
+        raise ConfigError(f"{out} has no config.json: pass the --out of a composer search")
+    config = SearchConfig(**json.loads(path.read_text()))
+    if config.strategy != "successive-halving":
+        raise ConfigError(f"{out} is a {config.strategy} search: only successive halving trains at its target")
+    return config
+
+
+def answer_row(out: Path, pattern: str | None) -> dict:
+    """The answer's leaderboard row: ``pattern``, or the search's best new finalist (among those that meet
+    --min-recall where it was given), with its per-seed losses."""
+    best_path, board_path = out / "best.json", out / "leaderboard.json"
+    if not best_path.is_file() or not board_path.is_file():
+        raise ConfigError(f"{out} holds no finished search (best.json, leaderboard.json): let it finish first")
+    best, board = json.loads(best_path.read_text()), json.loads(board_path.read_text())
+    if pattern is None:
+        pattern = ((best.get("vs_known") or {}).get("best_new") or {}).get("pattern")
+        if pattern is None:
+            raise ConfigError(f"{out}: the search has no new finalist to compare: pass --answer PATTERN")
+    row = next((row for row in board if row["pattern"] == pattern), None)
+    if row is None:
+        raise ConfigError(f"{pattern} is not on {board_path}'s leaderboard (the last rung's)")
+    return row
+
+
+def answer_losses(row: dict, seed: int) -> dict[str, float]:
+    """Per-seed losses of a last-rung row: the confirmation's where it ran, else the last rung's score alone."""
+    losses = (row.get("details") or {}).get("losses") or {}
+    return {str(k): float(v) for k, v in losses.items()} or {str(seed): float(row["score"])}
+
+
+def family_fit(config, family: str) -> str:
+    """The family at the search's depth: the pattern whose stack sets the size the family is compared at."""
+    from search.known import family_at_depth
+
+    return family_at_depth(family, config.layers).pattern
+
+
+def train_family(config, family: str, work: Path, echo=print) -> dict:
+    """The family through the search's rungs at the target's size and its confirmation, a record per stage in
+    ``work/family.json`` (kept across runs: a stage already there is not trained again)."""
+    from search.evaluators import make_evaluator
+    from search.fidelity import get_ladder
+    from search.lm import confirm_budget, get_lm_budget
+    from search.strategies.successive_halving import rung_config
+
+    record_path = work / "family.json"
+    record = json.loads(record_path.read_text()) if record_path.is_file() else {}
+    fit = family_fit(config, family)
+    if record and (record.get("family"), record.get("fit")) != (family, fit):
+        raise ConfigError(f"{record_path} holds {record.get('family')}: pass another --work")
+    record.update(family=family, fit=fit, stages=record.get("stages", {}))
+    work.mkdir(parents=True, exist_ok=True)
+    rungs = len(get_ladder(config.budget).rungs)
+    stages = []
+    for index in range(rungs):
+        rung = rung_config(config, index)
+        if get_lm_budget(rung.budget).extrapolate_to is not None:  # the rungs that train at the target's size
+            stages.append((f"rung{index}", rung.budget, config.seed))
+    if config.confirm_seeds > 1:
+        last = rung_config(config, rungs - 1)
+        stages.append(("confirmation", confirm_budget(last.budget, config.confirm_seeds - 1), config.seed + 1))
+    for name, budget, seed in stages:
+        if name in record["stages"]:
+            echo(f"{family} {name}: done before ({record['stages'][name]['losses']})")
+            continue
+        evaluator = make_evaluator("lm", budget, config.widths, config.data, config.tokenizer, config.precision,
+                                   config.compile, str(work / "trunks"), known={fit: family})
+        trained = evaluator.trained_pattern(fit)
+        echo(f"{family} {name}: {trained} at {budget}, seed {seed} ...")
+        started = time.perf_counter()
+        result = evaluator(fit, seed, None)
+        details = result.details or {}
+        losses = {str(k): float(v) for k, v in (details.get("losses") or {seed: result.score}).items()}
+        record["stages"][name] = {"budget": budget, "pattern": trained, "seed": seed, "score": result.score,
+                                  "lr": details.get("lr"), "losses": losses,
+                                  "seconds": time.perf_counter() - started}
+        atomic_write_json(record_path, record)
+        echo(f"{family} {name}: loss {result.score:.4f} at lr {details.get('lr')} "
+             f"({record['stages'][name]['seconds'] / 60:.1f} min)")
+    return record
+
+
+def family_losses(record: dict, last_rung: str) -> dict[str, float]:
+    """The family's per-seed losses: the last rung's at the search's seed, the confirmation's further seeds."""
+    losses = dict(record["stages"][last_rung]["losses"])
+    losses.update(record["stages"].get("confirmation", {}).get("losses", {}))
+    return losses
+
+
+def compare(out: Path, family: str, answer: str | None, work: Path, echo=print) -> dict:
+    config = search_config(out)
+    row = answer_row(out, answer)
+    record = train_family(config, family, work, echo)
+    last_rung = max((name for name in record["stages"] if name.startswith("rung")), key=lambda n: int(n[4:]))
+    mine, theirs = answer_losses(row, config.seed), family_losses(record, last_rung)
+    paired = paired_difference(mine, theirs)
+    return {"search": str(out), "answer": {"pattern": row["pattern"], "target_pattern": row.get("target_pattern"),
+                                           "losses": mine, "lr": row.get("lr")},
+            "family": {"name": family, "fit": record["fit"], "target_pattern": record["stages"][last_rung]["pattern"],
+                       "losses": theirs, "stages": record["stages"]},
+            "answer_minus_family": paired}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("search", help="a successive-halving search's --out")
+    parser.add_argument("--family", required=True, help="a published family (composer families), e.g. samba")
+    parser.add_argument("--answer", help="the pattern to compare (default: the search's best new finalist)")
+    parser.add_argument("--work", help="where the family's runs go (default: <search>/families/<family>)")
+    parser.add_argument("--json", help="write the comparison here")
+    args = parser.parse_args(argv)
+    from composer.layouts import FAMILIES
+
+    try:
+        if args.family not in FAMILIES:
+            raise ConfigError(f"unknown family {args.family!r}: one of {', '.join(FAMILIES)}")
+        out = Path(args.search)
+        work = Path(args.work) if args.work else out / "families" / args.family
+        result = compare(out, args.family, args.answer, work)
+    except ConfigError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    paired = result["answer_minus_family"]
+    print(f"{result['answer']['pattern']} - {args.family} ({result['family']['target_pattern']}): "
+          f"seeds {paired['seeds']}, differences {[round(d, 4) for d in paired['differences']]}")
+    if paired["ci"] is not None:
+        print(f"  mean {paired['mean']:+.4f}, 95% {format_interval(paired['ci'])}: {paired['verdict']}")
+    else:
+        print(f"  {paired['verdict']}")
+    if args.json:
+        atomic_write_json(Path(args.json), result)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,68 @@
+"""benchmarks/search_answer_vs_family.py: a family outside the search's primitives, trained as the search trains a
+known layout and paired by seed with the search's confirmed answer. The search and the family's runs use the
+``lm`` evaluator with its training replaced by the bookkeeping tests' deterministic fake: plumbing, not learning."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from composer.errors import ConfigError
+from search.known import layout_at_target
+from search.lm import LanguageModelEvaluator
+from search.run import run_search
+from tests.search.test_bookkeeping import FakeTraining, halving
+
+
+@pytest.fixture
+def fake(monkeypatch) -> FakeTraining:
+    training = FakeTraining()
+    monkeypatch.setattr(LanguageModelEvaluator, "train_once",
+                        lambda evaluator, pattern, lr, seed: training(evaluator, pattern, lr, seed))
+    return training
+
+
+def test_samba_pairs_with_the_confirmed_answer_seed_by_seed_and_a_rerun_trains_nothing(tmp_path, fake, load_benchmark):
+    bench = load_benchmark("search_answer_vs_family")
+    result = run_search(halving(tmp_path, confirm_seeds=3), echo=lambda _: None)
+    out = tmp_path / "out"
+    answer = result["vs_known"]["best_new"]["pattern"]
+    searched = len(fake.trained)
+
+    compared = bench.compare(out, "samba", None, tmp_path / "samba", echo=lambda _: None)
+    samba_at_target = layout_at_target("SMSMWM", "tiny", "samba")[0]
+    assert compared["family"]["target_pattern"] == samba_at_target and "W" in samba_at_target
+    # rung 1 (the smoke ladder's rung at the target): both rates at seed 0; the confirmation: seeds 1 and 2, seed
+    # 1 at both rates again because the fake keeps no trunk to read rung 1's rate from (real training keeps one)
+    assert fake.trained[searched:] == [samba_at_target] * 5
+    stages = compared["family"]["stages"]
+    assert set(stages) == {"rung1", "confirmation"} and stages["rung1"]["budget"] == "rung-smoke-1"
+    assert stages["confirmation"]["budget"] == "confirm2:rung-smoke-1"
+    assert set(stages["confirmation"]["losses"]) == {"1", "2"}
+
+    board = json.loads((out / "leaderboard.json").read_text())
+    mine = next(row for row in board if row["pattern"] == answer)["details"]["losses"]
+    paired = compared["answer_minus_family"]
+    assert compared["answer"]["pattern"] == answer and paired["seeds"] == ["0", "1", "2"]
+    theirs = compared["family"]["losses"]
+    assert paired["differences"] == pytest.approx([mine[s] - theirs[s] for s in ("0", "1", "2")])
+    assert paired["ci"] is not None
+
+    again = bench.compare(out, "samba", None, tmp_path / "samba", echo=lambda _: None)
+    assert len(fake.trained) == searched + 5, "a rerun trained the family again"
+    assert again["answer_minus_family"] == paired
+
+
+def test_a_search_without_its_answer_or_another_familys_work_is_refused_in_one_line(tmp_path, fake, load_benchmark,
+                                                                                     capsys):
+    bench = load_benchmark("search_answer_vs_family")
+    assert bench.main([str(tmp_path / "none"), "--family", "samba"]) == 2
+    assert "has no config.json" in capsys.readouterr().err
+    run_search(halving(tmp_path), echo=lambda _: None)
+    out = tmp_path / "out"
+    bench.compare(out, "samba", None, tmp_path / "work", echo=lambda _: None)
+    with pytest.raises(ConfigError, match="holds samba: pass another --work"):
+        bench.compare(out, "jamba", None, tmp_path / "work", echo=lambda _: None)
+    with pytest.raises(ConfigError, match="is not on"):
+        bench.compare(out, "samba", "WWWWWW", tmp_path / "work", echo=lambda _: None)
