@@ -9,7 +9,8 @@ search's own training call and settings (read from the search's ``config.json``)
 - every rung at the target's size, in the family's own layout there (``search.known.layout_at_target``): the
   ``cpu`` ladder's rung 1 (two rates, 125K tokens, the better rate's trunk kept) and rung 2 (that trunk continued
   to 500K tokens), at the search's seed;
-- the confirmation's further seeds (``--confirm-seeds``: from scratch, at the rate rung 1 chose).
+- the confirmation's further seeds (``--confirm-seeds``: from scratch, at the rate the last rung scored it at,
+  which is rung 1's choice, continued).
 
 Its losses then pair seed by seed with the answer's (``details.losses`` in the search's ``leaderboard.json``, the
 last rung's score at the search's seed and the confirmation's seeds), and the script prints ``answer - family``
@@ -108,8 +109,10 @@ def train_family(config, family: str, work: Path, echo=print) -> dict:
         if name in record["stages"]:
             echo(f"{family} {name}: done before ({record['stages'][name]['losses']})")
             continue
+        scored = [stage for stage in record["stages"].values() if stage.get("lr")]  # the confirmation: the last rung's
         evaluator = make_evaluator("lm", budget, config.widths, config.data, config.tokenizer, config.precision,
-                                   config.compile, str(work / "trunks"), known={fit: family})
+                                   config.compile, str(work / "trunks"), known={fit: family},
+                                   chosen_rates={fit: scored[-1]["lr"]} if scored else None)
         trained = evaluator.trained_pattern(fit)
         echo(f"{family} {name}: {trained} at {budget}, seed {seed} ...")
         started = time.perf_counter()

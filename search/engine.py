@@ -311,6 +311,11 @@ def known_names(stage: Stage) -> dict[str, str]:
     return {pattern: attrs["known"] for pattern, attrs in stage.first if "known" in attrs}
 
 
+def chosen_rates(stage: Stage) -> dict[str, float]:
+    """The rates the stage's first patterns were promoted with (a confirmation's: the rate each was scored at)."""
+    return {pattern: float(attrs["chosen_lr"]) for pattern, attrs in stage.first if attrs.get("chosen_lr")}
+
+
 def _measure_tokens_per_s(arch, batch: int = 8, seq_len: int = 128, steps: int = 3) -> float:
     """Training tokens/s of ``arch`` on this device (forward + backward), for the throughput objective."""
     import torch
@@ -412,7 +417,8 @@ def run_worker(config: SearchConfig, stage: Stage, worker: int, callbacks: list 
     optuna.logging.set_verbosity(optuna.logging.ERROR)  # failures are reported by our progress lines
     if evaluator is None:  # a spawned worker builds its own; the search's process passes the stage's
         evaluator = make_evaluator(config.evaluator, config.budget, config.widths, config.data, config.tokenizer,
-                                   config.precision, config.compile, config.trunks, known=known_names(stage))
+                                   config.precision, config.compile, config.trunks, known=known_names(stage),
+                                   chosen_rates=chosen_rates(stage))
     study = open_study(config, stage, evaluator, worker)
     with StudyLock(worker_lock_path(config.storage, config.out)) as lock:
         reap_dead_workers(study, alone=lock.alone, grace_s=GRACE_S)

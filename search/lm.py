@@ -228,7 +228,8 @@ class LanguageModelEvaluator:
 
     def __init__(self, budget: str | LMBudget = "cpu", widths: str = "search-1m", data: str | None = None,
                  tokenizer: str | None = None, precision: str = "auto", compile: bool = False,
-                 trunks: str | Path | None = None, known: dict[str, str] | None = None) -> None:
+                 trunks: str | Path | None = None, known: dict[str, str] | None = None,
+                 chosen_rates: dict[str, float] | None = None) -> None:
         from composer.training import TrainConfig
         from composer.training.run import resolve_precision
 
@@ -249,6 +250,9 @@ class LanguageModelEvaluator:
         self.heartbeat: Callable[[dict[str, Any]], None] | None = None
         self._run_context: dict[str, Any] = {}
         self.known = dict(known or {})  # searched pattern -> published family: trained in its own layout at a target
+        # searched pattern -> the rate the rungs chose for it, recorded with its promotion: a confirmation trains there
+        # even where the kept trunks that also say it are gone (deleted to free disk, or the study moved)
+        self.chosen_rates = dict(chosen_rates or {})
 
     def trained_pattern(self, pattern: str) -> str:
         """What is trained for ``pattern``: itself, or the model it becomes at ``extrapolate_to``'s size (stacked,
@@ -349,8 +353,9 @@ class LanguageModelEvaluator:
         trained = self.trained_pattern(pattern)
         rates = self.spec.lrs
         continued = False
-        if self.spec.confirms:  # the rate the rungs chose for this candidate, kept with its trunk at the seed before
-            rates = tuple(self.trunks.rates(self.trunk_key(trained, 0.0, seed - 1))) or rates
+        if self.spec.confirms:  # the rate the rungs chose for this candidate: recorded, else kept with its trunk
+            chosen = self.chosen_rates.get(pattern)
+            rates = ((chosen,) if chosen else tuple(self.trunks.rates(self.trunk_key(trained, 0.0, seed - 1)))) or rates
         if self.spec.continues:
             kept = tuple(lr for lr in self.trunks.rates(self.trunk_key(trained, 0.0, seed)))
             if kept:

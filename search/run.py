@@ -22,7 +22,15 @@ from composer.files import atomic_write_json, make_output_dir
 from composer.pattern import compact_pattern
 from search.config import SearchConfig
 from search.cost import COST_LENGTHS, add_decode_speed
-from search.engine import Stage, enqueue_first, known_names, launch_workers, open_study, run_worker
+from search.engine import (
+    Stage,
+    chosen_rates,
+    enqueue_first,
+    known_names,
+    launch_workers,
+    open_study,
+    run_worker,
+)
 from search.evaluators import make_evaluator
 from search.known import compare_with_known
 from search.leaderboard import failures, format_table, leaderboard, write_leaderboard
@@ -42,7 +50,8 @@ def run_stage(config: SearchConfig, stage: Stage, label: str, precision: str, de
     only with ``allow_empty``: a rung that the deadline cut before it scored anything). ``eta``: the search's
     estimate of its time left (``search.progress``), ``kind``: what its lines call a stage."""
     evaluator = make_evaluator(config.evaluator, config.budget, config.widths, config.data, config.tokenizer,
-                               config.precision, config.compile, config.trunks, known=known_names(stage))
+                               config.precision, config.compile, config.trunks, known=known_names(stage),
+                               chosen_rates=chosen_rates(stage))
     maximize = evaluator.direction == "maximize"
     echo(f"{label}study {stage.study_name!r}: {stage.trials} trials over {stage.space.size:,} patterns "
          f"({config.sampler_name}, {config.evaluator}/{config.budget}, {precision}, {config.workers} worker(s))")

@@ -160,8 +160,11 @@ def confirm_plan(config: SearchConfig, provisional: Answer, index: int, space) -
                                   seed=config.seed + 1, study=f"{base_study(config)}-confirm{config.confirm_seeds}",
                                   sampler="random", prune=False, known=False, objectives=["score"], min_recall=None,
                                   confirm_seeds=1)
-    first = ((new["pattern"], {"promoted_from": new["trial"]}),
-             (known["pattern"], {"promoted_from": known["trial"], "known": known["known"]}))
+    # each at the rate it was scored at: a continued last rung's is the rate rung 1 chose (its trunk's)
+    rates = {row["pattern"]: {"chosen_lr": row["lr"]} if isinstance(row.get("lr"), (int, float)) else {}
+             for row in (new, known)}
+    first = ((new["pattern"], {"promoted_from": new["trial"], **rates[new["pattern"]]}),
+             (known["pattern"], {"promoted_from": known["trial"], "known": known["known"], **rates[known["pattern"]]}))
     announce = (f"confirmation: {new['pattern']} and {known['known']} {known['pattern']} at seeds "
                 f"{config.seed + 1}-{config.seed + config.confirm_seeds - 1} ({last.budget}, each at its chosen rate)")
     return StagePlan(confirm, Stage(index, space, 2, confirm.study_name, first, only_first=True), announce)

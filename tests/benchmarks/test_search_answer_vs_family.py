@@ -33,13 +33,14 @@ def test_samba_pairs_with_the_confirmed_answer_seed_by_seed_and_a_rerun_trains_n
     compared = bench.compare(out, "samba", None, tmp_path / "samba", echo=lambda _: None)
     samba_at_target = layout_at_target("SMSMWM", "tiny", "samba")[0]
     assert compared["family"]["target_pattern"] == samba_at_target and "W" in samba_at_target
-    # rung 1 (the smoke ladder's rung at the target): both rates at seed 0; the confirmation: seeds 1 and 2, seed
-    # 1 at both rates again because the fake keeps no trunk to read rung 1's rate from (real training keeps one)
-    assert fake.trained[searched:] == [samba_at_target] * 5
+    # rung 1 (the smoke ladder's rung at the target): both rates at seed 0; the confirmation: seeds 1 and 2 at the
+    # rate rung 1 chose
+    assert fake.trained[searched:] == [samba_at_target] * 4
     stages = compared["family"]["stages"]
     assert set(stages) == {"rung1", "confirmation"} and stages["rung1"]["budget"] == "rung-smoke-1"
     assert stages["confirmation"]["budget"] == "confirm2:rung-smoke-1"
     assert set(stages["confirmation"]["losses"]) == {"1", "2"}
+    assert stages["confirmation"]["lr"] == stages["rung1"]["lr"]
 
     board = json.loads((out / "leaderboard.json").read_text())
     mine = next(row for row in board if row["pattern"] == answer)["details"]["losses"]
@@ -50,7 +51,7 @@ def test_samba_pairs_with_the_confirmed_answer_seed_by_seed_and_a_rerun_trains_n
     assert paired["ci"] is not None
 
     again = bench.compare(out, "samba", None, tmp_path / "samba", echo=lambda _: None)
-    assert len(fake.trained) == searched + 5, "a rerun trained the family again"
+    assert len(fake.trained) == searched + 4, "a rerun trained the family again"
     assert again["answer_minus_family"] == paired
 
 

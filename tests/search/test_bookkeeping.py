@@ -205,6 +205,21 @@ def test_a_confirmation_trains_at_the_rate_the_rungs_kept(monkeypatch):
     runs.clear()
     LanguageModelEvaluator(budget=budget.name, widths="tiny")("AMAMAM", 1, None)
     assert sorted(lr for lr, seed in runs if seed == 1) == sorted(budget.lrs)
+    runs.clear()  # the rate recorded with the promotion needs no trunk
+    LanguageModelEvaluator(budget=budget.name, widths="tiny", chosen_rates={"AMAMAM": 1e-3})("AMAMAM", 1, None)
+    assert runs == [(1e-3, 1), (1e-3, 2)]
+
+
+def test_a_confirmation_without_the_trunks_trains_each_finalist_at_its_scored_rate(tmp_path, fake):
+    """The promotion carries the rate each finalist was scored at, so a confirmation whose trunks are gone (the
+    fake training keeps none; a user may delete them) trains 2 runs per finalist, not a new choice of rate (3)."""
+    plain = run_search(halving(tmp_path), echo=lambda _: None)
+    trained = len(fake.trained)
+    confirmed = run_search(halving(tmp_path, confirm_seeds=3), echo=lambda _: None)
+    assert len(fake.trained) - trained == 4
+    rows = {row["pattern"]: row for row in plain["leaderboard"]}
+    for pattern in confirmed["confirmation"]["patterns"]:
+        assert fake.trained[trained:].count(rows[pattern]["target_pattern"]) == 2
 
 
 def test_confirm_seeds_need_successive_halving():
