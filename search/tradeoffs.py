@@ -6,7 +6,8 @@ loss can come from a layout with no attention, which recalls 38-53x less than at
 (``search.recall``'s ``probe``: each finalist's mixers alone on MQAR up to 1,024 tokens), and then:
 
 * ``--min-recall X`` keeps as answers only the finalists that recall at least ``X`` at the probe's longest length
-  (``known``: at least as much as the best known layout with attention among the finalists);
+  (``known``: at least as much as the best known layout with attention among the finalists, within the two
+  recalls' 95% intervals over the test queries);
 * ``--objectives score,recall,kv`` returns the finalists no other beats on every objective (loss lower, recall
   higher, cache per sequence at 32K tokens lower), with the known layouts placed among them, and says for each
   known layout whether the answer dominates it.
@@ -69,9 +70,17 @@ def recall_threshold(rows: list[dict[str, Any]], min_recall: float | str) -> tup
     return low, f"{said}, at least {low:.4f} (95% interval over its {best['recall_queries']:,} test queries)"
 
 
-def meets(row: dict[str, Any], threshold: float | None) -> bool:
-    """Whether a probed finalist recalls at least ``threshold`` (an unprobed one never does)."""
-    return threshold is not None and row.get("recall") is not None and row["recall"] >= threshold
+def meets(row: dict[str, Any], threshold: float | None, within_noise: bool = False) -> bool:
+    """Whether a probed finalist recalls at least ``threshold`` (an unprobed one never does).
+
+    ``within_noise`` (``--min-recall known``, whose threshold is the lower end of the best known layout's interval):
+    the finalist's own interval over its test queries reaching the threshold is enough, as the front counts two
+    recalls whose intervals overlap as even: 16,372 of 16,384 queries is not worse than 16,379, whose interval's
+    lower end (about 16,372.3) its own interval reaches."""
+    if threshold is None or row.get("recall") is None:
+        return False
+    interval = recall_interval(row) if within_noise else None
+    return (interval[1] if interval is not None else row["recall"]) >= threshold
 
 
 def objective_values(row: dict[str, Any], objectives: list[str]) -> tuple[float, ...] | None:

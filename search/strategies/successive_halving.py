@@ -201,7 +201,7 @@ def weigh_tradeoffs(config: SearchConfig, answer: Answer, probed: StageRun | Non
     if config.min_recall is not None and probed is not None:
         threshold, why = recall_threshold(answer.rows, config.min_recall)
         for row in answer.rows:
-            row["meets_min_recall"] = meets(row, threshold)
+            row["meets_min_recall"] = meets(row, threshold, within_noise=config.min_recall == "known")
         answer.eligible = [row for row in answer.rows if row["meets_min_recall"]]
         summary["min_recall"] = {"threshold": threshold, "why": why,
                                  "eligible": [row["pattern"] for row in answer.eligible]}

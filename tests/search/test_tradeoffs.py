@@ -43,6 +43,23 @@ def test_min_recall_known_allows_the_known_layouts_test_sample_noise():
     assert meets(rows[0], threshold) and not meets({"recall": 0.99}, threshold)
 
 
+def test_min_recall_known_keeps_a_finalist_whose_interval_reaches_the_best_known_layouts():
+    """The threshold is the lower end of the best known layout's interval; a finalist meets it when its own interval
+    reaches it (the two overlap: even, as the front reads recall); one whose interval ends below it does not."""
+    queries = {"1024": 16_384}
+    rows = [finalist("SDDMAS", 1.30), finalist("SMSAMS", 1.32, known="nemotron-h"),
+            finalist("DMDMAM", 1.35, known="linear-7to1"), finalist("SDDMDM", 1.28)]
+    attach_recall(rows, [{"pattern": p, "score": 1.0, "details": {"accuracy_by_length": {"1024": r / 16_384},
+                                                                   "test_queries": queries}}
+                         for p, r in (("SDDMAS", 16_378), ("SMSAMS", 16_372), ("DMDMAM", 16_379), ("SDDMDM", 16_364))])
+    threshold, _ = recall_threshold(rows, "known")
+    assert threshold > rows[1]["recall"], "the test needs Nemotron-H's point estimate below the threshold"
+    assert [row["pattern"] for row in rows if meets(row, threshold, within_noise=True)] == ["SDDMAS", "SMSAMS", "DMDMAM"]
+    assert [row["pattern"] for row in rows if meets(row, threshold)] == ["SDDMAS", "DMDMAM"]  # point estimates only
+    # no query count: the point estimate
+    assert meets({"recall": 0.5}, 0.4, within_noise=True) and not meets({"recall": 0.3}, 0.4, within_noise=True)
+
+
 def test_min_recall_known_is_the_best_known_layout_with_attention():
     threshold, why = recall_threshold(ROWS, "known")
     assert threshold == 0.99 and why.startswith("--min-recall known: llama AMAMAM")
