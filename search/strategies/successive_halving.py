@@ -107,9 +107,9 @@ class SuccessiveHalving(Strategy):
             if config.min_recall is not None:
                 answer.eligible = []  # no finalist was shown to meet it
         answered_config = done[answered].config  # the verdict weighs the same stage's spread (search.run)
-        weigh_tradeoffs(config, answer, probed, measured_seed_noise(answered_config.evaluator, answered_config.budget))
-        if confirmed is not None:
+        if confirmed is not None:  # first: the front weighs the confirmed pair's losses over their seeds, as the verdict
             add_confirmed_seeds(config, answer, confirmed)
+        weigh_tradeoffs(config, answer, probed, measured_seed_noise(answered_config.evaluator, answered_config.budget))
         return answer
 
 

@@ -210,6 +210,25 @@ def test_a_confirmation_trains_at_the_rate_the_rungs_kept(monkeypatch):
     assert runs == [(1e-3, 1), (1e-3, 2)]
 
 
+def test_the_front_weighs_the_confirmed_seeds_as_the_verdict_does(tmp_path, fake, monkeypatch):
+    """The front and each known layout's place were weighed before the confirmation's seeds reached the rows, so the
+    AMSD search's front called the answer's loss "even" with the 7:1 family's where its verdict, paired over 3
+    seeds, said better (2026-11-27)."""
+    from search.strategies import successive_halving
+
+    seen = {}
+    weigh = successive_halving.weigh_tradeoffs
+
+    def spy(config, answer, probed, noise=None):
+        seen.update({row["pattern"]: len((row.get("details") or {}).get("losses") or {}) for row in answer.rows})
+        return weigh(config, answer, probed, noise)
+
+    monkeypatch.setattr(successive_halving, "weigh_tradeoffs", spy)
+    result = run_search(halving(tmp_path, confirm_seeds=3, objectives=["score", "kv"]), echo=lambda _: None)
+    confirmed = result["confirmation"]["patterns"]
+    assert len(confirmed) == 2 and all(seen[pattern] == 3 for pattern in confirmed), seen
+
+
 def test_a_confirmation_without_the_trunks_trains_each_finalist_at_its_scored_rate(tmp_path, fake):
     """The promotion carries the rate each finalist was scored at, so a confirmation whose trunks are gone (the
     fake training keeps none; a user may delete them) trains 2 runs per finalist, not a new choice of rate (3)."""
