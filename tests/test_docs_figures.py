@@ -1163,3 +1163,32 @@ def test_recall_probe_variants_table():
                 agree(cell, run["accuracy_by_length"][length], f"{cells[:2]} accuracy at {length}")
         agree(cells[5], run["train_loss"], f"{cells[:2]} final training loss")
         agree(numbers(cells[6])[0], run["minutes"], f"{cells[:2]} minutes")
+
+
+AMSD_RECALL = "amsd_recall_search-2026-11-27.json"
+
+
+def test_search_amsd_min_recall_end_to_end():
+    """docs/search.md's AMSD --min-recall search: the finalists' table against the stored leaderboard, and the
+    answer recomputed from the eligible rows' per-seed losses with the project's rule."""
+    from search.known import compare_with_known
+
+    data = results(AMSD_RECALL)
+    board = {row["pattern"]: row for row in data["leaderboard"]}
+    text = section(doc("search.md"), "The `AMSD` search with `--min-recall known`, end to end")
+    rows = table(text, "| pattern | at the target | loss | recall at 1,024")
+    assert [plain(cells[0]).split()[0] for cells in rows] == list(board)
+    for cells in rows:
+        row = board[plain(cells[0]).split()[0]]
+        agree(cells[2], row["score"], f"{cells[0]} loss")
+        agree(cells[3], row["recall"], f"{cells[0]} recall")
+        assert cells[4] == ("yes" if row["meets_min_recall"] else "no"), cells[0]
+        number, unit = cells[5].split()
+        agree(number, row["cost"]["cache_bytes"]["32768"] / {"KiB": 1024, "MiB": 1024**2}[unit], f"{cells[0]} cache")
+        agree(cells[6], row["cost"]["decode"]["decode_tokens_per_s"], f"{cells[0]} decode")
+    eligible = [row for row in data["leaderboard"] if row["meets_min_recall"]]
+    again = compare_with_known(eligible, maximize=False)
+    stored = data["best"]["vs_known"]
+    assert again["answer"] == stored["answer"] == "new" and again["best_known"]["name"] == "linear-7to1"
+    reproduced(stored["ci"], again["ci"], "the answer's interval")
+    find(text, rf"by {again['difference']:.3f} \[{again['ci'][0]:.3f}, {again['ci'][1]:.3f}\]")
