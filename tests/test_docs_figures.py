@@ -1192,3 +1192,14 @@ def test_search_amsd_min_recall_end_to_end():
     assert again["answer"] == stored["answer"] == "new" and again["best_known"]["name"] == "linear-7to1"
     reproduced(stored["ci"], again["ci"], "the answer's interval")
     find(text, rf"by {again['difference']:.3f} \[{again['ci'][0]:.3f}, {again['ci'][1]:.3f}\]")
+    # the same search against Nemotron-H (--min-recall 0.99) and Samba (benchmarks/search_answer_vs_family.py)
+    from composer.evidence import paired_difference
+
+    second = data["min_recall_099"]
+    confirmed = second["confirmed"]
+    nemotron = paired_difference(confirmed["SDDMAS"], confirmed["SMSAMS"])
+    reproduced(second["vs_known"]["ci"], nemotron["ci"], "SDDMAS - nemotron-h")
+    samba = paired_difference(data["samba"]["answer"]["losses"], data["samba"]["family"]["losses"])
+    reproduced(data["samba"]["answer_minus_family"]["ci"], samba["ci"], "SDDMAS - samba")
+    for pair in (nemotron, samba):
+        find(text, rf"{pair['mean']:.3f} \[{pair['ci'][0]:.3f}, {pair['ci'][1]:.3f}\]")
