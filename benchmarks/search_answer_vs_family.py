@@ -70,8 +70,16 @@ def answer_row(out: Path, pattern: str | None) -> dict:
 
 def answer_losses(row: dict, seed: int) -> dict[str, float]:
     """Per-seed losses of a last-rung row: the confirmation's where it ran, else the last rung's score alone."""
-    losses = (row.get("details") or {}).get("losses") or {}
-    return {str(k): float(v) for k, v in losses.items()} or {str(seed): float(row["score"])}
+    from search.verdict import seed_losses
+
+    return seed_losses(row) or {str(seed): float(row["score"])}
+
+
+def last_rung_name(config) -> str:
+    """The stage name of the ladder's last rung, whose rate and seed-0 loss the confirmation pairs with."""
+    from search.fidelity import get_ladder
+
+    return f"rung{len(get_ladder(config.budget).rungs) - 1}"
 
 
 def family_fit(config, family: str) -> str:
@@ -109,10 +117,10 @@ def train_family(config, family: str, work: Path, echo=print) -> dict:
         if name in record["stages"]:
             echo(f"{family} {name}: done before ({record['stages'][name]['losses']})")
             continue
-        scored = [stage for stage in record["stages"].values() if stage.get("lr")]  # the confirmation: the last rung's
+        chosen = record["stages"].get(last_rung_name(config), {}).get("lr")  # the confirmation's rate
         evaluator = make_evaluator("lm", budget, config.widths, config.data, config.tokenizer, config.precision,
                                    config.compile, str(work / "trunks"), known={fit: family},
-                                   chosen_rates={fit: scored[-1]["lr"]} if scored else None)
+                                   chosen_rates={fit: chosen} if chosen else None)
         trained = evaluator.trained_pattern(fit)
         echo(f"{family} {name}: {trained} at {budget}, seed {seed} ...")
         started = time.perf_counter()
@@ -139,7 +147,7 @@ def compare(out: Path, family: str, answer: str | None, work: Path, echo=print) 
     config = search_config(out)
     row = answer_row(out, answer)
     record = train_family(config, family, work, echo)
-    last_rung = max((name for name in record["stages"] if name.startswith("rung")), key=lambda n: int(n[4:]))
+    last_rung = last_rung_name(config)
     mine, theirs = answer_losses(row, config.seed), family_losses(record, last_rung)
     paired = paired_difference(mine, theirs)
     return {"search": str(out), "answer": {"pattern": row["pattern"], "target_pattern": row.get("target_pattern"),

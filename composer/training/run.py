@@ -392,9 +392,7 @@ def _train(config: TrainConfig, resume: bool, save_on_sigterm: bool,
     if record.diverged_at is not None:  # nothing to validate: report the divergence, not a loss
         context["validation"] = datamodule.pipeline.validation_identity()
         summary = _summary(trainer, context, [], None, time.perf_counter() - started, out)
-        if trainer.is_global_zero:
-            atomic_write_json(out / "summary.json", summary)
-        _finish_wandb(trainer, summary)
+        _publish_summary(trainer, out, summary)
         raise ComposerRunError(
             f"training diverged at step {record.diverged_at} ({record.diverged_reason}) at lr {config.lr:g}; lower --lr, "
             f"raise --warmup or keep gradient clipping on; summary in {out / 'summary.json'}"
@@ -402,9 +400,7 @@ def _train(config: TrainConfig, resume: bool, save_on_sigterm: bool,
     if config.throughput_only:  # speed only: no score, nothing saved
         context["validation"] = datamodule.pipeline.validation_identity()
         summary = {**_summary(trainer, context, [], train_loss, time.perf_counter() - started, out), "model_dir": None}
-        if trainer.is_global_zero:
-            atomic_write_json(out / "summary.json", summary)
-        _finish_wandb(trainer, summary)
+        _publish_summary(trainer, out, summary)
         return summary
     trainer.limit_val_batches = 1.0  # the final score reads the whole held-out split (or val_tokens of it)
     validation = trainer.validate(module, datamodule=datamodule, verbose=False)
@@ -416,10 +412,15 @@ def _train(config: TrainConfig, resume: bool, save_on_sigterm: bool,
     state = full_state_dict(module.model)
     export_weights(state, arch, out / "model", tokenizer=context["tokenizer_object"])
     summary = _summary(trainer, context, validation, train_loss, time.perf_counter() - started, out)
+    _publish_summary(trainer, out, summary)
+    return summary
+
+
+def _publish_summary(trainer, out: Path, summary: dict[str, Any]) -> None:
+    """summary.json (written once, by rank 0) and the W&B run closed with it: every way a run ends does both."""
     if trainer.is_global_zero:
         atomic_write_json(out / "summary.json", summary)
     _finish_wandb(trainer, summary)
-    return summary
 
 
 def _finish_wandb(trainer, summary: dict[str, Any]) -> None:
