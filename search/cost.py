@@ -11,6 +11,12 @@ tokens/s at 128 tokens says nothing about decoding. So every trial records, for 
   (4K and 32K tokens: KV, sliding windows and fixed states together, bf16; ``composer.accounting``). Analytic,
   so ``--max-kv BYTES@LENGTH`` filters a candidate before it trains;
 * for the finalists only, decode tokens/s measured by ``composer bench-inference``'s code (``measure_decode``).
+
+``--max-kv`` with ``--min-recall`` can ask for the impossible: a pattern stacked to the target repeats its
+attention layers with it (at demo-4m every ``AMSD`` pattern with one ``A`` in 6 holds 2 or more, 16 MiB at 32K),
+so a limit near a published family's cache (Nemotron-H keeps 1 attention layer of 23: 8.4 MiB) leaves only
+fixed-state patterns, which the recall probe has never seen recall (0.008-0.015 at 1,024 tokens, docs/recall.md).
+``recall_under_max_kv`` finds that out in seconds, before a search spends hours to answer with a known layout.
 """
 
 from __future__ import annotations
@@ -72,6 +78,43 @@ def over_max_kv(arch, max_kv: tuple[int, int]) -> str | None:
             f"{length:,} tokens, over --max-kv {limit:,}")
 
 
+def keeps_every_token(arch, length: int) -> bool:
+    """Whether a layer of ``arch`` keeps all of the last ``length`` tokens (full attention, or a window at least
+    that long): what recall at ``length`` tokens needs, where a fixed state must compress them."""
+    from composer.accounting import analyze
+
+    return any(entry["kv_bytes_per_token"] > 0 and (entry["window"] is None or entry["window"] >= length)
+               for entry in analyze(arch, seq_len=length).per_primitive.values())
+
+
+MAX_PATTERNS_CHECKED = 20_000  # past this the check would take longer than it saves; it is skipped
+
+
+def recall_under_max_kv(patterns: list[str], target: str, max_kv: tuple[int, int], length: int) -> dict | None:
+    """Of ``patterns`` (a search space's), how many fit ``max_kv`` on their model at ``target``, how many of
+    those keep every token of ``length`` (:func:`keeps_every_token`), and the least cache a pattern that keeps
+    them holds at the limit's length (None when none does). None when there are too many patterns to check."""
+    from composer.accounting import analyze
+    from composer.presets import get_preset
+    from search.known import layout_at_target
+
+    if len(patterns) > MAX_PATTERNS_CHECKED:
+        return None
+    widths = get_preset(target).arch
+    limit, at = max_kv
+    fit = keeping = 0
+    cheapest = None
+    for pattern in patterns:
+        arch = widths.with_pattern(layout_at_target(pattern, target)[0])
+        cache = analyze(arch, seq_len=at).cache_bytes_per_sequence
+        keeps = keeps_every_token(arch, length)
+        fit += cache <= limit
+        keeping += cache <= limit and keeps
+        if keeps and (cheapest is None or cache < cheapest[1]):
+            cheapest = (pattern, cache)
+    return {"patterns": len(patterns), "fit": fit, "fit_and_keep": keeping, "cheapest_keeping": cheapest}
+
+
 def measure_decode(arch, context: int = 1_024, new_tokens: int = 32, device: str | None = None) -> dict[str, Any]:
     """Decode tokens/s of ``arch`` (random weights: speed does not depend on them) after a ``context``-token
     prompt, batch 1, through the inference cache: ``composer bench-inference``'s measurement, one repeat."""
@@ -105,4 +148,5 @@ def add_decode_speed(rows: list[dict[str, Any]], target: str, echo=None) -> None
         row["cost"] = {**(row.get("cost") or {}), "decode": measure_decode(widths.with_pattern(pattern))}
 
 
-__all__ = ["COST_LENGTHS", "add_decode_speed", "measure_decode", "over_max_kv", "parse_max_kv", "serving_cost"]
+__all__ = ["COST_LENGTHS", "MAX_PATTERNS_CHECKED", "add_decode_speed", "keeps_every_token", "measure_decode",
+           "over_max_kv", "parse_max_kv", "recall_under_max_kv", "serving_cost"]

@@ -180,6 +180,18 @@ def scored_trial(history: list[FrozenTrial], pattern: str, exclude: int) -> Froz
     return None
 
 
+def trial_of_same_model(history: list[FrozenTrial], pattern: str, exclude: int, model_key) -> FrozenTrial | None:
+    """A completed trial of another pattern whose model the evaluator trains the same way (``model_key``: the
+    recall probe trains a pattern's mixers alone), genuinely scored: its score is this pattern's too."""
+    key = model_key(pattern)
+    for trial in history:
+        attrs = trial.user_attrs
+        if (trial.state == TrialState.COMPLETE and trial.number != exclude and attrs.get("pattern") not in (None, pattern)
+                and not is_substitute(attrs) and "same_model_as" not in attrs and model_key(attrs["pattern"]) == key):
+            return trial
+    return None
+
+
 def same_model(cached: FrozenTrial, pattern: str, evaluator: Evaluator) -> bool:
     """Whether a cached trial trained the model the evaluator would train for ``pattern`` now: a rung at the
     target's size trains a known family in its own layout since issue 37, where it used to stack its fit."""
@@ -258,6 +270,14 @@ def make_objective(config: SearchConfig, stage: Stage, evaluator: Evaluator, stu
                 if key in cached.user_attrs:
                     trial.set_user_attr(key, cached.user_attrs[key])
             return cached.values if config.multi_objective else cached.value
+        twin = None if config.multi_objective or not hasattr(evaluator, "model_key") else trial_of_same_model(
+            history, pattern, trial.number, evaluator.model_key)  # other objectives (its cost) are its own
+        if twin is not None:  # the same model trained at the same seed: its score, not a second training
+            trial.set_user_attr("same_model_as", twin.number)
+            trial.set_user_attr("score", twin.value)
+            trial.set_user_attr("details", twin.user_attrs.get("details", {}))
+            trial.set_user_attr("seconds", 0.0)
+            return twin.value
 
         def report(step: int, value: float) -> None:
             if config.multi_objective:

@@ -342,7 +342,8 @@ class SearchProgress:
         elif "skip_reason" in attrs:
             outcome = f"skipped: {attrs['skip_reason']}"[:60]
         else:
-            outcome = f"score {trial.values[0]:.4f}" + (" (cached)" if "cached_from" in attrs else "")
+            outcome = f"score {trial.values[0]:.4f}" + (" (cached)" if "cached_from" in attrs else "") + (
+                f" (trial {attrs['same_model_as']}'s model)" if "same_model_as" in attrs else "")
         complete = [t for t in finished if t.state == TrialState.COMPLETE
                     and not any(k in t.user_attrs for k in ("pruned_at", "skip_reason", "fail_reason"))]
         best = ""

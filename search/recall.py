@@ -231,6 +231,12 @@ class RecallEvaluator:
         self.precision = resolve_precision(precision, device)
         self.compile = compile
 
+    def model_key(self, pattern: str) -> str:
+        """What this evaluator trains for ``pattern``: its mixers alone under ``mixers_only``, so patterns that
+        differ only in where their MLPs sit (``SDDMDM`` and ``SMDDDM`` are both ``SDDD``) train one model and the
+        search probes it once (``search.engine.trial_of_same_model``)."""
+        return mixer_stack(pattern, self.widths) if self.spec.mixers_only else pattern
+
     def __call__(self, pattern: str, seed: int, report: Report) -> Evaluation:
         if self.spec.mixers_only:
             mixers = mixer_stack(pattern, self.widths)

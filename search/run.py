@@ -13,15 +13,17 @@ Output directory::
 from __future__ import annotations
 
 import json
+import math
 import time
 from pathlib import Path
 from typing import Any
 
 from composer.accounting import format_bytes
+from composer.errors import ConfigError
 from composer.files import atomic_write_json, make_output_dir
 from composer.pattern import compact_pattern
 from search.config import SearchConfig
-from search.cost import COST_LENGTHS, add_decode_speed
+from search.cost import COST_LENGTHS, add_decode_speed, parse_max_kv, recall_under_max_kv
 from search.engine import (
     Stage,
     chosen_rates,
@@ -39,7 +41,7 @@ from search.progress import SearchEta, SearchProgress, evaluations_done
 from search.resume import StudyLock, reap_dead_workers
 from search.storage import GRACE_S, default_storage_url, worker_lock_path
 from search.strategies import StageRun, get_strategy
-from search.strategies.base import missing_first
+from search.strategies.base import make_space, missing_first
 from search.tracking import log_summary
 
 
@@ -89,6 +91,35 @@ def run_stage(config: SearchConfig, stage: Stage, label: str, precision: str, de
     return study, rows
 
 
+def check_recall_under_max_kv(config: SearchConfig, echo) -> None:
+    """Refuse (``known``) or warn (a fraction) when ``--max-kv`` leaves no pattern a layer that keeps every token
+    of the recall probe's longest length: every finalist the probe has measured without one recalled 0.015 or
+    less at 1,024 tokens, so the search would spend hours to answer with a known layout. Skipped for spaces too
+    large to enumerate in seconds (``search.cost.MAX_PATTERNS_CHECKED``)."""
+    if not (config.probes_recall and config.min_recall is not None and config.max_kv):
+        return
+    from search.recall import get_recall_budget
+
+    length = max(get_recall_budget(config.recall_budget).lengths)
+    limit, at = parse_max_kv(config.max_kv)
+    found = recall_under_max_kv(make_space(config, config.layers).enumerate(), config.report_target, (limit, at),
+                                length)
+    if found is None or found["fit_and_keep"]:
+        return
+    cheapest = found["cheapest_keeping"]
+    least = f"{math.ceil(cheapest[1] / 2**20 * 10) / 10:g}MiB" if cheapest else ""  # rounded up: it then fits
+    fix = (f"raise --max-kv to {least}@{config.max_kv.partition('@')[2]} (the least any such pattern holds: "
+           f"{cheapest[0]})" if cheapest else "add attention (A) or a window (W) to --primitives")
+    problem = (f"--max-kv {config.max_kv} leaves {found['fit']:,} of {found['patterns']:,} patterns, none with a "
+               f"layer that keeps every token of the recall probe's {length:,} (attention, or a window that long) "
+               f"on its model at {config.report_target}")
+    if config.min_recall == "known":
+        raise ConfigError(f"{problem}, so none can recall as the best known layout with attention: {fix}, or "
+                          f"drop --min-recall")
+    echo(f"warning: {problem}; without one no finalist probed so far recalled above 0.015 at 1,024 tokens "
+         f"(docs/recall.md), so --min-recall {config.min_recall} may leave only known layouts: {fix}")
+
+
 def run_search(config: SearchConfig, echo=print) -> dict[str, Any]:
     """Run ``config``'s strategy stage by stage (``search.strategies``), then write what its answer ranks."""
     out = Path(config.out)
@@ -97,6 +128,7 @@ def run_search(config: SearchConfig, echo=print) -> dict[str, Any]:
     # the evaluator checks its settings (a missing --data, say) before anything is written to --out
     evaluator = make_evaluator(first_config.evaluator, first_config.budget, config.widths, config.data,
                                config.tokenizer, config.precision, config.compile, config.trunks)
+    check_recall_under_max_kv(config, echo)
     make_output_dir(out)
     (out / "config.json").write_text(json.dumps(config.to_dict(), indent=2))
     maximize = evaluator.direction == "maximize"

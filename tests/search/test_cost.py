@@ -9,9 +9,16 @@ from composer.accounting import analyze
 from composer.errors import ConfigError
 from composer.presets import get_preset
 from search.config import SearchConfig
-from search.cost import measure_decode, over_max_kv, parse_max_kv, serving_cost
+from search.cost import (
+    keeps_every_token,
+    measure_decode,
+    over_max_kv,
+    parse_max_kv,
+    recall_under_max_kv,
+    serving_cost,
+)
 from search.engine import pattern_at_target
-from search.run import run_search
+from search.run import check_recall_under_max_kv, run_search
 
 TOY = "toy_evaluator:make"
 DEMO = get_preset("demo-4m").arch
@@ -67,6 +74,42 @@ def test_a_search_skips_candidates_over_max_kv_before_training_them(tmp_path, mo
     for row in result["leaderboard"]:
         assert row["cost"]["cache_bytes"]["32768"] <= 1024**2 and row["target_pattern"]
     assert "max_kv" in config.score_settings() and config.settings_digest()  # another study than without it
+
+
+def test_only_a_layer_that_keeps_every_token_counts_as_able_to_recall_them():
+    assert keeps_every_token(DEMO.with_pattern("SMAM"), 1_024)  # full attention keeps them all
+    assert not keeps_every_token(DEMO.with_pattern("SMDM"), 1_024)  # fixed states compress them
+    window = DEMO.with_pattern("WMSM")
+    assert keeps_every_token(window.replace(options={"W": {"window": 1_024}}), 1_024)
+    assert not keeps_every_token(window.replace(options={"W": {"window": 1_023}}), 1_024)  # one token short
+
+
+def test_recall_under_max_kv_counts_the_patterns_that_fit_and_keep_every_token():
+    patterns = ["AMAMAM", "AMMMMM", "SMSMSM", "SDMMSD"]
+    one_attention = analyze(DEMO.with_pattern(pattern_at_target("AMMMMM", "demo-4m")), seq_len=32_768)
+    found = recall_under_max_kv(patterns, "demo-4m", (one_attention.cache_bytes_per_sequence, 32_768), 1_024)
+    assert found == {"patterns": 4, "fit": 3, "fit_and_keep": 1,
+                     "cheapest_keeping": ("AMMMMM", one_attention.cache_bytes_per_sequence)}
+    tighter = recall_under_max_kv(patterns, "demo-4m", (one_attention.cache_bytes_per_sequence - 1, 32_768), 1_024)
+    assert tighter["fit"] == 2 and tighter["fit_and_keep"] == 0 and tighter["cheapest_keeping"][0] == "AMMMMM"
+
+
+def test_min_recall_known_under_a_max_kv_no_attention_fits_is_refused_before_anything_is_written(tmp_path):
+    # at demo-4m every AMSD pattern with attention stacks to 2 or more attention layers (16 MiB at 32K), so a
+    # limit at Nemotron-H's cache (8.4 MiB, one attention layer) leaves no pattern that can recall as it does
+    config = SearchConfig(primitives="AMSD", min_recall="known", max_kv="10MiB@32K", wandb="off",
+                          out=str(tmp_path / "out"))
+    with pytest.raises(ConfigError, match=r"leaves 729 of 4,096 patterns, none with a layer that keeps every token"
+                                          r".*raise --max-kv to 16MiB@32K \(the least any such pattern holds: AMMMMM"):
+        run_search(config, echo=lambda _: None)
+    assert not (tmp_path / "out").exists()
+    said = []
+    check_recall_under_max_kv(SearchConfig(primitives="AMSD", min_recall=0.5, max_kv="10MiB@32K", wandb="off"),
+                              said.append)  # a fraction: a warning, the search goes on
+    assert len(said) == 1 and said[0].startswith("warning: --max-kv 10MiB@32K leaves 729") and "16MiB@32K" in said[0]
+    check_recall_under_max_kv(SearchConfig(primitives="AMSD", min_recall="known", max_kv="16MiB@32K", wandb="off"),
+                              said.append)  # AMMMMM fits: nothing to say
+    assert len(said) == 1
 
 
 def test_decode_speed_is_measured_through_the_cache():

@@ -93,6 +93,22 @@ def test_failures_are_recorded_with_reasons_and_the_search_goes_on(tmp_path):
     assert result["best"]["pattern"] == "AAMMMM"
 
 
+def test_patterns_the_evaluator_trains_as_one_model_are_trained_once_and_share_its_score(tmp_path, monkeypatch):
+    # the recall probe trains a pattern's mixers alone: SDDMDM and SMDDDM are both SDDD to it (issue 37's search
+    # probed them twice, 7 minutes, with the same result to the last digit)
+    log = tmp_path / "trained.txt"
+    monkeypatch.setenv("TOY_EVAL_LOG", str(log))
+    monkeypatch.setenv("TOY_EVAL_DROP", "M")
+    result = run_search(config(tmp_path, sampler="brute", trials=4, layers=2), echo=lambda _: None)
+    scores = {row["pattern"]: row["score"] for row in result["leaderboard"]}
+    assert set(scores) == {"AA", "AM", "MA", "MM"}  # every pattern is scored ...
+    assert sorted(trained(log)) == sorted(["AA", "MM", next(p for p in trained(log) if p in ("AM", "MA"))])
+    assert scores["AM"] == scores["MA"]  # ... the twin with the model's score, trained once
+    study = optuna.load_study(study_name=result["study"], storage=f"sqlite:///{tmp_path / 'out' / 'study.db'}")
+    twin = next(t for t in study.trials if "same_model_as" in t.user_attrs)
+    assert twin.user_attrs["pattern"] in ("AM", "MA") and twin.user_attrs["seconds"] == 0.0
+
+
 def test_interrupted_search_resumes_without_losing_or_repeating_trials(tmp_path, monkeypatch):
     log = tmp_path / "trained.log"
     monkeypatch.setenv("TOY_EVAL_LOG", str(log))

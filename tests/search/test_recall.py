@@ -109,3 +109,14 @@ def test_composer_search_with_the_recall_evaluator_runs_at_the_smoke_budget(tmp_
     rows = json.loads((out / "leaderboard.json").read_text())
     assert rows and all(0.0 <= row["score"] <= 1.0 for row in rows)
     assert set(rows[0]["details"]["accuracy_by_length"]) == {"64", "128"}
+
+
+def test_the_probe_trains_a_patterns_mixers_alone_so_patterns_that_differ_only_in_their_mlps_share_a_model():
+    from search.recall import mixer_stack
+
+    assert mixer_stack("SDMMSD") == "SDSD" and mixer_stack("SMWMAE") == "SWA"  # MLP and MoE layers keep nothing
+    assert mixer_stack("MMMM") == ""
+    probe = RecallEvaluator("probe")
+    assert probe.model_key("SDDMDM") == probe.model_key("SMDDDM") == "SDDD"  # one model: probed once
+    assert probe.model_key("SDDMAS") != probe.model_key("SDDMDM")
+    assert RecallEvaluator("cpu").model_key("SDMMSD") == "SDMMSD"  # the whole pattern trains: its own model

@@ -2,7 +2,9 @@
 
 Score = how well a pattern matches the hidden optimum ``AAMMMM...`` layer by layer, plus a small bonus for
 attention early; patterns containing ``"MMMMM"`` fail (to test failure handling), and ``AMAMAM`` returns NaN.
-Each call appends the pattern to the file named by ``$TOY_EVAL_LOG`` so tests can count trainings.
+Each call appends the pattern to the file named by ``$TOY_EVAL_LOG`` so tests can count trainings. With
+``$TOY_EVAL_DROP`` set to a symbol, patterns that differ only in where that symbol sits train one model
+(``model_key``, as the recall probe drops MLPs).
 """
 
 from __future__ import annotations
@@ -20,6 +22,10 @@ class ToyEvaluator:
     def __init__(self, budget: str = "smoke", **_) -> None:
         self.budget = budget
         self.delay = float(os.environ.get("TOY_EVAL_DELAY", "0"))
+
+    def model_key(self, pattern: str) -> str:
+        drop = os.environ.get("TOY_EVAL_DROP", "")
+        return pattern.replace(drop, "") if drop else pattern
 
     def __call__(self, pattern: str, seed: int, report) -> Evaluation:
         log = os.environ.get("TOY_EVAL_LOG")
