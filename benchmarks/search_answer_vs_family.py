@@ -12,6 +12,9 @@ search's own training call and settings (read from the search's ``config.json``)
 - the confirmation's further seeds (``--confirm-seeds``: from scratch, at the rate the last rung scored it at,
   which is rung 1's choice, continued).
 
+``--layout PATTERN --name NAME`` trains a layout of the target's size as given instead of a family (a what-if:
+the answer with fewer attention layers at the target, say), through the same stages.
+
 Its losses then pair seed by seed with the answer's (``details.losses`` in the search's ``leaderboard.json``, the
 last rung's score at the search's seed and the confirmation's seeds), and the script prints ``answer - family``
 with its paired t interval. Each finished stage is written to ``<work>/family.json`` as it ends, so a killed run
@@ -19,6 +22,8 @@ keeps what it trained and a rerun trains only what is missing (trunks in ``<work
 
     python benchmarks/search_answer_vs_family.py runs/sh-amsd-recall --family samba \\
         [--answer PATTERN] [--work runs/sh-amsd-recall/families/samba] [--json out.json]
+    python benchmarks/search_answer_vs_family.py runs/sh-amsd-recall --layout SDDMDSSDDMASSDDMDSSDMDS \
+        --name sddmas-one-attention --answer SMSAMS
 """
 
 from __future__ import annotations
@@ -89,9 +94,10 @@ def family_fit(config, family: str) -> str:
     return family_at_depth(family, config.layers).pattern
 
 
-def train_family(config, family: str, work: Path, echo=print) -> dict:
-    """The family through the search's rungs at the target's size and its confirmation, a record per stage in
-    ``work/family.json`` (kept across runs: a stage already there is not trained again)."""
+def train_family(config, family: str, work: Path, echo=print, layout: str | None = None) -> dict:
+    """The family (or ``layout``, named ``family``) through the search's rungs at the target's size and its
+    confirmation, a record per stage in ``work/family.json`` (kept across runs: a stage already there is not
+    trained again)."""
     from search.evaluators import make_evaluator
     from search.fidelity import get_ladder
     from search.lm import confirm_budget, get_lm_budget
@@ -99,7 +105,8 @@ def train_family(config, family: str, work: Path, echo=print) -> dict:
 
     record_path = work / "family.json"
     record = json.loads(record_path.read_text()) if record_path.is_file() else {}
-    fit = family_fit(config, family)
+    fit = layout or family_fit(config, family)
+    known = {} if layout else {fit: family}
     if record and (record.get("family"), record.get("fit")) != (family, fit):
         raise ConfigError(f"{record_path} holds {record.get('family')}: pass another --work")
     record.update(family=family, fit=fit, stages=record.get("stages", {}))
@@ -119,9 +126,12 @@ def train_family(config, family: str, work: Path, echo=print) -> dict:
             continue
         chosen = record["stages"].get(last_rung_name(config), {}).get("lr")  # the confirmation's rate
         evaluator = make_evaluator("lm", budget, config.widths, config.data, config.tokenizer, config.precision,
-                                   config.compile, str(work / "trunks"), known={fit: family},
+                                   config.compile, str(work / "trunks"), known=known,
                                    chosen_rates={fit: chosen} if chosen else None)
         trained = evaluator.trained_pattern(fit)
+        if layout and trained != layout:
+            raise ConfigError(f"--layout {layout} grows to {trained} at {config.report_target}: give a layout of the "
+                              "target's size")
         echo(f"{family} {name}: {trained} at {budget}, seed {seed} ...")
         started = time.perf_counter()
         result = evaluator(fit, seed, None)
@@ -143,10 +153,10 @@ def family_losses(record: dict, last_rung: str) -> dict[str, float]:
     return losses
 
 
-def compare(out: Path, family: str, answer: str | None, work: Path, echo=print) -> dict:
+def compare(out: Path, family: str, answer: str | None, work: Path, echo=print, layout: str | None = None) -> dict:
     config = search_config(out)
     row = answer_row(out, answer)
-    record = train_family(config, family, work, echo)
+    record = train_family(config, family, work, echo, layout)
     last_rung = last_rung_name(config)
     mine, theirs = answer_losses(row, config.seed), family_losses(record, last_rung)
     paired = paired_difference(mine, theirs)
@@ -160,7 +170,10 @@ def compare(out: Path, family: str, answer: str | None, work: Path, echo=print) 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("search", help="a successive-halving search's --out")
-    parser.add_argument("--family", required=True, help="a published family (composer families), e.g. samba")
+    which = parser.add_mutually_exclusive_group(required=True)
+    which.add_argument("--family", help="a published family (composer families), e.g. samba")
+    which.add_argument("--layout", help="a layout of the target's size, trained as given (name it with --name)")
+    parser.add_argument("--name", help="what --layout is called in the output")
     parser.add_argument("--answer", help="the pattern to compare (default: the search's best new finalist)")
     parser.add_argument("--work", help="where the family's runs go (default: <search>/families/<family>)")
     parser.add_argument("--json", help="write the comparison here")
@@ -168,16 +181,23 @@ def main(argv: list[str] | None = None) -> int:
     from composer.layouts import FAMILIES
 
     try:
-        if args.family not in FAMILIES:
+        if args.layout:
+            from composer.pattern import parse_pattern
+
+            parse_pattern(args.layout)
+            if not args.name:
+                raise ConfigError("--layout needs --name: what the output calls it")
+        elif args.family not in FAMILIES:
             raise ConfigError(f"unknown family {args.family!r}: one of {', '.join(FAMILIES)}")
+        name = args.name if args.layout else args.family
         out = Path(args.search)
-        work = Path(args.work) if args.work else out / "families" / args.family
-        result = compare(out, args.family, args.answer, work)
+        work = Path(args.work) if args.work else out / "families" / name
+        result = compare(out, name, args.answer, work, layout=args.layout)
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     paired = result["answer_minus_family"]
-    print(f"{result['answer']['pattern']} - {args.family} ({result['family']['target_pattern']}): "
+    print(f"{result['answer']['pattern']} - {name} ({result['family']['target_pattern']}): "
           f"seeds {paired['seeds']}, differences {[round(d, 4) for d in paired['differences']]}")
     if paired["ci"] is not None:
         print(f"  mean {paired['mean']:+.4f}, 95% {format_interval(paired['ci'])}: {paired['verdict']}")

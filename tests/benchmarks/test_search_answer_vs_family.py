@@ -67,3 +67,23 @@ def test_a_search_without_its_answer_or_another_familys_work_is_refused_in_one_l
         bench.compare(out, "jamba", None, tmp_path / "work", echo=lambda _: None)
     with pytest.raises(ConfigError, match="is not on"):
         bench.compare(out, "samba", "WWWWWW", tmp_path / "work", echo=lambda _: None)
+
+
+def test_a_layout_of_the_targets_size_is_trained_as_given_and_one_that_would_grow_is_refused(tmp_path, fake,
+                                                                                             load_benchmark, capsys):
+    # the what-if the AMSD answer needed: its model at the target with fewer attention layers, through the same
+    # stages as a family, paired with the search's rows
+    bench = load_benchmark("search_answer_vs_family")
+    run_search(halving(tmp_path, confirm_seeds=3), echo=lambda _: None)
+    out = tmp_path / "out"
+    stacked = layout_at_target("SMSAMS", "tiny")[0]
+    first = stacked.index("A") + 1
+    variant = stacked[:first] + stacked[first:].replace("A", "S")  # one attention layer kept
+    searched = len(fake.trained)
+    compared = bench.compare(out, "one-attention", None, tmp_path / "variant", echo=lambda _: None, layout=variant)
+    assert fake.trained[searched:] == [variant] * 4 and compared["family"]["target_pattern"] == variant
+    assert compared["family"]["name"] == "one-attention" and compared["answer_minus_family"]["ci"] is not None
+    with pytest.raises(ConfigError, match="grows to .* give a layout of the target's size"):
+        bench.compare(out, "two", None, tmp_path / "two", echo=lambda _: None, layout="SM")
+    assert bench.main([str(out), "--layout", variant]) == 2
+    assert "--layout needs --name" in capsys.readouterr().err
