@@ -123,7 +123,7 @@ def target_tokens_of(ladder: Ladder, target: str | None) -> tuple[int, int | Non
 
 def promote(rows: list[dict], keep: int, by: str = "score", target_tokens: int | None = None,
             target_trunk_tokens: int | None = None, hedge: int = 0, z: float = 1.0,
-            fit_from: float = 0.0, known: str = "best") -> list[dict]:
+            fit_from: float = 0.0, known: str = "best", pool=None) -> list[dict]:
     """The rows that go on to the next rung (``rows`` is a leaderboard, best first), and the best known layout
     when it is not among them (the floor; ``known="all"``: every known layout, best first).
 
@@ -131,7 +131,9 @@ def promote(rows: list[dict], keep: int, by: str = "score", target_tokens: int |
     forecast at ``target_tokens`` (``search.forecast``; a row without a curve is ranked by its score), then every
     row whose forecast could still be the best at ``z`` (at most ``keep`` more); each chosen row carries its
     ``forecast``. ``hedge``: that many more, the best row of each of the highest attention shares not yet chosen,
-    highest first: late learners, which a rung on fewer tokens than the target ranks too low."""
+    highest first: late learners, which a rung on fewer tokens than the target ranks too low. ``pool``: a test of
+    a new row; the best ``keep`` rows that pass it go on too, by the same ranking (the answer's pool under
+    ``--min-recall``: promoted by loss alone, the AMSD search's rung 2 kept 1 pattern with attention of 6)."""
     forecasts = {}
     if by == "forecast":
         from search.forecast import could_be_best, forecast_row
@@ -144,6 +146,9 @@ def promote(rows: list[dict], keep: int, by: str = "score", target_tokens: int |
     if forecasts:
         contenders = [row for pattern in could_be_best(forecasts, z) for row in rows if row["pattern"] == pattern]
         chosen += [row for row in contenders if row not in chosen][:keep]
+    if pool is not None:
+        passing = [row for row in ranked if not row.get("known") and pool(row)][:keep]
+        chosen += [row for row in passing if row not in chosen]
     if hedge:
         chosen_shares = {round(row["attention_share"], 9) for row in chosen}
         best_of_share: dict[float, dict] = {}

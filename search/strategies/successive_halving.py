@@ -65,7 +65,7 @@ class SuccessiveHalving(Strategy):
         step = ladder.rungs[index]
         target_tokens, target_trunk = target_tokens_of(ladder, config.target)
         promoted = promote(below, step.keep, step.promote_by, target_tokens, target_trunk, step.hedge,
-                           fit_from=step.fit_from, known=step.known)
+                           fit_from=step.fit_from, known=step.known, pool=recall_pool(config))
         promoted.sort(key=lambda row: not row.get("known"))  # the floor first: a deadline drops new patterns
         first = tuple((row["pattern"], {"promoted_from": row["trial"],
                                         **({"known": row["known"]} if row.get("known") else {}),
@@ -111,6 +111,26 @@ class SuccessiveHalving(Strategy):
             add_confirmed_seeds(config, answer, confirmed)
         weigh_tradeoffs(config, answer, probed, measured_seed_noise(answered_config.evaluator, answered_config.budget))
         return answer
+
+
+def recall_pool(config: SearchConfig):
+    """Under ``--min-recall``, the new patterns the answer can come from: those with a layer that keeps every token
+    of the probe's longest length on their model at the target (``search.cost.keeps_every_token``; every finalist
+    probed without one recalled 0.015 or less). Each rung promotes as many of them as of the unconstrained best,
+    so the last rung does not hold a single candidate for the answer. None without ``--min-recall``."""
+    if config.min_recall is None or not config.probes_recall:
+        return None
+    from composer.presets import get_preset
+    from search.cost import keeps_every_token
+    from search.recall import get_recall_budget
+
+    length = max(get_recall_budget(config.recall_budget).lengths)
+    widths = get_preset(config.report_target).arch
+
+    def recalls(row: dict) -> bool:
+        return keeps_every_token(widths.with_pattern(row.get("target_pattern") or row["pattern"]), length)
+
+    return recalls
 
 
 def recall_plan(config: SearchConfig, done: list[StageRun]) -> StagePlan:

@@ -36,6 +36,26 @@ def test_promotion_keeps_the_best_and_the_best_known_layout():
     assert all(rung.known == "all" for ladder in LADDERS.values() for rung in ladder.rungs[1:])
 
 
+def test_under_min_recall_the_patterns_that_can_recall_are_promoted_as_deep_as_the_best():
+    from search.strategies.successive_halving import recall_pool
+
+    # the AMSD search's rung 1, promoted by loss alone, sent 1 pattern with attention of 6 to rung 2
+    rows = [{"pattern": p, "known": None} for p in ("SDDMDM", "SMDDDM", "SDDMDA", "SDMDDS", "SDDDAM", "SDDMAS")]
+    rows.append({"pattern": "SMSAMS", "known": "nemotron-h"})
+    attention = lambda row: "A" in row["pattern"]  # noqa: E731
+    assert [r["pattern"] for r in promote(rows, 2)] == ["SDDMDM", "SMDDDM", "SMSAMS"]
+    assert [r["pattern"] for r in promote(rows, 2, pool=attention)] == ["SDDMDM", "SMDDDM", "SDDMDA", "SDDDAM",
+                                                                        "SMSAMS"]
+    # those already among the best count towards the pool's keep
+    assert [r["pattern"] for r in promote(rows, 3, pool=attention)] == ["SDDMDM", "SMDDDM", "SDDMDA", "SDDDAM",
+                                                                        "SDDMAS", "SMSAMS"]
+    assert recall_pool(SearchConfig(primitives="AMSD")) is None  # no --min-recall: loss alone
+    pool = recall_pool(SearchConfig(primitives="AMSDW", min_recall="known"))
+    assert pool({"pattern": "SDDMAS"}) and not pool({"pattern": "SDDMDM"})
+    assert pool({"pattern": "SDDMWS"})  # W's 4,096-token window at demo-4m keeps the probe's 1,024
+    assert not pool({"pattern": "SMSAMS", "target_pattern": "SMSMSMSMSMSMSMSM"})  # judged on the model at the target
+
+
 def test_ladders_and_settings_are_checked_before_anything_trains():
     assert LADDERS["cpu"].rungs[-1].budget == "rung-cpu-2"
     with pytest.raises(ConfigError, match="rung 0 keeps every candidate"):
