@@ -42,7 +42,10 @@ def test_under_min_recall_the_patterns_that_can_recall_are_promoted_as_deep_as_t
     # the AMSD search's rung 1, promoted by loss alone, sent 1 pattern with attention of 6 to rung 2
     rows = [{"pattern": p, "known": None} for p in ("SDDMDM", "SMDDDM", "SDDMDA", "SDMDDS", "SDDDAM", "SDDMAS")]
     rows.append({"pattern": "SMSAMS", "known": "nemotron-h"})
-    attention = lambda row: "A" in row["pattern"]  # noqa: E731
+
+    def attention(row):
+        return "A" in row["pattern"]
+
     assert [r["pattern"] for r in promote(rows, 2)] == ["SDDMDM", "SMDDDM", "SMSAMS"]
     assert [r["pattern"] for r in promote(rows, 2, pool=attention)] == ["SDDMDM", "SMDDDM", "SDDMDA", "SDDDAM",
                                                                         "SMSAMS"]
