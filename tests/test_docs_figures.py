@@ -1203,3 +1203,28 @@ def test_search_amsd_min_recall_end_to_end():
     reproduced(data["samba"]["answer_minus_family"]["ci"], samba["ci"], "SDDMAS - samba")
     for pair in (nemotron, samba):
         find(text, rf"{pair['mean']:.3f} \[{pair['ci'][0]:.3f}, {pair['ci'][1]:.3f}\]")
+
+
+def test_recall_probe_seed_spread_at_the_ceiling():
+    """docs/search.md's seed spread of the shipped probe at 1,024 tokens: the mixer stacks with attention probed at
+    two seeds under the shipped settings (token-shift stem; Mamba-2 at 0.03 of the rate where it has any)."""
+    import math
+
+    from scipy import stats
+
+    runs = results("recall_probe-2026-11-27.json")["runs"]
+    shipped = [run for run in runs if run["shift_stem"] and run["steps_per_length"] == 1000
+               and ("S" not in run["pattern"] or run.get("rate_scales") == {"S": 0.03}) and "A" in run["pattern"]
+               or run["pattern"] == "SWS"]
+    by_pattern: dict[str, dict[int, float]] = {}
+    for run in shipped:
+        by_pattern.setdefault(run["pattern"], {})[run["seed"]] = run["accuracy_by_length"]["1024"]
+    assert sorted(by_pattern) == ["AAA", "DDA", "SSAS", "SWS"] and all(set(v) == {0, 1} for v in by_pattern.values())
+    differences = {pattern: abs(seeds[0] - seeds[1]) for pattern, seeds in by_pattern.items()}
+    text = section(doc("search.md"), "The `AMSD` search with `--min-recall known`, end to end")
+    find(text, r"differ at 1,024 tokens by 0 \(`AAA`\), 0 \(`DDA`\), "
+               rf"{differences['SSAS']:.5f} \(`SSAS`\) and {differences['SWS']:.5f}")
+    pooled = math.sqrt(sum(d * d / 2 for d in differences.values()) / len(differences))
+    find(text, rf"pooled seed standard deviation of {pooled:.5f}")
+    chance = stats.t.ppf(0.975, len(differences)) * math.sqrt(2) * pooled
+    assert round(chance, 3) == 0.001, chance
