@@ -192,8 +192,13 @@ def confirm_plan(config: SearchConfig, provisional: Answer, index: int, space) -
 
 def add_confirmed_seeds(config: SearchConfig, answer: Answer, confirmed: StageRun) -> None:
     """Each confirmed finalist's row gets its losses per seed: the last rung's score at the search's seed, and the
-    confirmation's further seeds, so the answer's interval is paired over them."""
-    by_pattern = {row["pattern"]: row for row in confirmed.rows}
+    confirmation's further seeds, so the answer's interval is paired over them. Every finalist the confirmation's
+    study holds counts, not only this run's pair: a search run again under another --min-recall confirms another
+    pair in the same study, and the front would otherwise weigh the first pair's known layout on one seed against
+    the stand-in spread ("even") where its 3 seeds say better."""
+    from search.leaderboard import leaderboard
+
+    by_pattern = {row["pattern"]: row for row in leaderboard(confirmed.study, maximize=False)}
     said = []
     for row in answer.rows:
         extra = (by_pattern.get(row["pattern"], {}).get("details") or {}).get("losses")

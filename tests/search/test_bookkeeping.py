@@ -373,3 +373,27 @@ def test_the_kv_objective_is_measured_on_the_stacked_model_at_the_target(tmp_pat
     for row in result["leaderboard"]:
         stacked = analyze(demo.with_pattern(pattern_at_target(row["pattern"], "demo-4m")))
         assert row["kv_cache_bytes_per_token"] == stacked.kv_cache_bytes_per_token == row["objectives"][1]
+
+
+def test_every_finalist_the_confirmation_study_holds_gets_its_seeds(tmp_path, fake):
+    """A search run again under another --min-recall confirms another pair in the same study (the AMSD search: the
+    7:1 family under `known`, Nemotron-H under 0.99): the front then weighed Nemotron-H on one seed against the
+    stand-in spread and called the answer's loss "even" where its 3 confirmed seeds say better."""
+    from search.strategies.base import Answer, StageRun
+    from search.strategies.successive_halving import add_confirmed_seeds
+
+    result = run_search(halving(tmp_path, confirm_seeds=3), echo=lambda _: None)
+    study = optuna.load_study(study_name=result["confirmation"]["study"],
+                              storage=f"sqlite:///{tmp_path / 'out' / 'study.db'}")
+    confirmed_before = set(result["confirmation"]["patterns"])
+    other = next(row for row in result["leaderboard"] if row["pattern"] not in confirmed_before)
+    losses = {"1": other["score"] + 0.01, "2": other["score"] + 0.02}  # an earlier run's pair, trained here
+    study.add_trial(optuna.trial.create_trial(value=other["score"] + 0.015, user_attrs={
+        "pattern": other["pattern"], "details": {"losses": losses}}))
+    rows = [dict(row) for row in result["leaderboard"]]
+    config = halving(tmp_path, confirm_seeds=3)
+    answer = Answer(study, rows)
+    add_confirmed_seeds(config, answer, StageRun(config, None, study, [], 0.0, 0.0))
+    assert set(answer.summary["confirmation"]["patterns"]) == confirmed_before | {other["pattern"]}
+    row = next(row for row in rows if row["pattern"] == other["pattern"])
+    assert row["details"]["losses"] == {"0": other["score"], **losses}
