@@ -114,11 +114,12 @@ class SuccessiveHalving(Strategy):
 
 
 def recall_pool(config: SearchConfig):
-    """Under ``--min-recall``, the new patterns the answer can come from: those with a layer that keeps every token
-    of the probe's longest length on their model at the target (``search.cost.keeps_every_token``; every finalist
-    probed without one recalled 0.015 or less). Each rung promotes as many of them as of the unconstrained best,
-    so the last rung does not hold a single candidate for the answer. None without ``--min-recall``."""
-    if config.min_recall is None or not config.probes_recall:
+    """Under ``--min-recall`` (or the recall objective), the new patterns the answer (or the front's recalling end)
+    can come from: those with a layer that keeps every token of the probe's longest length on their model at the
+    target (``search.cost.keeps_every_token``; every finalist probed without one recalled 0.015 or less). Each rung
+    promotes as many of them as of the unconstrained best, so the last rung does not hold a single candidate for
+    the answer. None when the finalists' recall is not asked for."""
+    if not config.probes_recall:
         return None
     from composer.presets import get_preset
     from search.cost import keeps_every_token

@@ -52,7 +52,8 @@ def test_under_min_recall_the_patterns_that_can_recall_are_promoted_as_deep_as_t
     # those already among the best count towards the pool's keep
     assert [r["pattern"] for r in promote(rows, 3, pool=attention)] == ["SDDMDM", "SMDDDM", "SDDMDA", "SDDDAM",
                                                                         "SDDMAS", "SMSAMS"]
-    assert recall_pool(SearchConfig(primitives="AMSD")) is None  # no --min-recall: loss alone
+    assert recall_pool(SearchConfig(primitives="AMSD")) is None  # recall not asked for: loss alone
+    assert recall_pool(SearchConfig(primitives="AMSD", objectives=["score", "recall"])) is not None
     pool = recall_pool(SearchConfig(primitives="AMSDW", min_recall="known"))
     assert pool({"pattern": "SDDMAS"}) and not pool({"pattern": "SDDMDM"})
     assert pool({"pattern": "SDDMWS"})  # W's 4,096-token window at demo-4m keeps the probe's 1,024
