@@ -1228,3 +1228,51 @@ def test_recall_probe_seed_spread_at_the_ceiling():
     find(text, rf"pooled seed standard deviation of {pooled:.5f}")
     chance = stats.t.ppf(0.975, len(differences)) * math.sqrt(2) * pooled
     assert round(chance, 3) == 0.001, chance
+
+
+def test_search_amsd_recall_pool_and_one_attention():
+    """docs/search.md's pool run, its --min-recall 0.99 answer, and the answer with one attention layer at the
+    target: every figure and interval recomputed from the stored rows."""
+    from composer.evidence import paired_difference
+
+    data = results("amsd_recall_pool-2026-11-27.json")
+    text = section(doc("search.md"), "The answer's pool promoted, and the answer with one attention layer")
+    pool = data["pool_run"]
+    for pattern in ("SDAAAM", "SMSMAM", "SMSAAM", "SADMSS", "SSDSAD"):  # rung 1's additions, none further
+        assert pattern in pool["promoted"]["1"] and pattern not in pool["promoted"]["2"]
+        find(text, rf"`{pattern}` {pool['rung1_scores'][pattern]:.4f}")
+    board = {row["pattern"]: row for row in pool["leaderboard"]}
+    for pattern in ("SDDDAM", "SDDMDA"):
+        assert pattern in pool["promoted"]["2"] and board[pattern]["lr"] == 2e-3
+        find(text, rf"`{pattern}` {board[pattern]['score']:.4f}")
+        agree("0.99896", board[pattern]["recall"], f"{pattern} recall")
+        assert round((1 - board[pattern]["recall"]) * board[pattern]["recall_queries"]) == 17
+        assert not board[pattern]["meets_min_recall"]
+    assert pool["min_recall"]["eligible"] == ["SDDMAS", "DMDMAM"] and pool["vs_known"]["best_new"]["pattern"] == "SDDMAS"
+    relaxed = {row["pattern"]: row for row in data["min_recall_099"]["leaderboard"]}
+    answer = paired_difference(relaxed["SDDDAM"]["losses"], relaxed["SMSAMS"]["losses"])
+    stored = data["min_recall_099"]["vs_known"]
+    assert stored["best_new"]["pattern"] == "SDDDAM" and stored["answer"] == "new"
+    reproduced(stored["ci"], answer["ci"], "SDDDAM - nemotron-h")
+    find(text, rf"{answer['mean']:.3f} \[{answer['ci'][0]:.3f}, {answer['ci'][1]:.3f}\] over seeds 0, 1, 2")
+    one = data["one_attention"]
+    losses = one["vs_nemotron_h"]["family"]["losses"]
+    assert one["vs_nemotron_h"]["family"]["target_pattern"] == "SDDMDSSDDMASSDDMDSSDMDS"
+    find(text, ", ".join(f"{losses[seed]:.4f}" for seed in ("0", "1", "2")))
+    versus = paired_difference(losses, one["vs_nemotron_h"]["answer"]["losses"])
+    find(text, rf"{versus['mean']:.3f} \[{versus['ci'][0]:.3f}, {versus['ci'][1]:.3f}\] over seeds 0, 1, 2, its cache")
+    itself = paired_difference(losses, one["vs_sddmas"]["answer"]["losses"])
+    assert itself["verdict"] == "within noise"
+    find(text, rf"{itself['mean']:.4f} \[{itself['ci'][0]:.4f}, \+{itself['ci'][1]:.4f}\], within noise")
+    from composer.accounting import analyze
+    from composer.presets import get_preset
+
+    widths = get_preset("demo-4m").arch
+    cache = {name: analyze(widths.with_pattern(layout), seq_len=32_768).cache_bytes_per_sequence / 2**20
+             for name, layout in (("one", "SDDMDSSDDMASSDDMDSSDMDS"), ("nemotron", "SMSMSMSMASMSMSMS"))}
+    find(text, rf"{cache['one']:.2f} MiB against {cache['nemotron']:.2f} MiB")
+    probes = data["target_mixer_probes"]
+    for mixers in ("SDDDSSDDASSDDDSSDDS", "SDDASSDDASSDDASSDAS", "SSSSASSSS"):  # deep stacks: nothing learned
+        probe = probes[mixers]
+        find(text, rf"`{mixers}` recall {probe['accuracy_by_length']['1024']:.4f} .{{0,40}}\({probe['seconds'] / 60:.0f} min")
+        assert abs(probe["train_loss"] - math.log(128)) < 0.06, (mixers, probe["train_loss"])
