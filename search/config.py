@@ -210,6 +210,13 @@ class SearchConfig:
         return self.min_recall is not None or "recall" in self.objectives
 
     @property
+    def recall_length(self) -> int:
+        """The probe's longest length in tokens, where --min-recall is read (``recall_budget``'s lengths)."""
+        from search.recall import get_recall_budget
+
+        return max(get_recall_budget(self.recall_budget).lengths)
+
+    @property
     def probes_recall(self) -> bool:
         """Whether successive halving probes its finalists' recall (search.recall, ``recall_budget``)."""
         return self.strategy == "successive-halving" and self.asks_recall

@@ -83,8 +83,14 @@ def keeps_every_token(arch, length: int) -> bool:
     that long): what recall at ``length`` tokens needs, where a fixed state must compress them."""
     from composer.accounting import analyze
 
+    return _keeps_every_token(analyze(arch, seq_len=length), length)
+
+
+def _keeps_every_token(stats, length: int) -> bool:
+    """:func:`keeps_every_token` read from an accounting at any length (a layer's per-token cache and window do
+    not depend on it)."""
     return any(entry["kv_bytes_per_token"] > 0 and (entry["window"] is None or entry["window"] >= length)
-               for entry in analyze(arch, seq_len=length).per_primitive.values())
+               for entry in stats.per_primitive.values())
 
 
 MAX_PATTERNS_CHECKED = 20_000  # past this the check would take longer than it saves; it is skipped
@@ -105,9 +111,8 @@ def recall_under_max_kv(patterns: list[str], target: str, max_kv: tuple[int, int
     fit = keeping = 0
     cheapest = None
     for pattern in patterns:
-        arch = widths.with_pattern(layout_at_target(pattern, target)[0])
-        cache = analyze(arch, seq_len=at).cache_bytes_per_sequence
-        keeps = keeps_every_token(arch, length)
+        stats = analyze(widths.with_pattern(layout_at_target(pattern, target)[0]), seq_len=at)
+        cache, keeps = stats.cache_bytes_per_sequence, _keeps_every_token(stats, length)
         fit += cache <= limit
         keeping += cache <= limit and keeps
         if keeps and (cheapest is None or cache < cheapest[1]):

@@ -196,7 +196,7 @@ class SearchEta:
                         floor = sum("known" in attrs for _, attrs in stage.first)  # the known layouts go on
                         if ladder.rungs[j].known == "best":
                             floor = min(floor, 1)
-                        # under --min-recall up to keep more: the best that can recall (successive_halving.recall_pool)
+                        # recall asked for: up to keep more, those that can recall (successive_halving.recall_pool)
                         pool = ladder.rungs[j].keep if getattr(config, "probes_recall", False) else 0
                         candidates = min(candidates, ladder.rungs[j].keep + pool + (floor if config.known else 0))
                     below = rung_budget(ladder, j - 1, config.target) if j else None

@@ -98,9 +98,7 @@ def check_recall_under_max_kv(config: SearchConfig, echo) -> None:
     large to enumerate in seconds (``search.cost.MAX_PATTERNS_CHECKED``)."""
     if not (config.probes_recall and config.min_recall is not None and config.max_kv):
         return
-    from search.recall import get_recall_budget
-
-    length = max(get_recall_budget(config.recall_budget).lengths)
+    length = config.recall_length
     limit, at = parse_max_kv(config.max_kv)
     found = recall_under_max_kv(make_space(config, config.layers).enumerate(), config.report_target, (limit, at),
                                 length)

@@ -123,9 +123,8 @@ def recall_pool(config: SearchConfig):
         return None
     from composer.presets import get_preset
     from search.cost import keeps_every_token
-    from search.recall import get_recall_budget
 
-    length = max(get_recall_budget(config.recall_budget).lengths)
+    length = config.recall_length
     widths = get_preset(config.report_target).arch
 
     def recalls(row: dict) -> bool:
