@@ -12,6 +12,8 @@ import os
 import re
 import shutil
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import lightning as L
@@ -80,6 +82,36 @@ def _remove(path: Path) -> None:
         path.unlink()
 
 
+@contextmanager
+def _as_if_saved_at_batch_end(trainer: L.Trainer) -> Iterator[None]:
+    """Give a checkpoint written after a step's bookkeeping the loop state of one written in ``on_train_batch_end``.
+
+    Lightning raises ``SIGTERMException`` after the batch loop has counted the step for its loggers, but on resume
+    it assumes a checkpoint of a finished batch was written before that count (as ``ModelCheckpoint`` does): when
+    the resumed run's validation falls on that step it counts it again, and every logged step from then on is one
+    ahead of the optimizer's (seen in CI: resumed from step 100, the run logged 101, 102). Writing the counters as
+    they stood in ``on_train_batch_end`` takes Lightning's own path there, whatever the resumed run's validation
+    interval. A SIGTERM inside validation (the count not yet made) or in the middle of gradient accumulation is
+    saved as it stands.
+    """
+    loop = trainer.fit_loop.epoch_loop
+    progress = loop.batch_progress
+    counted = (not loop._should_accumulate() and loop._batches_that_stepped == trainer.global_step
+               and progress.total.completed == progress.total.processed and progress.current.completed > 0)
+    if not counted:
+        yield
+        return
+    loop._batches_that_stepped -= 1
+    progress.total.completed -= 1
+    progress.current.completed -= 1
+    try:
+        yield
+    finally:
+        loop._batches_that_stepped += 1
+        progress.total.completed += 1
+        progress.current.completed += 1
+
+
 class AtomicCheckpoint(L.Callback):
     """Saves every ``every_n_steps`` optimizer steps and at the end; keeps the newest ``keep``.
 
@@ -119,7 +151,8 @@ class AtomicCheckpoint(L.Callback):
         if not self.save_on_sigterm:
             return
         if isinstance(exception, SIGTERMException) and trainer.global_step not in (self._saved_step, 0):
-            path = self.save(trainer)
+            with _as_if_saved_at_batch_end(trainer):
+                path = self.save(trainer)
             if trainer.is_global_zero:
                 print(f"SIGTERM: saved {path}; continue with --resume", file=sys.stderr, flush=True)
 

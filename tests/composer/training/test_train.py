@@ -314,6 +314,26 @@ def test_sigterm_saves_the_step_just_finished_and_resume_completes(tmp_path):
     assert json.loads((out / "summary.json").read_text())["steps"] == step + 2
 
 
+@pytest.mark.parametrize("resumed_val_interval", [5, 7])
+def test_a_resumed_sigterm_checkpoint_logs_each_step_under_its_own_number(tmp_path, monkeypatch,
+                                                                         resumed_val_interval):
+    """CI (stop 45): a run preempted at step 100 and resumed with a budget whose validation fell on step 100 logged
+    its steps as 101, 102. Lightning counted the step a second time because the SIGTERM checkpoint held the loop's
+    counters after their update; the optimizer's step was right, every logged step one ahead. Here the first run
+    validates every 20 steps and stops at 5; the resumed one validates every 5 (the bug) or every 7 (control)."""
+    signal_at_step(monkeypatch, step=5)
+    config = dict(FAST, wandb="off", checkpoint_interval=1000, log_interval=1, out=str(tmp_path))
+    with pytest.raises(SystemExit):
+        train(TrainConfig(**config, tokens=40 * 512, val_interval=20))
+    monkeypatch.undo()
+    assert checkpoint_step(latest_checkpoint(tmp_path / "checkpoints")) == 5
+    summary = train(TrainConfig(**config, tokens=8 * 512, val_interval=resumed_val_interval), resume=True)
+    first, second = trained_steps(tmp_path)
+    assert first == [0, 1, 2, 3, 4]
+    assert second == [5, 6, 7], f"the resumed run logged steps {second} for optimizer steps 5, 6, 7"
+    assert summary["steps"] == 8
+
+
 def test_sigterm_hint_names_the_checkpoint_unless_the_caller_says_how_to_continue(tmp_path, monkeypatch, capsys):
     """``composer train`` keeps its preemption hint (the saved step and ``--resume``); ``save_on_sigterm=False``, for
     a run in a temporary directory (a search candidate, issue 34), neither saves nor points at the file."""
