@@ -37,6 +37,15 @@ def spread(n_first: int, n_second: int, first: str = "A", second: str = "M") -> 
     return "".join(first if i in positions else second for i in range(total))
 
 
+def segment_middles(n_layers: int, count: int) -> list[int]:
+    """The positions at the middle of ``count`` equal segments of ``n_layers`` layers (Nemotron-H's rule for its
+    attention layers; ``scaling.extrapolate`` places a pattern's unrepeated attention the same way): for one, the
+    middle layer, ``n_layers // 2``."""
+    if not 0 < count <= n_layers:
+        raise ConfigError(f"cannot place {count} layers at the middles of {n_layers}")
+    return [(2 * j + 1) * n_layers // (2 * count) for j in range(count)]
+
+
 def llama(n_layers: int) -> str:
     """Llama's 1:1 alternation ``AMAM...`` (an odd depth ends with ``A``)."""
     _check_layers(n_layers)
@@ -120,7 +129,7 @@ def nemotron_h(n_layers: int) -> str:
     """
     _check_layers(n_layers)
     n_attention = max(1, round(n_layers * 4 / 52))
-    positions = {(2 * j + 1) * n_layers // (2 * n_attention) for j in range(n_attention)}
+    positions = set(segment_middles(n_layers, n_attention))
     others = iter("SM" * n_layers)
     return "".join("A" if i in positions else next(others) for i in range(n_layers))
 

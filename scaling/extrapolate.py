@@ -25,6 +25,15 @@ would pick up a ``(s - 1) * d_model`` term; the paper's checks come out the same
 * **auto**: stack patterns of at most :data:`STACK_MAX_LAYERS` layers, stretch longer ones, as the paper did
   (it stacked its 6-layer winner and stretched its 16-layer one).
 
+* **attention kept** (``attention="keep"``): the pattern's full-attention layers (those whose cache grows with
+  the context and has no window) are not repeated. Its other layers grow as above, to the target's size less
+  those attention layers, and the attention layers, as many as the pattern has, are placed at the middles of
+  equal segments of the result (Nemotron-H's rule for its own, ``composer.layouts.segment_middles``): ``SDDMAS``
+  at ``demo-4m`` is ``SDDMSSDDMSASDDMSSDDMS``, one attention layer in 21, where stacking gives
+  ``SDDMASSDDMASSDDMASSDMAS``, 4 in 23.
+  A searched pattern with one attention layer then holds one attention layer's cache at any depth, as the
+  published hybrids do (about 8% of layers in Nemotron-H). A pattern of attention only is stacked.
+
 All arithmetic is exact (:class:`fractions.Fraction`), so ``s * h_g`` that lands on an integer is not pushed one
 layer up by floating-point error.
 
@@ -55,6 +64,9 @@ from composer.pattern import MAX_LAYERS, compact_pattern, layers, n_layers, pars
 from composer.presets import PRESETS, get_preset
 
 METHODS = ("stack", "stretch", "auto")
+ATTENTION_RULES = ("repeat", "keep")
+"""How a pattern's full-attention layers grow: ``repeat`` (with the rest of the pattern) or ``keep`` (as many as
+the pattern has, at the middles of the grown model; the module docstring)."""
 ROUNDINGS = ("ceil", "nearest")
 STACK_MAX_LAYERS = 8
 """``auto`` stacks patterns up to this depth and stretches longer ones (the paper: 6 stacked, 16 stretched)."""
@@ -76,6 +88,7 @@ class Extrapolation:
     non_embedding_params: int
     bound: int
     arch: ArchConfig
+    attention: str = "repeat"  # ATTENTION_RULES: how the pattern's full-attention layers grew
 
     @property
     def compact(self) -> str:
@@ -120,6 +133,7 @@ class Extrapolation:
             "difference": self.difference,
             "relative_error": self.relative_error,
             "bound": self.bound,
+            "attention": self.attention,
             "arch": self.arch.to_dict(),
         }
 
@@ -218,17 +232,21 @@ def extrapolate(
     method: str = "auto",
     target_params: int | None = None,
     rounding: str = "ceil",
+    attention: str = "repeat",
 ) -> Extrapolation:
     """Grow ``pattern`` to the size of ``target`` at the target's widths (see the module docstring).
 
     ``target`` is a preset name or an :class:`ArchConfig` (its widths, options and its own pattern's size);
     ``target_params`` overrides the size to reach, in non-embedding parameters (final norm included, as
-    :func:`composer.accounting.non_embedding_params` counts them).
+    :func:`composer.accounting.non_embedding_params` counts them). ``attention``: ``repeat`` the pattern's
+    full-attention layers with it, or ``keep`` their number (:data:`ATTENTION_RULES`).
     """
     if method not in METHODS:
         raise ConfigError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
     if rounding not in ROUNDINGS:
         raise ConfigError(f"rounding must be one of {', '.join(ROUNDINGS)}, got {rounding!r}")
+    if attention not in ATTENTION_RULES:
+        raise ConfigError(f"attention must be one of {', '.join(ATTENTION_RULES)}, got {attention!r}")
     source = parse_pattern(pattern)
     target_arch, target_name = resolve_target(target)
     source_arch = target_arch.with_pattern(source)
@@ -243,16 +261,22 @@ def extrapolate(
             )
         target_non_embedding = target_params
     sizes = layer_params(source_arch)
-    m = _layer_size(source, sizes)
-    big_m = target_non_embedding - final_norm
-    factor = Fraction(big_m, m)
     chosen = method if method != "auto" else ("stack" if n_layers(source) <= STACK_MAX_LAYERS else "stretch")
+    kept = full_attention_layers(source_arch) if attention == "keep" else []
+    grown = "".join(token for token in layers(source) if token not in kept) if kept else source
+    if not grown:  # attention only: nothing else to grow, so it is stacked
+        kept, grown = [], source
+    m = _layer_size(grown, sizes)
+    big_m = target_non_embedding - final_norm - sum(sizes[token] for token in kept)
+    factor = Fraction(big_m, m)
     if chosen == "stack":
-        result, repeats = stack(source, factor, sizes, rounding)
-        bound = _bound(source, factor - repeats, sizes, rounding, keep_every_run=repeats == 0)
+        result, repeats = stack(grown, factor, sizes, rounding)
+        bound = _bound(grown, factor - repeats, sizes, rounding, keep_every_run=repeats == 0)
     else:
-        result, repeats = stretch(source, factor, sizes, rounding), 0
-        bound = _bound(source, factor, sizes, rounding, keep_every_run=True)
+        result, repeats = stretch(grown, factor, sizes, rounding), 0
+        bound = _bound(grown, factor, sizes, rounding, keep_every_run=True)
+    if kept:
+        result = place_at_middles(result, kept)
     arch = target_arch.with_pattern(result)
     return Extrapolation(
         pattern=result,
@@ -267,4 +291,25 @@ def extrapolate(
         non_embedding_params=non_embedding_params(arch),
         bound=bound,
         arch=arch,
+        attention=attention,
     )
+
+
+def full_attention_layers(arch: ArchConfig) -> list[str]:
+    """The layers of ``arch``'s pattern whose cache grows with the context without a window (full attention), in
+    order: what ``attention="keep"`` does not repeat. A sliding window's cache is bounded, so it grows as the
+    other layers do."""
+    per_primitive = analyze(arch).per_primitive
+    return [token for token in layers(arch.pattern)
+            if per_primitive[token]["kv_bytes_per_token"] > 0 and per_primitive[token]["window"] is None]
+
+
+def place_at_middles(pattern: str, inserted: list[str]) -> str:
+    """``pattern`` with the ``inserted`` layers, in their order, at the middles of equal segments of the result
+    (``composer.layouts.segment_middles``)."""
+    from composer.layouts import segment_middles
+
+    total = n_layers(pattern) + len(inserted)
+    positions = set(segment_middles(total, len(inserted)))
+    rest, placed = iter(layers(pattern)), iter(inserted)
+    return "".join(next(placed) if i in positions else next(rest) for i in range(total))

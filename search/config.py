@@ -28,7 +28,7 @@ SCORE_SETTINGS_NAMED = ("evaluator", "budget", "strategy", "layers", "primitives
                         "precision")
 # ... and the rest, as a digest (a default run and one with another --data used to share a study and its scores)
 SCORE_SETTINGS_DIGESTED = ("widths", "target", "data", "tokenizer", "min_share", "max_share", "max_params", "max_kv",
-                           "known", "prune", "compile", "depth")
+                           "known", "prune", "compile", "depth", "attention_at_target")
 
 # the key of the budget's definition digest in a study's stored score settings (budget_definition_digest)
 BUDGET_DEFINITION = "budget_definition"
@@ -127,6 +127,9 @@ class SearchConfig:
     max_share: dict[str, float] = field(default_factory=dict)
     max_params: int | None = None  # non-embedding parameters at the search widths
     max_kv: str | None = None  # "64MiB@32K": most cache bytes per sequence at a length, of the model at the target
+    # how a searched pattern's attention layers grow to the target (scaling.extrapolate.ATTENTION_RULES): "repeat"
+    # with the pattern, or "keep" their number; the model the rungs at the target train and --max-kv measures
+    attention_at_target: str = "repeat"
     # successive halving: the answer must recall at least this much at the probe's longest length (a fraction, or
     # "known": as much as the best known layout with attention); the finalists are probed with `recall_budget`
     min_recall: float | str | None = None
@@ -173,7 +176,11 @@ class SearchConfig:
             if not ok:
                 raise ConfigError(message)
         from composer.pattern import parse_pattern
+        from scaling.extrapolate import ATTENTION_RULES
 
+        if self.attention_at_target not in ATTENTION_RULES:
+            raise ConfigError(f"--attention-at-target must be one of {', '.join(ATTENTION_RULES)}, got "
+                              f"{self.attention_at_target!r}")
         if self.max_kv is not None:
             from search.cost import parse_max_kv
 

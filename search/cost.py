@@ -96,8 +96,10 @@ def _keeps_every_token(stats, length: int) -> bool:
 MAX_PATTERNS_CHECKED = 20_000  # past this the check would take longer than it saves; it is skipped
 
 
-def recall_under_max_kv(patterns: list[str], target: str, max_kv: tuple[int, int], length: int) -> dict | None:
-    """Of ``patterns`` (a search space's), how many fit ``max_kv`` on their model at ``target``, how many of
+def recall_under_max_kv(patterns: list[str], target: str, max_kv: tuple[int, int], length: int,
+                        attention: str = "repeat") -> dict | None:
+    """Of ``patterns`` (a search space's), how many fit ``max_kv`` on their model at ``target`` (its attention
+    grown by ``attention``, ``--attention-at-target``), how many of
     those keep every token of ``length`` (:func:`keeps_every_token`), and the least cache a pattern that keeps
     them holds at the limit's length (None when none does). None when there are too many patterns to check."""
     from composer.accounting import analyze
@@ -111,7 +113,7 @@ def recall_under_max_kv(patterns: list[str], target: str, max_kv: tuple[int, int
     fit = keeping = 0
     cheapest = None
     for pattern in patterns:
-        stats = analyze(widths.with_pattern(layout_at_target(pattern, target)[0]), seq_len=at)
+        stats = analyze(widths.with_pattern(layout_at_target(pattern, target, None, attention)[0]), seq_len=at)
         cache, keeps = stats.cache_bytes_per_sequence, _keeps_every_token(stats, length)
         fit += cache <= limit
         keeping += cache <= limit and keeps

@@ -227,7 +227,7 @@ def make_objective(config: SearchConfig, stage: Stage, evaluator: Evaluator, stu
             raise optuna.TrialPruned("no promotion was waiting")
         pattern = stage.space.suggest(trial)
         search_stats = analyze(widths.with_pattern(pattern))
-        at_target = pattern_at_target(pattern, config.report_target, known.get(pattern))
+        at_target = pattern_at_target(pattern, config.report_target, known.get(pattern), config.attention_at_target)
         target_arch = target.with_pattern(at_target)
         cost = serving_cost(target_arch)
         trial.set_user_attr("pattern", pattern)
@@ -315,15 +315,16 @@ def make_objective(config: SearchConfig, stage: Stage, evaluator: Evaluator, stu
     return objective
 
 
-def pattern_at_target(pattern: str, target: str, known: str | None = None) -> str:
+def pattern_at_target(pattern: str, target: str, known: str | None = None, attention: str = "repeat") -> str:
     """The model ``pattern`` becomes at ``target``, as the rungs at the target's size and ``composer transfer``
     train it: grown to its size by the project's extrapolator, or a published family (``known``) in its own
     layout (``search.known.layout_at_target``). The KV-cache objective and the serving cost are measured on this
     model, not on the searched layers at the target's widths: those understated attention-heavy patterns
-    (``AMAMAM`` at demo-4m: 768 bytes per token for the 6 layers, 2,304 for the 18-layer stack that is trained)."""
+    (``AMAMAM`` at demo-4m: 768 bytes per token for the 6 layers, 2,304 for the 18-layer stack that is trained).
+    ``attention``: ``--attention-at-target``."""
     from search.known import layout_at_target
 
-    return layout_at_target(pattern, target, known)[0]
+    return layout_at_target(pattern, target, known, attention)[0]
 
 
 def known_names(stage: Stage) -> dict[str, str]:
@@ -438,7 +439,7 @@ def run_worker(config: SearchConfig, stage: Stage, worker: int, callbacks: list 
     if evaluator is None:  # a spawned worker builds its own; the search's process passes the stage's
         evaluator = make_evaluator(config.evaluator, config.budget, config.widths, config.data, config.tokenizer,
                                    config.precision, config.compile, config.trunks, known=known_names(stage),
-                                   chosen_rates=chosen_rates(stage))
+                                   chosen_rates=chosen_rates(stage), attention_at_target=config.attention_at_target)
     study = open_study(config, stage, evaluator, worker)
     with StudyLock(worker_lock_path(config.storage, config.out)) as lock:
         reap_dead_workers(study, alone=lock.alone, grace_s=GRACE_S)

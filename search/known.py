@@ -92,11 +92,14 @@ def family_at_depth(name: str, n_layers: int) -> KnownLayout:
 
 
 @functools.lru_cache(maxsize=256)
-def layout_at_target(pattern: str, target: str, known: str | None = None) -> tuple[str, str]:
+def layout_at_target(pattern: str, target: str, known: str | None = None,
+                     attention: str = "repeat") -> tuple[str, str]:
     """The model ``pattern`` becomes at preset ``target``, and how it was made.
 
-    A new pattern (and Llama's, and the paper's stacked winner, whose own rule is stacking) is grown by the
-    project's extrapolator, stacked to the target's size. A published family (``known`` names one of
+    A new pattern is grown by the project's extrapolator, stacked to the target's size; ``attention="keep"``
+    (``composer search --attention-at-target keep``) keeps its number of attention layers instead of repeating
+    them (``scaling.extrapolate``). Llama's and the paper's stacked winner, whose own rule is stacking, are
+    stacked whatever ``attention`` says. A published family (``known`` names one of
     ``composer.layouts.FAMILIES``) enters in its own layout instead (issue 37): Nemotron-H's 6-layer fit ``SMSAMS``
     stacked to 18 layers holds 3 attention layers where its own rule gives about 1 in 13. Its depth is the one,
     within 3 layers of the stack's, whose non-embedding parameters come closest to the stack's, so the family is
@@ -105,9 +108,15 @@ def layout_at_target(pattern: str, target: str, known: str | None = None) -> tup
     layers would be ``SSSSSMMMMWWWWWMMMMM``)."""
     from composer.accounting import non_embedding_params
     from composer.presets import get_preset
-    from scaling.extrapolate import extrapolate
+    from scaling.extrapolate import extrapolate, full_attention_layers
 
     stacked = extrapolate(pattern, target, method="auto").pattern
+    if known is None and attention == "keep":
+        grown = extrapolate(pattern, target, method="auto", attention="keep")
+        if grown.pattern != stacked:  # a pattern without attention, or of attention only, is stacked
+            count = len(full_attention_layers(grown.arch))
+            return grown.pattern, (f"grown to the target's size with its {count} attention "
+                                   f"layer{'s' if count != 1 else ''} unrepeated")
     if known not in FAMILIES:
         return stacked, "stacked to the target's size"
     widths = get_preset(target).arch

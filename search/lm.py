@@ -229,7 +229,7 @@ class LanguageModelEvaluator:
     def __init__(self, budget: str | LMBudget = "cpu", widths: str = "search-1m", data: str | None = None,
                  tokenizer: str | None = None, precision: str = "auto", compile: bool = False,
                  trunks: str | Path | None = None, known: dict[str, str] | None = None,
-                 chosen_rates: dict[str, float] | None = None) -> None:
+                 chosen_rates: dict[str, float] | None = None, attention_at_target: str = "repeat") -> None:
         from composer.training import TrainConfig
         from composer.training.run import resolve_precision
 
@@ -253,15 +253,17 @@ class LanguageModelEvaluator:
         # searched pattern -> the rate the rungs chose for it, recorded with its promotion: a confirmation trains there
         # even where the kept trunks that also say it are gone (deleted to free disk, or the study moved)
         self.chosen_rates = dict(chosen_rates or {})
+        self.attention_at_target = attention_at_target  # how a new pattern's attention grows to extrapolate_to
 
     def trained_pattern(self, pattern: str) -> str:
         """What is trained for ``pattern``: itself, or the model it becomes at ``extrapolate_to``'s size (stacked,
-        or a known family in its own layout: ``search.known.layout_at_target``)."""
+        its attention kept by ``attention_at_target``, or a known family in its own layout:
+        ``search.known.layout_at_target``)."""
         if self.spec.extrapolate_to is None:
             return pattern
         from search.known import layout_at_target
 
-        return layout_at_target(pattern, self.spec.extrapolate_to, self.known.get(pattern))[0]
+        return layout_at_target(pattern, self.spec.extrapolate_to, self.known.get(pattern), self.attention_at_target)[0]
 
     def train_config(self, pattern: str, lr: float, seed: int, out: str):
         """The ``composer train`` settings of one of the candidate's runs."""

@@ -53,7 +53,7 @@ def run_stage(config: SearchConfig, stage: Stage, label: str, precision: str, de
     estimate of its time left (``search.progress``), ``kind``: what its lines call a stage."""
     evaluator = make_evaluator(config.evaluator, config.budget, config.widths, config.data, config.tokenizer,
                                config.precision, config.compile, config.trunks, known=known_names(stage),
-                               chosen_rates=chosen_rates(stage))
+                               chosen_rates=chosen_rates(stage), attention_at_target=config.attention_at_target)
     maximize = evaluator.direction == "maximize"
     echo(f"{label}study {stage.study_name!r}: {stage.trials} trials over {stage.space.size:,} patterns "
          f"({config.sampler_name}, {config.evaluator}/{config.budget}, {precision}, {config.workers} worker(s))")
@@ -101,13 +101,19 @@ def check_recall_under_max_kv(config: SearchConfig, echo) -> None:
     length = config.recall_length
     limit, at = parse_max_kv(config.max_kv)
     found = recall_under_max_kv(make_space(config, config.layers).enumerate(), config.report_target, (limit, at),
-                                length)
+                                length, config.attention_at_target)
     if found is None or found["fit_and_keep"]:
         return
     cheapest = found["cheapest_keeping"]
     least = f"{math.ceil(cheapest[1] / 2**20 * 10) / 10:g}MiB" if cheapest else ""  # rounded up: it then fits
     fix = (f"raise --max-kv to {least}@{config.max_kv.partition('@')[2]} (the least any such pattern holds: "
            f"{cheapest[0]})" if cheapest else "add attention (A) or a window (W) to --primitives")
+    if cheapest and config.attention_at_target == "repeat":  # stacking repeats the attention: keeping it may fit
+        kept = recall_under_max_kv(make_space(config, config.layers).enumerate(), config.report_target, (limit, at),
+                                   length, "keep")
+        if kept and kept["fit_and_keep"]:
+            fix += (f", or pass --attention-at-target keep ({kept['fit_and_keep']:,} patterns with attention then "
+                    f"fit)")
     problem = (f"--max-kv {config.max_kv} leaves {found['fit']:,} of {found['patterns']:,} patterns, none with a "
                f"layer that keeps every token of the recall probe's {length:,} (attention, or a window that long) "
                f"on its model at {config.report_target}")

@@ -53,6 +53,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="ceil: the paper's rule, never below the target (default); nearest: within half a layer of it",
     )
     parser.add_argument(
+        "--attention", choices=("repeat", "keep"), default="repeat",
+        help="repeat: full-attention layers grow with the pattern (default); keep: as many as the pattern has, at "
+             "the middles of the grown model (Nemotron-H's placement), the other layers grown to the rest of the size",
+    )
+    parser.add_argument(
         "--baselines", action="store_true",
         help="also list the matched baselines (Llama, Sandwich, striped 1:2, random) at the target widths",
     )
@@ -82,11 +87,12 @@ def _baselines(arch, seed: int, reference: int) -> dict[str, dict]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from scaling.extrapolate import extrapolate
+    from scaling.extrapolate import extrapolate, full_attention_layers
 
     target_params = None if args.params is None else parse_count(args.params)
     result = extrapolate(
-        args.pattern, args.target, method=args.method, target_params=target_params, rounding=args.rounding
+        args.pattern, args.target, method=args.method, target_params=target_params, rounding=args.rounding,
+        attention=args.attention,
     )
     data = result.to_dict()
     # Llama and striped are matched to the extrapolation's target size (the preset's own unless --params).
@@ -96,11 +102,18 @@ def run(args: argparse.Namespace) -> int:
             data["baselines"] = baselines
         print_json(data)
         return 0
+    grown, kept = result.source_pattern, []
+    if result.attention == "keep":
+        kept = full_attention_layers(result.arch.with_pattern(result.source_pattern))
+        grown = "".join(token for token in result.source_pattern if token not in kept) or grown
+        kept = kept if grown != result.source_pattern else []
     if result.method == "stack":
         remainder = result.scale - result.repeats
-        how = f"stack: {result.repeats} x {result.source_pattern} + remainder stretched x{remainder:.4f}"
+        how = f"stack: {result.repeats} x {grown} + remainder stretched x{remainder:.4f}"
     else:
-        how = f"stretch: every run x{result.scale:.4f}"
+        how = f"stretch: {grown}, every run x{result.scale:.4f}"
+    if kept:
+        how += f", then its {len(kept)} attention layer{'s' if len(kept) != 1 else ''} at the middles"
     counts = ", ".join(f"{symbol} {n} ({REGISTRY.get(symbol).name})" for symbol, n in result.counts.items())
     target = result.target_non_embedding_params
     origin = f"{args.target}'s own" if args.params is None else f"--params, at {args.target} widths"

@@ -46,6 +46,10 @@ FLAGS = {
     "max_kv": (str, "BYTES@LENGTH, e.g. 64MiB@32K: the most inference cache (KV, windows, fixed states; bf16) one "
                     "sequence of LENGTH tokens may hold on the model at --target; candidates over it are skipped "
                     "before they train"),
+    "attention_at_target": (str, "repeat (default): a searched pattern's attention layers are stacked with it to "
+                                 "the target's size; keep: the model at the target keeps as many attention layers "
+                                 "as the pattern has, at the middles of its depth (Nemotron-H's placement), so a "
+                                 "pattern with one attention layer holds one layer's KV cache at any depth"),
     "precision": (str, "auto (default: bf16 where the GPU or CPU computes it natively, else fp32), fp32, bf16"),
     "workers": (int, "local worker processes, trials evaluated concurrently (spread over the GPUs; CPU threads "
                 "split between them)"),

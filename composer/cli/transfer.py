@@ -49,6 +49,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                                        "holds only the last rung's finalists)")
     parser.add_argument("--to", help="target preset (default demo-4m)")
     parser.add_argument("--method", choices=("auto", "stack", "stretch"), help="extrapolation (default auto)")
+    parser.add_argument("--attention", choices=("repeat", "keep"),
+                        help="how the patterns' attention layers grow to --to (default repeat; keep: as the search's "
+                             "--attention-at-target keep grew them)")
     parser.add_argument("--seeds", help="a count (3 = seeds 0,1,2; default) or comma-separated seeds")
     parser.add_argument("--baseline", help="the parameter-matched baseline each pattern is compared with, paired over "
                                            "seeds: llama (default), striped-1:R, or none")
@@ -66,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     from composer.experiments.transfer import Transfer, TransferConfig, format_report
 
     overrides = {name: getattr(args, name) for name in ("search", "study", "patterns", "k", "rung", "to", "method",
-                                                         "seeds", "baseline", "n_boot", "workers", "out")}
+                                                         "attention", "seeds", "baseline", "n_boot", "workers", "out")}
     overrides.update({f"train.{name}": getattr(args, f"train_{name}") for name in TRAIN_FLAGS})
     config = TransferConfig.from_recipe(args.recipe, **overrides)
     report = Transfer(config, echo=lambda line: print(line, file=sys.stderr)).run()

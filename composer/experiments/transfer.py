@@ -111,6 +111,7 @@ class TransferConfig:
     rung: int | str | None = None
     to: str = "demo-4m"  # target preset: widths and size to extrapolate to
     method: str = "auto"  # extrapolation: stack, stretch or auto
+    attention: str = "repeat"  # the patterns' attention layers: repeat, or keep (scaling.extrapolate.ATTENTION_RULES)
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
     # the parameter-matched baseline each pattern is compared with: llama or striped-1:R (depth-matched to each
     # pattern's non-embedding size, scaling.matching); None trains no baseline
@@ -144,6 +145,10 @@ class TransferConfig:
         if isinstance(self.n_boot, bool) or not isinstance(self.n_boot, int) or self.n_boot < 100:
             raise ConfigError(f"n_boot must be an integer >= 100, got {self.n_boot!r}")
         check_workers(self.workers)
+        from scaling.extrapolate import ATTENTION_RULES
+
+        if self.attention not in ATTENTION_RULES:
+            raise ConfigError(f"attention must be one of {', '.join(ATTENTION_RULES)}, got {self.attention!r}")
         if not 0 < self.confidence < 1:
             raise ConfigError(f"confidence must be in (0, 1), got {self.confidence!r}")
         self.seeds = parse_seeds(self.seeds)
@@ -298,7 +303,8 @@ class Transfer:
         self.rates = search_rates(population.scored)
         rank_of = {s.pattern: i for i, s in enumerate(best_first(population), 1)}
         chosen = choose(population, config.k, config.patterns, config.search)
-        results = {s.pattern: extrapolate(s.pattern, config.to, method=config.method) for s in chosen}
+        results = {s.pattern: extrapolate(s.pattern, config.to, method=config.method, attention=config.attention)
+                   for s in chosen}
         names = self.match_baselines(results)
         candidates = [Candidate(s.pattern, float(s.score), rank_of[s.pattern], results[s.pattern].pattern,
                                 results[s.pattern].compact, results[s.pattern].n_layers,
@@ -427,6 +433,7 @@ class Transfer:
             "search": {**search, "path": str(config.search)},
             "to": config.to,
             "method": config.method,
+            "attention": config.attention,
             "seeds": seeds,
             "tokens": next((s["tokens"] for s in summaries.values() if not s.get("diverged")), first["tokens"]),
             "validation": shared_validation(summaries.values()),

@@ -182,3 +182,41 @@ def test_a_parallel_layer_extrapolates_as_one_layer():
     sizes = layer_params(get_preset("demo-4m").arch.with_pattern("[AS]M"))
     assert result.non_embedding_params == sum(sizes[t] * n for t, n in result.counts.items()) + 192
     assert abs(result.non_embedding_params - result.target_non_embedding_params) <= result.bound
+
+
+def test_kept_attention_is_not_repeated_and_sits_at_the_middle_of_the_grown_model():
+    """Stacked to demo-4m, SDDMAS holds 4 attention layers (32 MiB of cache at 32K); kept, 1, as in the pattern."""
+    stacked = extrapolate("SDDMAS", "demo-4m")
+    kept = extrapolate("SDDMAS", "demo-4m", attention="keep")
+    assert (stacked.pattern.count("A"), kept.pattern.count("A")) == (4, 1) and kept.attention == "keep"
+    assert kept.pattern == "SDDMSSDDMSASDDMSSDDMS" and kept.pattern.index("A") == kept.n_layers // 2
+    # the other layers grow as stacking grows them, to the target's size less the attention layer
+    attention = layer_params(kept.arch)["A"]
+    rest = extrapolate("SDDMS", "demo-4m", target_params=kept.target_non_embedding_params - attention)
+    assert kept.pattern.replace("A", "") == rest.pattern
+    assert kept.non_embedding_params == rest.non_embedding_params + attention
+    assert 0 <= kept.difference == rest.difference <= kept.bound
+    assert kept.to_dict()["attention"] == "keep" and stacked.to_dict()["attention"] == "repeat"
+
+
+def test_every_attention_layer_of_the_pattern_is_kept_at_the_middles_of_equal_segments():
+    kept = extrapolate("AMAMAM", "demo-4m", attention="keep")
+    assert kept.pattern.count("A") == 3
+    assert [i for i, token in enumerate(kept.pattern) if token == "A"] == [
+        (2 * j + 1) * kept.n_layers // 6 for j in range(3)]
+
+
+@pytest.mark.parametrize("pattern", ["SDMMSD", "A", "(WM)x3"])
+def test_keeping_attention_changes_nothing_without_full_attention_or_without_other_layers(pattern):
+    """No full attention: nothing to keep; attention only: nothing else to grow, so it is stacked."""
+    assert extrapolate(pattern, "demo-4m", attention="keep").pattern == extrapolate(pattern, "demo-4m").pattern
+
+
+def test_a_window_is_grown_with_the_other_layers_not_kept():
+    kept = extrapolate("AWMWMM", "demo-4m", attention="keep")
+    assert kept.pattern.count("A") == 1 and kept.pattern.count("W") > 2
+
+
+def test_an_unknown_attention_rule_is_refused():
+    with pytest.raises(ConfigError, match="attention must be one of repeat, keep, got 'drop'"):
+        extrapolate("SDDMAS", "demo-4m", attention="drop")

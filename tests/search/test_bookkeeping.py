@@ -92,7 +92,7 @@ def rungs_of(out: str | Path) -> list[dict]:
 def test_every_setting_that_changes_a_score_changes_the_study_name(setting):
     other = {"widths": "tiny", "target": "llama-350m", "data": "other.jsonl", "tokenizer": "gpt2",
              "min_share": {"A": 0.2}, "max_share": {"A": 0.5}, "max_params": 10**6, "max_kv": "64MiB@32K", "known": False,
-             "prune": False, "compile": True, "depth": 12}
+             "prune": False, "compile": True, "depth": 12, "attention_at_target": "keep"}
     assert set(other) == set(SCORE_SETTINGS_DIGESTED)
     default = SearchConfig(precision="fp32")
     assert SearchConfig(precision="fp32", **{setting: other[setting]}).study_name != default.study_name

@@ -71,3 +71,10 @@ def test_a_search_recipe_that_says_wandb_off_means_off(tmp_path):
     recipe = tmp_path / "quiet.yaml"
     recipe.write_text("trials: 2\nwandb: off\n")
     assert SearchConfig.from_recipe(recipe).wandb == "off"
+
+
+def test_attention_at_target_is_checked_and_a_kept_attention_study_does_not_mix_with_a_stacked_one():
+    with pytest.raises(ConfigError, match="--attention-at-target must be one of repeat, keep, got 'drop'"):
+        SearchConfig(attention_at_target="drop")
+    assert SearchConfig(attention_at_target="repeat").study_name == SearchConfig().study_name  # old studies resume
+    assert SearchConfig(attention_at_target="keep").study_name != SearchConfig().study_name

@@ -100,7 +100,9 @@ def test_min_recall_known_under_a_max_kv_no_attention_fits_is_refused_before_any
     config = SearchConfig(primitives="AMSD", min_recall="known", max_kv="10MiB@32K", wandb="off",
                           out=str(tmp_path / "out"))
     with pytest.raises(ConfigError, match=r"leaves 729 of 4,096 patterns, none with a layer that keeps every token"
-                                          r".*raise --max-kv to 16MiB@32K \(the least any such pattern holds: AMMMMM"):
+                                          r".*raise --max-kv to 16MiB@32K \(the least any such pattern holds: AMMMMM"
+                                          r"\), or pass --attention-at-target keep \(1,458 patterns with attention "
+                                          r"then fit\)"):
         run_search(config, echo=lambda _: None)
     assert not (tmp_path / "out").exists()
     said = []
@@ -109,7 +111,31 @@ def test_min_recall_known_under_a_max_kv_no_attention_fits_is_refused_before_any
     assert len(said) == 1 and said[0].startswith("warning: --max-kv 10MiB@32K leaves 729") and "16MiB@32K" in said[0]
     check_recall_under_max_kv(SearchConfig(primitives="AMSD", min_recall="known", max_kv="16MiB@32K", wandb="off"),
                               said.append)  # AMMMMM fits: nothing to say
+    check_recall_under_max_kv(SearchConfig(primitives="AMSD", min_recall="known", max_kv="10MiB@32K",
+                                           attention_at_target="keep", wandb="off"), said.append)  # one A fits
     assert len(said) == 1
+
+
+def test_a_search_that_keeps_attention_at_the_target_trains_what_stacking_puts_over_max_kv(tmp_path, monkeypatch):
+    """Every 6-layer pattern with one attention layer stacks to 3 at demo-4m (24 MiB at 32K): over 9 MiB, all are
+    skipped; kept at the target, each holds one (8 MiB) and trains, and its cost is its model's with one."""
+    one_attention = {"min_share": {"A": 0.1}, "max_share": {"A": 0.2}}
+    common = dict(evaluator=TOY, budget="smoke", wandb="off", sampler="random", trials=3, primitives="AMS",
+                  max_kv="9MiB@32K", target="demo-4m", known=False, **one_attention)
+    log = tmp_path / "trained.txt"
+    monkeypatch.setenv("TOY_EVAL_LOG", str(log))
+    kept = run_search(SearchConfig(**common, attention_at_target="keep", out=str(tmp_path / "kept")),
+                      echo=lambda _: None)
+    trained = log.read_text().split()
+    assert trained and all(pattern.count("A") == 1 for pattern in trained)
+    assert kept["leaderboard"]
+    for row in kept["leaderboard"]:
+        assert row["target_pattern"].count("A") == 1 and row["cost"]["cache_bytes"]["32768"] <= 9 * 1024**2
+        stacked = DEMO.with_pattern(pattern_at_target(row["pattern"], "demo-4m"))
+        assert "over --max-kv" in over_max_kv(stacked, (9 * 1024**2, 32_768))  # the default would skip it
+    with pytest.raises(RuntimeError, match="no trial .* completed"):  # and does: nothing trains
+        run_search(SearchConfig(**common, out=str(tmp_path / "stacked")), echo=lambda _: None)
+    assert log.read_text().split() == trained
 
 
 def test_decode_speed_is_measured_through_the_cache():

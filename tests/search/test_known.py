@@ -136,3 +136,20 @@ def test_a_score_cached_from_another_model_at_the_target_is_not_reused():
     stacked = SimpleNamespace(user_attrs={"details": {"trained_pattern": "SMSAMS" * 3}})
     own = SimpleNamespace(user_attrs={"details": {"trained_pattern": evaluator.trained_pattern("SMSAMS")}})
     assert not same_model(stacked, "SMSAMS", evaluator) and same_model(own, "SMSAMS", evaluator)
+
+
+def test_kept_attention_grows_new_patterns_only_and_the_rungs_at_the_target_train_it():
+    """--attention-at-target keep: a new pattern keeps its one attention layer at demo-4m; Llama's own rule is its
+    stack and a family its own layout, whatever the rule; rung 0, at the search widths, trains the 6 layers."""
+    from search.known import layout_at_target
+    from search.lm import LanguageModelEvaluator
+
+    kept, how = layout_at_target("SDDMAS", "demo-4m", None, "keep")
+    assert kept.count("A") == 1 and how == "grown to the target's size with its 1 attention layer unrepeated"
+    assert layout_at_target("SDMMSD", "demo-4m", None, "keep")[1] == "stacked to the target's size"
+    assert layout_at_target("AMAMAM", "demo-4m", "llama", "keep")[0] == "AM" * 9
+    assert (layout_at_target("SMSAMS", "demo-4m", "nemotron-h", "keep")
+            == layout_at_target("SMSAMS", "demo-4m", "nemotron-h"))
+    assert LanguageModelEvaluator("rung-cpu-2", attention_at_target="keep").trained_pattern("SDDMAS") == kept
+    assert LanguageModelEvaluator("rung-cpu-2").trained_pattern("SDDMAS").count("A") == 4
+    assert LanguageModelEvaluator("rung-cpu-0", attention_at_target="keep").trained_pattern("SDDMAS") == "SDDMAS"

@@ -38,6 +38,14 @@ def test_method_params_rounding_and_baselines_json(capsys):
     assert with_baselines["baselines"]["llama"]["compact"] == "(AM)x16"
 
 
+def test_attention_kept_json_and_text(capsys):
+    kept = run_json(capsys, "SDDMAS", "--to", "demo-4m", "--attention", "keep")
+    assert kept["attention"] == "keep" and kept["pattern"] == "SDDMSSDDMSASDDMSSDDMS" and kept["counts"]["A"] == 1
+    assert main(["extrapolate", "SDDMAS", "--to", "demo-4m", "--attention", "keep"]) == 0
+    assert "stack: 3 x SDDMS + remainder stretched x0.6994, then its 1 attention layer at the middles" in (
+        capsys.readouterr().out)
+
+
 def test_human_output(capsys):
     assert main(["extrapolate", "AAMMMM", "--to", "llama-3.2-1b", "--baselines"]) == 0
     out = capsys.readouterr().out

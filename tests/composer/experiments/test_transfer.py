@@ -56,6 +56,10 @@ def test_selection_spreads_over_the_scores_and_extrapolates_each(search_dir, tmp
     named = TransferConfig(search=str(search_dir), patterns="MMMMAM, AMAMAM,AAMMMM", to="demo-4m", out="x")
     picked = Transfer(named, echo=lambda line: None).select()[0]
     assert [c.source_pattern for c in picked] == ["AAMMMM", "AMAMAM", "MMMMAM"]  # best first
+    kept = TransferConfig(search=str(search_dir), patterns="MMMMAM, AMAMAM,AAMMMM", to="demo-4m", attention="keep",
+                          out="x")
+    grown = {c.source_pattern: c.target_pattern for c in Transfer(kept, echo=lambda line: None).select()[0]}
+    assert {pattern: grown[pattern].count("A") for pattern in grown} == {"AAMMMM": 2, "AMAMAM": 3, "MMMMAM": 1}
 
 
 @pytest.mark.parametrize(
@@ -68,6 +72,7 @@ def test_selection_spreads_over_the_scores_and_extrapolates_each(search_dir, tmp
         ({"train": {"arch": "AM"}}, "train has unknown option(s) ['arch']"),
         ({"baseline": "sandwich"}, "baseline must be llama, striped-1:R"),
         ({"workers": 0}, "workers must be a positive integer"),
+        ({"attention": "drop"}, "attention must be one of repeat, keep, got 'drop'"),
     ],
 )
 def test_bad_requests_name_the_problem(search_dir, tmp_path, changes, message):
