@@ -115,16 +115,18 @@ class StageWork:
 
 
 @functools.lru_cache(maxsize=512)
-def trained_flops_per_token(pattern: str, widths: str, extrapolate_to: str | None, seq_len: int) -> float | None:
+def trained_flops_per_token(pattern: str, widths: str, extrapolate_to: str | None, seq_len: int,
+                            attention: str = "repeat") -> float | None:
     """Training FLOPs per token of what the ``lm`` evaluator trains for ``pattern`` (grown to ``extrapolate_to``
-    when the budget has one, as ``LanguageModelEvaluator.trained_pattern`` does); None when it cannot be counted."""
+    when the budget has one, its attention by ``attention``, as ``LanguageModelEvaluator.trained_pattern`` does);
+    None when it cannot be counted."""
     try:
         from composer.accounting import analyze
         from composer.presets import resolve_architecture
         from search.engine import pattern_at_target
 
         at = extrapolate_to or widths
-        trained = pattern_at_target(pattern, extrapolate_to) if extrapolate_to else pattern
+        trained = pattern_at_target(pattern, extrapolate_to, None, attention) if extrapolate_to else pattern
         arch, _ = resolve_architecture(trained, at, at)
         return float(analyze(arch, seq_len=seq_len).flops_per_token)
     except Exception:  # a pattern or preset the accounting does not know: the estimate falls back to tokens
@@ -144,9 +146,10 @@ def _trunk_tokens(budget) -> int:
 
 
 def stage_work(budget: str, candidates: int, patterns: list[str], widths: str,
-               below: str | None = None) -> StageWork:
+               below: str | None = None, attention: str = "repeat") -> StageWork:
     """The work of ``candidates`` trained at ``lm`` budget ``budget`` (``below``: the budget of the rung under it,
-    whose trunks a ``continues`` budget continues), each costing the mean of ``patterns``."""
+    whose trunks a ``continues`` budget continues), each costing the mean of ``patterns`` (grown to a budget's
+    target by ``attention``, ``--attention-at-target``)."""
     from search.lm import get_lm_budget
 
     spec = get_lm_budget(budget)
@@ -156,7 +159,7 @@ def stage_work(budget: str, candidates: int, patterns: list[str], widths: str,
         if previous.keeps_trunk and (previous.seq_len, previous.batch_size) == (spec.seq_len, spec.batch_size):
             start, runs = min(_trunk_tokens(previous), spec.tokens), spec.seeds  # one rate: the trunk's
     scored = ((spec.val_tokens or 65_536) + (spec.curve_points + (spec.schedule == "wsd")) * spec.curve_tokens)
-    flops = [trained_flops_per_token(p, widths, spec.extrapolate_to, spec.seq_len) for p in patterns]
+    flops = [trained_flops_per_token(p, widths, spec.extrapolate_to, spec.seq_len, attention) for p in patterns]
     per_token = sum(flops) / len(flops) if flops and None not in flops else 1.0
     trained = spec.tokens // (spec.seq_len * spec.batch_size) * spec.seq_len * spec.batch_size  # whole steps
     return StageWork(candidates, runs, trained, start, scored, per_token, spec.extrapolate_to or widths)
@@ -201,7 +204,7 @@ class SearchEta:
                         candidates = min(candidates, ladder.rungs[j].keep + pool + (floor if config.known else 0))
                     below = rung_budget(ladder, j - 1, config.target) if j else None
                     works.append(stage_work(rung_budget(ladder, j, config.target), candidates, patterns,
-                                            config.widths, below))
+                                            config.widths, below, getattr(config, "attention_at_target", "repeat")))
                 self.stages, self.whole = works, True
             else:
                 count = self.strategy.stage_count(config) if self.strategy is not None else 1

@@ -216,3 +216,17 @@ def test_a_real_smoke_search_shows_a_heartbeat_before_its_first_candidate_ends(t
     print("\n".join(text[announced[0]:ends[0] + 1]))
     print(f"first heartbeat line {seen[beats[0]][0] - started:.0f} s after start, result at "
           f"{seen[ends[0]][0] - started:.0f} s")
+
+
+def test_the_estimate_counts_the_model_the_rungs_train_with_attention_kept():
+    """--attention-at-target keep trains SDDMAS at demo-4m as 21 layers with 1 attention layer, not 23 with 4."""
+    from composer.accounting import analyze
+    from composer.presets import get_preset
+    from search.known import layout_at_target
+    from search.progress import trained_flops_per_token
+
+    kept = trained_flops_per_token("SDDMAS", "search-1m", "demo-4m", 128, "keep")
+    stacked = trained_flops_per_token("SDDMAS", "search-1m", "demo-4m", 128)
+    demo = get_preset("demo-4m").arch
+    assert kept == analyze(demo.with_pattern(layout_at_target("SDDMAS", "demo-4m", None, "keep")[0]),
+                           seq_len=128).flops_per_token < stacked
