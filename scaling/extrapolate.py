@@ -32,7 +32,8 @@ would pick up a ``(s - 1) * d_model`` term; the paper's checks come out the same
   at ``demo-4m`` is ``SDDMSSDDMSASDDMSSDDMS``, one attention layer in 21, where stacking gives
   ``SDDMASSDDMASSDDMASSDMAS``, 4 in 23.
   A searched pattern with one attention layer then holds one attention layer's cache at any depth, as the
-  published hybrids do (about 8% of layers in Nemotron-H). A pattern of attention only is stacked.
+  published hybrids do (about 8% of layers in Nemotron-H). A pattern of attention only, or one whose attention
+  layers alone fill the target, grows as a whole.
 
 All arithmetic is exact (:class:`fractions.Fraction`), so ``s * h_g`` that lands on an integer is not pushed one
 layer up by floating-point error.
@@ -264,10 +265,10 @@ def extrapolate(
     chosen = method if method != "auto" else ("stack" if n_layers(source) <= STACK_MAX_LAYERS else "stretch")
     kept = full_attention_layers(source_arch) if attention == "keep" else []
     grown = "".join(token for token in layers(source) if token not in kept) if kept else source
-    if not grown:  # attention only: nothing else to grow, so it is stacked
-        kept, grown = [], source
-    m = _layer_size(grown, sizes)
     big_m = target_non_embedding - final_norm - sum(sizes[token] for token in kept)
+    if not grown or big_m <= 0:  # attention only, or a target its attention alone fills: grown as a whole
+        kept, grown, big_m = [], source, target_non_embedding - final_norm
+    m = _layer_size(grown, sizes)
     factor = Fraction(big_m, m)
     if chosen == "stack":
         result, repeats = stack(grown, factor, sizes, rounding)

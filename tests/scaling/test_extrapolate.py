@@ -212,6 +212,12 @@ def test_keeping_attention_changes_nothing_without_full_attention_or_without_oth
     assert extrapolate(pattern, "demo-4m", attention="keep").pattern == extrapolate(pattern, "demo-4m").pattern
 
 
+def test_attention_that_alone_fills_the_target_is_not_kept_so_the_bound_holds():
+    small = extrapolate("AAAAAM", "demo-4m", attention="keep", target_params=300_000)
+    assert small.pattern == extrapolate("AAAAAM", "demo-4m", target_params=300_000).pattern
+    assert 0 <= small.difference <= small.bound
+
+
 def test_a_window_is_grown_with_the_other_layers_not_kept():
     kept = extrapolate("AWMWMM", "demo-4m", attention="keep")
     assert kept.pattern.count("A") == 1 and kept.pattern.count("W") > 2
