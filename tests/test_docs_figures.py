@@ -1276,3 +1276,53 @@ def test_search_amsd_recall_pool_and_one_attention():
         probe = probes[mixers]
         find(text, rf"`{mixers}` recall {probe['accuracy_by_length']['1024']:.4f} .{{0,40}}\({probe['seconds'] / 60:.0f} min")
         assert abs(probe["train_loss"] - math.log(128)) < 0.06, (mixers, probe["train_loss"])
+
+
+def test_search_attention_kept_at_the_target():
+    """docs/search.md's attention-kept layout of SDDMAS: its layout is what the rule grows today, every score and
+    interval is recomputed from the stored losses, and the max-kv counts and costs from the accounting."""
+    from composer.accounting import non_embedding_params
+    from composer.evidence import paired_difference
+    from composer.presets import get_preset
+    from scaling.extrapolate import extrapolate
+    from search.cost import serving_cost
+
+    data = results("attention_kept-2026-11-28.json")
+    text = section(doc("search.md"), "Attention kept at the target")
+    layout = data["vs_nemotron_h"]["family"]["target_pattern"]
+    assert layout == extrapolate("SDDMAS", "demo-4m", attention="keep").pattern == "SDDMSSDDMSASDDMSSDDMS"
+    kept = data["vs_nemotron_h"]["family"]["losses"]
+    assert data["vs_sddmas"]["family"]["losses"] == kept
+    stages = data["vs_nemotron_h"]["family"]["stages"]
+    find(text, rf"chose 1e-3 with {stages['rung1']['score']:.4f}, rung 2 scored {kept['0']:.4f}, the confirmation's "
+               rf"seeds 1 and 2 {kept['1']:.4f} and {kept['2']:.4f}")
+    assert stages["rung1"]["lr"] == 1e-3
+    hand = results("amsd_recall_pool-2026-11-27.json")["one_attention"]["vs_nemotron_h"]["family"]["losses"]
+    assert data["hand_made"]["losses"] == hand
+    against = {"Nemotron-H's own layout": data["vs_nemotron_h"]["answer"]["losses"],
+               "Samba": data["samba"]["losses"], "`SDDMAS` stacked": data["vs_sddmas"]["answer"]["losses"],
+               "the hand-made layout above": hand}
+    for name, losses in against.items():
+        versus = paired_difference(kept, losses)
+        digits = 3 if versus["verdict"] != "within noise" else 4
+        low, high = versus["ci"]
+        printed = f"{versus['mean']:+.{digits}f} [{low:+.{digits}f}, {high:+.{digits}f}]"
+        find(text, rf"against {re.escape(name)}.{{0,60}}: {re.escape(printed)}")
+        assert (versus["verdict"] == "within noise") == (name in ("`SDDMAS` stacked", "the hand-made layout above"))
+    demo = get_preset("demo-4m").arch
+    costs = data["costs"]
+    for name, row in costs.items():
+        cost = serving_cost(demo.with_pattern(row["pattern"]))
+        assert cost["cache_bytes"]["32768"] == row["cache_bytes_32k"], name
+        assert non_embedding_params(demo.with_pattern(row["pattern"])) == row["non_embedding_params"], name
+    mib = {name: row["cache_bytes_32k"] / 2**20 for name, row in costs.items()}
+    find(text, rf"{mib['kept']:.2f} MiB of cache at 32K against {mib['nemotron_h']:.2f} MiB "
+               rf"\({(mib['kept'] / mib['nemotron_h'] - 1) * 100:.1f}%")
+    find(text, rf"at {mib['kept']:.2f} MiB against Samba's {mib['samba']:.2f} MiB")
+    find(text, rf"32.46 MiB and {costs['stacked']['non_embedding_params'] / 1e6:.2f}M")
+    assert f"{mib['stacked']:.2f}" == "32.46"
+    limits = data["max_kv_10mib_at_32k"]
+    find(text, rf"stacking leaves {limits['repeat']['fit']:,} of the {limits['repeat']['patterns']:,}")
+    assert limits["repeat"]["fit_and_keep"] == 0
+    find(text, rf"keeping leaves {limits['keep']['fit']:,}, and {limits['keep']['fit_and_keep']:,} of them")
+    assert limits["keep"]["fit_and_keep"] == 6 * 3**5  # one attention layer, the other 5 of M, S, D
