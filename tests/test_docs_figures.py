@@ -1326,3 +1326,23 @@ def test_search_attention_kept_at_the_target():
     assert limits["repeat"]["fit_and_keep"] == 0
     find(text, rf"keeping leaves {limits['keep']['fit']:,}, and {limits['keep']['fit_and_keep']:,} of them")
     assert limits["keep"]["fit_and_keep"] == 6 * 3**5  # one attention layer, the other 5 of M, S, D
+
+
+def test_search_default_search_retimed_on_idle_cores():
+    """docs/search.md's re-timed default search: wall time, rung times and counts, and the tie, from the stored run."""
+    data = results("default_search_timed-2026-11-28.json")
+    text = section(doc("search.md"), "README's default `composer search`, timed")
+    minutes, seconds = divmod(round(data["wall_seconds"]), 60)
+    find(text, rf"Re-timed on 2 idle cores .{{0,40}}: {minutes} min {seconds} s")
+    assert data["wall_seconds"] < 25 * 60
+    for rung, count in zip(data["rungs"], (20, 9, 4), strict=True):
+        assert rung["candidates"] == count
+        find(text, rf"[Rr]ung {rung['rung']}: {count}[^;]{{0,120}}in {rung['seconds'] / 60:.1f}\s+min")
+    verdict = data["best"]["vs_known"]
+    assert verdict["answer"] == "tie" and verdict["recommended"] == "AMAMAM"
+    low, high = verdict["ci"]
+    find(text, re.escape(f"+{verdict['difference']:.4f} [{low:+.4f}, {high:+.4f}]"))
+    find(text, rf"`AMAMMM` \({verdict['best_new']['score']:.4f}\)")
+    find(text, rf"`AMAMAM` \({verdict['best_known']['score']:.4f}\)")
+    readme = (ROOT / "README.md").read_text()
+    find(readme, rf"it took {minutes} min {seconds} s")

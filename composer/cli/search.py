@@ -74,7 +74,7 @@ def default_search_text() -> str:
     return ("Bayesian-optimisation search over layer patterns, each candidate scored by its validation loss after a "
             f"short training run. With no arguments: successive halving on the {ladder.name} ladder over "
             f"{SearchConfig.trials} candidates, {SearchConfig.layers}-layer {primitives} patterns, Llama and the "
-            f"paper's AAMMMM first, then GP proposals: {ladder.description}; on the CPU, about half an hour on 2 cores "
+            f"paper's AAMMMM first, then GP proposals: {ladder.description}; on the CPU, about 25 minutes on 2 idle cores "
             "(--budget smoke --trials 3 --widths tiny: a plumbing check of a few minutes). Options override --recipe.")
 
 
