@@ -16,7 +16,7 @@ from search.config import SearchConfig, budget_definition_digest
 from search.engine import Stage
 from search.fidelity import get_ladder, promote, rung_budget, target_tokens_of
 from search.leaderboard import failures
-from search.lm import CONFIRM_NAME, confirm_budget, measured_seed_noise
+from search.lm import CONFIRM_NAME, confirm_budget, get_lm_budget, measured_seed_noise
 from search.progress import stage_label
 from search.strategies.base import (
     Answer,
@@ -76,6 +76,9 @@ class SuccessiveHalving(Strategy):
                     + ", ".join(row["pattern"] + (f" ({row['known']})" if row.get("known") else "")
                                 + (f" {row['forecast']['mean']:.3f}" if row.get("forecast") else "")
                                 for row in promoted))
+        grown_to = get_lm_budget(rung.budget).extrapolate_to if config.evaluator == "lm" else None
+        if grown_to and config.attention_at_target == "keep":
+            announce += f"; new patterns grown to {grown_to} with their attention layers kept, not repeated"
         stage = Stage(index, done[0].stage.space, len(promoted), rung.study_name, first, only_first=True)
         return StagePlan(rung, stage, announce)
 

@@ -397,3 +397,24 @@ def test_every_finalist_the_confirmation_study_holds_gets_its_seeds(tmp_path, fa
     assert set(answer.summary["confirmation"]["patterns"]) == confirmed_before | {other["pattern"]}
     row = next(row for row in rows if row["pattern"] == other["pattern"])
     assert row["details"]["losses"] == {"0": other["score"], **losses}
+
+
+def test_a_halving_search_that_keeps_attention_trains_costs_and_says_the_kept_models(tmp_path, fake):
+    """--attention-at-target keep: every rung at the target trains a new pattern's model with its attention kept
+    (and records that model as its cost's), Llama's layout stays stacked, and the rung's line says so."""
+    from search.known import layout_at_target
+
+    lines = []
+    result = run_search(halving(tmp_path, target="demo-4m", attention_at_target="keep"), echo=lines.append)
+    last = result["rungs"][-1]["leaderboard"]
+    assert any(not row.get("known") and "A" in row["pattern"] for row in last)
+    for row in last:
+        kept = layout_at_target(row["pattern"], "demo-4m", row.get("known"), "keep")[0]
+        assert row["target_pattern"] == kept and kept in fake.trained
+        if row.get("known"):  # Llama's and the paper's own rule is their stack
+            assert kept == layout_at_target(row["pattern"], "demo-4m", row["known"])[0]
+            assert row["known"] != "llama" or kept == "AM" * 9
+        elif "A" in row["pattern"]:
+            assert kept.count("A") == row["pattern"].count("A") < layout_at_target(row["pattern"], "demo-4m")[0].count("A")
+    assert any("new patterns grown to demo-4m with their attention layers kept, not repeated" in line
+               for line in lines)
