@@ -90,6 +90,7 @@ class Extrapolation:
     bound: int
     arch: ArchConfig
     attention: str = "repeat"  # ATTENTION_RULES: how the pattern's full-attention layers grew
+    kept_attention: tuple[str, ...] = ()  # the layers ``keep`` placed at the middles (empty: grown as a whole)
 
     @property
     def compact(self) -> str:
@@ -293,6 +294,7 @@ def extrapolate(
         bound=bound,
         arch=arch,
         attention=attention,
+        kept_attention=tuple(kept),
     )
 
 

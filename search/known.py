@@ -108,15 +108,15 @@ def layout_at_target(pattern: str, target: str, known: str | None = None,
     layers would be ``SSSSSMMMMWWWWWMMMMM``)."""
     from composer.accounting import non_embedding_params
     from composer.presets import get_preset
-    from scaling.extrapolate import extrapolate, full_attention_layers
+    from scaling.extrapolate import extrapolate
 
-    stacked = extrapolate(pattern, target, method="auto").pattern
     if known is None and attention == "keep":
         grown = extrapolate(pattern, target, method="auto", attention="keep")
-        if grown.pattern != stacked:  # a pattern without attention, or of attention only, is stacked
-            count = len(full_attention_layers(grown.arch))
+        count = len(grown.kept_attention)
+        if count:  # a pattern without attention, or of attention only, is stacked
             return grown.pattern, (f"grown to the target's size with its {count} attention "
                                    f"layer{'s' if count != 1 else ''} unrepeated")
+    stacked = extrapolate(pattern, target, method="auto").pattern
     if known not in FAMILIES:
         return stacked, "stacked to the target's size"
     widths = get_preset(target).arch

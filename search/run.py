@@ -100,8 +100,8 @@ def check_recall_under_max_kv(config: SearchConfig, echo) -> None:
         return
     length = config.recall_length
     limit, at = parse_max_kv(config.max_kv)
-    found = recall_under_max_kv(make_space(config, config.layers).enumerate(), config.report_target, (limit, at),
-                                length, config.attention_at_target)
+    patterns = make_space(config, config.layers).enumerate()
+    found = recall_under_max_kv(patterns, config.report_target, (limit, at), length, config.attention_at_target)
     if found is None or found["fit_and_keep"]:
         return
     cheapest = found["cheapest_keeping"]
@@ -109,8 +109,7 @@ def check_recall_under_max_kv(config: SearchConfig, echo) -> None:
     fix = (f"raise --max-kv to {least}@{config.max_kv.partition('@')[2]} (the least any such pattern holds: "
            f"{cheapest[0]})" if cheapest else "add attention (A) or a window (W) to --primitives")
     if cheapest and config.attention_at_target == "repeat":  # stacking repeats the attention: keeping it may fit
-        kept = recall_under_max_kv(make_space(config, config.layers).enumerate(), config.report_target, (limit, at),
-                                   length, "keep")
+        kept = recall_under_max_kv(patterns, config.report_target, (limit, at), length, "keep")
         if kept and kept["fit_and_keep"]:
             fix += (f", or pass --attention-at-target keep ({kept['fit_and_keep']:,} patterns with attention then "
                     f"fit)")

@@ -8,6 +8,7 @@ import re
 from composer.accounting import analyze
 from composer.cli.format import human, print_json, print_rows, print_table
 from composer.errors import ConfigError
+from composer.pattern import layers
 from composer.presets import PRESETS
 from primitives.registry import REGISTRY
 
@@ -87,7 +88,7 @@ def _baselines(arch, seed: int, reference: int) -> dict[str, dict]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from scaling.extrapolate import extrapolate, full_attention_layers
+    from scaling.extrapolate import extrapolate
 
     target_params = None if args.params is None else parse_count(args.params)
     result = extrapolate(
@@ -102,11 +103,8 @@ def run(args: argparse.Namespace) -> int:
             data["baselines"] = baselines
         print_json(data)
         return 0
-    grown, kept = result.source_pattern, []
-    if result.attention == "keep":
-        kept = full_attention_layers(result.arch.with_pattern(result.source_pattern))
-        grown = "".join(token for token in result.source_pattern if token not in kept) or grown
-        kept = kept if grown != result.source_pattern else []
+    kept = result.kept_attention
+    grown = "".join(token for token in layers(result.source_pattern) if token not in kept)
     if result.method == "stack":
         remainder = result.scale - result.repeats
         how = f"stack: {result.repeats} x {grown} + remainder stretched x{remainder:.4f}"
