@@ -14,8 +14,9 @@ How the ETA is estimated (:class:`SearchEta`), and what it assumes:
   trained, at the budget's sequence length); a held-out token scored for the loss or the curve costs a third of a
   training token (forward only);
 * a stage's work is its candidates x runs x (tokens trained + tokens scored). Every candidate of a stage is taken
-  to cost the mean of the stage's enqueued patterns (its known layouts, or a rung's promotions), trained where the
-  budget trains them (stacked to ``extrapolate_to``);
+  to cost the mean of the stage's enqueued patterns (its known layouts, or a rung's promotions), each sized by the
+  model the budget trains for it (``search.known.layout_at_target`` at ``extrapolate_to``: a known family in its
+  own layout, Llama's and the paper's stacked, a new pattern grown by ``--attention-at-target``);
 * the later rungs of successive halving train ``keep`` + 1 candidates (the floor: the best known layout, when it
   is not among the best) and a rung that ``continues`` trains one rate per seed from the trunk the rung below kept,
   so only the tokens past that trunk;
@@ -116,17 +117,17 @@ class StageWork:
 
 @functools.lru_cache(maxsize=512)
 def trained_flops_per_token(pattern: str, widths: str, extrapolate_to: str | None, seq_len: int,
-                            attention: str = "repeat") -> float | None:
+                            attention: str = "repeat", known: str | None = None) -> float | None:
     """Training FLOPs per token of what the ``lm`` evaluator trains for ``pattern`` (grown to ``extrapolate_to``
-    when the budget has one, its attention by ``attention``, as ``LanguageModelEvaluator.trained_pattern`` does);
-    None when it cannot be counted."""
+    when the budget has one: the known layout ``known`` in its own rule, a new pattern's attention by
+    ``attention``, as ``LanguageModelEvaluator.trained_pattern`` does); None when it cannot be counted."""
     try:
         from composer.accounting import analyze
         from composer.presets import resolve_architecture
         from search.engine import pattern_at_target
 
         at = extrapolate_to or widths
-        trained = pattern_at_target(pattern, extrapolate_to, None, attention) if extrapolate_to else pattern
+        trained = pattern_at_target(pattern, extrapolate_to, known, attention) if extrapolate_to else pattern
         arch, _ = resolve_architecture(trained, at, at)
         return float(analyze(arch, seq_len=seq_len).flops_per_token)
     except Exception:  # a pattern or preset the accounting does not know: the estimate falls back to tokens
@@ -146,10 +147,12 @@ def _trunk_tokens(budget) -> int:
 
 
 def stage_work(budget: str, candidates: int, patterns: list[str], widths: str,
-               below: str | None = None, attention: str = "repeat") -> StageWork:
+               below: str | None = None, attention: str = "repeat", known: dict[str, str] | None = None
+               ) -> StageWork:
     """The work of ``candidates`` trained at ``lm`` budget ``budget`` (``below``: the budget of the rung under it,
-    whose trunks a ``continues`` budget continues), each costing the mean of ``patterns`` (grown to a budget's
-    target by ``attention``, ``--attention-at-target``)."""
+    whose trunks a ``continues`` budget continues), each costing the mean of ``patterns``, each as the model the
+    budget's target trains for it (``known``: pattern -> its known layout's name, in that layout's own rule; a new
+    pattern grown by ``attention``, ``--attention-at-target``)."""
     from search.lm import get_lm_budget
 
     spec = get_lm_budget(budget)
@@ -159,7 +162,9 @@ def stage_work(budget: str, candidates: int, patterns: list[str], widths: str,
         if previous.keeps_trunk and (previous.seq_len, previous.batch_size) == (spec.seq_len, spec.batch_size):
             start, runs = min(_trunk_tokens(previous), spec.tokens), spec.seeds  # one rate: the trunk's
     scored = ((spec.val_tokens or 65_536) + (spec.curve_points + (spec.schedule == "wsd")) * spec.curve_tokens)
-    flops = [trained_flops_per_token(p, widths, spec.extrapolate_to, spec.seq_len, attention) for p in patterns]
+    known = known or {}
+    flops = [trained_flops_per_token(p, widths, spec.extrapolate_to, spec.seq_len, attention, known.get(p))
+             for p in patterns]
     per_token = sum(flops) / len(flops) if flops and None not in flops else 1.0
     trained = spec.tokens // (spec.seq_len * spec.batch_size) * spec.seq_len * spec.batch_size  # whole steps
     return StageWork(candidates, runs, trained, start, scored, per_token, spec.extrapolate_to or widths)
@@ -186,7 +191,11 @@ class SearchEta:
         self.stages, self.whole = None, False
         config = self.config or stage_config
         try:
+            from search.engine import known_names
+
             patterns = [pattern for pattern, _ in stage.first] or [self._representative(config)]
+            known = known_names(stage)  # sized in their own layouts at the target, as the rungs train them
+            attention = getattr(config, "attention_at_target", "repeat")
             candidates = min(stage.trials, stage.space.size)
             name = getattr(self.strategy, "name", None)
             from search.fidelity import get_ladder, rung_budget
@@ -204,11 +213,12 @@ class SearchEta:
                         candidates = min(candidates, ladder.rungs[j].keep + pool + (floor if config.known else 0))
                     below = rung_budget(ladder, j - 1, config.target) if j else None
                     works.append(stage_work(rung_budget(ladder, j, config.target), candidates, patterns,
-                                            config.widths, below, getattr(config, "attention_at_target", "repeat")))
+                                            config.widths, below, attention, known))
                 self.stages, self.whole = works, True
             else:
                 count = self.strategy.stage_count(config) if self.strategy is not None else 1
-                self.stages = [stage_work(stage_config.budget, candidates, patterns, stage_config.widths)]
+                self.stages = [stage_work(stage_config.budget, candidates, patterns, stage_config.widths,
+                                          attention=attention, known=known)]
                 self.whole = index == count - 1  # the last stage: its time left is the search's
         except Exception:  # not an lm budget (a user's evaluator): the stage is estimated from its reports
             self.stages, self.whole = None, False

@@ -24,6 +24,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--budget", help="override search.budget (e.g. smoke)")
     parser.add_argument("--tokens", type=int, help="override train.tokens (every model)")
     parser.add_argument("--to", help="override extrapolate.to (target preset)")
+    parser.add_argument("--attention", choices=("repeat", "keep"),
+                        help="override extrapolate.attention: how the winner's attention layers grow to --to "
+                             "(default: the rule its search scored them by, --attention-at-target; else repeat)")
     parser.add_argument("--lr-sweep", help="override train.lr_sweep: comma-separated rates (e.g. 1e-3,2e-3,3e-3,6e-3); "
                                            "every model first trains at each on a short budget and uses its best "
                                            "for all its seeds")
@@ -47,6 +50,7 @@ def run(args: argparse.Namespace) -> int:
     config = PipelineConfig.from_recipe(
         args.recipe, out=args.out, **{"search.trials": args.trials, "search.budget": args.budget,
                                       "train.tokens": args.tokens, "extrapolate.to": args.to,
+                                      "extrapolate.attention": args.attention,
                                       "train.lr_sweep": args.lr_sweep,
                                       "train.lr_sweep_fraction": args.lr_sweep_fraction,
                                       "seeds": args.seeds},

@@ -50,8 +50,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--to", help="target preset (default demo-4m)")
     parser.add_argument("--method", choices=("auto", "stack", "stretch"), help="extrapolation (default auto)")
     parser.add_argument("--attention", choices=("repeat", "keep"),
-                        help="how the patterns' attention layers grow to --to (default repeat; keep: as the search's "
-                             "--attention-at-target keep grew them)")
+                        help="how the patterns' attention layers grow to --to (default: the search's "
+                             "--attention-at-target, read from its config.json; repeat where none is found)")
     parser.add_argument("--seeds", help="a count (3 = seeds 0,1,2; default) or comma-separated seeds")
     parser.add_argument("--baseline", help="the parameter-matched baseline each pattern is compared with, paired over "
                                            "seeds: llama (default), striped-1:R, or none")

@@ -5,7 +5,8 @@ A pipeline recipe (recipes/pipeline/*.yaml) has one section per stage::
     out: runs/pipeline          # everything goes under here
     search: {...}               # SearchConfig fields (composer search); out is <out>/search
     aggregate: {c: 0, k: 5}     # N_c voting over the top K-means cluster (search.aggregate)
-    extrapolate: {to: llama-3.2-1b, method: auto}   # or params: N (non-embedding) instead of the preset's size
+    extrapolate: {to: llama-3.2-1b, method: auto}   # or params: N (non-embedding) instead of the preset's size;
+                                                     # attention: keep|repeat (default: the search's rule, below)
     baselines: [llama, sandwich, striped-1:2]        # scaling.matching names, matched to the composite
     train: {...}                # TrainConfig fields shared by every model (arch/preset/out/seed set per run)
                                 # plus lr_sweep: [rates] for a learning rate per model (composer.experiments.lr_sweep)
@@ -23,6 +24,15 @@ The comparison (comparison.json/.csv/.md) gives per model the mean, std and a St
 validation loss over seeds, and the paired per-seed difference to the matched Llama with its interval and a
 verdict in words ("lower", "higher", "within noise"); plus tokens/s, parameters and KV-cache bytes per token at
 the target widths. loss_curves.png plots each model's mean curve over seeds with the seeds' range as a band.
+
+How the winner's attention grows to the target (``extrapolate.attention``, ``composer pipeline --attention``):
+``repeat`` stacks its attention layers with the rest, ``keep`` keeps their number (``scaling.extrapolate``). Left
+out, it is the rule the search scored and costed its candidates by: the ``attention_at_target`` of the search's
+``config.json`` under ``<out>/search`` (what the search ran with), else of the recipe's ``search`` section, else
+``repeat``. A pattern the search entered as a known layout (best.json's ``known_layouts``) is stacked: the search
+stacks Llama's and the paper's layouts whatever its rule, and trains a published family in its own layout at the
+target (``search.known.layout_at_target``), which the extrapolator cannot build: train the family as a baseline.
+extrapolate.json records the rule (``attention``) and where it came from (``attention_from``).
 
 Learning rates (``composer.experiments.search_rates``), strongest rule first: with ``train.lr_sweep`` every model first trains
 at each rate on a short budget (one seed) and uses its best rate for all its seeds (``composer.experiments.lr_sweep``;
@@ -119,13 +129,18 @@ class PipelineConfig:
                 raise ConfigError(f"pipeline section {section!r} must be a mapping of option: value")
         _check_keys("search", self.search, [f for f in SearchConfig.field_names() if f != "out"])
         _check_keys("aggregate", self.aggregate, ["c", "k"])
-        _check_keys("extrapolate", self.extrapolate, ["to", "method", "params", "rounding"])
+        _check_keys("extrapolate", self.extrapolate, ["to", "method", "params", "rounding", "attention"])
         _check_keys("train", self.train, [f for f in TrainConfig.field_names() if f not in _PER_MODEL]
                     + list(SWEEP_KEYS))
         _check_keys("eval", self.eval, list(EVAL_OPTIONS))
         self.eval = _eval_options(self.eval)
         if "to" not in self.extrapolate:
             raise ConfigError("pipeline section 'extrapolate' needs 'to': the target preset (e.g. llama-3.2-1b)")
+        from scaling.extrapolate import ATTENTION_RULES
+
+        if self.extrapolate.get("attention") not in (None, *ATTENTION_RULES):
+            raise ConfigError(f"extrapolate.attention must be one of {', '.join(ATTENTION_RULES)}, got "
+                              f"{self.extrapolate['attention']!r}")
         if isinstance(self.baselines, str):
             self.baselines = [self.baselines]
         self.seeds = parse_seeds(self.seeds)
@@ -209,18 +224,42 @@ class Pipeline:
         from scaling.matching import matched_baselines
 
         path = self.out / "extrapolate.json"
+        attention, source = self.attention_rule(pattern)
         done = _read_json(path)
-        if done is not None and done["source_pattern"] == pattern:
+        # extrapolate.json files written before issue 47 grew every pattern with its attention repeated
+        if done is not None and done["source_pattern"] == pattern and done.get("attention", "repeat") == attention:
             return done
         options = self.config.extrapolate
         result = extrapolate(pattern, options["to"], method=options.get("method", "auto"),
-                             target_params=options.get("params"), rounding=options.get("rounding", "ceil"))
+                             target_params=options.get("params"), rounding=options.get("rounding", "ceil"),
+                             attention=attention)
         baselines = matched_baselines(result.arch, tuple(self.config.baselines), seed=self.config.seed)
-        data = {**result.to_dict(), "baselines": {name: arch.pattern for name, arch in baselines.items()}}
+        data = {**result.to_dict(), "attention_from": source,
+                "baselines": {name: arch.pattern for name, arch in baselines.items()}}
         self.echo(f"== extrapolate: {pattern} -> {result.compact} ({result.method}, {result.n_layers} layers, "
-                  f"{result.non_embedding_params:,} non-embedding params at {options['to']} widths)")
+                  f"{result.non_embedding_params:,} non-embedding params at {options['to']} widths; attention "
+                  f"{'kept' if attention == 'keep' else 'repeated'}: {source})")
         atomic_write_json(path, data)
         return data
+
+    def attention_rule(self, pattern: str) -> tuple[str, str]:
+        """How ``pattern``'s attention grows to the target (``repeat`` or ``keep``), and why: the recipe's
+        ``extrapolate.attention``, else the search's rule (the module docstring)."""
+        explicit = self.config.extrapolate.get("attention")
+        if explicit is not None:
+            return explicit, "extrapolate.attention"
+        from search.aggregate import search_attention, search_growth
+
+        rule, config_json = search_attention(self.out / "search")
+        if rule is not None:  # what the search ran with
+            source = f"the search's --attention-at-target {rule} ({config_json})"
+        elif "attention_at_target" in self.config.search:
+            rule = self.config.search["attention_at_target"]
+            source = f"the search section's attention_at_target: {rule}"
+        else:
+            return "repeat", "the default: no search rule in the recipe or under --out"
+        grown, why = search_growth(pattern, rule, self.out / "search")
+        return grown, why or source
 
     def models(self, extrapolation: dict[str, Any]) -> dict[str, str]:
         """Name -> pattern of every model to train: the composite first, then its baselines."""

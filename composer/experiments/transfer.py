@@ -111,7 +111,9 @@ class TransferConfig:
     rung: int | str | None = None
     to: str = "demo-4m"  # target preset: widths and size to extrapolate to
     method: str = "auto"  # extrapolation: stack, stretch or auto
-    attention: str = "repeat"  # the patterns' attention layers: repeat, or keep (scaling.extrapolate.ATTENTION_RULES)
+    # the patterns' attention layers: repeat, or keep (scaling.extrapolate.ATTENTION_RULES); None: the rule the search
+    # scored them by (its config.json's attention_at_target, search.aggregate.search_attention), else repeat
+    attention: str | None = None
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
     # the parameter-matched baseline each pattern is compared with: llama or striped-1:R (depth-matched to each
     # pattern's non-embedding size, scaling.matching); None trains no baseline
@@ -147,6 +149,9 @@ class TransferConfig:
         check_workers(self.workers)
         from scaling.extrapolate import ATTENTION_RULES
 
+        # by_search: the rule is the search's, so a known layout grows as the search grew it (Transfer.select)
+        self.by_search = self.attention is None
+        self.attention, self.attention_from = attention_rule(self.attention, self.search)
         if self.attention not in ATTENTION_RULES:
             raise ConfigError(f"attention must be one of {', '.join(ATTENTION_RULES)}, got {self.attention!r}")
         if not 0 < self.confidence < 1:
@@ -184,6 +189,7 @@ class Candidate:
     layers: int
     non_embedding_params: int
     baseline: str | None = None  # the model name of its matched baseline (a key of Transfer.baselines)
+    attention: str = "repeat"  # how its attention grew to the target (TransferConfig.attention, or its search's)
 
 
 @dataclass(frozen=True)
@@ -195,6 +201,21 @@ class Baseline:
     compact: str
     layers: int
     non_embedding_params: int
+
+
+def attention_rule(asked: str | None, search: str) -> tuple[str, str]:
+    """How the patterns' attention grows to the target, and why: ``asked`` (``--attention``) when given, else the
+    rule the search scored and costed its patterns by (its ``--attention-at-target``), else ``repeat``."""
+    from search.aggregate import search_attention
+
+    searched, where = search_attention(search)
+    if asked is not None:
+        differs = searched is not None and searched != asked
+        return asked, "as asked" + (f" (the search's was {searched}, {where})" if differs else "")
+    if searched is not None:
+        return searched, f"the search's --attention-at-target {searched} ({where})"
+    return "repeat", (f"the default: no search config.json beside {search} names its --attention-at-target; pass "
+                      "--attention keep for a search run with keep")
 
 
 def spread(ranked: list[Any], k: int) -> list[Any]:
@@ -290,6 +311,7 @@ class Transfer:
         self.echo = echo
         self.rates: dict[str, float] = {}  # searched pattern -> the rate its search trial chose (select fills it)
         self.baselines: dict[str, Baseline] = {}
+        self.attention_notes: list[str] = []  # why a pattern grew by another rule than config.attention (select)
 
     def select(self) -> tuple[list[Candidate], dict[str, Any]]:
         """The patterns to train, best search score first, and what the search was.
@@ -303,15 +325,30 @@ class Transfer:
         self.rates = search_rates(population.scored)
         rank_of = {s.pattern: i for i, s in enumerate(best_first(population), 1)}
         chosen = choose(population, config.k, config.patterns, config.search)
-        results = {s.pattern: extrapolate(s.pattern, config.to, method=config.method, attention=config.attention)
+        self.attention_notes = []
+        rules = {s.pattern: self.attention_of(s.pattern) for s in chosen}
+        results = {s.pattern: extrapolate(s.pattern, config.to, method=config.method, attention=rules[s.pattern])
                    for s in chosen}
         names = self.match_baselines(results)
         candidates = [Candidate(s.pattern, float(s.score), rank_of[s.pattern], results[s.pattern].pattern,
                                 results[s.pattern].compact, results[s.pattern].n_layers,
-                                results[s.pattern].non_embedding_params, names.get(s.pattern))
+                                results[s.pattern].non_embedding_params, names.get(s.pattern), rules[s.pattern])
                       for s in chosen]
         source = {"source": population.source, "direction": population.direction, "scored_patterns": len(rank_of)}
         return candidates, source
+
+    def attention_of(self, pattern: str) -> str:
+        """How ``pattern``'s attention grows: the transfer's rule, except that under its search's ``keep`` a known
+        layout the search entered grows as the search grew it (``search.aggregate.search_growth``), and
+        ``attention_notes`` says so."""
+        if not self.config.by_search:
+            return self.config.attention
+        from search.aggregate import search_growth
+
+        rule, why = search_growth(pattern, self.config.attention, self.config.search)
+        if why is not None:
+            self.attention_notes.append(why)
+        return rule
 
     def match_baselines(self, results: dict[str, Any]) -> dict[str, str]:
         """Fill ``self.baselines`` (name -> Baseline) and return each source pattern's baseline name.
@@ -356,6 +393,9 @@ class Transfer:
         atomic_write_json(self.out / "transfer-config.json", config.to_dict())
         self.echo(f"== transfer: {len(candidates)} of {search['scored_patterns']} patterns from {config.search}"
                   f"{rung_text(search['source'])} -> {config.to}, seeds {', '.join(map(str, config.seeds))}")
+        self.echo(f"   attention {grown(config.attention)} at {config.to}: {config.attention_from}")
+        for note in self.attention_notes:
+            self.echo(f"   {note}")
         for c in candidates:
             self.echo(f"   #{c.search_rank:<3} {c.source_pattern:<16} score {c.score:.4f} -> {c.compact} "
                       f"({c.layers} layers)")
@@ -434,6 +474,7 @@ class Transfer:
             "to": config.to,
             "method": config.method,
             "attention": config.attention,
+            "attention_from": config.attention_from,
             "seeds": seeds,
             "tokens": next((s["tokens"] for s in summaries.values() if not s.get("diverged")), first["tokens"]),
             "validation": shared_validation(summaries.values()),
@@ -442,6 +483,11 @@ class Transfer:
             "baselines": list(baselines.values()),
         }
         return report
+
+
+def grown(attention: str) -> str:
+    """An attention rule in words: ``kept`` or ``repeated``."""
+    return "kept" if attention == "keep" else "repeated"
 
 
 def rung_text(source: dict[str, Any]) -> str:
@@ -499,6 +545,8 @@ def format_report(report: dict[str, Any]) -> str:
         f"- {report['n_patterns']} patterns x seeds {', '.join(map(str, seeds))}, {report['tokens']:,} tokens each; "
         f"search direction {report['search']['direction']} ({report['search']['scored_patterns']} scored patterns"
         f"{rung_text(report['search'].get('source') or {})}).",
+        *([f"- Patterns grown to {report['to']} with their attention {grown(report['attention'])} "
+           f"({report['attention_from']})."] if report.get("attention_from") else []),  # reports before issue 47
         *(f"- {note[0].upper()}{note[1:]}." for note in report["notes"]),
         "",
         "| search rank | pattern | score | target | layers | lr | mean loss | std | " + f"{percent}% CI | "

@@ -230,3 +230,28 @@ def test_the_estimate_counts_the_model_the_rungs_train_with_attention_kept():
     demo = get_preset("demo-4m").arch
     assert kept == analyze(demo.with_pattern(layout_at_target("SDDMAS", "demo-4m", None, "keep")[0]),
                            seq_len=128).flops_per_token < stacked
+
+
+@pytest.mark.parametrize("attention", ["repeat", "keep"])
+def test_the_estimate_sizes_each_candidate_by_the_model_trained_at_the_target(attention):
+    """Issue 47: a known family trains in its own layout at the target (Nemotron-H 16 layers, 1 attention), Llama
+    stacked whatever the search's rule; only a new pattern grows by --attention-at-target. The rung's work is the
+    mean of those models, not of every pattern grown by the search's rule."""
+    from composer.accounting import analyze
+    from composer.presets import get_preset
+    from search.fidelity import get_ladder, rung_budget
+    from search.known import layout_at_target
+    from search.lm import get_lm_budget
+
+    config = SearchConfig(wandb="off", primitives="AMSD", attention_at_target=attention)
+    first = (("AMAMAM", {"known": "llama"}), ("SMSAMS", {"known": "nemotron-h"}), ("SDDMAS", {}))
+    stage = Stage(1, make_space(config, config.layers), len(first), "s-rung1", first, only_first=True)
+    eta = SearchEta(config, get_strategy(config.strategy))
+    eta.plan(1, rung_config(config, 1), stage)
+    spec = get_lm_budget(rung_budget(get_ladder(config.budget), 1, config.target))
+    widths = get_preset(spec.extrapolate_to).arch
+    trained = [layout_at_target(pattern, spec.extrapolate_to, attrs.get("known"), attention)[0]
+               for pattern, attrs in first]
+    assert "SMSMSMSMASMSMSMS" in trained  # Nemotron-H's own layout, not SMSAMS stacked or kept
+    expected = sum(analyze(widths.with_pattern(p), seq_len=spec.seq_len).flops_per_token for p in trained) / 3
+    assert eta.stages[0].flops_per_token == pytest.approx(expected)

@@ -291,3 +291,84 @@ def test_a_pipeline_from_a_rated_search_trains_and_reports_the_search_rates(tmp_
     assert any("from the search for composite, llama" in note for note in notes)
     assert any("not a rate tuned at the target" in note for note in notes)
     assert "lr_source" in (out / "comparison.csv").read_text().splitlines()[0]
+
+
+# ------------------------------------------------------------------------- attention at the target (issue 47, 7)
+
+
+def searched_with(out: Path, attention: str | None, known: dict[str, str] | None = None) -> None:
+    """``out/search`` as ``composer search --attention-at-target ATTENTION`` leaves it: config.json with the rule
+    and best.json with the known layouts it entered (name -> pattern); None: no search ran there."""
+    (out / "search").mkdir(parents=True, exist_ok=True)
+    if attention is not None:
+        (out / "search" / "config.json").write_text(json.dumps({"attention_at_target": attention}))
+        layouts = [{"name": name, "pattern": p, "fit": "whole periods"} for name, p in (known or {}).items()]
+        (out / "search" / "best.json").write_text(json.dumps({"pattern": "SDDMAS", "known_layouts": layouts}))
+
+
+@pytest.mark.parametrize(
+    "search_rule, options, rule",
+    [
+        ("keep", {}, "keep"),  # the search scored and costed the kept model: the winner grows as it did
+        ("repeat", {}, "repeat"),
+        ("keep", {"attention": "repeat"}, "repeat"),  # an explicit setting wins
+        ("repeat", {"attention": "keep"}, "keep"),
+        (None, {}, "repeat"),  # no search in out: the extrapolator's default
+    ],
+    ids=["search-keep", "search-repeat", "explicit-repeat", "explicit-keep", "no-search"],
+)
+def test_the_winner_grows_to_the_target_by_the_rule_its_search_used(tmp_path, search_rule, options, rule):
+    from scaling.extrapolate import extrapolate
+
+    searched_with(tmp_path, search_rule)
+    config = PipelineConfig(out=str(tmp_path), extrapolate={"to": "demo-4m", **options}, baselines=["llama"])
+    data = Pipeline(config, echo=lambda line: None).run_extrapolate("SDDMAS")
+    assert data["attention"] == rule
+    assert data["pattern"] == extrapolate("SDDMAS", "demo-4m", attention=rule).pattern
+    assert json.loads((tmp_path / "extrapolate.json").read_text())["pattern"] == data["pattern"]
+
+
+def test_the_search_section_names_the_rule_before_its_search_has_run(tmp_path):
+    config = PipelineConfig(out=str(tmp_path), search={"attention_at_target": "keep"},
+                            extrapolate={"to": "demo-4m"}, baselines=[])
+    data = Pipeline(config, echo=lambda line: None).run_extrapolate("SDDMAS")
+    assert data["attention"] == "keep" and data["pattern"].count("A") == 1
+
+
+def test_a_known_layout_from_a_kept_search_is_stacked_as_the_search_trained_it(tmp_path):
+    """layout_at_target stacks Llama's and the paper's layouts whatever --attention-at-target says."""
+    from scaling.extrapolate import extrapolate
+
+    searched_with(tmp_path, "keep", {"llama": "AMAMAM", "composer-paper": "AAMMMM"})
+    config = PipelineConfig(out=str(tmp_path), extrapolate={"to": "demo-4m"}, baselines=[])
+    lines: list[str] = []
+    data = Pipeline(config, echo=lines.append).run_extrapolate("AMAMAM")
+    assert data["attention"] == "repeat" and data["pattern"] == extrapolate("AMAMAM", "demo-4m").pattern
+    assert "known layout llama" in "\n".join(lines)
+    assert Pipeline(config).run_extrapolate("SDDMAS")["attention"] == "keep", "a new pattern keeps its attention"
+    searched_with(tmp_path, "keep", {"nemotron-h": "SMSAMS"})  # trained in its own layout: say how to train that
+    assert "a baseline nemotron-h trains that layout" in Pipeline(config).attention_rule("SMSAMS")[1]
+
+
+def test_a_changed_rule_grows_the_winner_again(tmp_path):
+    searched_with(tmp_path, "repeat")
+    config = PipelineConfig(out=str(tmp_path), extrapolate={"to": "demo-4m"}, baselines=[])
+    stacked = Pipeline(config, echo=lambda line: None).run_extrapolate("SDDMAS")
+    config.extrapolate["attention"] = "keep"
+    kept = Pipeline(config, echo=lambda line: None).run_extrapolate("SDDMAS")
+    assert (stacked["attention"], kept["attention"]) == ("repeat", "keep") and kept["pattern"] != stacked["pattern"]
+
+
+def test_a_bad_attention_rule_is_refused():
+    with pytest.raises(ConfigError, match="extrapolate.attention must be one of repeat, keep"):
+        PipelineConfig(extrapolate={"to": "demo-4m", "attention": "kept"})
+
+
+def test_the_cli_overrides_the_attention_rule(tmp_path, capsys):
+    searched_with(tmp_path, "repeat")
+    (tmp_path / "aggregate.json").write_text(json.dumps({"pattern": "AAMMMM", "members": []}))
+    assert main(["pipeline", "--recipe", str(DEMO), "--out", str(tmp_path), "--stages", "extrapolate",
+                 "--attention", "keep", "--json"]) == 0
+    extrapolation = json.loads((tmp_path / "extrapolate.json").read_text())
+    assert extrapolation["attention"] == "keep" and extrapolation["attention_from"] == "extrapolate.attention"
+    assert extrapolation["pattern"].count("A") == 2

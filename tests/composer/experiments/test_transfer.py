@@ -423,3 +423,56 @@ def test_bad_rungs_name_the_problem(tmp_path, changes, message):
     changes = {**changes, "search": where.get(changes.get("search"), str(search))}
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)").replace(".", r"\.")):
         Transfer(TransferConfig(**{"k": 3, "to": "demo-4m", "out": "x", **changes}), echo=lambda line: None).select()
+
+
+# ------------------------------------------------------------------------- attention at the target (issue 47, 7)
+
+
+@pytest.mark.parametrize("given", ["directory", "leaderboard.json"])
+def test_the_patterns_grow_by_the_rule_their_search_scored_them_by(search_dir, tmp_path, given):
+    """A search run with --attention-at-target keep scored and costed its patterns with their attention kept: the
+    transfer grows them the same way unless --attention says otherwise."""
+    (search_dir / "config.json").write_text(json.dumps({"evaluator": "lm", "attention_at_target": "keep"}))
+    search = search_dir if given == "directory" else search_dir / "leaderboard.json"
+    config = TransferConfig(search=str(search), patterns="MMMMAM,AMAMAM,AAMMMM", to="demo-4m", out="x")
+    assert config.attention == "keep" and "--attention-at-target keep" in config.attention_from
+    grown = {c.source_pattern: c.target_pattern for c in Transfer(config, echo=lambda line: None).select()[0]}
+    assert {pattern: grown[pattern].count("A") for pattern in grown} == {"AAMMMM": 2, "AMAMAM": 3, "MMMMAM": 1}
+    explicit = TransferConfig(search=str(search), patterns="MMMMAM,AMAMAM,AAMMMM", to="demo-4m", attention="repeat",
+                              out="x")
+    assert explicit.attention == "repeat" and "the search's was keep" in explicit.attention_from
+    stacked = {c.source_pattern: c.target_pattern for c in Transfer(explicit, echo=lambda line: None).select()[0]}
+    assert stacked["AMAMAM"].count("A") == 9
+
+
+def test_a_search_without_its_rule_grows_by_repeat_and_says_so(tmp_path, monkeypatch):
+    trained: dict[tuple[str, int, int], float] = {}
+    monkeypatch.setattr("composer.training.run.train", fake_train(trained))
+    search = write_rated_search(tmp_path / "search")  # a leaderboard and best.json, no config.json
+    config = TransferConfig(search=str(search), patterns="AAMMMM,MAMAMA,MMMMMM", to="tiny", seeds=[0],
+                            baseline=None, out=str(tmp_path / "t"), n_boot=200,
+                            train={"tokens": 4096, "seq_len": 64, "batch_size": 8})
+    lines: list[str] = []
+    report = Transfer(config, echo=lines.append).run()
+    assert report["attention"] == "repeat" and "default" in report["attention_from"]
+    said = next(line for line in lines if "attention" in line)
+    assert "repeat" in said and "--attention keep" in said
+    from composer.experiments.transfer import format_report
+
+    assert "attention repeated" in format_report(report)
+
+
+def test_a_known_layout_of_a_kept_search_is_stacked_as_the_search_trained_it(search_dir):
+    """The search stacks Llama's layout whatever its --attention-at-target (search.known.layout_at_target)."""
+    (search_dir / "config.json").write_text(json.dumps({"attention_at_target": "keep"}))
+    best = json.loads((search_dir / "best.json").read_text())
+    best["known_layouts"] = [{"name": "llama", "pattern": "AMAMAM", "fit": "1:1 alternation"}]
+    (search_dir / "best.json").write_text(json.dumps(best))
+    config = TransferConfig(search=str(search_dir), patterns="MMMMAM,AMAMAM,AAMMMM", to="demo-4m", out="x")
+    transfer = Transfer(config, echo=lambda line: None)
+    grown = {c.source_pattern: (c.attention, c.target_pattern.count("A")) for c in transfer.select()[0]}
+    assert grown == {"AAMMMM": ("keep", 2), "AMAMAM": ("repeat", 9), "MMMMAM": ("keep", 1)}
+    assert ["known layout llama" in note for note in transfer.attention_notes] == [True]  # run() echoes it
+    asked = TransferConfig(search=str(search_dir), patterns="MMMMAM,AMAMAM,AAMMMM", to="demo-4m", attention="keep",
+                           out="x")
+    assert {c.attention for c in Transfer(asked, echo=lambda line: None).select()[0]} == {"keep"}, "as asked"
