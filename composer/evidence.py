@@ -201,6 +201,40 @@ def paired_difference(
     }
 
 
+def difference_of_means(
+    values: Sequence[float],
+    reference: Sequence[float],
+    sd: float,
+    dof: int,
+    confidence: float = 0.95,
+) -> dict[str, Any]:
+    """``mean(values) - mean(reference)`` with a t interval from a seed spread ``sd`` measured elsewhere.
+
+    Why: where two architectures do not share two or more seeds, :func:`paired_difference` has nothing to pair,
+    but a seed standard deviation of one run's loss measured at the same budget, preset and corpus (``dof``
+    degrees of freedom) still says how far two means of ``n`` and ``m`` seeds can differ by chance: the
+    difference has standard deviation ``sd * sqrt(1/n + 1/m)`` and a t interval with the measurement's ``dof``.
+    The interval is centred on the two means, each over its own seeds, never on one seed of a side whose width
+    counts several: a side's extra seeds narrow the interval only where they also move its centre. The two sides
+    are taken as independent, which is conservative for runs that share a seed's data order.
+
+    Returns ``{"n", "m", "mean", "ci"}`` (``ci`` ``None`` when a side is empty, ``sd`` is not positive or ``dof``
+    is below 1).
+    """
+    _check_confidence(confidence)
+    ours = [v for v in (_as_float(x) for x in values) if math.isfinite(v)]
+    theirs = [v for v in (_as_float(x) for x in reference) if math.isfinite(v)]
+    n, m = len(ours), len(theirs)
+    if not n or not m:
+        return {"n": n, "m": m, "mean": None, "ci": None}
+    mean = float(np.mean(ours)) - float(np.mean(theirs))
+    ci = None
+    if sd > 0 and math.isfinite(sd) and dof >= 1:
+        half = float(stats.t.ppf((1.0 + confidence) / 2.0, dof)) * sd * math.sqrt(1.0 / n + 1.0 / m)
+        ci = [mean - half, mean + half]
+    return {"n": n, "m": m, "mean": _plain(mean), "ci": _plain(ci)}
+
+
 # ------------------------------------------------------------------------------------------ rank agreement
 
 
@@ -602,6 +636,7 @@ __all__ = [
     "VERDICT_WITHIN_NOISE",
     "bootstrap_rank_correlation",
     "compare_rank_correlations",
+    "difference_of_means",
     "format_interval",
     "kendall",
     "noise_ceiling",

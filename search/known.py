@@ -158,38 +158,3 @@ def known_layouts(n_layers: int, primitives: list[str]) -> tuple[list[KnownLayou
             seen[layout.pattern] = layout.name
             chosen.append(layout)
     return chosen, left_out
-
-
-def compare_with_known(rows: list[dict], maximize: bool, noise=None) -> dict:
-    """The search's answer: its best new pattern against its best known layout, ``new``, ``known`` or ``tie``.
-
-    ``rows``: a leaderboard, best first, whose rows carry ``known`` (a layout name or None). The difference is
-    ``new - known`` in the score's units. Only an interval declares a winner (``search.verdict``): paired over
-    common seeds (``details["losses"]``), else from ``noise`` (a ``search.verdict.SeedNoise``, the seed spread
-    measured at the budget), else none, and the answer is a tie. ``recommended`` is the pattern to pretrain: the
-    new one only when it wins, the known layout on a tie.
-    """
-    from search.verdict import decide, difference_interval, explain
-
-    known = next((row for row in rows if row.get("known")), None)
-    new = next((row for row in rows if not row.get("known")), None)
-    result = {"answer": "known" if rows and rows[0].get("known") else "new" if rows else None,
-              "best_known": None if known is None else
-              {"pattern": known["pattern"], "name": known["known"], "score": known["score"]},
-              "best_new": None if new is None else {"pattern": new["pattern"], "score": new["score"]},
-              "recommended": rows[0]["pattern"] if rows else None}
-    if known is None or new is None:
-        result["note"] = "no known layout was scored" if known is None else "every scored pattern is a known layout"
-        return result
-    interval = difference_interval(new, known, noise)
-    answer = decide(interval["ci"], maximize)
-    difference = interval["difference"]
-    result.update(answer=answer, difference=difference, ci=interval["ci"], interval=interval["method"],
-                  new_is_better=difference > 0 if maximize else difference < 0,
-                  recommended=new["pattern"] if answer == "new" else known["pattern"],
-                  verdict=explain(answer, new, known, interval))
-    if interval["seeds"]:
-        result["seeds"] = interval["seeds"]
-    if noise is not None:
-        result["seed_noise"] = noise.as_dict()
-    return result

@@ -33,7 +33,7 @@ from typing import Any
 from composer.errors import ComposerRunError, ConfigError
 from search.evaluation import Evaluation, Report, best_rate, checked_rates
 from search.trunks import TrunkStore
-from search.verdict import SeedNoise
+from search.evidence_record import SeedNoise, Setting
 
 _TRAIN_PRECISION = {"auto": "auto", "fp32": "32-true", "bf16": "bf16-mixed"}  # evaluator name -> Lightning's
 
@@ -65,9 +65,10 @@ class LMBudget:
     # the seed spread of one run's score measured at this budget (search.verdict.SeedNoise): it stands in for the
     # seeds a last rung does not train when the search's answer is decided (new, known or tie)
     seed_noise: SeedNoise | None = None
-    # a confirmation of a last rung (``confirm_budget``): every run starts afresh at the rate an earlier rung chose
-    # for the candidate at the seed before this evaluation's (its kept trunk's rate; the budget's rates where none
-    # was kept), so its seeds pair with the last rung's
+    # a confirmation of a last rung (``confirm_budget``): every run starts afresh, on seeds after the rung's, at the
+    # rate an earlier rung chose for the candidate (recorded with its promotion; else its kept trunk's, at the rung's
+    # first seed; the budget's rates where neither is known), so its seeds pair with the last rung's
+    # (search.evidence_record: a record takes further seeds only at its own rate)
     confirms: bool = False
 
     def __post_init__(self) -> None:
@@ -113,7 +114,8 @@ LM_BUDGETS: dict[str, LMBudget] = {budget.name: budget for budget in (
              curve_points=8, continues=True,
              # 3 seeds of AMAMAM and MMAMMM each at this budget (wsd, lr 1e-3, fresh runs): pooled sd 0.0158
              seed_noise=SeedNoise(0.0158, 4, "pooled over 3 seeds of AMAMAM and MMAMMM at rung-cpu-2's budget, "
-                                              "docs/search.md 'Over 3 seeds'"),
+                                              "docs/search.md 'Over 3 seeds'",
+                                  Setting("lm", "rung-cpu-2", "demo-4m")),
              description="cpu ladder, last rung: stacked to demo-4m, 500K tokens (the transfer's target budget), "
                          "continued from rung 1's trunk at its rate"),
     LMBudget("rung-gpu-0", 5_000_000, 1024, 32, (1e-3, 3e-3), schedule="wsd", warmup=15, curve_points=8,
@@ -200,6 +202,19 @@ def measured_seed_noise(evaluator: str, budget: str) -> SeedNoise | None:
     return get_lm_budget(budget).seed_noise if evaluator == "lm" else None
 
 
+def stage_setting(config: Any) -> Setting:
+    """The setting a stage's scores come from (``config``: its ``search.config.SearchConfig``): its budget without a
+    confirmation's prefix or the target suffix (a confirmation of ``rung-cpu-2@demo-4m`` and the rung share
+    ``rung-cpu-2``), the preset it trained at, the corpus and the tokenizer (``search.evidence_record``)."""
+    confirm = CONFIRM_NAME.fullmatch(str(config.budget))
+    budget = confirm.group(2) if confirm else str(config.budget)
+    name, _, at = budget.partition("@")
+    if config.evaluator != "lm":
+        return Setting(config.evaluator, name, at or config.widths)
+    return Setting("lm", name, at or get_lm_budget(name).extrapolate_to or config.widths, config.data,
+                   config.tokenizer)
+
+
 def interrupted_message(pattern: str) -> str:
     """What a search stopped during a candidate tells the user: how to resume the search. Training's own hint (a
     checkpoint and ``--resume``) would name the candidate's temporary directory and a flag ``composer search``
@@ -208,15 +223,16 @@ def interrupted_message(pattern: str) -> str:
             "with the same --out: finished candidates are kept in its study, this one trains again from its start")
 
 
-def checked_source(data: str | None) -> str | None:
-    """``data``, once it resolves to a source: a local path that does not exist (or a directory without data
-    files) is one ``DataError`` here, when the search builds its evaluator, instead of the same error in every
-    candidate's training and a search that ends in a traceback (issue 34). Cheap: no corpus is read and nothing
-    is asked of the network, so a Hugging Face dataset name passes offline and is loaded when a candidate trains."""
+def checked_source(data: str | None, text_field: str = "text") -> str | None:
+    """``data``, once it resolves to a source whose first record holds ``text_field``: a local path that does not
+    exist (or a directory without data files, issue 34) or JSON records without the field (issue 47) is one
+    ``DataError`` here, when the search builds its evaluator, instead of the same error in every candidate's
+    training and a search that ends in a traceback. Cheap: one record of a local file is read and nothing is asked
+    of the network, so a Hugging Face dataset name passes offline and is loaded when a candidate trains."""
     if data is not None:
-        from composer.data.sources import resolve_source
+        from composer.data.sources import check_first_record
 
-        resolve_source(data)
+        check_first_record(data, text_field)
     return data
 
 
@@ -229,7 +245,8 @@ class LanguageModelEvaluator:
     def __init__(self, budget: str | LMBudget = "cpu", widths: str = "search-1m", data: str | None = None,
                  tokenizer: str | None = None, precision: str = "auto", compile: bool = False,
                  trunks: str | Path | None = None, known: dict[str, str] | None = None,
-                 chosen_rates: dict[str, float] | None = None, attention_at_target: str = "repeat") -> None:
+                 chosen_rates: dict[str, float] | None = None, attention_at_target: str = "repeat",
+                 text_field: str = "text") -> None:
         from composer.training import TrainConfig
         from composer.training.run import resolve_precision
 
@@ -238,7 +255,8 @@ class LanguageModelEvaluator:
             raise ConfigError(f"precision must be one of {', '.join(_TRAIN_PRECISION)}, got {precision!r}")
         self.budget = self.spec.name
         self.widths = self.spec.extrapolate_to or widths  # where it trains: the target's widths on a last rung
-        self.data = checked_source(data)
+        self.data = checked_source(data, text_field)
+        self.text_field = text_field  # the column of --data's records that holds the text
         self.tokenizer = tokenizer
         resolved = resolve_precision(TrainConfig(precision=_TRAIN_PRECISION[precision]))
         self.precision = "bf16" if resolved.startswith("bf16") else "fp32"
@@ -250,8 +268,9 @@ class LanguageModelEvaluator:
         self.heartbeat: Callable[[dict[str, Any]], None] | None = None
         self._run_context: dict[str, Any] = {}
         self.known = dict(known or {})  # searched pattern -> published family: trained in its own layout at a target
-        # searched pattern -> the rate the rungs chose for it, recorded with its promotion: a confirmation trains there
-        # even where the kept trunks that also say it are gone (deleted to free disk, or the study moved)
+        # searched pattern -> the rate the rungs chose for it, recorded with its promotion: a confirmation, and a rung
+        # that continues a trunk, train there even where the kept trunks that also say it are gone (deleted to free
+        # disk, or the study moved)
         self.chosen_rates = dict(chosen_rates or {})
         self.attention_at_target = attention_at_target  # how a new pattern's attention grows to extrapolate_to
 
@@ -272,7 +291,8 @@ class LanguageModelEvaluator:
         spec = self.spec
         optional = {"warmup": spec.warmup} if spec.warmup is not None else {}
         return TrainConfig(
-            arch=pattern, preset=self.widths, data=self.data, tokenizer=self.tokenizer, tokens=spec.tokens,
+            arch=pattern, preset=self.widths, data=self.data, text_field=self.text_field, tokenizer=self.tokenizer,
+            tokens=spec.tokens,
             seq_len=spec.seq_len, batch_size=spec.batch_size, lr=lr, seed=seed, wandb="off", out=out,
             val_batches=20, val_tokens=spec.val_tokens, log_interval=10**9, checkpoint_interval=10**9,
             keep_checkpoints=1, precision=_TRAIN_PRECISION[self.precision], compile=self.compile, progress=False,
@@ -336,7 +356,8 @@ class LanguageModelEvaluator:
         spec = self.spec
         return {"pattern": trained, "widths": self.widths, "data": self.data, "tokenizer": self.tokenizer,
                 "seq_len": spec.seq_len, "batch_size": spec.batch_size, "warmup": spec.warmup, "lr": lr,
-                "seed": seed, "precision": self.precision, "compile": self.compile}
+                "seed": seed, "precision": self.precision, "compile": self.compile,
+                **({"text_field": self.text_field} if self.text_field != "text" else {})}  # default: keys as before
 
     def __call__(self, pattern: str, seed: int, report: Report) -> Evaluation:
         """The candidate's evaluation; stopped mid-training, it says how to resume the search before it exits."""
@@ -357,11 +378,18 @@ class LanguageModelEvaluator:
         continued = False
         if self.spec.confirms:  # the rate the rungs chose for this candidate: recorded, else kept with its trunk
             chosen = self.chosen_rates.get(pattern)
-            rates = ((chosen,) if chosen else tuple(self.trunks.rates(self.trunk_key(trained, 0.0, seed - 1)))) or rates
+            rung_seed = seed - get_lm_budget(CONFIRM_NAME.fullmatch(self.spec.name).group(2)).seeds
+            rates = ((chosen,) if chosen else tuple(self.trunks.rates(self.trunk_key(trained, 0.0, rung_seed)))) or rates
+        from_scratch = False
         if self.spec.continues:
             kept = tuple(lr for lr in self.trunks.rates(self.trunk_key(trained, 0.0, seed)))
             if kept:
                 rates, continued = kept, True
+            elif self.chosen_rates.get(pattern):
+                # its trunk is gone (deleted, or another --out): the same run from scratch at the rate the rung below
+                # chose, not a fresh choice among the budget's rates on the tokens that score it, which would rank
+                # it by another procedure (and an optimistic minimum) beside the continued candidates
+                rates, from_scratch = (self.chosen_rates[pattern],), True
         with tempfile.TemporaryDirectory(prefix="composer-lm-eval-") as work:
             self._work = work
             try:
@@ -406,14 +434,15 @@ class LanguageModelEvaluator:
             details["trunk_tokens"] = chosen.trunk_tokens
         if continued:
             details["continued_from_tokens"] = chosen.continued_from_tokens
+        if from_scratch:
+            details["trunk_missing"] = "trained from scratch at the rate the rung below chose"
         if len(sweep) > 1:
             details["lr_sweep"] = {f"{rate:g}": loss for rate, loss in sorted(sweep.items())}
             if (len(sweep) > 2 or extended is not None) and lr in (min(sweep), max(sweep)):
                 details["lr_at_edge"] = True
         if extended is not None:
             details["lr_extended"] = extended
-        if self.spec.seeds > 1:
-            details["losses"] = {str(s): v for s, v in losses.items()}
+        details["losses"] = {str(s): v for s, v in losses.items()}  # every seed, one or more (search.evidence_record)
         if trained != pattern:
             details["trained_pattern"] = trained
         return Evaluation(score=score, details=details, seconds=time.perf_counter() - started)

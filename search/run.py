@@ -19,22 +19,29 @@ from pathlib import Path
 from typing import Any
 
 from composer.accounting import format_bytes
-from composer.errors import ConfigError
+from composer.errors import ComposerRunError, ConfigError
 from composer.files import atomic_write_json, make_output_dir
 from composer.pattern import compact_pattern
 from search.config import SearchConfig
-from search.cost import COST_LENGTHS, add_decode_speed, parse_max_kv, recall_under_max_kv
+from search.cost import (
+    COST_LENGTHS,
+    MAX_PATTERNS_CHECKED,
+    add_decode_speed,
+    first_within,
+    max_kv_holding,
+    parse_max_kv,
+    recall_under_max_kv,
+)
 from search.engine import (
     Stage,
-    chosen_rates,
     enqueue_first,
-    known_names,
     launch_workers,
     open_study,
     run_worker,
+    stage_evaluator,
 )
 from search.evaluators import make_evaluator
-from search.known import compare_with_known
+from search.evidence_record import attach
 from search.leaderboard import failures, format_table, leaderboard, write_leaderboard
 from search.plots import plot_all, plot_loss_against_recall, plot_rung_curves
 from search.progress import SearchEta, SearchProgress, evaluations_done
@@ -43,6 +50,7 @@ from search.storage import GRACE_S, default_storage_url, worker_lock_path
 from search.strategies import StageRun, get_strategy
 from search.strategies.base import make_space, missing_first
 from search.tracking import log_summary
+from search.verdict import compare_with_known
 
 
 def run_stage(config: SearchConfig, stage: Stage, label: str, precision: str, deadline: float | None,
@@ -51,9 +59,7 @@ def run_stage(config: SearchConfig, stage: Stage, label: str, precision: str, de
     """Run one study (a strategy's stage or a rung) to its budget; returns the study and its leaderboard (empty
     only with ``allow_empty``: a rung that the deadline cut before it scored anything). ``eta``: the search's
     estimate of its time left (``search.progress``), ``kind``: what its lines call a stage."""
-    evaluator = make_evaluator(config.evaluator, config.budget, config.widths, config.data, config.tokenizer,
-                               config.precision, config.compile, config.trunks, known=known_names(stage),
-                               chosen_rates=chosen_rates(stage), attention_at_target=config.attention_at_target)
+    evaluator = stage_evaluator(config, stage)
     maximize = evaluator.direction == "maximize"
     echo(f"{label}study {stage.study_name!r}: {stage.trials} trials over {stage.space.size:,} patterns "
          f"({config.sampler_name}, {config.evaluator}/{config.budget}, {precision}, {config.workers} worker(s))")
@@ -87,7 +93,10 @@ def run_stage(config: SearchConfig, stage: Stage, label: str, precision: str, de
                                          if "known" in attrs}, only=only)
     if not rows and not allow_empty:
         reasons = "; ".join(f"trial {f['trial']} {f['pattern']}: {f['reason']}" for f in failures(study)[:3])
-        raise RuntimeError(f"no trial of study {stage.study_name!r} completed ({reasons or 'no trials ran'})")
+        raise ComposerRunError(
+            f"no trial of study {stage.study_name!r} completed ({reasons or 'no trials ran'}); the study in "
+            f"{config.storage or config.out} keeps these failures and does not train a pattern again that failed "
+            "twice the same way: fix the cause, then re-run with another --out (or --study)")
     return study, rows
 
 
@@ -105,8 +114,7 @@ def check_recall_under_max_kv(config: SearchConfig, echo) -> None:
     if found is None or found["fit_and_keep"]:
         return
     cheapest = found["cheapest_keeping"]
-    least = f"{math.ceil(cheapest[1] / 2**20 * 10) / 10:g}MiB" if cheapest else ""  # rounded up: it then fits
-    fix = (f"raise --max-kv to {least}@{config.max_kv.partition('@')[2]} (the least any such pattern holds: "
+    fix = (f"raise --max-kv to {max_kv_holding(cheapest[1], config.max_kv)} (the least any such pattern holds: "
            f"{cheapest[0]})" if cheapest else "add attention (A) or a window (W) to --primitives")
     if cheapest and config.attention_at_target == "repeat":  # stacking repeats the attention: keeping it may fit
         kept = recall_under_max_kv(patterns, config.report_target, (limit, at), length, "keep")
@@ -123,14 +131,45 @@ def check_recall_under_max_kv(config: SearchConfig, echo) -> None:
          f"(docs/recall.md), so --min-recall {config.min_recall} may leave only known layouts: {fix}")
 
 
+def check_limits_admit(config: SearchConfig) -> None:
+    """Refuse a search whose ``--max-params`` and ``--max-kv`` admit none of its first stage's patterns (within its
+    shares), naming the least a pattern holds: it would skip every candidate it proposed, without end (issue 47).
+    Skipped for spaces too large to enumerate in seconds (``search.cost.MAX_PATTERNS_CHECKED``)."""
+    if config.max_params is None and not config.max_kv:
+        return
+    space = make_space(config, config.layers)
+    if space.size > MAX_PATTERNS_CHECKED:
+        return
+    patterns = [pattern for pattern in space.enumerate() if space.violation(pattern) is None]
+    max_kv = parse_max_kv(config.max_kv) if config.max_kv else None
+    found = first_within(patterns, config.widths, config.report_target, config.max_params, max_kv,
+                         config.attention_at_target)
+    if found is None or found["fits"] or found["smallest"] is None:
+        return
+    among = f"none of the {found['patterns']:,} patterns" + (" within the shares" if space.min_share
+                                                             or space.max_share else "")
+    if found["least_cache"] is None:
+        params, pattern = found["smallest"]
+        raise ConfigError(f"--max-params {config.max_params:,} admits {among}: the smallest, {pattern}, has "
+                          f"{params:,} non-embedding parameters at {config.widths}; raise --max-params to at least "
+                          f"{params:,}")
+    cache, pattern = found["least_cache"]
+    raise ConfigError(f"--max-kv {config.max_kv} admits {among}{' and --max-params' if config.max_params else ''}: "
+                      f"the least, {pattern}, holds {format_bytes(cache)} on its model at {config.report_target}; "
+                      f"raise --max-kv to {max_kv_holding(cache, config.max_kv)}")
+
+
 def run_search(config: SearchConfig, echo=print) -> dict[str, Any]:
     """Run ``config``'s strategy stage by stage (``search.strategies``), then write what its answer ranks."""
     out = Path(config.out)
     strategy = get_strategy(config.strategy)
     first_config = strategy.first_config(config)
-    # the evaluator checks its settings (a missing --data, say) before anything is written to --out
+    # the evaluator checks its settings (a missing --data, a text field its records lack) and the limits that no
+    # pattern might meet are checked, before anything is written to --out
     evaluator = make_evaluator(first_config.evaluator, first_config.budget, config.widths, config.data,
-                               config.tokenizer, config.precision, config.compile, config.trunks)
+                               config.tokenizer, config.precision, config.compile, config.trunks,
+                               text_field=config.text_field)
+    check_limits_admit(config)
     check_recall_under_max_kv(config, echo)
     make_output_dir(out)
     (out / "config.json").write_text(json.dumps(config.to_dict(), indent=2))
@@ -167,6 +206,10 @@ def run_search(config: SearchConfig, echo=print) -> dict[str, Any]:
         add_decode_speed(rows, config.report_target, echo)
     first = done[0].stage.first
     ranked = rows if answer.eligible is None else answer.eligible  # the rows an answer may come from
+    from search.lm import stage_setting
+
+    answered = next(run.config for run in done if run.study is study)
+    attach(rows, stage_setting(answered), answered.seed)  # a strategy that has not given its rows theirs
     comparison = compare_with_known(ranked, maximize, seed_noise_of(done, study))
     if answer.eligible is not None and not answer.eligible:
         comparison.update(answer=None, recommended=None,
@@ -248,12 +291,37 @@ def tradeoff_lines(result: dict[str, Any]) -> list[str]:
     said = result.get("front")
     if said:
         noise = said.get("loss_noise")
-        weighed = (f"loss weighed against a seed sd of {noise['sd']:.4f}" if noise
-                   else "loss weighed over common seeds only")
+        weighed = (f"loss weighed over common seeds, else against a seed sd of {noise['sd']:.4f} where it was "
+                   "measured" if noise else "loss weighed over common seeds only")
         lines.append(f"front on {', '.join(said['objectives'])} ({weighed}): {', '.join(said['patterns'])}")
         lines += [f"   {k['name']} {k['pattern']}: {k['relation']}" + (
             " (the answer's " + ", ".join(f"{name} {side}" for name, side in k["answer_is"].items()) + ")"
             if k.get("answer_is") else "") for k in said["known"]]
+    return lines
+
+
+def verdict_lines(said: dict[str, Any]) -> list[str]:
+    """The answer's comparison: each side's mean over its seeds, the difference and how its interval was obtained,
+    the same over the seeds that chose nothing (the winner's curse left out), and the answer."""
+    from search.verdict import said as interval_text
+
+    known, new = said["best_known"], said["best_new"]
+
+    def side(row: dict[str, Any]) -> str:
+        seeds = row.get("seeds") or []
+        return f"{row.get('mean', row['score']):.4f} over seed(s) {', '.join(map(str, seeds))}"
+
+    lines = [f"best new {new['pattern']} {side(new)} vs best known {known['name']} {known['pattern']} {side(known)}: "
+             f"{interval_text(said)}; interval: {said['interval']}"]
+    held = said.get("held_out")
+    if held and held["seeds"]:
+        agrees = "" if held["answer"] == said["answer"] else f" (over all seeds: {said['answer']})"
+        lines.append(f"over the seed(s) that chose nothing ({', '.join(map(str, held['seeds']))}): "
+                     f"{interval_text(held)}, {held['answer']}{agrees}; {held['method']}")
+    elif held:
+        lines.append(f"over the seeds that chose nothing: none ({held['method']}), so the answer rests on the seed(s) "
+                     f"{', '.join(map(str, said.get('selected_on') or []))} the finalists were chosen on")
+    lines.append(f"answer: {said['verdict']}")
     return lines
 
 
@@ -279,15 +347,13 @@ def summary_text(result: dict[str, Any]) -> str:
         lines.append(f"no answer: {said['note']}")
     confirmed = result.get("confirmation")
     if confirmed:
-        lines.append(f"confirmation ({confirmed['seeds']} seeds each): "
+        further = ", ".join(map(str, confirmed.get("further_seeds") or []))
+        lines.append(f"confirmation ({confirmed['seeds']} seeds each, seed(s) {further} added): "
                      + (", ".join(confirmed["patterns"]) or "nothing confirmed")
-                     + "".join(f"; {f['pattern']} failed: {f['reason']}" for f in confirmed.get("failures") or []))
+                     + "".join(f"; {f['pattern']} failed: {f['reason']}" for f in confirmed.get("failures") or [])
+                     + "".join(f"; {r['pattern']} not counted: {r['reason']}" for r in confirmed.get("refused") or []))
     if said.get("best_known") and said.get("best_new"):
-        known, new = said["best_known"], said["best_new"]
-        over = f" (mean over seeds {', '.join(said['seeds'])})" if len(said.get("seeds") or ()) > 1 else ""
-        lines.append(f"best new {new['pattern']} {new['score']:.4f} vs best known {known['name']} {known['pattern']} "
-                     f"{known['score']:.4f}: {said['difference']:+.4f}{over}; interval: {said['interval']}")
-        lines.append(f"answer: {said['verdict']}")
+        lines += verdict_lines(said)
     scored = f"a known layout ({best['known']})" if best.get("known") else "a new pattern"
     recommended = said.get("recommended", best["pattern"]) or "none (no answer, above)"
     lines.append(f"best score {best['pattern']} ({best['score']:.4f}, {scored}); recommended "

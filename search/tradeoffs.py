@@ -166,8 +166,13 @@ def known_against(answer: dict[str, Any], rows: list[dict[str, Any]], objectives
             relation = "even within the noise"
         else:
             relation = "neither dominates: a trade-off"
-        said.append({"name": row["known"], "pattern": row["pattern"], "relation": relation,
-                     "answer_is": {name: words[side] for name, side in zip(objectives, sides, strict=True)}})
+        entry = {"name": row["known"], "pattern": row["pattern"], "relation": relation,
+                 "answer_is": {name: words[side] for name, side in zip(objectives, sides, strict=True)}}
+        if "score" in objectives:  # how the loss was weighed: its seeds, setting and noise (search.evidence_record)
+            weighed = difference_interval(answer, row, noise)
+            entry["score_difference"] = {key: weighed[key] for key in ("difference", "ci", "seeds", "new_seeds",
+                                                                        "known_seeds", "noise", "method")}
+        said.append(entry)
     return said
 
 

@@ -4,17 +4,20 @@ Why: a search's best new finalist is the minimum of several noisy scores, so it 
 chance (three finalists of equal quality: about 0.85 seed standard deviations, ~0.02 at the ``cpu`` ladder's
 target). The one-shot search's answer ``SSSSMS`` led Nemotron-H's layout by 0.015 at one seed and trailed it by
 0.022 [0.002, 0.041] over 3 seeds (issue 37). So the answer names a winner only when the interval of
-``new - known`` lies wholly on one side of 0:
+``new - known`` lies wholly on one side of 0, taken between the two finalists' evidence records
+(``search.evidence_record``: per-seed scores at one budget, preset and corpus, at the rate each was scored at):
 
-* **paired over seeds**, when both scores were trained on 2 or more common seeds (``details["losses"]``, the
-  ``gpu`` ladder's last rung trains 3): the t interval of the per-seed differences
-  (``composer.evidence.paired_difference``);
-* else from **the seed spread measured at that budget** (``SeedNoise``, an ``lm`` budget's ``seed_sd``): the
-  difference of two means of ``n`` and ``m`` seeds has standard deviation ``sd * sqrt(1/n + 1/m)``, and a t
-  interval with the measurement's degrees of freedom. It treats the two sides as independent (conservative:
-  runs on the same seed share their data order, which a paired estimate would credit);
-* else there is **no interval** (one seed, no measured spread): the answer is a tie, and the summary says the
-  difference is a single draw.
+* **paired over seeds**, when both records hold 2 or more common seeds (a confirmation's, or the ``gpu`` ladder's
+  last rung's 3): the t interval of the per-seed differences;
+* else **each side's mean, with the seed spread measured at that setting** standing in for the seeds not trained
+  (``SeedNoise``, an ``lm`` budget's ``seed_noise``, measured at its own preset on the default corpus): the
+  difference of two means of ``n`` and ``m`` seeds has standard deviation ``sd * sqrt(1/n + 1/m)``;
+* else there is **no interval**, and the answer is a tie.
+
+The best new finalist was picked, and each finalist's rate chosen, on the seeds of the rung it comes from, so its
+score there reads low by chance (the winner's curse). The verdict is therefore also given over the seeds that
+chose nothing (``held_out``: a confirmation's further seeds), beside the one over all seeds; the answer is the
+one over all seeds, and the summary says when the held-out seeds disagree.
 
 ``new`` when the interval is wholly on the better side of 0, ``known`` when wholly on the worse side, ``tie``
 otherwise. A tie recommends the known layout: it is the published, better-understood choice at equal evidence.
@@ -22,59 +25,18 @@ otherwise. A tie recommends the known layout: it is the published, better-unders
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
 from typing import Any
+
+from search.evidence_record import SeedNoise, difference, held_out_seeds, of
 
 ANSWERS = ("new", "known", "tie")
 
 
-@dataclass(frozen=True)
-class SeedNoise:
-    """A seed standard deviation of one run's score, measured at a budget, standing in for seeds not trained."""
-
-    sd: float  # standard deviation of one run's score across training seeds
-    dof: int  # degrees of freedom of that estimate (runs - patterns, pooled)
-    source: str  # where it was measured (a doc section or results file)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"sd": self.sd, "dof": self.dof, "source": self.source}
-
-
-def seed_losses(row: dict) -> dict[str, float]:
-    """A leaderboard row's score per training seed (``details["losses"]``), or its one score at an unnamed seed."""
-    losses = (row.get("details") or {}).get("losses") or {}
-    return {str(seed): float(loss) for seed, loss in losses.items() if loss is not None}
-
-
-def difference_interval(new: dict, known: dict, noise: SeedNoise | None,
-                        confidence: float = 0.95) -> dict[str, Any]:
-    """The interval of ``new["score"] - known["score"]`` and how it was obtained (see the module docstring).
-
-    Returns ``{"difference", "ci", "method", "seeds"}``; ``ci`` is None when there is no interval."""
-    from scipy import stats
-
-    from composer.evidence import paired_difference
-
-    difference = new["score"] - known["score"]
-    new_seeds, known_seeds = seed_losses(new), seed_losses(known)
-    common = sorted(set(new_seeds) & set(known_seeds), key=lambda s: (len(s), s))
-    if len(common) >= 2:
-        paired = paired_difference({s: new_seeds[s] for s in common}, {s: known_seeds[s] for s in common},
-                                   confidence)
-        # the mean over the common seeds, the centre of its interval (a score may rest on fewer seeds: a
-        # confirmation adds seeds to the last rung's one)
-        return {"difference": paired["mean"], "ci": paired["ci"], "seeds": common,
-                "method": f"paired over seeds {', '.join(common)} (t interval of the per-seed differences)"}
-    if noise is not None and noise.sd > 0 and noise.dof >= 1:
-        n, m = max(1, len(new_seeds)), max(1, len(known_seeds))
-        half = float(stats.t.ppf((1 + confidence) / 2, noise.dof)) * noise.sd * math.sqrt(1 / n + 1 / m)
-        return {"difference": difference, "ci": [difference - half, difference + half], "seeds": common,
-                "method": (f"{n} seed(s) against {m}: the seed sd measured at this budget ({noise.sd:.4f}, "
-                           f"{noise.dof} dof; {noise.source}) stands in for seeds not trained")}
-    return {"difference": difference, "ci": None, "seeds": common,
-            "method": "one seed per pattern and no seed spread measured at this budget: no interval, the "
-                      "difference is a single draw"}
+def difference_interval(new: dict, known: dict, noise: SeedNoise | None, confidence: float = 0.95,
+                        seeds: list[int] | None = None) -> dict[str, Any]:
+    """The interval of ``new - known`` between two leaderboard rows' evidence records (``search.evidence_record``
+    ``difference``): ``{"difference", "ci", "method", "seeds", "new_seeds", "known_seeds", "setting", "noise"}``."""
+    return difference(of(new), of(known), noise, confidence, seeds)
 
 
 def decide(difference_ci: list[float] | None, maximize: bool) -> str:
@@ -86,18 +48,76 @@ def decide(difference_ci: list[float] | None, maximize: bool) -> str:
     return "new" if new_better else "known" if known_better else "tie"
 
 
+def said(interval: dict[str, Any]) -> str:
+    """``+0.0123 [-0.0045, +0.0291]`` (or the difference alone where there is no interval)."""
+    ci = interval["ci"]
+    if interval["difference"] is None:
+        return "no common evidence"
+    return f"{interval['difference']:+.4f}" + ("" if ci is None else f" [{ci[0]:+.4f}, {ci[1]:+.4f}]")
+
+
 def explain(answer: str, new: dict, known: dict, interval: dict) -> str:
     """One sentence: which pattern the answer recommends, and why."""
     ci = interval["ci"]
-    said = (f"{interval['difference']:+.4f}" + ("" if ci is None else f" [{ci[0]:+.4f}, {ci[1]:+.4f}]"))
     name = f"{known.get('known') or 'known'} {known['pattern']}"
     if answer == "new":
-        return f"new: {new['pattern']} beats {name} by {said}, the interval wholly on its side of 0"
+        return f"new: {new['pattern']} beats {name} by {said(interval)}, the interval wholly on its side of 0"
     if answer == "known":
-        return f"known: {name} beats {new['pattern']} ({said} for the new one), the interval wholly on its side"
+        return (f"known: {name} beats {new['pattern']} ({said(interval)} for the new one), the interval wholly on "
+                "its side")
     why = "no interval" if ci is None else "the interval holds 0"
-    return (f"tie: {new['pattern']} against {name} {said}, {why}; recommending the known layout {known['pattern']} "
-            "(train more seeds of both to separate them)")
+    return (f"tie: {new['pattern']} against {name} {said(interval)}, {why}; recommending the known layout "
+            f"{known['pattern']} (train more seeds of both to separate them)")
 
 
-__all__ = ["ANSWERS", "SeedNoise", "decide", "difference_interval", "explain", "seed_losses"]
+def held_out_verdict(new: dict, known: dict, noise: SeedNoise | None, maximize: bool) -> dict[str, Any]:
+    """The verdict over the seeds on which neither finalist was chosen nor had its rate chosen (the winner's curse
+    left out): ``{"seeds", "answer", "difference", "ci", "method"}``; ``answer`` None when no seed is held out."""
+    seeds = held_out_seeds(of(new), of(known))
+    if not seeds:
+        return {"seeds": [], "answer": None, "difference": None, "ci": None,
+                "method": "no seed held out: every seed both have chose a finalist or its rate"}
+    interval = difference_interval(new, known, noise, seeds=seeds)
+    return {"seeds": seeds, "answer": decide(interval["ci"], maximize), "difference": interval["difference"],
+            "ci": interval["ci"], "method": interval["method"]}
+
+
+def compare_with_known(rows: list[dict], maximize: bool, noise: SeedNoise | None = None) -> dict:
+    """The search's answer: its best new pattern against its best known layout, ``new``, ``known`` or ``tie``.
+
+    ``rows``: a leaderboard, best first, whose rows carry ``known`` (a layout name or None) and ``evidence`` (their
+    records, ``search.evidence_record.attach``). The difference is ``new - known`` in the score's units, over the
+    records' seeds (see the module docstring); ``noise`` stands in only at the setting it was measured at.
+    ``recommended`` is the pattern to pretrain: the new one only when it wins, the known layout on a tie.
+    """
+    known = next((row for row in rows if row.get("known")), None)
+    new = next((row for row in rows if not row.get("known")), None)
+    result = {"answer": "known" if rows and rows[0].get("known") else "new" if rows else None,
+              "best_known": None if known is None else
+              {"pattern": known["pattern"], "name": known["known"], "score": known["score"]},
+              "best_new": None if new is None else {"pattern": new["pattern"], "score": new["score"]},
+              "recommended": rows[0]["pattern"] if rows else None}
+    if known is None or new is None:
+        result["note"] = "no known layout was scored" if known is None else "every scored pattern is a known layout"
+        return result
+    interval = difference_interval(new, known, noise)
+    answer = decide(interval["ci"], maximize)
+    difference = interval["difference"]
+    new_record, known_record = of(new), of(known)
+    result["best_new"].update(mean=new_record.mean, seeds=new_record.seeds)
+    result["best_known"].update(mean=known_record.mean, seeds=known_record.seeds)
+    result.update(answer=answer, difference=difference, ci=interval["ci"], interval=interval["method"],
+                  new_is_better=difference > 0 if maximize else difference < 0,
+                  recommended=new["pattern"] if answer == "new" else known["pattern"],
+                  verdict=explain(answer, new, known, interval), setting=interval["setting"],
+                  seeds=interval["seeds"], new_seeds=interval["new_seeds"], known_seeds=interval["known_seeds"],
+                  selected_on=sorted(new_record.selected_on | known_record.selected_on),
+                  held_out=held_out_verdict(new, known, noise, maximize),
+                  noise_source=interval["noise"])
+    if noise is not None:
+        result["seed_noise"] = {**noise.as_dict(), "used": interval["noise"] is not None}
+    return result
+
+
+__all__ = ["ANSWERS", "SeedNoise", "compare_with_known", "decide", "difference_interval", "explain",
+           "held_out_verdict"]

@@ -1085,19 +1085,21 @@ TRUST = "answer_trust-2026-11-27.json"
 
 def test_search_verdict_cases():
     """docs/search.md's verdict table: each case's interval and answer recomputed from the stored rows with the
-    project's rule (search.known.compare_with_known) and the stored seed spread."""
-    from search.known import compare_with_known
-    from search.verdict import SeedNoise
+    project's rule (search.verdict.compare_with_known) and the stored seed spread."""
+    from search.lm import get_lm_budget
+    from search.verdict import SeedNoise, compare_with_known
+    from tests.search.records import recorded
 
     data = results(TRUST)
-    noise = SeedNoise(**data["seed_noise"])
+    where = get_lm_budget("rung-cpu-2").seed_noise.setting  # the stored rows are rung-cpu-2's at demo-4m
+    noise = SeedNoise(**data["seed_noise"], setting=where)
     text = section(doc("search.md"), "The verdict on three cases")
     cases = dict(zip(["one pattern as three finalists", "the default search's last rung",
                       "the `AMSD` halving answer, 3 seeds"], data["verdicts"].values(), strict=True))
     rows = table(text, "| case | new | known")
     assert [row[0] for row in rows] == list(cases)
     for cells, case in zip(rows, cases.values(), strict=True):
-        again = compare_with_known(case["rows"], maximize=False, noise=noise)
+        again = compare_with_known([recorded(row, setting=where) for row in case["rows"]], maximize=False, noise=noise)
         stored = case["verdict"]
         assert again["answer"] == stored["answer"] == cells[6]
         reproduced(stored["difference"], again["difference"], f"{cells[0]}: difference")
@@ -1171,7 +1173,8 @@ AMSD_RECALL = "amsd_recall_search-2026-11-27.json"
 def test_search_amsd_min_recall_end_to_end():
     """docs/search.md's AMSD --min-recall search: the finalists' table against the stored leaderboard, and the
     answer recomputed from the eligible rows' per-seed losses with the project's rule."""
-    from search.known import compare_with_known
+    from search.verdict import compare_with_known
+    from tests.search.records import recorded
 
     data = results(AMSD_RECALL)
     board = {row["pattern"]: row for row in data["leaderboard"]}
@@ -1187,7 +1190,7 @@ def test_search_amsd_min_recall_end_to_end():
         agree(number, row["cost"]["cache_bytes"]["32768"] / {"KiB": 1024, "MiB": 1024**2}[unit], f"{cells[0]} cache")
         agree(cells[6], row["cost"]["decode"]["decode_tokens_per_s"], f"{cells[0]} decode")
     eligible = [row for row in data["leaderboard"] if row["meets_min_recall"]]
-    again = compare_with_known(eligible, maximize=False)
+    again = compare_with_known([recorded(row) for row in eligible], maximize=False)
     stored = data["best"]["vs_known"]
     assert again["answer"] == stored["answer"] == "new" and again["best_known"]["name"] == "linear-7to1"
     reproduced(stored["ci"], again["ci"], "the answer's interval")

@@ -12,11 +12,13 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from composer.errors import ConfigError
 from search.config import SearchConfig, budget_definition_digest
 from search.engine import Stage
+from search.evidence_record import Evidence, IncomparableEvidence, attach, of
 from search.fidelity import get_ladder, promote, rung_budget, target_tokens_of
 from search.leaderboard import failures
-from search.lm import CONFIRM_NAME, confirm_budget, get_lm_budget, measured_seed_noise
+from search.lm import CONFIRM_NAME, confirm_budget, get_lm_budget, measured_seed_noise, stage_setting
 from search.progress import stage_label
 from search.strategies.base import (
     Answer,
@@ -46,6 +48,11 @@ class SuccessiveHalving(Strategy):
         return f"{stage_label(self.stage_kind, index, rungs)} " if rungs > 1 else ""
 
     def first_config(self, config: SearchConfig) -> SearchConfig:
+        trained = last_rung_seeds(config)
+        if 1 < config.confirm_seeds <= trained:
+            raise ConfigError(f"--confirm-seeds {config.confirm_seeds}: the {config.budget} ladder's last rung already "
+                              f"trains {trained} seeds of every finalist; pass --confirm-seeds {trained + 1} or more "
+                              "to add seeds that chose nothing, or leave it out")
         return rung_config(config, 0)
 
     def next_stage(self, config: SearchConfig, done: list[StageRun], echo) -> StagePlan | None:
@@ -54,6 +61,8 @@ class SuccessiveHalving(Strategy):
         if index == len(ladder.rungs) and config.probes_recall and done[-1].rows:
             return recall_plan(config, done)
         if index == confirm_index(config):
+            if not done[len(ladder.rungs) - 1].rows:  # the answer is a lower rung's: nothing at the target to confirm
+                return None
             return confirm_plan(config, self.answer(config, done, None, False), len(done), done[0].stage.space)
         rung = rung_config(config, index) if index < len(ladder.rungs) else None
         if rung is None or (done and not done[-1].rows):
@@ -67,9 +76,15 @@ class SuccessiveHalving(Strategy):
         promoted = promote(below, step.keep, step.promote_by, target_tokens, target_trunk, step.hedge,
                            fit_from=step.fit_from, known=step.known, pool=recall_pool(config))
         promoted.sort(key=lambda row: not row.get("known"))  # the floor first: a deadline drops new patterns
+        # a rung that continues the trunks of the rung below trains each at that rung's rate; the rate goes with the
+        # promotion so that a candidate whose trunk is gone trains there from scratch (search.lm), by the same
+        # procedure as the rest, not a fresh choice among the budget's rates
+        continues = config.evaluator == "lm" and get_lm_budget(rung.budget).continues
         first = tuple((row["pattern"], {"promoted_from": row["trial"],
                                         **({"known": row["known"]} if row.get("known") else {}),
-                                        **({"forecast": row["forecast"]} if row.get("forecast") else {})})
+                                        **({"forecast": row["forecast"]} if row.get("forecast") else {}),
+                                        **({"chosen_lr": row["lr"]} if continues and isinstance(row.get("lr"),
+                                                                                                (int, float)) else {})})
                       for row in promoted)
         announce = (f"{stage_label('rung', index, len(ladder.rungs))}: promoting {len(promoted)} of {len(below)}"
                     + (f" by forecast at {target_tokens:,} tokens" if step.promote_by == "forecast" else "") + ": "
@@ -96,8 +111,9 @@ class SuccessiveHalving(Strategy):
         if stopped is not None:
             records[answered]["stopped_early"] = stopped
         elif answered < len(done) - 1:
-            records[answered]["stopped_early"] = (f"--timeout passed during rung {len(done) - 1}, before it scored "
-                                                  "a candidate")
+            records[answered]["stopped_early"] = (
+                f"--timeout passed during rung {len(done) - 1}, before it scored a candidate" if out_of_time else
+                f"rung {len(done) - 1} scored no candidate: every promotion failed (rungs.json says why)")
         elif out_of_time and records[answered].get("missing"):
             records[answered]["stopped_early"] = f"--timeout passed during rung {answered}"
         rows = [{**row, "rung": answered} for row in done[answered].rows] if answered else done[answered].rows
@@ -110,7 +126,8 @@ class SuccessiveHalving(Strategy):
             if config.min_recall is not None:
                 answer.eligible = []  # no finalist was shown to meet it
         answered_config = done[answered].config  # the verdict weighs the same stage's spread (search.run)
-        if confirmed is not None:  # first: the front weighs the confirmed pair's losses over their seeds, as the verdict
+        attach(rows, stage_setting(answered_config), answered_config.seed)  # ranked on these seeds
+        if confirmed is not None and answered == rungs - 1:  # first: the front weighs the confirmed pair's losses over their seeds, as the verdict
             add_confirmed_seeds(config, answer, confirmed)
         weigh_tradeoffs(config, answer, probed, measured_seed_noise(answered_config.evaluator, answered_config.budget))
         return answer
@@ -155,6 +172,12 @@ def recall_plan(config: SearchConfig, done: list[StageRun]) -> StagePlan:
                                   only_first=True), announce)
 
 
+def last_rung_seeds(config: SearchConfig) -> int:
+    """How many seeds the ladder's last rung trains of every finalist (its first chooses the rate)."""
+    ladder = get_ladder(config.budget)
+    return get_lm_budget(rung_budget(ladder, len(ladder.rungs) - 1, config.target)).seeds
+
+
 def confirm_index(config: SearchConfig) -> int | None:
     """The confirmation's stage: after the rungs and the probe, when --confirm-seeds asks for one; else None."""
     if config.confirm_seeds == 1:
@@ -179,8 +202,10 @@ def confirm_plan(config: SearchConfig, provisional: Answer, index: int, space) -
     if new is None or known is None:
         return None
     last = rung_config(config, len(get_ladder(config.budget).rungs) - 1)
-    confirm = dataclasses.replace(last, budget=confirm_budget(last.budget, config.confirm_seeds - 1),
-                                  seed=config.seed + 1, study=f"{base_study(config)}-confirm{config.confirm_seeds}",
+    trained = last_rung_seeds(config)  # seeds config.seed .. + trained - 1: the confirmation's come after them
+    confirm = dataclasses.replace(last, budget=confirm_budget(last.budget, config.confirm_seeds - trained),
+                                  seed=config.seed + trained,
+                                  study=f"{base_study(config)}-confirm{config.confirm_seeds}",
                                   sampler="random", prune=False, known=False, objectives=["score"], min_recall=None,
                                   confirm_seeds=1)
     # each at the rate it was scored at: a continued last rung's is the rate rung 1 chose (its trunk's)
@@ -188,30 +213,42 @@ def confirm_plan(config: SearchConfig, provisional: Answer, index: int, space) -
              for row in (new, known)}
     first = ((new["pattern"], {"promoted_from": new["trial"], **rates[new["pattern"]]}),
              (known["pattern"], {"promoted_from": known["trial"], "known": known["known"], **rates[known["pattern"]]}))
-    announce = (f"confirmation: {new['pattern']} and {known['known']} {known['pattern']} at seeds "
-                f"{config.seed + 1}-{config.seed + config.confirm_seeds - 1} ({last.budget}, each at its chosen rate)")
+    seeds = range(config.seed + trained, config.seed + config.confirm_seeds)
+    announce = (f"confirmation: {new['pattern']} and {known['known']} {known['pattern']} at seed(s) "
+                f"{', '.join(map(str, seeds))} ({last.budget}, each at its chosen rate)")
     return StagePlan(confirm, Stage(index, space, 2, confirm.study_name, first, only_first=True), announce)
 
 
 def add_confirmed_seeds(config: SearchConfig, answer: Answer, confirmed: StageRun) -> None:
-    """Each confirmed finalist's row gets its losses per seed: the last rung's score at the search's seed, and the
-    confirmation's further seeds, so the answer's interval is paired over them. Every finalist the confirmation's
-    study holds counts, not only this run's pair: a search run again under another --min-recall confirms another
-    pair in the same study, and the front would otherwise weigh the first pair's known layout on one seed against
-    the stand-in spread ("even") where its 3 seeds say better."""
+    """Each confirmed finalist's evidence record (``row["evidence"]``) gets the confirmation's seeds: the last
+    rung's seeds, on which it was ranked and its rate chosen, and the further seeds, which chose nothing
+    (``search.evidence_record``). A record takes them only at its own setting and rate and on seeds it does not
+    have; a refusal is recorded with its reason. Every finalist the confirmation's study holds counts, not only
+    this run's pair: a search run again under another --min-recall confirms another pair in the same study, and
+    the front would otherwise weigh the first pair's known layout on one seed against the stand-in spread
+    ("even") where its 3 seeds say better."""
     from search.leaderboard import leaderboard
 
+    setting = stage_setting(confirmed.config)
     by_pattern = {row["pattern"]: row for row in leaderboard(confirmed.study, maximize=False)}
-    said = []
+    said, refused = [], []
     for row in answer.rows:
-        extra = (by_pattern.get(row["pattern"], {}).get("details") or {}).get("losses")
-        if not extra:
+        theirs = by_pattern.get(row["pattern"])
+        if theirs is None:
             continue
-        row["details"] = {**(row.get("details") or {}),
-                          "losses": {str(config.seed): row["score"], **{str(k): v for k, v in extra.items()}}}
+        further = Evidence.of_row(theirs, setting, confirmed.config.seed, selected_on=())
+        try:
+            row["evidence"] = of(row).with_seeds(further).as_dict()
+        except IncomparableEvidence as err:
+            refused.append({"pattern": row["pattern"], "reason": str(err)})
+            continue
         said.append(row["pattern"])
+    first = confirmed.config.seed
     answer.summary["confirmation"] = {"study": confirmed.study.study_name, "patterns": said,
-                                      "seeds": config.confirm_seeds, "failures": failures(confirmed.study)}
+                                      "seeds": config.confirm_seeds,
+                                      "further_seeds": list(range(first, first + get_lm_budget(
+                                          confirmed.config.budget).seeds)),
+                                      "refused": refused, "failures": failures(confirmed.study)}
 
 
 def weigh_tradeoffs(config: SearchConfig, answer: Answer, probed: StageRun | None, noise=None) -> None:

@@ -173,16 +173,17 @@ def test_confirm_seeds_pair_the_answer_over_seeds_and_a_resume_trains_nothing_ag
     confirmed = result["confirmation"]
     assert sorted(confirmed["patterns"]) == sorted([said["best_new"]["pattern"], said["best_known"]["pattern"]])
     assert confirmed["study"].endswith("-confirm3") and confirmed["failures"] == []
-    assert said["seeds"] == ["0", "1", "2"] and said["interval"].startswith("paired over seeds 0, 1, 2")
+    assert said["seeds"] == [0, 1, 2] and said["interval"].startswith("paired over seeds 0, 1, 2")
     rows = {row["pattern"]: row for row in result["leaderboard"]}
-    losses = rows[said["best_new"]["pattern"]]["details"]["losses"]
+    losses = rows[said["best_new"]["pattern"]]["evidence"]["scores"]
     assert losses["0"] == rows[said["best_new"]["pattern"]]["score"] and len(set(losses.values())) == 3
-    assert "confirmation (3 seeds each)" in summary_text(result) and "(mean over seeds 0, 1, 2)" in summary_text(result)
+    text = summary_text(result)
+    assert "confirmation (3 seeds each, seed(s) 1, 2 added)" in text and "over seed(s) 0, 1, 2 vs best known" in text
     trained = len(fake.trained)
     again = run_search(halving(tmp_path, confirm_seeds=3), echo=lambda _: None)
     assert len(fake.trained) == trained and again["vs_known"]["ci"] == said["ci"]
     plain = run_search(halving(tmp_path), echo=lambda _: None)  # the same rungs, no confirmation: nothing trains
-    assert len(fake.trained) == trained and "confirmation" not in plain and plain["vs_known"].get("seeds") is None
+    assert len(fake.trained) == trained and "confirmation" not in plain and plain["vs_known"]["seeds"] == []
 
 
 def test_a_confirmation_trains_at_the_rate_the_rungs_kept(monkeypatch):
@@ -220,7 +221,7 @@ def test_the_front_weighs_the_confirmed_seeds_as_the_verdict_does(tmp_path, fake
     weigh = successive_halving.weigh_tradeoffs
 
     def spy(config, answer, probed, noise=None):
-        seen.update({row["pattern"]: len((row.get("details") or {}).get("losses") or {}) for row in answer.rows})
+        seen.update({row["pattern"]: len(row["evidence"]["scores"]) for row in answer.rows})
         return weigh(config, answer, probed, noise)
 
     monkeypatch.setattr(successive_halving, "weigh_tradeoffs", spy)
@@ -239,6 +240,107 @@ def test_a_confirmation_without_the_trunks_trains_each_finalist_at_its_scored_ra
     rows = {row["pattern"]: row for row in plain["leaderboard"]}
     for pattern in confirmed["confirmation"]["patterns"]:
         assert fake.trained[trained:].count(rows[pattern]["target_pattern"]) == 2
+
+
+def test_confirm_seeds_2_pairs_the_answer_over_2_seeds(tmp_path, fake):
+    """Red before (issue 47, item 4): the confirmation's budget trains one seed, whose loss the evaluator wrote only
+    for 2 or more, so --confirm-seeds 2 confirmed nothing and the answer stayed on one seed."""
+    result = run_search(halving(tmp_path, confirm_seeds=2), echo=lambda _: None)
+    said, confirmed = result["vs_known"], result["confirmation"]
+    assert sorted(confirmed["patterns"]) == sorted([said["best_new"]["pattern"], said["best_known"]["pattern"]])
+    assert confirmed["further_seeds"] == [1] and confirmed["refused"] == []
+    assert said["seeds"] == [0, 1] and said["interval"].startswith("paired over seeds 0, 1") and said["ci"]
+    best = json.loads((Path(result["out"]) / "best.json").read_text())["vs_known"]
+    assert best["setting"] == {"evaluator": "lm", "budget": "rung-smoke-1", "preset": "tiny", "data": None,
+                               "tokenizer": None}
+    assert best["new_seeds"] == best["known_seeds"] == [0, 1] and best["noise_source"] is None
+    assert best["held_out"]["seeds"] == [1] and "single draw" in best["held_out"]["method"]
+
+
+def test_a_gpu_ladder_confirmation_trains_only_seeds_its_last_rung_did_not(tmp_path, fake):
+    """Red before (item 2): rung-gpu-2 trains seeds 0-2, the confirmation trained 1 and 2 again, and the 3-seed mean
+    was written as seed 0. Now --confirm-seeds 5 adds seeds 3 and 4, each finalist's record holds the 5 losses as
+    trained, and the verdict over the seeds that chose nothing is theirs."""
+    seeds_seen = []
+    train = LanguageModelEvaluator.train_once
+
+    def spy(evaluator, pattern, lr, seed):
+        seeds_seen.append((evaluator.spec.name, seed))
+        return train(evaluator, pattern, lr, seed)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(LanguageModelEvaluator, "train_once", spy)
+        result = run_search(halving(tmp_path, budget="gpu", target="tiny", confirm_seeds=5), echo=lambda _: None)
+    confirming = {seed for name, seed in seeds_seen if name.startswith("confirm")}
+    assert confirming == {3, 4}
+    assert {seed for name, seed in seeds_seen if name.startswith("rung-gpu-2")} == {0, 1, 2}
+    said = result["vs_known"]
+    assert said["seeds"] == [0, 1, 2, 3, 4] and said["held_out"]["seeds"] == [3, 4]
+    rows = {row["pattern"]: row for row in result["leaderboard"]}
+    new = rows[said["best_new"]["pattern"]]
+    assert {k: new["evidence"]["scores"][k] for k in ("0", "1", "2")} == new["details"]["losses"]
+    assert said["best_new"]["mean"] == pytest.approx(sum(new["evidence"]["scores"].values()) / 5)
+    with pytest.raises(ConfigError, match="already trains 3 seeds of every finalist; pass --confirm-seeds 4"):
+        run_search(halving(tmp_path / "again", budget="gpu", target="tiny", confirm_seeds=3), echo=lambda _: None)
+    assert not (tmp_path / "again").exists()
+
+
+def test_a_last_rung_that_scored_nothing_is_not_confirmed_and_no_timeout_is_blamed(tmp_path, fake):
+    """Red before (item 3): every promotion of the last rung diverged; the confirmation then trained rung 0's pair at
+    the target's budget and paired their 6-layer losses with the target model's, and the summary blamed a --timeout
+    that was never given."""
+    train = LanguageModelEvaluator.train_once
+
+    def diverge_at_the_last_rung(evaluator, pattern, lr, seed):
+        if evaluator.spec.name.startswith(("rung-smoke-1", "confirm")):
+            return None, None
+        return train(evaluator, pattern, lr, seed)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(LanguageModelEvaluator, "train_once", diverge_at_the_last_rung)
+        result = run_search(halving(tmp_path, confirm_seeds=3), echo=lambda _: None)
+    assert "confirmation" not in result
+    assert all(row.get("rung", 0) == 0 for row in result["leaderboard"])
+    early = result["vs_known"]["stopped_early"]
+    assert "--timeout" not in early["why"] and "rung 1 scored no candidate" in early["why"]
+    assert result["vs_known"]["setting"]["budget"] == "rung-smoke-0"
+
+
+def test_a_finalist_whose_trunk_is_gone_trains_at_the_rate_the_rung_below_chose(monkeypatch):
+    """Red before (item 6): at a rung that continues the rung below's trunks, a candidate without one trained every
+    rate from scratch and kept the lower loss on the tokens that score it, another procedure beside the continued
+    candidates' one rate. Now it trains that rung's rate from scratch, and says so."""
+    from search.trunks import TrunkStore
+
+    runs = []
+    monkeypatch.setattr(LanguageModelEvaluator, "train_once",
+                        lambda self, pattern, lr, seed: runs.append((lr, seed)) or (3.0 + lr, 1000.0))
+    monkeypatch.setattr(TrunkStore, "rates", lambda self, key: [])
+    evaluation = LanguageModelEvaluator(budget="rung-cpu-2@tiny", widths="tiny",
+                                        chosen_rates={"AMAMAM": 2e-3})("AMAMAM", 0, None)
+    assert runs == [(2e-3, 0)] and evaluation.details["lr"] == 2e-3
+    assert evaluation.details["trunk_missing"].startswith("trained from scratch at the rate the rung below chose")
+    assert "lr_sweep" not in evaluation.details
+
+
+def test_a_continuing_rungs_promotions_carry_the_rate_they_were_scored_at():
+    """The promotions into a rung that continues trunks (the cpu ladder's rung 2) carry each finalist's rate, which
+    the evaluator trains at where the trunk is gone; a rung that starts afresh (rung 1) chooses its own."""
+    from search.engine import Stage
+    from search.strategies.base import StageRun, make_space
+    from search.strategies.successive_halving import SuccessiveHalving, rung_config
+
+    config = SearchConfig(precision="fp32", wandb="off")
+    space = make_space(config, config.layers)
+    below = [{"pattern": p, "score": s, "trial": i, "lr": lr, "known": k}
+             for i, (p, s, lr, k) in enumerate([("AAMMMM", 1.5, 2e-3, "composer-paper"), ("AMMAMM", 1.6, 1e-3, None),
+                                                ("AMAMAM", 1.7, 1e-3, "llama")])]
+    done = [StageRun(rung_config(config, i), Stage(i, space, 3, f"s{i}", ()), None, below, 0.0, 0.0) for i in (0, 1)]
+    plan = SuccessiveHalving().next_stage(config, done, lambda _: None)
+    assert {pattern: attrs.get("chosen_lr") for pattern, attrs in plan.stage.first} == \
+        {"AAMMMM": 2e-3, "AMMAMM": 1e-3, "AMAMAM": 1e-3}
+    rung1 = SuccessiveHalving().next_stage(config, done[:1], lambda _: None)
+    assert not any("chosen_lr" in attrs for _, attrs in rung1.stage.first)
 
 
 def test_confirm_seeds_need_successive_halving():
@@ -380,7 +482,9 @@ def test_every_finalist_the_confirmation_study_holds_gets_its_seeds(tmp_path, fa
     7:1 family under `known`, Nemotron-H under 0.99): the front then weighed Nemotron-H on one seed against the
     stand-in spread and called the answer's loss "even" where its 3 confirmed seeds say better."""
     from search.strategies.base import Answer, StageRun
-    from search.strategies.successive_halving import add_confirmed_seeds
+    from search.evidence_record import Evidence
+    from search.lm import stage_setting
+    from search.strategies.successive_halving import add_confirmed_seeds, rung_config
 
     result = run_search(halving(tmp_path, confirm_seeds=3), echo=lambda _: None)
     study = optuna.load_study(study_name=result["confirmation"]["study"],
@@ -389,14 +493,17 @@ def test_every_finalist_the_confirmation_study_holds_gets_its_seeds(tmp_path, fa
     other = next(row for row in result["leaderboard"] if row["pattern"] not in confirmed_before)
     losses = {"1": other["score"] + 0.01, "2": other["score"] + 0.02}  # an earlier run's pair, trained here
     study.add_trial(optuna.trial.create_trial(value=other["score"] + 0.015, user_attrs={
-        "pattern": other["pattern"], "details": {"losses": losses}}))
-    rows = [dict(row) for row in result["leaderboard"]]
+        "pattern": other["pattern"], "details": {"losses": losses, "lr": other["lr"]}}))
     config = halving(tmp_path, confirm_seeds=3)
+    last = rung_config(config, 1)
+    rows = [{**row, "evidence": Evidence.of_row(row, stage_setting(last), 0).as_dict()}  # the last rung's own
+            for row in result["leaderboard"]]
     answer = Answer(study, rows)
-    add_confirmed_seeds(config, answer, StageRun(config, None, study, [], 0.0, 0.0))
+    confirm = dataclasses.replace(last, budget=confirm_budget(last.budget, 2), seed=1)
+    add_confirmed_seeds(config, answer, StageRun(confirm, None, study, [], 0.0, 0.0))
     assert set(answer.summary["confirmation"]["patterns"]) == confirmed_before | {other["pattern"]}
     row = next(row for row in rows if row["pattern"] == other["pattern"])
-    assert row["details"]["losses"] == {"0": other["score"], **losses}
+    assert row["evidence"]["scores"] == {"0": other["score"], **losses}
 
 
 def test_a_halving_search_that_keeps_attention_trains_costs_and_says_the_kept_models(tmp_path, fake):

@@ -11,7 +11,9 @@ import pytest
 
 from composer.layouts import FAMILIES
 from search.config import SearchConfig
-from search.known import compare_with_known, family_at_depth, known_layouts, nearest_layout
+from search.known import family_at_depth, known_layouts, nearest_layout
+from search.verdict import compare_with_known
+from tests.search.records import recorded
 from search.run import run_search
 
 TOY = "toy_evaluator:make"
@@ -94,10 +96,10 @@ def test_a_known_layout_outside_the_constraints_is_left_out_and_said(tmp_path):
 
 
 def test_the_comparison_gives_a_paired_interval_when_both_sides_have_seeds():
-    rows = [
+    rows = [recorded(row) for row in (
         {"pattern": "SMSMSM", "score": 1.50, "known": None, "details": {"losses": {"0": 1.49, "1": 1.50, "2": 1.51}}},
         {"pattern": "AMAMAM", "score": 1.60, "known": "llama", "details": {"losses": {"0": 1.60, "1": 1.61, "2": 1.59}}},
-    ]
+    )]
     said = compare_with_known(rows, maximize=False)
     assert said["answer"] == "new" and said["new_is_better"] is True
     assert said["difference"] == pytest.approx(-0.10)

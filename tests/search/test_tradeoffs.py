@@ -5,7 +5,7 @@ import pytest
 from composer.errors import ConfigError
 from search.config import SearchConfig
 from search.tradeoffs import attach_recall, compare, front, known_against, meets, recall_threshold
-from search.verdict import SeedNoise
+from tests.search.records import noise, recorded
 
 
 def finalist(pattern, loss, recall=None, cache=None, known=None):
@@ -14,7 +14,7 @@ def finalist(pattern, loss, recall=None, cache=None, known=None):
         row.update(recall=recall)
     if cache is not None:
         row["cost"] = {"cache_bytes": {"4096": cache // 8, "32768": cache}}
-    return row
+    return recorded(row)
 
 
 # the halving answer without attention, two published layouts with it, Llama (losses and recalls made up)
@@ -72,7 +72,7 @@ def test_min_recall_known_is_the_best_known_layout_with_attention():
 
 
 # a seed spread at the last rung's budget: one-seed losses 0.02 apart differ beyond it (t(4) x 0.004 x sqrt 2 = 0.016)
-NOISE = SeedNoise(0.004, 4, "made up")
+NOISE = noise(0.004)
 
 
 def test_the_front_keeps_what_nothing_beats_on_every_objective():
@@ -104,7 +104,8 @@ def test_a_lead_the_noise_can_explain_dominates_nothing():
     assert front([answer, ROWS[1]], ["score", "recall", "kv"], point_estimates=True) == [answer]
     seeds = {"details": {"losses": {"0": 1.320, "1": 1.325, "2": 1.330}}}
     known = {**ROWS[1], "details": {"losses": {"0": 1.330, "1": 1.334, "2": 1.341}}}
-    assert known_against({**answer, **seeds}, [known], ["score"])[0]["relation"] == "dominated by the answer"
+    assert known_against(recorded({**answer, **seeds}), [recorded(known)], ["score"])[0]["relation"] == \
+        "dominated by the answer"
 
 
 def test_recall_is_even_where_the_test_queries_cannot_tell():
@@ -142,18 +143,19 @@ def test_a_front_on_loss_and_cache_needs_no_probe_and_the_summary_says_what_was_
     from search.strategies.base import Answer
     from search.strategies.successive_halving import weigh_tradeoffs
 
-    rows = [dict(row) for row in ROWS]
-    answer = Answer(study=None, rows=rows)
     from search.lm import measured_seed_noise
 
-    weigh_tradeoffs(SearchConfig(objectives="score,kv"), answer, probed=None,
-                    noise=measured_seed_noise("lm", "rung-cpu-2"))  # the rows as the cpu ladder's last rung's
+    measured = measured_seed_noise("lm", "rung-cpu-2")
+    rows = [recorded(row, setting=measured.setting) for row in ROWS]  # the rows as the cpu ladder's last rung's
+    answer = Answer(study=None, rows=rows)
+    weigh_tradeoffs(SearchConfig(objectives="score,kv"), answer, probed=None, noise=measured)
     assert answer.summary["front"]["patterns"] == ["SDMMSD"] and answer.eligible is None
     assert "recall_probe" not in answer.summary
     lines = tradeoff_lines({"leaderboard": rows, "front": answer.summary["front"],
                             "recall_probe": {"not_run": "--timeout passed before recall probe"}})
     assert lines[0] == "recall probe not run: --timeout passed before recall probe"
-    assert "front on score, kv (loss weighed against a seed sd of 0.0158): SDMMSD" in lines  # rung-cpu-2's spread
+    assert ("front on score, kv (loss weighed over common seeds, else against a seed sd of 0.0158 where it was "
+            "measured): SDMMSD") in lines  # rung-cpu-2's spread
     assert "   llama AMAMAM: dominated by the answer (the answer's score better, kv better)" in lines
     # 1.30 against 1.32 and 1.33 at one seed each: inside the cpu ladder's seed noise, so only the cache separates
     assert "   nemotron-h SMSAMS: dominated by the answer (the answer's score even, kv better)" in lines

@@ -1,20 +1,25 @@
-"""search.verdict: a winner only with an interval wholly on one side of 0; otherwise a tie that recommends the
-known layout."""
+"""search.verdict: a winner only with an interval wholly on one side of 0, taken between like evidence records;
+otherwise a tie that recommends the known layout."""
 
 import pytest
 
-from search.known import compare_with_known
+from search.evidence_record import Evidence, IncomparableEvidence, Setting
 from search.lm import get_lm_budget
-from search.verdict import SeedNoise, decide, difference_interval
+from search.tradeoffs import compare, known_against
+from search.verdict import compare_with_known, decide, difference_interval
+from tests.search.records import SETTING, noise, recorded
 
 # AMAMAM at rung-cpu-2's budget, seeds 0, 1, 2 (docs/search.md "Over 3 seeds", wsd, lr 1e-3)
 AMAMAM_SEEDS = [1.6363143920898438, 1.6364611387252808, 1.6632925271987915]
 NOISE = get_lm_budget("rung-cpu-2").seed_noise
+CPU_LAST = NOISE.setting  # rung-cpu-2 at demo-4m on the default corpus: where that spread was measured
+T4 = 2.7764451051977987  # t(0.975, 4)
 
 
-def row(pattern, score, known=None, losses=None):
-    return {"pattern": pattern, "score": score, "known": known,
-            "details": {} if losses is None else {"losses": losses}}
+def row(pattern, score, known=None, losses=None, setting=CPU_LAST, selected_on=None):
+    return recorded({"pattern": pattern, "score": score, "known": known,
+                     "details": {} if losses is None else {"losses": losses}}, setting=setting,
+                    selected_on=selected_on)
 
 
 def test_one_pattern_as_three_finalists_at_different_seeds_is_a_tie():
@@ -26,18 +31,26 @@ def test_one_pattern_as_three_finalists_at_different_seeds_is_a_tie():
     assert said["difference"] < 0  # the point estimate favours the "new" copy ...
     assert said["answer"] == "tie" and said["recommended"] == "AMAMAM"  # ... the interval does not
     assert said["ci"][0] < 0 < said["ci"][1]
-    assert "stands in" in said["interval"] and said["seed_noise"]["dof"] == 4
+    assert "stands in" in said["interval"] and said["seed_noise"]["dof"] == 4 and said["seed_noise"]["used"]
     assert said["verdict"].startswith("tie") and "recommending the known layout" in said["verdict"]
 
 
-def test_the_stand_in_interval_is_a_t_interval_of_two_independent_means():
-    noise = SeedNoise(0.02, 4, "test")
-    interval = difference_interval(row("SMSMSM", 1.50), row("AMAMAM", 1.60, known="llama"), noise)
-    half = 2.7764451051977987 * 0.02 * 2 ** 0.5  # t(0.975, 4) * sd * sqrt(1/1 + 1/1)
-    assert interval["ci"] == pytest.approx([-0.10 - half, -0.10 + half])
-    three = difference_interval(row("SMSMSM", 1.50, losses={"5": 1.5, "6": 1.5, "7": 1.5}),
-                                row("AMAMAM", 1.60, known="llama"), noise)  # 3 seeds against 1, none in common
-    assert three["ci"][1] - three["ci"][0] == pytest.approx(2 * 2.7764451051977987 * 0.02 * (1 / 3 + 1) ** 0.5)
+def test_the_stand_in_interval_is_centred_on_each_sides_mean_over_its_own_seeds():
+    """Red before (issue 47, item 1): the width counted the new side's 3 seeds while the centre was its seed 0. A
+    confirmed answer {3.00, 3.04, 3.05} against an unconfirmed known layout at 3.055 was "better" on the front;
+    as its mean (3.03) it is even."""
+    new = row("SDDMAS", 3.00, losses={"0": 3.00, "1": 3.04, "2": 3.05}, selected_on=[0])
+    known = row("SMSAMS", 3.055, known="nemotron-h")
+    interval = difference_interval(new, known, NOISE)
+    half = T4 * NOISE.sd * (1 / 3 + 1) ** 0.5
+    assert interval["difference"] == pytest.approx(3.03 - 3.055)
+    assert interval["ci"] == pytest.approx([3.03 - 3.055 - half, 3.03 - 3.055 + half])
+    assert compare_with_known([new, known], maximize=False, noise=NOISE)["answer"] == "tie"
+    assert compare(new, known, "score", NOISE) == 0  # even on the front, not better
+    placed = known_against(new, [known], ["score"], NOISE)[0]
+    assert placed["relation"] == "even within the noise"
+    assert placed["score_difference"]["new_seeds"] == [0, 1, 2] and placed["score_difference"]["known_seeds"] == [0]
+    assert placed["score_difference"]["noise"] == NOISE.source
 
 
 def test_a_clear_difference_names_a_winner_either_way():
@@ -51,13 +64,79 @@ def test_a_clear_difference_names_a_winner_either_way():
 def test_paired_seeds_take_precedence_over_the_stand_in():
     new = row("SMSMSM", 1.50, losses={"0": 1.49, "1": 1.50, "2": 1.51})
     known = row("AMAMAM", 1.52, known="llama", losses={"0": 1.51, "1": 1.52, "2": 1.53})
-    said = compare_with_known([new, known], maximize=False, noise=SeedNoise(1.0, 4, "huge"))
+    said = compare_with_known([new, known], maximize=False, noise=noise(1.0, setting=CPU_LAST))
     assert said["answer"] == "new" and said["interval"].startswith("paired")  # differences all -0.02: sd 0
 
 
 def test_without_seeds_or_a_measured_spread_there_is_no_winner():
     said = compare_with_known([row("SMSMSM", 1.0), row("AMAMAM", 2.0, known="llama")], maximize=False)
     assert said["answer"] == "tie" and said["ci"] is None and "single draw" in said["interval"]
+
+
+@pytest.mark.parametrize("where", [
+    Setting("lm", "rung-cpu-2", "llama-350m"),  # the cpu ladder's last rung at another --target
+    Setting("lm", "rung-cpu-2", "demo-4m", data="notes.jsonl"),  # at its own preset on another corpus
+    Setting("lm", "rung-cpu-2", "demo-4m", tokenizer="gpt2"),  # or another tokenizer
+])
+def test_a_seed_spread_stands_in_only_where_it_was_measured(where):
+    """Red before (item 5): rung-cpu-2@llama-350m carried the 0.0158 measured at demo-4m on the default corpus, and
+    the summary called it "measured at this budget". Elsewhere the verdict says it has no spread."""
+    new, known = row("SMSMSM", 1.50, setting=where), row("AMAMAM", 1.60, known="llama", setting=where)
+    said = compare_with_known([new, known], maximize=False, noise=NOISE)
+    assert said["answer"] == "tie" and said["ci"] is None and not said["seed_noise"]["used"]
+    assert "does not apply here" in said["interval"] and where.preset in said["interval"]
+    assert compare(new, known, "score", NOISE) == 0
+    at_home = compare_with_known([row("SMSMSM", 1.50), row("AMAMAM", 1.60, known="llama")], False, NOISE)
+    assert at_home["answer"] == "new"  # the same numbers where it was measured
+
+
+def test_the_search_reads_the_spread_only_at_the_setting_it_was_measured():
+    """The settings the cpu ladder's last rung runs at: the default search's is the one the spread was measured at
+    (so its answers keep their interval); another target or corpus is not."""
+    from search.config import SearchConfig
+    from search.lm import stage_setting
+    from search.strategies.successive_halving import rung_config
+
+    def last(**settings):
+        return stage_setting(rung_config(SearchConfig(precision="fp32", **settings), 2))
+
+    assert last() == NOISE.setting and last(target="demo-4m") == NOISE.setting
+    assert not NOISE.applies_to(last(target="llama-350m"))
+    assert not NOISE.applies_to(last(data="notes.jsonl"))
+
+
+def test_records_of_unlike_settings_or_rates_do_not_combine():
+    """Red before (item 3): a last rung that scored nothing had rung 0's 6-layer losses paired with the target
+    model's. Records say where they were measured, and a difference between unlike ones is refused."""
+    rung0 = Evidence("SMSMSM", Setting("lm", "rung-cpu-0", "search-1m"), {0: 3.1})
+    target = Evidence("SMSMSM", CPU_LAST, {0: 1.6}, {0: 1e-3})
+    with pytest.raises(IncomparableEvidence, match="not measured alike"):
+        difference_interval({"pattern": "SMSMSM", "evidence": rung0.as_dict()},
+                            {"pattern": "AMAMAM", "evidence": target.as_dict()}, NOISE)
+    with pytest.raises(IncomparableEvidence, match="not more seeds"):
+        target.with_seeds(Evidence("SMSMSM", rung0.setting, {1: 3.2}))
+    with pytest.raises(IncomparableEvidence, match="already counted"):
+        target.with_seeds(Evidence("SMSMSM", CPU_LAST, {0: 1.7, 1: 1.6}, {0: 1e-3, 1: 1e-3}))
+    with pytest.raises(IncomparableEvidence, match="not the rung's lr"):
+        target.with_seeds(Evidence("SMSMSM", CPU_LAST, {1: 1.6}, {1: 2e-3}))
+    more = target.with_seeds(Evidence("SMSMSM", CPU_LAST, {1: 1.62, 2: 1.58}, {1: 1e-3, 2: 1e-3}))
+    assert more.seeds == [0, 1, 2] and more.mean == pytest.approx(1.6)
+    with pytest.raises(IncomparableEvidence, match="no evidence record"):
+        difference_interval({"pattern": "SMSMSM", "score": 1.0}, row("AMAMAM", 1.0), NOISE)
+
+
+def test_the_verdict_is_also_given_over_the_seeds_that_chose_nothing():
+    """Red before (item 8): seed 0 is the seed the finalist was picked (and its rate chosen) on, so its lead there is
+    partly luck. Over all seeds the new one wins; over seeds 1 and 2 alone, which chose nothing, it ties."""
+    new = row("SDDMAS", 2.90, losses={"0": 2.90, "1": 3.001, "2": 2.999}, selected_on=[0])
+    known = row("SMSAMS", 3.00, known="nemotron-h", losses={"0": 3.00, "1": 3.00, "2": 3.00}, selected_on=[0])
+    said = compare_with_known([new, known], maximize=False, noise=NOISE)
+    assert said["seeds"] == [0, 1, 2] and said["selected_on"] == [0]
+    held = said["held_out"]
+    assert held["seeds"] == [1, 2] and held["answer"] == "tie" and held["difference"] == pytest.approx(0.0)
+    assert held["method"].startswith("paired over seeds 1, 2")
+    only_selected = compare_with_known([row("SDDMAS", 2.9), row("SMSAMS", 3.0, known="nemotron-h")], False, NOISE)
+    assert only_selected["held_out"]["seeds"] == [] and only_selected["held_out"]["answer"] is None
 
 
 @pytest.mark.parametrize("ci, maximize, answer", [
@@ -69,5 +148,6 @@ def test_decide_reads_the_side_of_zero(ci, maximize, answer):
 
 
 def test_the_cpu_ladder_last_rung_has_a_measured_spread_and_the_gpu_ladder_three_seeds():
-    assert NOISE is not None and NOISE.sd == pytest.approx(0.0158, abs=1e-4)
+    assert NOISE is not None and NOISE.sd == pytest.approx(0.0158, abs=1e-4) and NOISE.setting.preset == "demo-4m"
     assert get_lm_budget("rung-gpu-2").seeds >= 3
+    assert SETTING != CPU_LAST
