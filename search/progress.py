@@ -157,6 +157,8 @@ def stage_work(budget: str, candidates: int, patterns: list[str], widths: str,
 
     spec = get_lm_budget(budget)
     start, runs = 0, spec.runs
+    if spec.confirms:  # one rate, the one the rungs chose: a run per seed
+        runs = spec.seeds
     if spec.continues and below is not None:
         previous = get_lm_budget(below)
         if previous.keeps_trunk and (previous.seq_len, previous.batch_size) == (spec.seq_len, spec.batch_size):

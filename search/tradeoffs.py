@@ -171,7 +171,7 @@ def known_against(answer: dict[str, Any], rows: list[dict[str, Any]], objectives
         if "score" in objectives:  # how the loss was weighed: its seeds, setting and noise (search.evidence_record)
             weighed = difference_interval(answer, row, noise)
             entry["score_difference"] = {key: weighed[key] for key in ("difference", "ci", "seeds", "new_seeds",
-                                                                        "known_seeds", "noise", "method")}
+                                                                        "known_seeds", "setting", "noise", "method")}
         said.append(entry)
     return said
 

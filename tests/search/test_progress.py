@@ -255,3 +255,13 @@ def test_the_estimate_sizes_each_candidate_by_the_model_trained_at_the_target(at
     assert "SMSMSMSMASMSMSMS" in trained  # Nemotron-H's own layout, not SMSAMS stacked or kept
     expected = sum(analyze(widths.with_pattern(p), seq_len=spec.seq_len).flops_per_token for p in trained) / 3
     assert eta.stages[0].flops_per_token == pytest.approx(expected)
+
+
+def test_a_confirmation_is_timed_as_one_run_per_seed_at_the_chosen_rate():
+    """Red before: a confirmation trains each finalist once per seed at the rate the rungs chose, but its ETA and its
+    "training: N run(s)" line counted the budget's rate grid too (3 runs for 2 seeds of rung-cpu-2)."""
+    from search.lm import confirm_budget
+    from search.progress import stage_work
+
+    work = stage_work(confirm_budget("rung-cpu-2@demo-4m", 2), 2, ["AMAMAM"], "search-1m")
+    assert work.runs == 2 and work.start_tokens == 0
