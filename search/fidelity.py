@@ -130,15 +130,18 @@ def promote(rows: list[dict], keep: int, by: str = "score", target_tokens: int |
     ``by="score"``: the best ``keep`` by measured score. ``by="forecast"``: the best ``keep`` by each row's
     forecast at ``target_tokens`` (``search.forecast``; a row without a curve is ranked by its score), then every
     row whose forecast could still be the best at ``z`` (at most ``keep`` more); each chosen row carries its
-    ``forecast``. ``hedge``: that many more, the best row of each of the highest attention shares not yet chosen,
-    highest first: late learners, which a rung on fewer tokens than the target ranks too low. ``pool``: a test of
+    ``forecast``. The forecasts' noise is pooled over the rows' curves (``search.forecast.forecast_rung``): one
+    curve of 3 or 4 points past ``fit_from`` cannot measure its own, and a forecast that no curve of the rung
+    gives an interval to is never ruled out (``could_be_best``). ``hedge``: that many more, the best row of each
+    of the highest attention shares not yet chosen, highest first: late learners, which a rung on fewer tokens
+    than the target ranks too low. ``pool``: a test of
     a new row; the best ``keep`` rows that pass it go on too, by the same ranking (the answer's pool under
     ``--min-recall``: promoted by loss alone, the AMSD search's rung 2 kept 1 pattern with attention of 6)."""
     forecasts = {}
     if by == "forecast":
-        from search.forecast import could_be_best, forecast_row
+        from search.forecast import could_be_best, forecast_rung
 
-        forecasts = {row["pattern"]: forecast_row(row, target_tokens, target_trunk_tokens, fit_from) for row in rows}
+        forecasts = forecast_rung(rows, target_tokens, target_trunk_tokens, fit_from)
         ranked = sorted(rows, key=lambda row: (forecasts[row["pattern"]].mean, rows.index(row)))
     else:
         ranked = list(rows)

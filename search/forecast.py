@@ -13,10 +13,14 @@ improvement the fit predicts between the rung's cooldown start and the target's:
     forecast = score + (fit(target_trunk_tokens) - fit(trunk_tokens))
 
 Using the fit only for a *difference* cancels what the curve cannot see: the offset between the small slice and
-the full validation set, and the gain of the cooldown (about the same at both budgets). A residual bootstrap gives
-the forecast's uncertainty, which :func:`could_be_best` uses to keep every candidate the curves cannot yet rule
-out, and :func:`hedge_by_share` keeps the best of each attention share, so a late learner reaches the last rung
-even when its forecast is not the best.
+the full validation set, and the gain of the cooldown (about the same at both budgets). The forecast's uncertainty
+comes from the noise of the curve's points (each a single-seed loss on a small slice), refitted many times: a
+residual bootstrap of the curve's own residuals, or draws at a point noise pooled over the rung's curves
+(:func:`curve_noise`), whichever is wider. A curve with no point to spare (three points, three parameters) fits
+exactly and says nothing of its noise: without a pooled noise its forecast has no interval, and
+:func:`could_be_best`, which keeps every candidate the curves cannot yet rule out, keeps it. :func:`hedge_by_share`
+keeps the best of each attention share, so a late learner reaches the last rung even when its forecast is not the
+best.
 
 numpy only (no scipy): this runs inside a search's scheduler. Imports nothing from ``composer.experiments`` or the
 CLI; ``composer.pattern`` only to read compact patterns.
@@ -41,6 +45,8 @@ MIN_POINTS = 3  # three parameters: fewer points (distinct token counts) cannot 
 SNAPSHOT_TOO_FEW = "snapshot (too few points)"
 SNAPSHOT_NO_TRUNK = "snapshot (no trunk)"
 POWER_LAW = "power law + residual bootstrap"
+POOLED = "power law + pooled point noise"
+NO_INTERVAL = "power law, exact fit: no interval"
 
 
 @dataclass(frozen=True)
@@ -168,8 +174,10 @@ def fit_power_law(tokens: Sequence[float], losses: Sequence[float],
 class Forecast:
     """A predicted final score: ``mean`` with its bootstrap ``sd`` and ``[low, high]`` interval.
 
-    ``method`` says how it was made (:data:`POWER_LAW`, or a snapshot fallback that is just the measured score
-    with ``sd = inf``); ``fit`` the curve's fit (None for a snapshot); ``points_used`` the curve points fitted."""
+    ``method`` says how it was made: :data:`POWER_LAW` or :data:`POOLED` (which noise the interval comes from),
+    :data:`NO_INTERVAL` (a fitted mean, ``sd = inf``: an exact fit and no noise measured elsewhere), or a snapshot
+    fallback that is just the measured score with ``sd = inf``; ``fit`` the curve's fit (None for a snapshot);
+    ``points_used`` the curve points fitted."""
 
     mean: float
     sd: float
@@ -181,8 +189,13 @@ class Forecast:
 
     @property
     def known(self) -> bool:
-        """Whether the forecast has a finite uncertainty (a snapshot fallback has none)."""
+        """Whether the forecast has a finite uncertainty (a snapshot fallback and an exact fit have none)."""
         return math.isfinite(self.sd)
+
+    @property
+    def unbounded(self) -> bool:
+        """A fitted forecast without an interval: its mean extrapolates the curve, but nothing says how far off."""
+        return self.fit is not None and not self.known
 
     def as_dict(self) -> dict[str, Any]:
         """``{"mean", "sd", "low", "high", "method"}`` with plain floats, non-finite ones as None (JSON-safe, as
@@ -217,6 +230,33 @@ def _trunk_points(curve: Iterable[Mapping[str, Any]], trunk_tokens: float,
     return np.array([p[0] for p in kept], dtype=float), np.array([p[1] for p in kept], dtype=float)
 
 
+def curve_noise(curves: Iterable[Iterable[Mapping[str, Any]] | None], trunk_tokens: Iterable[float | None],
+                fit_from: float = 0.0) -> tuple[float | None, int]:
+    """The sd of one curve point about its curve's power law, pooled over ``curves`` (with their ``trunk_tokens``),
+    and its degrees of freedom: ``sqrt(sum rss / sum (n - 3))`` over the curves with more than three trunk points
+    (those past ``fit_from`` of the trunk, as :func:`forecast` fits them). ``(None, 0)`` when no curve has a
+    point to spare.
+
+    Why pool: a curve of ``n`` points leaves ``n - 3`` degrees of freedom to its own residuals: none at three
+    points (the fit is exact, so its residual bootstrap said sd ~1e-8 and :func:`could_be_best` took the forecast
+    as certain), one at four (the ``cpu`` ladder's rung 1 past a quarter of its trunk), whose spread is itself a
+    guess. The rung's curves share their budget, their steps and their held-out slice, so their points scatter
+    about a power law alike (the noise of a single-seed loss on ``curve_tokens`` tokens, and the curve's bend
+    away from one power law); pooled, a dozen curves of four points give a dozen degrees of freedom. Curves of
+    three points add nothing: their fit is exact, or a constraint (``E, A >= 0``, ``alpha`` in the grid) binds,
+    and then their residual is the model's limit, not a noise measured with any degree of freedom."""
+    rss, dof = 0.0, 0
+    for curve, trunk in zip(curves, trunk_tokens, strict=True):
+        if trunk is None:
+            continue
+        t, y = _trunk_points(curve, float(trunk), fit_from)
+        if np.unique(t).size < MIN_POINTS or t.size <= MIN_POINTS:
+            continue
+        rss += fit_power_law(t, y).rss
+        dof += int(t.size) - MIN_POINTS
+    return (math.sqrt(rss / dof), dof) if dof else (None, 0)
+
+
 def forecast(
     curve: Iterable[Mapping[str, Any]] | None,
     score: float,
@@ -229,6 +269,7 @@ def forecast(
     noise_floor: float = 0.0,
     confidence: float = 0.95,
     fit_from: float = 0.0,
+    point_sd: float | None = None,
 ) -> Forecast:
     """The score this candidate would reach at ``target_tokens``, from its curve and its score at the rung.
 
@@ -240,13 +281,19 @@ def forecast(
     a curve's early, fast phase (a byte-level model learns its unigram statistics first), which a single power law
     over the whole curve bends towards and so underestimates how far a curve still falls.
 
-    Uncertainty, by a residual bootstrap: ``n_boot`` times, the fitted curve plus residuals resampled with
-    replacement (inflated by ``sqrt(n / (n - 3))``, since three fitted parameters make raw residuals too small) is
-    refitted and forecast again; ``sd`` is the draws' standard deviation, the interval their percentiles. Seeded
-    (``seed``), so a search resumed or repeated ranks the same way. ``noise_floor`` floors ``sd`` (and widens the
-    interval to at least ``mean +- z * noise_floor``, ``z`` the normal quantile of ``confidence``) for what the
-    curve cannot see: the seed noise of the score itself. With exactly 3 points the fit is exact, the residuals
-    are zero and only the floor remains.
+    Uncertainty: ``n_boot`` times, the fitted curve plus noise is refitted and forecast again; ``sd`` is the
+    draws' standard deviation, the interval their percentiles. The noise is the curve's own residuals resampled
+    with replacement (inflated by ``sqrt(n / (n - 3))``, since three fitted parameters make raw residuals too
+    small; :data:`POWER_LAW`) when it has more than 3 points, and normal noise of sd ``point_sd`` on each point
+    (:data:`POOLED`) when a point's noise was measured elsewhere (:func:`curve_noise` over the rung's curves);
+    with both, the wider draws are kept (a curve that bends more than the rung's others keeps its own spread, one
+    whose few residuals happen to be small gets the rung's). With exactly 3 points and no ``point_sd`` the fit is
+    exact and its zero residuals measure nothing: the forecast keeps its fitted mean but has no interval
+    (:data:`NO_INTERVAL`, ``sd = inf``), which :func:`could_be_best` never rules out, rather than an sd of ~1e-8
+    that it would read as certain. Seeded (``seed``), so a search resumed or repeated ranks the same way.
+    ``noise_floor`` floors ``sd`` (and widens the interval to at least ``mean +- z * noise_floor``, ``z`` the
+    normal quantile of ``confidence``) for what the curve cannot see: the seed noise of the score itself. It
+    floors an interval; it does not make one for an exact fit, whose extrapolation it says nothing about.
 
     Never raises for a short curve: with fewer than 3 usable points (or no ``trunk_tokens``, a run without a
     constant-rate trunk) the forecast is the score itself with ``sd = inf`` and a ``"snapshot (...)"`` method, so
@@ -269,17 +316,30 @@ def forecast(
     mean = score + fit.predict(target_trunk) - fit.predict(trunk_tokens)
     fitted = fit.predict(t)
     n = t.size
-    residuals = (y - fitted) * (math.sqrt(n / (n - 3)) if n > 3 else 1.0)
-    rng = np.random.default_rng(seed)
-    resampled = fitted[None, :] + residuals[rng.integers(0, n, size=(n_boot, n))]
     scale = float(np.exp(np.mean(np.log(t))))
-    _, a, alpha, _ = _fit_many(t / scale, resampled, _grid(ALPHA_GRID))  # all draws refitted at once
-    draws = score + a * ((target_trunk / scale) ** (-alpha) - (trunk_tokens / scale) ** (-alpha))
-    sd = max(float(np.std(draws, ddof=1)), float(noise_floor))
+    rng = np.random.default_rng(seed)
+
+    def forecasts_of(noisy: np.ndarray) -> np.ndarray:
+        _, a, alpha, _ = _fit_many(t / scale, noisy, _grid(ALPHA_GRID))  # all draws refitted at once
+        return score + a * ((target_trunk / scale) ** (-alpha) - (trunk_tokens / scale) ** (-alpha))
+
+    tried = []  # (sd, draws, method)
+    if n > MIN_POINTS:
+        residuals = (y - fitted) * math.sqrt(n / (n - MIN_POINTS))
+        draws = forecasts_of(fitted[None, :] + residuals[rng.integers(0, n, size=(n_boot, n))])
+        tried.append((float(np.std(draws, ddof=1)), draws, POWER_LAW))
+    if point_sd is not None and math.isfinite(point_sd) and point_sd > 0:
+        draws = forecasts_of(fitted[None, :] + rng.normal(0.0, point_sd, size=(n_boot, n)))
+        tried.append((float(np.std(draws, ddof=1)), draws, POOLED))
+    if not tried:
+        return Forecast(mean=float(mean), sd=math.inf, low=-math.inf, high=math.inf, method=NO_INTERVAL, fit=fit,
+                        points_used=int(n))
+    spread, draws, method = max(tried, key=lambda item: item[0])
+    sd = max(spread, float(noise_floor))
     low, high = (float(v) for v in np.quantile(draws, [(1 - confidence) / 2, (1 + confidence) / 2]))
     z = _normal_quantile((1 + confidence) / 2)
     low, high = min(low, mean - z * noise_floor), max(high, mean + z * noise_floor)
-    return Forecast(mean=float(mean), sd=sd, low=low, high=high, method=POWER_LAW, fit=fit, points_used=int(n))
+    return Forecast(mean=float(mean), sd=sd, low=low, high=high, method=method, fit=fit, points_used=int(n))
 
 
 def _normal_quantile(p: float) -> float:
@@ -300,24 +360,32 @@ def could_be_best(forecasts: Mapping[str, Forecast], z: float = 1.0) -> list[str
     With ``b`` the best forecast, ``k`` is kept when ``mean_k - z * sqrt(sd_k**2 + sd_b**2) <= mean_b``: the two
     cannot be told apart at ``z`` standard deviations of their difference. A larger ``z`` keeps more.
 
-    Unknown uncertainty (a snapshot fallback, ``sd = inf``) is *not* treated as infinite uncertainty: that would
+    A fitted forecast without an interval (:data:`NO_INTERVAL`: an exact fit, no noise measured for it) is always
+    kept: its mean is a forecast, but nothing bounds how far off it is, so the curves cannot rule it out (and
+    treating it as certain would drop a candidate a hair behind the best on an sd of ~1e-8). It never sets ``b``
+    while a forecast with an interval exists, since its error is not known to be small either.
+
+    A snapshot's unknown uncertainty (``sd = inf``, no fit) is *not* treated as infinite uncertainty: that would
     let one candidate without a curve be kept whatever its score, or, as ``b``, keep every other. Instead ``b`` is
-    the lowest mean among forecasts with a finite ``sd`` (any forecast when none has one), and an unknown ``sd``
-    counts as 0: a candidate without a forecast is kept only if its snapshot is within ``z * sd_b`` of the best
-    forecast, judged on its measured score as the snapshot ranking judged it before. Since a snapshot at the rung
-    is usually above what the candidate will reach at the target, this errs towards dropping it; rank snapshots
-    and forecasts together only when few candidates lack a curve. Non-finite means are never kept.
+    the lowest mean among forecasts with a finite ``sd`` (else among the fitted ones, else any), and a snapshot's
+    ``sd`` counts as 0: a candidate without a forecast is kept only if its snapshot is within ``z * sd_b`` of the
+    best forecast, judged on its measured score as the snapshot ranking judged it before. Since a snapshot at the
+    rung is usually above what the candidate will reach at the target, this errs towards dropping it; rank
+    snapshots and forecasts together only when few candidates lack a curve. Non-finite means are never kept.
     """
     if z < 0:
         raise ValueError(f"z must be non-negative, got {z}")
     finite = {key: f for key, f in forecasts.items() if math.isfinite(f.mean)}
     if not finite:
         return []
-    known = {key: f for key, f in finite.items() if math.isfinite(f.sd)}
-    best = min(known.values() if known else finite.values(), key=lambda f: f.mean)
+    known = [f for f in finite.values() if f.known]
+    fitted = [f for f in finite.values() if f.fit is not None]
+    best = min(known or fitted or finite.values(), key=lambda f: f.mean)
     sd_best = best.sd if math.isfinite(best.sd) else 0.0
 
     def kept(f: Forecast) -> bool:
+        if f.unbounded:
+            return True
         sd = f.sd if math.isfinite(f.sd) else 0.0
         return f.mean - z * math.sqrt(sd * sd + sd_best * sd_best) <= best.mean
 
@@ -366,9 +434,11 @@ def rank_by_forecast(
     """Leaderboard-like rows (``"pattern"``, ``"score"``, ``"curve"``, ``"trunk_tokens"``) ordered by forecast.
 
     Each returned row is a copy with ``"forecast"``: :meth:`Forecast.as_dict` of :func:`forecast` at
-    ``target_tokens`` (a row without a usable curve gets the snapshot fallback, ranked by its score). Rows without
-    a finite score (failed candidates) come last with ``"forecast": None``, in their order. Ties keep the rows'
-    order."""
+    ``target_tokens``, its points' noise pooled over the rows' curves (:func:`curve_noise`; a row without a usable
+    curve gets the snapshot fallback, ranked by its score). Rows without a finite score (failed candidates) come
+    last with ``"forecast": None``, in their order. Ties keep the rows' order."""
+    rows = list(rows)
+    point_sd, _ = curve_noise([_curve_of(row) for row in rows], [_trunk_of(row) for row in rows])
     ranked, failed = [], []
     for row in rows:
         out = dict(row)
@@ -378,17 +448,36 @@ def rank_by_forecast(
             failed.append(out)
             continue
         fc = forecast(row.get("curve"), float(score), row.get("trunk_tokens"), target_tokens,
-                      target_trunk_tokens=target_trunk_tokens, n_boot=n_boot, seed=seed, noise_floor=noise_floor)
+                      target_trunk_tokens=target_trunk_tokens, n_boot=n_boot, seed=seed, noise_floor=noise_floor,
+                      point_sd=point_sd)
         out["forecast"] = fc.as_dict()
         ranked.append((fc.mean, out))
     ranked.sort(key=lambda item: item[0])
     return [out for _, out in ranked] + failed
 
 
+def _curve_of(row: Mapping[str, Any]):
+    """A row's curve: in ``details`` (``search.leaderboard``) or at its top level."""
+    return (row.get("details") or {}).get("curve") or row.get("curve")
+
+
+def _trunk_of(row: Mapping[str, Any]):
+    return (row.get("details") or {}).get("trunk_tokens") or row.get("trunk_tokens")
+
+
 def forecast_row(row: Mapping[str, Any], target_tokens: float, target_trunk_tokens: float | None = None,
-                 fit_from: float = 0.0) -> Forecast:
+                 fit_from: float = 0.0, point_sd: float | None = None) -> Forecast:
     """The forecast of a leaderboard row (``search.leaderboard``: its curve and trunk in ``details``)."""
-    details = row.get("details") or {}
-    return forecast(details.get("curve") or row.get("curve"), float(row["score"]),
-                    details.get("trunk_tokens") or row.get("trunk_tokens"), target_tokens,
-                    target_trunk_tokens=target_trunk_tokens, fit_from=fit_from)
+    return forecast(_curve_of(row), float(row["score"]), _trunk_of(row), target_tokens,
+                    target_trunk_tokens=target_trunk_tokens, fit_from=fit_from, point_sd=point_sd)
+
+
+def forecast_rung(rows: Sequence[Mapping[str, Any]], target_tokens: float, target_trunk_tokens: float | None = None,
+                  fit_from: float = 0.0) -> dict[str, Forecast]:
+    """Each row's forecast by its ``"pattern"`` (:func:`forecast_row`), with its points' noise pooled over the
+    rows' curves (:func:`curve_noise`): a halving rung's rows share a budget, steps and slice, so a curve of 3 or
+    4 points gets the noise the rung's dozen curves measure together rather than the none or one degree of
+    freedom it has alone."""
+    point_sd, _ = curve_noise([_curve_of(row) for row in rows], [_trunk_of(row) for row in rows], fit_from)
+    return {row["pattern"]: forecast_row(row, target_tokens, target_trunk_tokens, fit_from, point_sd)
+            for row in rows}

@@ -10,11 +10,15 @@ import pytest
 
 from composer.pattern import attention_share
 from search.forecast import (
+    NO_INTERVAL,
+    POOLED,
+    POWER_LAW,
     SNAPSHOT_NO_TRUNK,
     SNAPSHOT_TOO_FEW,
     Forecast,
     PowerLawFit,
     could_be_best,
+    curve_noise,
     fit_power_law,
     forecast,
     hedge_by_share,
@@ -125,6 +129,49 @@ def test_the_noise_floor_floors_the_sd_and_widens_the_interval():
     assert floored.high - floored.low >= 2 * 1.95 * 0.01
 
 
+def test_three_points_alone_give_a_forecast_without_an_interval():
+    """Issue 47: three points fit three parameters exactly, so their residuals are zero and a residual bootstrap
+    said sd ~1e-8, which could_be_best read as certain. The curve alone cannot say how noisy its points are."""
+    points = curve(SLOW, tokens=TOKENS[-3:], noise=0.01, seed=4)
+    fc = forecast(points, rung_score(SLOW), TRUNK, TARGET)
+    assert fc.method == NO_INTERVAL and not fc.known and fc.fit is not None and fc.points_used == 3
+    assert math.isinf(fc.sd) and fc.low == -math.inf and fc.high == math.inf and math.isfinite(fc.mean)
+    assert fc.as_dict()["sd"] is None and fc.as_dict()["mean"] == pytest.approx(fc.mean)
+    # a seed floor does not make an exact fit's extrapolation known
+    assert not forecast(points, rung_score(SLOW), TRUNK, TARGET, noise_floor=0.01).known
+
+
+def test_a_point_noise_measured_elsewhere_gives_three_points_an_interval_that_grows_with_it():
+    points = curve(SLOW, tokens=TOKENS[-3:], noise=0.01, seed=4)
+    quiet = forecast(points, rung_score(SLOW), TRUNK, TARGET, point_sd=0.005)
+    loud = forecast(points, rung_score(SLOW), TRUNK, TARGET, point_sd=0.02)
+    assert quiet.method == loud.method == POOLED and quiet.mean == loud.mean
+    assert 0.005 < quiet.sd < loud.sd and quiet.low < quiet.mean < quiet.high
+    # extrapolating 4x past three points spread over 2.5x of tokens: the forecast is noisier than one point
+    assert loud.sd > 0.02
+
+
+def test_a_curve_noisier_than_the_pooled_noise_keeps_its_own_larger_spread():
+    loud_points = curve(SLOW, noise=0.03, seed=2)
+    own = forecast(loud_points, rung_score(SLOW), TRUNK, TARGET)
+    pooled = forecast(loud_points, rung_score(SLOW), TRUNK, TARGET, point_sd=0.001)
+    assert own.method == POWER_LAW and pooled.sd == own.sd and pooled.method == POWER_LAW
+    assert forecast(loud_points, rung_score(SLOW), TRUNK, TARGET, point_sd=0.2).method == POOLED
+
+
+def test_curve_noise_pools_the_residuals_of_the_curves_with_points_to_spare():
+    truths = [law(2.0 + 0.1 * i, 6.0 + i, 0.15 + 0.05 * i) for i in range(10)]
+    curves = [curve(truth, noise=0.01, seed=i) for i, truth in enumerate(truths)]
+    sd, dof = curve_noise(curves, [TRUNK] * len(curves))
+    assert dof == 10 * (8 - 3) and 0.006 < sd < 0.014  # the points' noise, recovered from 50 degrees of freedom
+    exact = [curve(truth, tokens=TOKENS[-3:], noise=0.01, seed=i) for i, truth in enumerate(truths)]
+    assert curve_noise(exact, [TRUNK] * len(exact)) == (None, 0)  # three points each: nothing to pool
+    assert curve_noise(exact + curves[:1], [TRUNK] * 11)[1] == 5
+    assert curve_noise([None, []], [TRUNK, None]) == (None, 0)
+    # fit_from drops the early points from the pool as from the fit
+    assert curve_noise(curves, [TRUNK] * len(curves), fit_from=0.25)[1] == 10 * (4 - 3)
+
+
 def test_too_few_points_fall_back_to_the_snapshot():
     fc = forecast(curve(SLOW)[:2], 3.1, TRUNK, TARGET)
     assert fc.mean == 3.1 and math.isinf(fc.sd) and fc.method == SNAPSHOT_TOO_FEW
@@ -176,6 +223,19 @@ def test_could_be_best_judges_an_unknown_forecast_on_its_snapshot():
     assert could_be_best({"a": _fc(3.0, math.inf), "b": _fc(3.1, math.inf)}) == ["a"]
     assert could_be_best({"a": _fc(2.9, math.inf), "b": _fc(3.0, 0.01)}) == ["a", "b"]
     assert could_be_best({"nan": _fc(math.nan, 0.01), "b": _fc(3.0, 0.01)}) == ["b"]
+
+
+def test_could_be_best_keeps_a_fitted_forecast_it_has_no_interval_for():
+    """A forecast from an exact fit has a mean but no interval: nothing bounds how far off it is, so it stays a
+    contender however far its mean, and never sets the bar the others are judged against."""
+    fit = fit_power_law(TOKENS[-3:], SLOW(TOKENS[-3:]))
+    unbounded = Forecast(mean=3.5, sd=math.inf, low=-math.inf, high=math.inf, method=NO_INTERVAL, fit=fit,
+                         points_used=3)
+    assert could_be_best({"best": _fc(3.0, 0.01), "unbounded": unbounded, "far": _fc(3.3, 0.01)}) == \
+        ["best", "unbounded"]
+    lower = Forecast(**{**unbounded.__dict__, "mean": 2.5})
+    assert could_be_best({"best": _fc(3.0, 0.01), "lower": lower, "far": _fc(3.3, 0.01)}) == ["lower", "best"]
+    assert could_be_best({"a": unbounded, "b": lower}) == ["b", "a"]
 
 
 def test_hedge_by_share_keeps_the_best_of_each_share():
