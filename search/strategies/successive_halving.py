@@ -311,6 +311,7 @@ def rung_record(run: StageRun) -> dict[str, Any]:
     promotions it did not score, each with why."""
     index = run.stage.index
     rows = [{**row, "rung": index} for row in run.rows] if index else run.rows
+    attach(rows, stage_setting(run.config), run.config.seed)  # each row's evidence at its rung's setting
     record = {"rung": index, "study": run.study.study_name, "budget": run.config.budget, "candidates": len(rows),
               "seconds": sum(row.get("seconds") or 0.0 for row in rows), "wall_seconds": run.finished - run.started,
               "leaderboard": rows, "failures": failures(run.study)}
