@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from composer.errors import ConfigError
+from composer.training.config import WANDB_MODES
 
 STRATEGIES = ("one-shot", "end-incremental", "middle-incremental", "successive-halving")
 # auto: successive halving where it applies (the lm evaluator, a budget that names a ladder, one objective), else
@@ -28,7 +29,7 @@ SCORE_SETTINGS_NAMED = ("evaluator", "budget", "strategy", "layers", "primitives
                         "precision")
 # ... and the rest, as a digest (a default run and one with another --data used to share a study and its scores)
 SCORE_SETTINGS_DIGESTED = ("widths", "target", "data", "tokenizer", "min_share", "max_share", "max_params", "max_kv",
-                           "known", "prune", "compile", "depth", "attention_at_target")
+                           "known", "prune", "compile", "depth", "attention_at_target", "text_field")
 
 # the key of the budget's definition digest in a study's stored score settings (budget_definition_digest)
 BUDGET_DEFINITION = "budget_definition"
@@ -123,6 +124,7 @@ class SearchConfig:
     report_at: str | None = None
     data: str | None = None  # lm evaluator: text source (default: the offline corpus)
     tokenizer: str | None = None
+    text_field: str = "text"  # lm evaluator: the column of --data's JSON or Parquet records that holds the text
     min_share: dict[str, float] = field(default_factory=dict)
     max_share: dict[str, float] = field(default_factory=dict)
     max_params: int | None = None  # non-embedding parameters at the search widths
@@ -171,6 +173,12 @@ class SearchConfig:
             (self.confirm_seeds == 1 or (self.strategy == "successive-halving" and self.evaluator == "lm"),
              "--confirm-seeds trains successive halving's finalists at more seeds: use --strategy "
              "successive-halving with the lm evaluator"),
+            (self.wandb in WANDB_MODES, f"--wandb must be one of {', '.join(WANDB_MODES)}, got {self.wandb!r}"),
+            (isinstance(self.text_field, str) and self.text_field.strip() != "",
+             f"--text-field names the column that holds the text, got {self.text_field!r}"),
+            (self.text_field == "text" or (self.data is not None and self.evaluator not in ("mad", "recall")),
+             "--text-field names the column of --data's records that holds the text: give --data (the lm "
+             "evaluator's text source)"),
         ]
         for ok, message in checks:
             if not ok:
@@ -187,10 +195,31 @@ class SearchConfig:
             parse_max_kv(self.max_kv)
         self._check_recall()
         parse_pattern(self.primitives)  # unknown symbols fail here, before anything is written to --out
+        self._check_space()
         if self.strategy == "successive-halving":
             self._check_successive_halving()
         elif self.strategy != "one-shot" and self.final_depth <= self.layers:
             raise ConfigError(f"depth ({self.final_depth}) must exceed layers ({self.layers}) for {self.strategy}")
+
+    def _check_space(self) -> None:
+        """The presets and the searched space's constraints, here, before the search prints its header or writes
+        config.json (issue 47: --widths nope failed after the header, --layers 0 and --min-share A=2 left a
+        config.json behind, and --max-params -5 skipped every candidate without end)."""
+        from composer.presets import get_preset
+        from search.space import SearchSpace
+
+        for flag, preset in (("widths", self.widths), ("target", self.target)):
+            if preset is not None:
+                try:
+                    get_preset(preset)
+                except ConfigError as err:
+                    raise ConfigError(f"--{flag}: {err}") from None
+        if self.max_params is not None and (isinstance(self.max_params, bool) or not isinstance(self.max_params, int)
+                                            or self.max_params <= 0):
+            raise ConfigError(f"--max-params is the most non-embedding parameters a candidate may have at the search "
+                              f"widths, a positive whole number; got {self.max_params!r}")
+        SearchSpace(self.layers, self.primitives, dict(self.min_share or {}), dict(self.max_share or {}),
+                    self.max_params)
 
     def _check_recall(self) -> None:
         """--min-recall and the recall objective: only successive halving probes its finalists."""

@@ -21,14 +21,22 @@ fixed-state patterns, which the recall probe has never seen recall (0.008-0.015 
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
+from composer.accounting import format_bytes
 from composer.errors import ConfigError
 
 COST_LENGTHS = (4_096, 32_768)  # the serving lengths every trial's cache is reported at
-_UNITS = {"": 1, "B": 1, "K": 1_000, "KB": 1_000, "KIB": 1_024, "M": 1_000_000, "MB": 1_000_000, "MIB": 1_024**2,
-          "G": 1_000_000_000, "GB": 1_000_000_000, "GIB": 1_024**3}
+# --max-kv's units, read in any case: a size in bytes takes B, KB/MB/GB (powers of 1,000, as disks count) or
+# KiB/MiB/GiB (powers of 1,024, as the reports print caches); a bare K, M or G is refused in a size, where it could
+# mean either. A length in tokens takes K and M as powers of 1,024 (32K is 32,768 tokens, as model cards write it).
+SIZE_UNITS = {"": 1, "B": 1, "KB": 1_000, "KIB": 1_024, "MB": 1_000_000, "MIB": 1_024**2, "GB": 1_000_000_000,
+              "GIB": 1_024**3}
+LENGTH_UNITS = {"": 1, "K": 1_024, "M": 1_024**2}
+UNITS_SAID = ("sizes take B, KB/MB/GB (10^3/10^6/10^9 bytes) or KiB/MiB/GiB (2^10/2^20/2^30), lengths K (1,024 "
+              "tokens) or M, in any case, e.g. 64MiB@32K")
 _AMOUNT = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([A-Za-z]*)\s*$")
 
 
@@ -36,20 +44,21 @@ def _amount(text: str, what: str, unit_words: dict[str, int]) -> int:
     match = _AMOUNT.match(text)
     unit = match.group(2).upper() if match else None
     if match is None or unit not in unit_words:
-        raise ConfigError(f"--max-kv: {what} {text!r} is not a number with an optional unit such as 64MiB or 32K")
+        raise ConfigError(f"--max-kv: {what} {text.strip()!r} is not a number with a unit: {UNITS_SAID}")
     return int(float(match.group(1)) * unit_words[unit])
 
 
 def parse_max_kv(text: str) -> tuple[int, int]:
     """``"64MiB@32K"`` -> ``(67108864, 32768)``: the most cache bytes per sequence allowed at a length in tokens.
 
-    Sizes take B, KB/MB/GB (powers of 1,000) or KiB/MiB/GiB; lengths take K (1,024: ``32K`` is 32,768 tokens)."""
+    Units as ``SIZE_UNITS`` and ``LENGTH_UNITS`` say, in any case: ``10MB`` is 10,000,000 bytes, ``10mib``
+    10,485,760."""
     size, at, length = str(text).partition("@")
     if not at:
         raise ConfigError(f"--max-kv takes BYTES@LENGTH, such as 64MiB@32K (the cache of one sequence of 32,768 "
                           f"tokens); got {text!r}")
-    limit = _amount(size, "the size", _UNITS)
-    tokens = _amount(length, "the length", {"": 1, "K": 1_024, "M": 1_024**2})
+    limit = _amount(size, "the size", SIZE_UNITS)
+    tokens = _amount(length, "the length", LENGTH_UNITS)
     if limit <= 0 or tokens <= 0:
         raise ConfigError(f"--max-kv: size and length must be positive, got {text!r}")
     return limit, tokens
@@ -67,15 +76,24 @@ def serving_cost(arch, lengths: tuple[int, ...] = COST_LENGTHS) -> dict[str, Any
 
 
 def over_max_kv(arch, max_kv: tuple[int, int]) -> str | None:
-    """Why ``arch`` breaks ``--max-kv`` (its cache per sequence at the length is over the limit), or None."""
+    """Why ``arch`` (the model at the target) breaks ``--max-kv``: its cache per sequence at the length is over the
+    limit; or None. Short, in the units the reports use, so that a progress line shows it whole (issue 47: cut at
+    "holds 12,582,912", it never said the limit it was over)."""
     from composer.accounting import analyze
 
     limit, length = max_kv
     cache = analyze(arch, seq_len=length).cache_bytes_per_sequence
     if cache <= limit:
         return None
-    return (f"its model at the target ({arch.n_layers} layers) holds {cache:,} cache bytes per sequence at "
-            f"{length:,} tokens, over --max-kv {limit:,}")
+    held, most = format_bytes(cache), format_bytes(limit)
+    if held == most:  # over by less than the rounding: the bytes say it
+        held, most = f"{cache:,} B", f"{limit:,} B"
+    return f"cache@{tokens_text(length)} at target {held} > --max-kv {most}"
+
+
+def tokens_text(length: int) -> str:
+    """``32768`` -> ``"32K"`` (the reports' cache@32K), a length that is no whole number of K as it is."""
+    return f"{length // 1_024}K" if length % 1_024 == 0 else f"{length:,}"
 
 
 def keeps_every_token(arch, length: int) -> bool:
@@ -122,6 +140,43 @@ def recall_under_max_kv(patterns: list[str], target: str, max_kv: tuple[int, int
     return {"patterns": len(patterns), "fit": fit, "fit_and_keep": keeping, "cheapest_keeping": cheapest}
 
 
+def first_within(patterns: list[str], widths: str, target: str, max_params: int | None,
+                 max_kv: tuple[int, int] | None, attention: str = "repeat") -> dict | None:
+    """The first of ``patterns`` (a space's, within its shares) with at most ``max_params`` non-embedding
+    parameters at ``widths`` and at most ``max_kv`` on its model at ``target`` (its attention grown by
+    ``attention``), as ``{"fits": pattern}``; where none is, ``fits`` None with the smallest pattern (its
+    parameters) and the least cache of a pattern within ``max_params``. None when there are too many patterns to
+    check in seconds. What refuses a search whose limits admit no pattern before it trains (issue 47:
+    --max-params -5 skipped every candidate it proposed, without end)."""
+    from composer.accounting import analyze
+    from composer.presets import get_preset
+    from search.known import layout_at_target
+
+    if len(patterns) > MAX_PATTERNS_CHECKED:
+        return None
+    at_widths, at_target = get_preset(widths).arch, get_preset(target).arch
+    smallest = least = None  # (params, pattern) of all; (cache, pattern) of those within max_params
+    for pattern in patterns:
+        params = analyze(at_widths.with_pattern(pattern)).non_embedding_params
+        smallest = min(smallest or (params, pattern), (params, pattern))
+        if max_params is not None and params > max_params:
+            continue
+        if max_kv is None:
+            return {"fits": pattern}
+        grown = at_target.with_pattern(layout_at_target(pattern, target, None, attention)[0])
+        cache = analyze(grown, seq_len=max_kv[1]).cache_bytes_per_sequence
+        if cache <= max_kv[0]:
+            return {"fits": pattern}
+        least = min(least or (cache, pattern), (cache, pattern))
+    return {"fits": None, "patterns": len(patterns), "smallest": smallest, "least_cache": least}
+
+
+def max_kv_holding(cache: int, max_kv: str) -> str:
+    """The ``--max-kv`` that admits ``cache`` bytes at ``max_kv``'s length: MiB rounded up to a tenth, so that it
+    then fits (``16MiB@32K``)."""
+    return f"{math.ceil(cache / 2**20 * 10) / 10:g}MiB@{max_kv.partition('@')[2]}"
+
+
 def measure_decode(arch, context: int = 1_024, new_tokens: int = 32, device: str | None = None) -> dict[str, Any]:
     """Decode tokens/s of ``arch`` (random weights: speed does not depend on them) after a ``context``-token
     prompt, batch 1, through the inference cache: ``composer bench-inference``'s measurement, one repeat."""
@@ -155,5 +210,5 @@ def add_decode_speed(rows: list[dict[str, Any]], target: str, echo=None) -> None
         row["cost"] = {**(row.get("cost") or {}), "decode": measure_decode(widths.with_pattern(pattern))}
 
 
-__all__ = ["COST_LENGTHS", "MAX_PATTERNS_CHECKED", "add_decode_speed", "keeps_every_token", "measure_decode",
-           "over_max_kv", "parse_max_kv", "recall_under_max_kv", "serving_cost"]
+__all__ = ["COST_LENGTHS", "MAX_PATTERNS_CHECKED", "add_decode_speed", "first_within", "keeps_every_token",
+           "max_kv_holding", "measure_decode", "over_max_kv", "parse_max_kv", "recall_under_max_kv", "serving_cost"]

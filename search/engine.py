@@ -20,6 +20,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from composer.accounting import analyze
+from composer.data.errors import DataError
 from composer.errors import ConfigError
 from composer.presets import get_preset
 from search.config import BUDGET_DEFINITION, SearchConfig
@@ -29,6 +30,7 @@ from search.resume import (
     EvaluationBudget,
     StudyLock,
     TrialSeededSampler,
+    failed_on_data,
     mark_worker,
     max_trials_for,
     reap_dead_workers,
@@ -141,8 +143,9 @@ def failure_kind(reason: str) -> str:
 
 
 def is_own_failure(attrs: dict) -> bool:
-    """A trial that failed while training its own pattern (not a dead worker, not a known failure repeated)."""
-    return ("fail_reason" in attrs and "worker_died" not in attrs
+    """A trial that failed while training its own pattern (not a dead worker, not a known failure repeated, not the
+    data failing it as it fails every pattern)."""
+    return ("fail_reason" in attrs and "worker_died" not in attrs and not failed_on_data(attrs)
             and not str(attrs["fail_reason"]).startswith(REPEATED_FAILURE))
 
 
@@ -217,6 +220,7 @@ def make_objective(config: SearchConfig, stage: Stage, evaluator: Evaluator, stu
     learns_from_pruned = config.sampler_name != "gp"
     known = known_names(stage)
     max_kv = parse_max_kv(config.max_kv) if config.max_kv else None
+    stopped_by: list[DataError] = []  # the data error that stopped the study (raise_data_error)
 
     def objective(trial: optuna.Trial):
         mark_worker(trial)  # first: a worker killed from here on is recognised as dead on restart
@@ -293,6 +297,11 @@ def make_objective(config: SearchConfig, stage: Stage, evaluator: Evaluator, stu
             if not learns_from_pruned:  # GP: complete with the partial score it was stopped at
                 return trial.user_attrs["pruned_at"]["value"]
             raise
+        except DataError as err:  # the data, not the pattern: every candidate would fail alike, so stop at once
+            trial.set_user_attr("fail_reason", f"{type(err).__name__}: {err}"[:500])
+            stopped_by.append(err)
+            study.stop()
+            raise
         except Exception as err:
             return fail(f"{type(err).__name__}: {err}", err)
         if not math.isfinite(result.score):
@@ -312,7 +321,16 @@ def make_objective(config: SearchConfig, stage: Stage, evaluator: Evaluator, stu
                 values.append(tokens_per_s)
         return values if config.multi_objective else result.score
 
+    objective.stopped_by = stopped_by  # type: ignore[attr-defined]
     return objective
+
+
+def raise_data_error(objective: Callable) -> None:
+    """The ``DataError`` that stopped ``objective``'s study, raised: the search ends on its one line (exit 2), not
+    after every candidate failed the same way and a traceback (issue 47)."""
+    stopped_by = getattr(objective, "stopped_by", None)
+    if stopped_by:
+        raise stopped_by[0]
 
 
 def pattern_at_target(pattern: str, target: str, known: str | None = None, attention: str = "repeat") -> str:
@@ -330,6 +348,14 @@ def pattern_at_target(pattern: str, target: str, known: str | None = None, atten
 def known_names(stage: Stage) -> dict[str, str]:
     """The stage's known layouts: searched pattern -> family name (its first patterns that carry one)."""
     return {pattern: attrs["known"] for pattern, attrs in stage.first if "known" in attrs}
+
+
+def stage_evaluator(config: SearchConfig, stage: Stage) -> Evaluator:
+    """The evaluator of ``stage``: the search's settings, with the stage's known layouts and promoted rates."""
+    return make_evaluator(config.evaluator, config.budget, config.widths, config.data, config.tokenizer,
+                          config.precision, config.compile, config.trunks, known=known_names(stage),
+                          chosen_rates=chosen_rates(stage), attention_at_target=config.attention_at_target,
+                          text_field=config.text_field)
 
 
 def chosen_rates(stage: Stage) -> dict[str, float]:
@@ -373,8 +399,10 @@ def needs_training(trials: list[FrozenTrial], params: dict) -> bool:
     if any(t.state in (TrialState.COMPLETE, TrialState.PRUNED) and not {"fail_reason", "skip_reason"} & set(t.user_attrs)
            for t in same):
         return False
-    if any(t.user_attrs.get("deterministic_failure") for t in same):
+    if any(t.user_attrs.get("deterministic_failure") and not failed_on_data(t.user_attrs) for t in same):
         return False
+    if any("skip_reason" in t.user_attrs for t in same if t.state in FINISHED):
+        return False  # a constraint skipped it, and would again: enqueued anew, it was skipped up to 4 times
     return deterministic_failure([t for t in same if is_own_failure(t.user_attrs)]) is None
 
 
@@ -426,6 +454,7 @@ def train_first(study: optuna.Study, stage: Stage, objective: Callable, deadline
             return
         study.optimize(objective, timeout=seconds_left(deadline), catch=(Exception,),
                        callbacks=[stop_when_queue_empty, StopAtDeadline(deadline), *callbacks])
+        raise_data_error(objective)
 
 
 def run_worker(config: SearchConfig, stage: Stage, worker: int, callbacks: list | None = None,
@@ -437,9 +466,7 @@ def run_worker(config: SearchConfig, stage: Stage, worker: int, callbacks: list 
     that enqueues, not a spawned worker) the first patterns' transient failures get a retry."""
     optuna.logging.set_verbosity(optuna.logging.ERROR)  # failures are reported by our progress lines
     if evaluator is None:  # a spawned worker builds its own; the search's process passes the stage's
-        evaluator = make_evaluator(config.evaluator, config.budget, config.widths, config.data, config.tokenizer,
-                                   config.precision, config.compile, config.trunks, known=known_names(stage),
-                                   chosen_rates=chosen_rates(stage), attention_at_target=config.attention_at_target)
+        evaluator = stage_evaluator(config, stage)
     study = open_study(config, stage, evaluator, worker)
     with StudyLock(worker_lock_path(config.storage, config.out)) as lock:
         reap_dead_workers(study, alone=lock.alone, grace_s=GRACE_S)
@@ -455,6 +482,7 @@ def run_worker(config: SearchConfig, stage: Stage, worker: int, callbacks: list 
             if not budget.done(study) and seconds_left(deadline) != 0.0:
                 study.optimize(objective, timeout=seconds_left(deadline), catch=(Exception,),
                                callbacks=[budget, StopAtDeadline(deadline), *tracking])
+                raise_data_error(objective)
         # the known layouts are the floor every answer is compared with: they train even past the budget, and a
         # transient failure of one gets its retry (before, one failure dropped it from the search for good)
         train_first(study, stage, objective, deadline, tracking, retry=enqueue)

@@ -64,18 +64,22 @@ __all__ = ["LM_BUDGETS", "Evaluation", "Evaluator", "LanguageModelEvaluator", "M
 def make_evaluator(name: str, budget: str, widths: str, data: str | None = None,
                    tokenizer: str | None = None, precision: str = "auto", compile: bool = False,
                    trunks: str | None = None, known: dict[str, str] | None = None,
-                   chosen_rates: dict[str, float] | None = None, attention_at_target: str = "repeat") -> Evaluator:
-    """``mad``, ``lm``, ``recall``, or your own as ``module:factory`` (called with budget=, widths=, data=, tokenizer=, and
-    precision= / compile= when its signature takes them). ``trunks``: where ``lm`` keeps the trunks that a later
-    rung continues (a search's ``--out/trunks``; ``search.trunks``). ``known``: the stage's known layouts (searched pattern
-    -> family name), which ``lm`` trains in their own layout at the target's size (``search.known.layout_at_target``).
-    ``chosen_rates``: searched pattern -> the rate a confirmation trains it at (``lm``). ``attention_at_target``:
-    how ``lm`` grows a new pattern's attention layers to a budget's target (``scaling.extrapolate``)."""
+                   chosen_rates: dict[str, float] | None = None, attention_at_target: str = "repeat",
+                   text_field: str = "text") -> Evaluator:
+    """``mad``, ``lm``, ``recall``, or your own as ``module:factory`` (called with budget=, widths=, data=, tokenizer=,
+    and precision= / compile= / text_field= when its signature takes them). ``trunks``: where ``lm`` keeps the trunks
+    that a later rung continues (a search's ``--out/trunks``; ``search.trunks``). ``known``: the stage's known layouts
+    (searched pattern -> family name), which ``lm`` trains in their own layout at the target's size
+    (``search.known.layout_at_target``). ``chosen_rates``: searched pattern -> the rate a confirmation trains it at
+    (``lm``). ``attention_at_target``: how ``lm`` grows a new pattern's attention layers to a budget's target
+    (``scaling.extrapolate``). ``text_field``: the column of ``data``'s records that holds the text (``lm``, and a
+    factory that takes it)."""
     if name == "mad":
         return MadEvaluator(budget, widths, precision, compile)
     if name == "lm":
         return LanguageModelEvaluator(budget, widths, data, tokenizer, precision, compile, trunks=trunks, known=known,
-                                      chosen_rates=chosen_rates, attention_at_target=attention_at_target)
+                                      chosen_rates=chosen_rates, attention_at_target=attention_at_target,
+                                      text_field=text_field)
     if name == "recall":
         from search.recall import RecallEvaluator
 
@@ -94,7 +98,7 @@ def make_evaluator(name: str, budget: str, widths: str, data: str | None = None,
         if not callable(factory):
             raise ConfigError(f"evaluator {name!r} is not a factory (a callable returning an evaluator)")
         options = {"budget": budget, "widths": widths, "data": data, "tokenizer": tokenizer}
-        options.update(_accepted(factory, precision=precision, compile=compile))
+        options.update(_accepted(factory, precision=precision, compile=compile, text_field=text_field))
         try:
             evaluator = factory(**options)
         except TypeError as err:

@@ -21,6 +21,7 @@ left 3 distinct scored patterns, 5 cached repeats and 3 trials ``RUNNING``):
 from __future__ import annotations
 
 import os
+import re
 import socket
 from collections.abc import Callable
 from datetime import datetime
@@ -39,6 +40,8 @@ except ImportError:  # Windows: no advisory locks, so unrecorded trials wait for
     fcntl = None
 
 HOST = socket.gethostname()
+# the exception a data source or tokenizer fails with (composer.data.errors.DataError), as a fail_reason begins
+DATA_FAILURE = "DataError"
 # user attributes of a trial that mean "no training happened here"
 _NOT_EVALUATED = ("cached_from", "skip_reason", "worker_died")
 # what an enqueued trial was told (search.known, search.fidelity) and its retry must know too
@@ -231,9 +234,20 @@ def is_evaluation(trial: FrozenTrial) -> bool:
     if trial.state not in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL):
         return False
     attrs = trial.user_attrs
-    if any(key in attrs for key in _NOT_EVALUATED):
+    if any(key in attrs for key in _NOT_EVALUATED) or failed_on_data(attrs):
         return False
     return not str(attrs.get("fail_reason", "")).startswith("as in trial ")  # a known failure, not retrained
+
+
+_REPEATED = re.compile(r"^as in trial [0-9, ]+: ")  # search.engine.REPEATED_FAILURE, and the trials it names
+
+
+def failed_on_data(attrs: dict) -> bool:
+    """A trial that failed on the data (its source or tokenizer: ``composer.data``'s ``DataError``), not on its
+    pattern: every candidate would have failed the same way. It is no evaluation and no failure of its pattern,
+    so a re-run after the data is fixed trains the study's patterns (issue 47: a study whose every trial failed
+    on a missing text field failed again at once, each pattern a known failure and the budget used up)."""
+    return _REPEATED.sub("", str(attrs.get("fail_reason", ""))).startswith(f"{DATA_FAILURE}:")
 
 
 class EvaluationBudget:
@@ -247,6 +261,7 @@ class EvaluationBudget:
 
     def counts(self, study: optuna.Study) -> tuple[int, int]:
         trials = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL))
+        trials = [t for t in trials if not failed_on_data(t.user_attrs)]  # not the patterns' doing: not counted
         return sum(is_evaluation(t) for t in trials), len(trials)
 
     def done(self, study: optuna.Study) -> bool:

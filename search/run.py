@@ -13,7 +13,6 @@ Output directory::
 from __future__ import annotations
 
 import json
-import math
 import time
 from pathlib import Path
 from typing import Any
@@ -92,12 +91,22 @@ def run_stage(config: SearchConfig, stage: Stage, label: str, precision: str, de
     rows = leaderboard(study, maximize, {pattern: attrs["known"] for pattern, attrs in stage.first
                                          if "known" in attrs}, only=only)
     if not rows and not allow_empty:
-        reasons = "; ".join(f"trial {f['trial']} {f['pattern']}: {f['reason']}" for f in failures(study)[:3])
-        raise ComposerRunError(
-            f"no trial of study {stage.study_name!r} completed ({reasons or 'no trials ran'}); the study in "
-            f"{config.storage or config.out} keeps these failures and does not train a pattern again that failed "
-            "twice the same way: fix the cause, then re-run with another --out (or --study)")
+        raise no_trial_completed(config, stage, failures(study))
     return study, rows
+
+
+def no_trial_completed(config: SearchConfig, stage: Stage, failed: list[dict[str, Any]]) -> ComposerRunError:
+    """The one line of a stage in which no trial completed: why (its first reasons) and what to do. A traceback
+    said only the reasons (issue 47), and a re-run with the same --out met the same stored failures."""
+    reasons = "; ".join(f"trial {f['trial']} {f['pattern']}: {f['reason']}" for f in failed[:3]) or "no trials ran"
+    if failed and all(f["state"] == "skipped" for f in failed):
+        return ComposerRunError(f"no trial of study {stage.study_name!r} completed: a constraint skipped every "
+                                f"candidate proposed ({reasons}); few of the space's patterns meet --max-params, "
+                                "--max-kv and the shares: relax them, or give more --trials")
+    return ComposerRunError(f"no trial of study {stage.study_name!r} completed ({reasons}); the study in "
+                            f"{config.storage or config.out} keeps these failures and does not train a pattern "
+                            "again that failed twice the same way: fix the cause, then re-run with another --out "
+                            "(or --study)")
 
 
 def check_recall_under_max_kv(config: SearchConfig, echo) -> None:
@@ -154,9 +163,13 @@ def check_limits_admit(config: SearchConfig) -> None:
                           f"{params:,} non-embedding parameters at {config.widths}; raise --max-params to at least "
                           f"{params:,}")
     cache, pattern = found["least_cache"]
+    fix = f"raise --max-kv to {max_kv_holding(cache, config.max_kv)}"
+    if config.attention_at_target == "repeat" and first_within(patterns, config.widths, config.report_target,
+                                                               config.max_params, max_kv, "keep")["fits"]:
+        fix += " or pass --attention-at-target keep (stacking repeats the attention layers)"
     raise ConfigError(f"--max-kv {config.max_kv} admits {among}{' and --max-params' if config.max_params else ''}: "
                       f"the least, {pattern}, holds {format_bytes(cache)} on its model at {config.report_target}; "
-                      f"raise --max-kv to {max_kv_holding(cache, config.max_kv)}")
+                      f"{fix}")
 
 
 def run_search(config: SearchConfig, echo=print) -> dict[str, Any]:

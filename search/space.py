@@ -113,7 +113,8 @@ class SearchSpace:
             if have.get(symbol, 0) > share * n + 1e-9:
                 return f"{symbol} share {have.get(symbol, 0) / n:.2f} is above the maximum {share:.2f}"
         if self.max_params is not None and non_embedding_params is not None and non_embedding_params > self.max_params:
-            return f"{non_embedding_params:,} non-embedding parameters exceed the maximum {self.max_params:,}"
+            # short: a progress line shows 51 characters of a reason (issue 47: cut mid-number)
+            return f"{non_embedding_params:,} params > --max-params {self.max_params:,}"
         return None
 
     def enumerate(self) -> list[str]:

@@ -1,4 +1,5 @@
-"""W&B for searches: one run per trial, grouped by study, and a summary run with the leaderboard.
+"""W&B for searches: one run per trial that trained or failed (none for a candidate a constraint skipped), grouped by
+study, and a summary run with the leaderboard.
 
 Runs offline (in ``<out>/wandb``) unless an API key is configured; ``wandb: off`` disables it.
 """
@@ -29,7 +30,9 @@ class WandbTrialLogger:
         self.mode = _mode(config)
 
     def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
-        if self.mode == "off":
+        # a candidate skipped by a constraint trained nothing: a run of its own per skip buried the trials that
+        # trained (issue 47); failures.json lists the skips with their reasons
+        if self.mode == "off" or "skip_reason" in trial.user_attrs:
             return
         import wandb
 

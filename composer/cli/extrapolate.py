@@ -8,7 +8,7 @@ import re
 from composer.accounting import analyze
 from composer.cli.format import human, print_json, print_rows, print_table
 from composer.errors import ConfigError
-from composer.pattern import layers
+from composer.pattern import layers, n_layers
 from composer.presets import PRESETS
 from primitives.registry import REGISTRY
 
@@ -87,6 +87,22 @@ def _baselines(arch, seed: int, reference: int) -> dict[str, dict]:
     return out
 
 
+def check_grown(result, pattern: str, target: str, sized: bool) -> None:
+    """Refuse an extrapolation that shrinks the pattern: the extrapolator grows a searched pattern to a larger
+    model, and below one copy of it every run is cut short, so what it printed was no longer the pattern searched
+    (issue 47: ``AAMMMM --to tiny`` printed the 5-layer AAMMM, exit 0, without a word). ``sized``: the target's
+    size came from --params."""
+    if result.n_layers >= n_layers(result.source_pattern):
+        return
+    size = f"--params {result.target_non_embedding_params:,}" if sized else (
+        f"{target}'s {result.target_non_embedding_params:,}")
+    raise ConfigError(f"{pattern} already has {result.source_non_embedding_params:,} non-embedding parameters at "
+                      f"{target}'s widths, more than {size}: extrapolating would shrink it to {result.n_layers} layers "
+                      f"({result.pattern}) and drop part of it; give a larger --to preset or --params of at least "
+                      f"{result.source_non_embedding_params:,}, or train {pattern} as it is (composer train --arch "
+                      f"{pattern} --preset {target})")
+
+
 def run(args: argparse.Namespace) -> int:
     from scaling.extrapolate import extrapolate
 
@@ -95,6 +111,7 @@ def run(args: argparse.Namespace) -> int:
         args.pattern, args.target, method=args.method, target_params=target_params, rounding=args.rounding,
         attention=args.attention,
     )
+    check_grown(result, args.pattern, args.target, args.params is not None)
     data = result.to_dict()
     # Llama and striped are matched to the extrapolation's target size (the preset's own unless --params).
     baselines = _baselines(result.arch, args.seed, result.target_non_embedding_params) if args.baselines else None

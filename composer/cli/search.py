@@ -39,13 +39,16 @@ FLAGS = {
                     "(default: under successive-halving the ladder's last rung's, e.g. demo-4m for --budget cpu; "
                     "under one-shot and the incremental strategies llama-3.2-1b)"),
     "data": (str, "lm evaluator: text source (default: the offline corpus)"),
+    "text_field": (str, "lm evaluator: the field of --data's JSON or Parquet records that holds the text (default "
+                        "text); checked on the first record before anything trains"),
     "tokenizer": (str, "lm evaluator: tokenizer (default: the offline byte tokenizer)"),
     "min_share": (str, "minimum shares per primitive, e.g. A=0.2"),
     "max_share": (str, "maximum shares per primitive, e.g. A=0.5"),
-    "max_params": (int, "maximum non-embedding parameters at the search widths"),
+    "max_params": (int, "maximum non-embedding parameters at the search widths (a positive number)"),
     "max_kv": (str, "BYTES@LENGTH, e.g. 64MiB@32K: the most inference cache (KV, windows, fixed states; bf16) one "
                     "sequence of LENGTH tokens may hold on the model at --target; candidates over it are skipped "
-                    "before they train"),
+                    "before they train. Units in any case: KB/MB/GB are powers of 1,000 (10MB: 10,000,000 bytes), "
+                    "KiB/MiB/GiB powers of 1,024; a length's K is 1,024 tokens"),
     "attention_at_target": (str, "repeat (default): a searched pattern's attention layers are stacked with it to "
                                  "the target's size; keep: the model at the target keeps as many attention layers "
                                  "as the pattern has, at the middles of its depth (Nemotron-H's placement), so a "

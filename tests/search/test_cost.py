@@ -1,5 +1,7 @@
 """search.cost: the serving cost of the model a candidate becomes at the target, and --max-kv before training."""
 
+import functools
+import io
 import json
 from pathlib import Path
 
@@ -18,6 +20,7 @@ from search.cost import (
     serving_cost,
 )
 from search.engine import pattern_at_target
+from search.progress import SearchProgress
 from search.run import check_recall_under_max_kv, run_search
 
 TOY = "toy_evaluator:make"
@@ -27,13 +30,17 @@ DEMO = get_preset("demo-4m").arch
 @pytest.mark.parametrize("text, expected", [
     ("64MiB@32K", (64 * 1024**2, 32_768)), ("1000@4096", (1000, 4096)), ("1.5GB@32k", (1_500_000_000, 32_768)),
     ("2 KiB @ 1K", (2048, 1024)),
+    ("10MB@32K", (10_000_000, 32_768)), ("10mib@32k", (10 * 2**20, 32_768)),  # units in any case: MB 10^6, MiB 2^20
 ])
 def test_max_kv_reads_bytes_at_a_length(text, expected):
     assert parse_max_kv(text) == expected
 
 
 @pytest.mark.parametrize("text, said", [("64MiB", "BYTES@LENGTH"), ("lots@32K", "the size"), ("1MiB@far", "length"),
-                                        ("0@32K", "positive")])
+                                        ("0@32K", "positive"),
+                                        # a bare M in a size could be 10^6 or 2^20 bytes (a length's K is 1,024)
+                                        ("10M@32K", r"the size '10M' is not a number with a unit: sizes take B, "
+                                                    r"KB/MB/GB \(10\^3/10\^6/10\^9 bytes\) or KiB/MiB/GiB")])
 def test_a_bad_max_kv_says_what_it_takes(text, said):
     with pytest.raises(ConfigError, match=said):
         parse_max_kv(text)
@@ -57,8 +64,9 @@ def test_max_kv_refuses_a_model_over_it_and_says_by_how_much():
     stacked = DEMO.with_pattern(pattern_at_target("AMAMAM", "demo-4m"))
     at_32k = serving_cost(stacked)["cache_bytes"]["32768"]
     assert over_max_kv(stacked, (at_32k, 32_768)) is None
-    said = over_max_kv(stacked, (at_32k - 1, 32_768))
-    assert said.startswith("its model at the target (18 layers) holds") and f"{at_32k:,}" in said
+    said = over_max_kv(stacked, (at_32k - 1, 32_768))  # over by one byte: the bytes say it, not 2 equal MiB
+    assert said == f"cache@32K at target {at_32k:,} B > --max-kv {at_32k - 1:,} B"
+    assert over_max_kv(stacked, (at_32k // 2, 32_768)) == "cache@32K at target 72.0 MiB > --max-kv 36.0 MiB"
 
 
 def test_a_search_skips_candidates_over_max_kv_before_training_them(tmp_path, monkeypatch):
@@ -70,10 +78,42 @@ def test_a_search_skips_candidates_over_max_kv_before_training_them(tmp_path, mo
     trained = log.read_text().split()
     assert trained and not any("A" in pattern for pattern in trained)  # any attention layer is over 1 MiB at 32K
     skipped = json.loads((Path(result["out"]) / "failures.json").read_text())
-    assert any(f["state"] == "skipped" and "over --max-kv 1,048,576" in f["reason"] for f in skipped)
+    assert any(f["state"] == "skipped" and "> --max-kv 1.0 MiB" in f["reason"] for f in skipped)
     for row in result["leaderboard"]:
         assert row["cost"]["cache_bytes"]["32768"] <= 1024**2 and row["target_pattern"]
     assert "max_kv" in config.score_settings() and config.settings_digest()  # another study than without it
+
+
+def test_a_skip_over_max_kv_is_shown_whole_and_starts_no_wandb_run(tmp_path, monkeypatch):
+    """Issue 47: --max-kv 10MB@32K skipped candidates with their reasons cut mid-number ("holds 12,582,912"), never
+    saying the limit, and started a W&B run per skip. The reason fits a progress line and says the limit as the
+    reports do (10MB is 10^6 bytes: 9.5 MiB); a skip trains nothing and logs no run."""
+    wandb = pytest.importorskip("wandb")
+    runs: list[dict] = []
+
+    class Run:
+        summary: dict = {}
+
+        def log(self, data):
+            pass
+
+        def finish(self):
+            pass
+
+    monkeypatch.setattr(wandb, "init", lambda **kwargs: runs.append(kwargs) or Run())
+    monkeypatch.setattr(wandb, "Table", lambda **_: None)
+    monkeypatch.setattr(wandb, "Image", lambda *_: None)
+    lines = io.StringIO()  # the progress lines a person reads
+    monkeypatch.setattr("search.run.SearchProgress", functools.partial(SearchProgress, stream=lines))
+    config = SearchConfig(evaluator=TOY, budget="smoke", wandb="offline", out=str(tmp_path / "out"), sampler="random",
+                          trials=4, widths="tiny", target="tiny", max_kv="10MB@32K", known=False)
+    result = run_search(config, echo=lambda _: None)
+    printed = lines.getvalue()
+    skipped = [f for f in json.loads((Path(result["out"]) / "failures.json").read_text()) if f["state"] == "skipped"]
+    assert skipped and all(f["reason"].endswith("> --max-kv 9.5 MiB") for f in skipped)
+    assert all(f"skipped: {f['reason']} " in printed for f in skipped), printed
+    trials = [run["config"]["pattern"] for run in runs if run["job_type"] == "trial"]
+    assert trials and not set(trials) & {f["pattern"] for f in skipped}
 
 
 def test_only_a_layer_that_keeps_every_token_counts_as_able_to_recall_them():
@@ -132,9 +172,12 @@ def test_a_search_that_keeps_attention_at_the_target_trains_what_stacking_puts_o
     for row in kept["leaderboard"]:
         assert row["target_pattern"].count("A") == 1 and row["cost"]["cache_bytes"]["32768"] <= 9 * 1024**2
         stacked = DEMO.with_pattern(pattern_at_target(row["pattern"], "demo-4m"))
-        assert "over --max-kv" in over_max_kv(stacked, (9 * 1024**2, 32_768))  # the default would skip it
-    with pytest.raises(RuntimeError, match="no trial .* completed"):  # and does: nothing trains
+        assert "> --max-kv 9.0 MiB" in over_max_kv(stacked, (9 * 1024**2, 32_768))  # the default would skip it
+    with pytest.raises(ConfigError, match="--max-kv 9MiB@32K admits none of the 192 patterns within the shares: "
+                       r"the least, AMMMMM, holds 16.0 MiB on its model at demo-4m; raise --max-kv to 16MiB@32K or "
+                       "pass --attention-at-target keep"):  # and does: refused before anything trains
         run_search(SearchConfig(**common, out=str(tmp_path / "stacked")), echo=lambda _: None)
+    assert not (tmp_path / "stacked").exists()
     assert log.read_text().split() == trained
 
 

@@ -309,7 +309,7 @@ def test_max_params_keeps_every_trained_pattern_under_the_limit(tmp_path, monkey
     assert trained_patterns and all(
         analyze(widths.with_pattern(p)).non_embedding_params <= limit for p in trained_patterns)
     skipped = [f for f in json.loads((Path(result["out"]) / "failures.json").read_text()) if f["state"] == "skipped"]
-    assert skipped and all("exceed the maximum" in f["reason"] for f in skipped)
+    assert skipped and all(f"> --max-params {limit:,}" in f["reason"] for f in skipped)
     assert not {f["pattern"] for f in skipped} & trained_patterns
 
 
@@ -330,3 +330,51 @@ def test_reopening_a_study_says_nothing(tmp_path, caplog):
     finally:
         optuna.logging.disable_propagation()
     assert "Using an existing study" not in caplog.text
+
+
+def test_a_data_error_stops_the_search_at_once_and_a_rerun_after_the_fix_trains(tmp_path, monkeypatch):
+    """Issue 47: every candidate failed on the same missing text field, then a traceback; after the data was fixed
+    the same command failed at once, each failure stored as a pattern's own and the budget used up. The first
+    DataError now ends the search on its one line (exit 2), and the stored one is no evaluation and no failure of
+    its pattern: the re-run trains."""
+    from composer.data.errors import DataError
+
+    broken = tmp_path / "broken-data"
+    broken.write_text("")
+    log = tmp_path / "trained.log"
+    monkeypatch.setenv("TOY_EVAL_DATA_ERROR", str(broken))
+    monkeypatch.setenv("TOY_EVAL_LOG", str(log))
+    settings = config(tmp_path, sampler="random", trials=3)
+    with pytest.raises(DataError, match="toy data: text field 'text' not found"):
+        run_search(settings, echo=lambda _: None)
+    assert len(trained(log)) == 1, "stopped at the first candidate, not after every one failed alike"
+    broken.unlink()  # the data is fixed
+    result = run_search(settings, echo=lambda _: None)
+    study = optuna.load_study(study_name=result["study"], storage=result["storage"])
+    assert sum(is_evaluation(t) for t in study.get_trials()) == 3 and result["leaderboard"]
+
+
+def test_a_pattern_that_failed_on_the_data_is_trained_again_and_one_skipped_by_a_constraint_is_not():
+    """A study left by a data error (each known layout failed twice on it, the second time marked deterministic)
+    owes its patterns their training; a transient failure twice the same way does not, nor does a pattern a
+    constraint skipped (enqueued anew, it was skipped up to 4 times, a W&B run each)."""
+    from optuna.distributions import CategoricalDistribution
+    from optuna.trial import TrialState, create_trial
+
+    from search.engine import needs_training
+
+    params = SearchSpace(6, "AM").params_of("AAMMMM")
+    kinds = {name: CategoricalDistribution(["A", "M"]) for name in params}
+
+    def trial(state, **attrs):
+        return create_trial(state=state, params=params, distributions=kinds, value=None if state != TrialState.COMPLETE
+                            else 1.0, user_attrs={"pattern": "AAMMMM", **attrs})
+
+    on_data = "DataError: text field 'text' not found in 'notes.jsonl' (1 JSON file); available fields: body"
+    data_study = [trial(TrialState.FAIL, fail_reason=on_data), trial(TrialState.FAIL, fail_reason=on_data),
+                  trial(TrialState.FAIL, fail_reason=f"as in trial 0, 1: {on_data}", deterministic_failure=True)]
+    assert needs_training(data_study, params) and not any(is_evaluation(t) for t in data_study)
+    out_of_memory = [trial(TrialState.FAIL, fail_reason="OutOfMemoryError: CUDA out of memory")] * 2
+    assert not needs_training(out_of_memory, params)
+    skipped = [trial(TrialState.PRUNED, skip_reason="cache@32K at target 12.0 MiB > --max-kv 9.5 MiB")]
+    assert not needs_training(skipped, params)

@@ -4,7 +4,8 @@ Score = how well a pattern matches the hidden optimum ``AAMMMM...`` layer by lay
 attention early; patterns containing ``"MMMMM"`` fail (to test failure handling), and ``AMAMAM`` returns NaN.
 Each call appends the pattern to the file named by ``$TOY_EVAL_LOG`` so tests can count trainings. With
 ``$TOY_EVAL_DROP`` set to a symbol, patterns that differ only in where that symbol sits train one model
-(``model_key``, as the recall probe drops MLPs).
+(``model_key``, as the recall probe drops MLPs). While the file named by ``$TOY_EVAL_DATA_ERROR`` exists, every
+call fails on the data (a ``DataError``, as a text source without its text field does), before it trains.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import os
 import time
 
+from composer.data.errors import DataError
 from search.evaluators import Evaluation
 
 
@@ -32,6 +34,9 @@ class ToyEvaluator:
         if log:
             with open(log, "a") as f:
                 f.write(pattern + "\n")
+        broken = os.environ.get("TOY_EVAL_DATA_ERROR")
+        if broken and os.path.exists(broken):
+            raise DataError(f"toy data: text field 'text' not found in {broken!r}; set text_field (--text-field)")
         time.sleep(self.delay)
         if "MMMMM" in pattern:
             raise RuntimeError("toy failure: five MLPs in a row")

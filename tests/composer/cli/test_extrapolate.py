@@ -75,6 +75,22 @@ def test_usage_errors_exit_2_with_one_line(capsys, argv, message):
     assert message in err and err.count("\n") == 1 and "Traceback" not in err
 
 
+@pytest.mark.parametrize("argv, size", [([], "tiny's 123,200"), (["--params", "150000"], "--params 150,000")])
+def test_a_pattern_larger_than_the_target_is_refused_not_shrunk(capsys, argv, size):
+    """Issue 47: ``AAMMMM --to tiny`` printed the 5-layer AAMMM, exit 0, without a word: the 6 layers already weigh
+    more than tiny, and below one copy the extrapolator cuts every run short. A usage error naming the fix."""
+    assert main(["extrapolate", "AAMMMM", "--to", "tiny", *argv]) == 2
+    out, err = capsys.readouterr()
+    assert not out and err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith(f"composer extrapolate: error: AAMMMM already has 221,632 non-embedding parameters at "
+                          f"tiny's widths, more than {size}: extrapolating would shrink it to ")
+    assert "give a larger --to preset or --params of at least 221,632" in err
+    assert "composer train --arch AAMMMM --preset tiny" in err
+    # a target it reaches in whole copies, or one it fits without losing a layer, is extrapolated as before
+    assert run_json(capsys, "AAMMMM", "--to", "tiny", "--params", "221632")["pattern"] == "AAMMMM"
+    assert run_json(capsys, "AM", "--to", "tiny")["pattern"] == "AMAM"
+
+
 def test_console_entry_point():
     result = subprocess.run(
         [sys.executable, "-m", "composer", "extrapolate", "AAMMMMMAAMMMAMMM", "--to", "llama-3.2-1b", "--json"],
