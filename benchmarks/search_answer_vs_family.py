@@ -75,9 +75,8 @@ def answer_row(out: Path, pattern: str | None) -> dict:
 
 def answer_losses(row: dict, seed: int) -> dict[str, float]:
     """Per-seed losses of a last-rung row: the confirmation's where it ran, else the last rung's score alone."""
-    from search.verdict import seed_losses
-
-    return seed_losses(row) or {str(seed): float(row["score"])}
+    scores = (row.get("evidence") or {}).get("scores") or (row.get("details") or {}).get("losses")
+    return {str(s): float(v) for s, v in scores.items() if v is not None} if scores else {str(seed): float(row["score"])}
 
 
 def last_rung_name(config) -> str:
@@ -101,7 +100,7 @@ def train_family(config, family: str, work: Path, echo=print, layout: str | None
     from search.evaluators import make_evaluator
     from search.fidelity import get_ladder
     from search.lm import confirm_budget, get_lm_budget
-    from search.strategies.successive_halving import rung_config
+    from search.strategies.successive_halving import last_rung_seeds, rung_config
 
     record_path = work / "family.json"
     record = json.loads(record_path.read_text()) if record_path.is_file() else {}
@@ -118,8 +117,9 @@ def train_family(config, family: str, work: Path, echo=print, layout: str | None
         if get_lm_budget(rung.budget).extrapolate_to is not None:  # the rungs that train at the target's size
             stages.append((f"rung{index}", rung.budget, config.seed))
     if config.confirm_seeds > 1:
-        last = rung_config(config, rungs - 1)
-        stages.append(("confirmation", confirm_budget(last.budget, config.confirm_seeds - 1), config.seed + 1))
+        last, trained = rung_config(config, rungs - 1), last_rung_seeds(config)  # its seeds follow the rung's
+        stages.append(("confirmation", confirm_budget(last.budget, config.confirm_seeds - trained),
+                       config.seed + trained))
     for name, budget, seed in stages:
         if name in record["stages"]:
             echo(f"{family} {name}: done before ({record['stages'][name]['losses']})")

@@ -43,7 +43,7 @@ def test_samba_pairs_with_the_confirmed_answer_seed_by_seed_and_a_rerun_trains_n
     assert stages["confirmation"]["lr"] == stages["rung1"]["lr"]
 
     board = json.loads((out / "leaderboard.json").read_text())
-    mine = next(row for row in board if row["pattern"] == answer)["details"]["losses"]
+    mine = next(row for row in board if row["pattern"] == answer)["evidence"]["scores"]  # the confirmed seeds too
     paired = compared["answer_minus_family"]
     assert compared["answer"]["pattern"] == answer and paired["seeds"] == ["0", "1", "2"]
     theirs = compared["family"]["losses"]
