@@ -78,3 +78,28 @@ def test_attention_at_target_is_checked_and_a_kept_attention_study_does_not_mix_
         SearchConfig(attention_at_target="drop")
     assert SearchConfig(attention_at_target="repeat").study_name == SearchConfig().study_name  # old studies resume
     assert SearchConfig(attention_at_target="keep").study_name != SearchConfig().study_name
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"wandb": "nope"}, "--wandb must be one of auto, online, offline, off, got 'nope'"),
+    ({"widths": "nope"}, "--widths: unknown preset 'nope'"),
+    ({"target": "nope", "strategy": "one-shot"}, "--target: unknown preset 'nope'"),
+    ({"layers": 0}, "layers must be a positive integer, got 0"),
+    ({"min_share": {"A": 2.0}}, "min_share of A must be between 0 and 1, got 2.0"),
+    ({"max_params": -5}, "--max-params is the most non-embedding parameters .* a positive whole number; got -5"),
+    ({"max_params": 0}, "a positive whole number; got 0"),
+    ({"text_field": "body"}, "--text-field names the column of --data's records that holds the text: give --data"),
+    ({"text_field": "", "data": "notes.jsonl"}, "--text-field names the column that holds the text, got ''"),
+])
+def test_bad_input_is_refused_when_the_search_is_configured(kwargs, message):
+    """Issue 47: these failed only after the search printed its header or wrote config.json (--widths, --layers,
+    --min-share), failed a W&B call in the first trial (--wandb nope), or skipped every candidate (--max-params
+    -5). SearchConfig refuses them, recipes included, before anything runs."""
+    with pytest.raises(ConfigError, match=message):
+        SearchConfig(**kwargs)
+
+
+def test_a_text_field_changes_the_study_and_the_default_keeps_the_old_names():
+    assert SearchConfig(text_field="text").study_name == SearchConfig().study_name  # old studies resume
+    assert SearchConfig(data="notes.jsonl", text_field="body").study_name != SearchConfig(data="notes.jsonl").study_name
+    assert SearchConfig(data="notes.jsonl", text_field="body").score_settings()["text_field"] == "body"

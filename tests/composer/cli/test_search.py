@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
 
-from composer.cli import build_parser
+import pytest
+
+from composer.cli import build_parser, main
 from search.config import SearchConfig
 from search.fidelity import LADDERS
 
@@ -54,3 +57,47 @@ def test_a_missing_data_file_is_one_line_and_exit_2_before_any_candidate_trains(
     assert lines[0].startswith("composer search: error: ") and str(missing) in lines[0]
     assert "pass an existing file" in lines[0]  # the fix
     assert not (out / "study.db").exists(), "no trial may start"
+
+
+SMOKE = ["--budget", "smoke", "--trials", "3", "--widths", "tiny", "--wandb", "off"]
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["--wandb", "nope"], "--wandb must be one of auto, online, offline, off, got 'nope'"),
+    (["--widths", "nope"], "--widths: unknown preset 'nope'; choose one of: "),
+    (["--layers", "0"], "layers must be a positive integer, got 0"),
+    (["--min-share", "A=2"], "min_share of A must be between 0 and 1, got 2.0"),
+    (["--max-params", "-5"], "--max-params is the most non-embedding parameters"),
+    (["--max-params", "1000"], "--max-params 1,000 admits none of the 64 patterns: the smallest, AAAAAA, has "
+                               "74,176 non-embedding parameters at tiny; raise --max-params to at least 74,176"),
+    (["--max-kv", "1KB@32K", "--primitives", "A"], "--max-kv 1KB@32K admits none of the 1 patterns: the least, "
+                                                   "AAAAAA, holds "),
+    (["--max-kv", "10M@32K"], "--max-kv: the size '10M' is not a number with a unit: sizes take B, KB/MB/GB"),
+    (["--text-field", "body"], "--text-field names the column of --data's records that holds the text"),
+])
+def test_bad_input_is_one_line_and_exit_2_before_anything_is_printed_or_written(tmp_path, capsys, argv, said):
+    """Issue 47: --wandb nope trained until W&B refused it (traceback, exit 1), --widths nope failed after the
+    header, --layers 0 and --min-share A=2 left a config.json in --out, --max-params -5 skipped every candidate
+    without end: each is now one line, exit 2, with nothing in --out."""
+    out = tmp_path / "search"
+    assert main(["search", *SMOKE, "--out", str(out), *argv]) == 2
+    captured = capsys.readouterr()
+    assert not captured.out and captured.err.count("\n") == 1, captured.err
+    assert captured.err.startswith(f"composer search: error: {said}"), captured.err
+    assert not out.exists()
+
+
+def test_data_without_its_text_field_is_one_line_before_anything_trains(tmp_path, capsys):
+    """Issue 47: JSON lines without a ``text`` field failed every candidate, then a RuntimeError traceback (exit
+    1). The first record is read when the search starts: one line naming the fields it has and --text-field."""
+    notes = tmp_path / "notes.jsonl"
+    notes.write_text("".join(json.dumps({"body": f"note {i}: the quick brown fox."}) + "\n" for i in range(20)))
+    out = tmp_path / "search"
+    assert main(["search", *SMOKE, "--data", str(notes), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("composer search: error: text field 'text' not found in ")
+    assert "available fields: body; set text_field (--text-field)" in err and not out.exists()
+    from search.evaluators import make_evaluator  # with the field named, the evaluator takes it to every run
+
+    evaluator = make_evaluator("lm", "smoke", "tiny", str(notes), text_field="body")
+    assert evaluator.train_config("AMAM", 1e-3, 0, str(tmp_path / "run")).text_field == "body"
