@@ -51,6 +51,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except BrokenPipeError:  # e.g. `composer presets | head`
         return 0
+    except KeyboardInterrupt:  # Ctrl-C: one line, not the traceback of whatever library it landed in (issue 47:
+        # 50 lines from wandb.init); a run stopped mid-training has said how to resume before this
+        print(f"composer {args.command}: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -101,3 +101,15 @@ def test_data_without_its_text_field_is_one_line_before_anything_trains(tmp_path
 
     evaluator = make_evaluator("lm", "smoke", "tiny", str(notes), text_field="body")
     assert evaluator.train_config("AMAM", 1e-3, 0, str(tmp_path / "run")).text_field == "body"
+
+
+def test_ctrl_c_is_one_line_and_exit_130(monkeypatch, capsys):
+    """Issue 47: Ctrl-C while a search started a W&B run printed 50 lines of wandb.init's traceback."""
+    import search.run
+
+    def interrupted(*_, **__):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(search.run, "run_search", interrupted)
+    assert main(["search", *SMOKE]) == 130
+    assert capsys.readouterr().err == "composer search: interrupted\n"
