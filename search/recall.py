@@ -8,7 +8,10 @@ with the number of key-value pairs growing with the length (``length // kv_ratio
 way), so that what must be remembered outgrows a fixed state while attention still sees it all.
 
 As an evaluator (``composer search --evaluator recall``) the score is the mean test accuracy over the lengths
-(higher is better), and ``details["accuracy_by_length"]`` keeps each one. Beside ``--objectives score,kv`` the
+(higher is better), and ``details["accuracy_by_length"]`` keeps each one; the mixture protocol also keeps, per
+length, the test queries, the test sequences they come in and the sd of the sequences' accuracies
+(``test_queries``, ``test_sequences``, ``sequence_accuracy_sd``), from which ``search.tradeoffs`` reads an
+interval over the test sequences. One training seed: that interval is the test sample's noise, not a seed's. Beside ``--objectives score,kv`` the
 Pareto front is recall against KV cache. Patterns train at the search widths (default ``search-1m``: d_model 128,
 a 64-token sliding window). By default one model trains on a mixture of all the lengths and is tested at each
 (Zoology's protocol, ``search.recall_mixture``: what is learnt at short lengths carries to long ones, so a long
@@ -293,7 +296,11 @@ class RecallEvaluator:
                    "kv_pairs": {str(n): self.spec.kv_pairs(n) for n in self.spec.lengths},
                    # the accuracies' denominators: a threshold read from one of them weighs its test-sample noise
                    "test_queries": {str(n): self.spec.test_examples * self.spec.kv_pairs(n)
-                                    for n in self.spec.lengths}}
+                                    for n in self.spec.lengths},
+                   # the sequences those queries come in and the spread of their accuracies: the queries of one
+                   # sequence are not independent, so the interval is over sequences (search.tradeoffs)
+                   "test_sequences": chosen.test_sequences,
+                   "sequence_accuracy_sd": chosen.sequence_accuracy_sd}
         if len(self.spec.lrs) > 1:
             details["lr_sweep"] = sweep
         return Evaluation(score=score, seconds=sum(r.seconds for r in results.values()), details=details)

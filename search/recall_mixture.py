@@ -16,22 +16,24 @@ are MAD's (``search.mad.evaluate``).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
+from composer.evidence import cluster_spread
 from search.mad.evaluate import (
     CandidateFailed,
     NonFinite,
     autocast_for,
     batch_indices,
     fit,
-    held_out_accuracy,
+    held_out_predictions,
     resolve_widths,
     seeded_task_model,
 )
 from search.mad.models import round_up
-from search.mad.tasks import make_dataset
+from search.mad.tasks import IGNORE_INDEX, make_dataset
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,28 @@ class MixtureResult:
     train_loss: float  # mean over the last tenth of the steps, all lengths
     steps: int
     seconds: float
+    # per length: the test sequences the queries came in, and the sd of their accuracies (``sequence_accuracy``)
+    test_sequences: dict[str, int] = field(default_factory=dict)
+    sequence_accuracy_sd: dict[str, float | None] = field(default_factory=dict)
+
+
+def sequence_accuracy(predictions: torch.Tensor, targets: torch.Tensor) -> dict[str, Any]:
+    """Exact accuracy over the scored positions (``search.mad.evaluate.plain_accuracy``'s), and how it varies
+    between the test sequences: ``{"accuracy", "queries", "sequences", "sequence_sd"}``.
+
+    Why per sequence: the queries of one MQAR sequence share its keys and the model's state along it, so they are
+    not independent trials; an interval over the test sample is over its sequences
+    (``composer.evidence.clustered_proportion_interval``), which needs their number and the spread of their
+    accuracies (``composer.evidence.cluster_spread``; ``sequence_sd`` None for one sequence). Sequences with no
+    scored position are left out."""
+    mask = targets != IGNORE_INDEX
+    trials = mask.sum(dim=1)
+    successes = ((predictions == targets) & mask).sum(dim=1)
+    scored = trials > 0
+    spread = cluster_spread(successes[scored].tolist(), trials[scored].tolist())
+    queries = int(trials.sum())
+    return {"accuracy": spread["proportion"] if queries else 0.0, "queries": queries,
+            "sequences": spread["clusters"], "sequence_sd": spread["cluster_sd"]}
 
 
 def train_on_mixture(pattern: str, spec, *, lr: float | None = None, widths: str = "search-1m", seed: int = 0,
@@ -78,12 +102,15 @@ def train_on_mixture(pattern: str, spec, *, lr: float | None = None, widths: str
     try:
         late_loss = fit(model, batches(), total, lr=lr, weight_decay=0.0, warmup_fraction=0.1,
                         min_lr_ratio=0.01, grad_clip=1.0, autocast=autocast, rate_scales=dict(spec.rate_scales))
-        accuracy = {str(n): held_out_accuracy(model, data, max(1, 4 * spec.batch_size(n)), device, autocast)
-                    for n, data in zip(lengths, datasets, strict=True)}
+        tested = {str(n): sequence_accuracy(*held_out_predictions(model, data, max(1, 4 * spec.batch_size(n)),
+                                                                  device, autocast))
+                  for n, data in zip(lengths, datasets, strict=True)}
     except NonFinite as err:
         raise CandidateFailed(f"{pattern}: recall mixture at lr {lr:g}: {err.reason}", task="recall",
                               step=err.step) from None
-    return MixtureResult(accuracy, late_loss, total, time.perf_counter() - started)
+    return MixtureResult({n: t["accuracy"] for n, t in tested.items()}, late_loss, total,
+                         time.perf_counter() - started, {n: t["sequences"] for n, t in tested.items()},
+                         {n: t["sequence_sd"] for n, t in tested.items()})
 
 
 def _round_robin(steps_per_length: list[int]) -> list[int]:
@@ -97,4 +124,4 @@ def _round_robin(steps_per_length: list[int]) -> list[int]:
     return order
 
 
-__all__ = ["MixtureResult", "train_on_mixture"]
+__all__ = ["MixtureResult", "sequence_accuracy", "train_on_mixture"]

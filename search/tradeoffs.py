@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from composer.evidence import proportion_interval
+from composer.evidence import clustered_proportion_interval
 from composer.pattern import attention_share
 from search.verdict import SeedNoise, difference_interval
 
@@ -32,7 +32,10 @@ CACHE_LENGTH = "32768"  # the cache the kv objective and the plot read: one sequ
 
 def attach_recall(rows: list[dict[str, Any]], recall_rows: list[dict[str, Any]]) -> None:
     """Copy each finalist's probe result (``recall_rows``: the recall stage's leaderboard) into its row:
-    ``recall`` (accuracy at the longest length), ``recall_mean`` (over the lengths) and ``recall_details``."""
+    ``recall`` (accuracy at the longest length), ``recall_mean`` (over the lengths), ``recall_details``, and what
+    :func:`recall_interval` reads at the longest length: ``recall_queries``, ``recall_sequences`` (the test
+    sequences the queries came in; for a probe recorded before it counted them, its queries over its pairs per
+    sequence, ``kv_pairs``) and ``recall_sequence_sd`` (the sd of their accuracies; None where not recorded)."""
     by_pattern = {row["pattern"]: row for row in recall_rows}
     for row in rows:
         probed = by_pattern.get(row["pattern"])
@@ -44,7 +47,14 @@ def attach_recall(rows: list[dict[str, Any]], recall_rows: list[dict[str, Any]])
         row["recall"] = by_length[longest] if longest else probed["score"]
         row["recall_length"] = int(longest) if longest else None
         row["recall_mean"] = probed["score"]
-        row["recall_queries"] = (details.get("test_queries") or {}).get(longest)
+        queries = (details.get("test_queries") or {}).get(longest)
+        sequences = (details.get("test_sequences") or {}).get(longest)
+        per_sequence = (details.get("kv_pairs") or {}).get(longest)  # MQAR queries every pair once per sequence
+        if sequences is None and queries and per_sequence:
+            sequences = queries // per_sequence
+        row["recall_queries"] = queries
+        row["recall_sequences"] = sequences
+        row["recall_sequence_sd"] = (details.get("sequence_accuracy_sd") or {}).get(longest)
         row["recall_details"] = details
 
 
@@ -52,9 +62,11 @@ def recall_threshold(rows: list[dict[str, Any]], min_recall: float | str) -> tup
     """The recall an answer needs, and where it comes from: a fraction as given, or (``known``) the best recall of
     a known layout with attention among the finalists (None when none was probed).
 
-    ``known`` asks for the lower end of that layout's 95% interval over its test queries (Wilson), not its point
-    estimate: where the known layouts recall 0.9996 and 0.9999 of 16,384 queries, a finalist at 0.9994 is not
-    worse, and the point estimate would reject it on which queries were drawn."""
+    ``known`` asks for the lower end of that layout's 95% interval over its test sequences
+    (:func:`recall_interval`), not its point estimate: where the known layouts recall 0.9996 and 0.9999 of 16,384
+    queries, a finalist at 0.9994 is not worse, and the point estimate would reject it on which sequences were
+    drawn. The interval is the test sample's noise at the one training seed the probe trains, not what another
+    seed would recall, and the reason says so."""
     if min_recall != "known":
         return float(min_recall), f"--min-recall {float(min_recall):g}"
     with_attention = [row for row in rows if row.get("known") and attention_share(row["pattern"]) > 0
@@ -67,16 +79,19 @@ def recall_threshold(rows: list[dict[str, Any]], min_recall: float | str) -> tup
     if interval is None:
         return best["recall"], said
     low = interval[0]
-    return low, f"{said}, at least {low:.4f} (95% interval over its {best['recall_queries']:,} test queries)"
+    return low, (f"{said}, at least {low:.4f} (95% interval over its {best['recall_sequences']:,} test sequences "
+                 f"({best['recall_queries']:,} queries): the test sample's noise at one training seed, not another "
+                 "training seed's)")
 
 
 def meets(row: dict[str, Any], threshold: float | None, within_noise: bool = False) -> bool:
     """Whether a probed finalist recalls at least ``threshold`` (an unprobed one never does).
 
     ``within_noise`` (``--min-recall known``, whose threshold is the lower end of the best known layout's interval):
-    the finalist's own interval over its test queries reaching the threshold is enough, as the front counts two
-    recalls whose intervals overlap as even: 16,372 of 16,384 queries is not worse than 16,379, whose interval's
-    lower end (about 16,372.3) its own interval reaches."""
+    the finalist's own interval over its test sequences (:func:`recall_interval`) reaching the threshold is
+    enough, as the front counts two recalls whose intervals overlap as even: 16,372 of 16,384 queries, one miss in
+    each of 12 of the 256 sequences, is not worse than 16,379, whose interval's lower end (about 16,372.3) its own
+    interval reaches."""
     if threshold is None or row.get("recall") is None:
         return False
     interval = recall_interval(row) if within_noise else None
@@ -107,9 +122,22 @@ def dominates(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
 
 
 def recall_interval(row: dict[str, Any]) -> list[float] | None:
-    """The 95% interval of a row's recall over its test queries, or None where the probe did not count them."""
-    queries = row.get("recall_queries")
-    return proportion_interval(round(row["recall"] * queries), queries) if queries else None
+    """The 95% interval of a row's recall over its test sequences, or None where the probe did not count its
+    queries and the sequences they came in.
+
+    Why sequences: the queries of one MQAR test sequence share its keys and the model's state along it, so the
+    probe's 16,384 queries at 1,024 tokens are 256 sequences' worth of evidence, not 16,384 independent trials;
+    Wilson over the queries called "worse recall" on misses that a few sequences explain. The interval is Wilson's
+    over the queries' effective number (``composer.evidence.clustered_proportion_interval``): the queries divided
+    by the design effect the sequences' spread of accuracy (``recall_sequence_sd``) measures, between 1 (misses
+    spread one per sequence) and the queries per sequence (misses in whole sequences). A probe that did not record
+    that spread gets the widest interval its misses allow (packed into as few sequences as they fill), and a recall
+    of exactly 0 or 1 Wilson's over its sequences. It covers the test sample only: the probe trains one seed, and
+    another training seed could recall more or less."""
+    queries, sequences = row.get("recall_queries"), row.get("recall_sequences")
+    if not queries or not sequences:
+        return None
+    return clustered_proportion_interval(row["recall"], queries, sequences, row.get("recall_sequence_sd"))["ci"]
 
 
 def compare(a: dict[str, Any], b: dict[str, Any], objective: str, noise: SeedNoise | None) -> int | None:

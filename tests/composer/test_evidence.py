@@ -20,6 +20,8 @@ from composer.evidence import (
     VERDICT_SINGLE_SEED,
     VERDICT_WITHIN_NOISE,
     bootstrap_rank_correlation,
+    cluster_spread,
+    clustered_proportion_interval,
     compare_rank_correlations,
     format_interval,
     kendall,
@@ -353,6 +355,81 @@ def test_the_proportion_interval_is_wilsons_and_stays_inside_0_1():
     assert proportion_interval(3, 0) is None
     with pytest.raises(ValueError, match="successes must lie"):
         proportion_interval(11, 10)
+
+
+def test_cluster_spread_is_the_sd_of_the_per_cluster_proportions():
+    successes, trials = [60, 64, 0, 63], [64, 64, 64, 64]
+    spread = _json_roundtrip(cluster_spread(successes, trials))
+    assert spread["clusters"] == 4 and spread["trials"] == 256
+    assert spread["proportion"] == pytest.approx(187 / 256)
+    assert spread["cluster_sd"] == pytest.approx(np.std(np.array(successes) / 64, ddof=1))
+    # unequal clusters: the ratio estimator's standard error, times sqrt(clusters)
+    uneven = cluster_spread([1, 9], [2, 10])
+    se = math.sqrt(2 / 1 * ((1 - 2 * 10 / 12) ** 2 + (9 - 10 * 10 / 12) ** 2) / 12 ** 2)
+    assert uneven["cluster_sd"] == pytest.approx(se * math.sqrt(2))
+    assert cluster_spread([3], [4])["cluster_sd"] is None  # one cluster: no spread
+    with pytest.raises(ValueError, match="one count of trials per cluster"):
+        cluster_spread([1, 2], [3])
+    with pytest.raises(ValueError, match="successes must lie"):
+        cluster_spread([5, 1], [4, 4])
+
+
+def test_the_clustered_interval_is_wilsons_over_the_effective_number_of_independent_items():
+    """Queries within a test sequence share it (its keys, its distances, the model's state along it): the design
+    effect, the clustered variance over the binomial one, divides the queries into as many independent ones."""
+    k, m, p = 256, 64, 0.9
+    independent = clustered_proportion_interval(p, k * m, k, math.sqrt(p * (1 - p) / m))  # binomial within clusters
+    assert independent["design_effect"] == pytest.approx(1.0)
+    assert independent["ci"] == pytest.approx(proportion_interval(p * k * m, k * m))
+    # every sequence all right or all wrong: k items, not k*m (the design effect is capped at m)
+    all_or_nothing = clustered_proportion_interval(p, k * m, k, math.sqrt(p * (1 - p) * k / (k - 1)))
+    assert all_or_nothing["design_effect"] == pytest.approx(m) and all_or_nothing["effective_trials"] == k
+    assert all_or_nothing["ci"] == pytest.approx(proportion_interval(p * k, k))
+    middle = _json_roundtrip(clustered_proportion_interval(p, k * m, k, 3 * math.sqrt(p * (1 - p) / m)))
+    assert middle["design_effect"] == pytest.approx(9.0)
+    assert middle["ci"][0] < independent["ci"][0] and middle["ci"][1] > independent["ci"][1]
+    # less spread than independent queries would give is not taken as more information
+    assert clustered_proportion_interval(p, k * m, k, 0.0)["design_effect"] == 1.0
+
+
+def test_without_a_measured_spread_the_clustered_interval_assumes_the_worst():
+    """No cluster spread (an old record): the largest the proportion allows, its misses packed into as few
+    clusters as they fill; a proportion of 0 or 1 (where the spread is 0 whatever the correlation): each cluster
+    counts as one item, as if its queries stood or fell together."""
+    packed = [64] * 255 + [58]  # 6 misses of 16,384 in one sequence
+    worst = clustered_proportion_interval(16_378 / 16_384, 16_384, 256)
+    spread = cluster_spread(packed, [64] * 256)
+    assert worst["ci"] == pytest.approx(clustered_proportion_interval(spread["proportion"], 16_384, 256,
+                                                                      spread["cluster_sd"])["ci"])
+    assert worst["design_effect"] == pytest.approx(6.0, rel=0.01)  # 6 misses that may be one sequence's
+    whole = clustered_proportion_interval(1 - 128 / 16_384, 16_384, 256)  # 2 sequences' worth: they may be 2
+    assert whole["design_effect"] == 64 and whole["ci"] == pytest.approx(proportion_interval(254, 256))
+    perfect = clustered_proportion_interval(1.0, 16_384, 256, 0.0)
+    assert perfect["ci"] == pytest.approx(proportion_interval(256, 256)) and perfect["ci"][1] == 1.0
+    assert clustered_proportion_interval(0.5, 0, 0)["ci"] is None
+    with pytest.raises(ValueError, match="clusters"):
+        clustered_proportion_interval(0.5, 10, 20)
+    with pytest.raises(ValueError, match="proportion"):
+        clustered_proportion_interval(1.5, 10, 2)
+
+
+def test_the_clustered_interval_covers_where_wilson_over_the_queries_does_not():
+    """256 sequences of 64 queries whose accuracy varies by sequence (beta-distributed, intra-sequence correlation
+    0.2): Wilson over the 16,384 queries as if independent covers the truth far less than 95% of the time; the
+    interval over sequences about 95%."""
+    rng = np.random.default_rng(0)
+    truth, k, m, draws = 0.8, 256, 64, 400
+    a, b = truth * 4.0, (1 - truth) * 4.0  # intra-cluster correlation 1 / (a + b + 1) = 0.2
+    covered = {"clustered": 0, "queries": 0}
+    for _ in range(draws):
+        successes = rng.binomial(m, rng.beta(a, b, size=k))
+        spread = cluster_spread(successes, [m] * k)
+        low, high = clustered_proportion_interval(spread["proportion"], k * m, k, spread["cluster_sd"])["ci"]
+        covered["clustered"] += low <= truth <= high
+        low, high = proportion_interval(int(successes.sum()), k * m)
+        covered["queries"] += low <= truth <= high
+    assert 0.92 <= covered["clustered"] / draws <= 0.98, covered
+    assert covered["queries"] / draws < 0.6, covered
 
 
 def test_selection_optimism_is_the_winners_curse_of_a_rate_grid():

@@ -67,9 +67,29 @@ def test_the_evaluator_reports_accuracy_per_length_and_their_mean(mixture):
     assert result.details["protocol"] == ("mixture" if mixture else "per-length")
     if mixture:  # each accuracy's denominator, for --min-recall known's interval
         assert result.details["test_queries"] == {"32": 16 * 4, "64": 16 * 8}
+        # the queries come in 16 test sequences per length, and the interval is over those (issue 47)
+        assert result.details["test_sequences"] == {"32": 16, "64": 16}
+        spread = result.details["sequence_accuracy_sd"]
+        assert set(spread) == {"32", "64"} and all(0.0 <= sd <= 0.6 for sd in spread.values())
     assert [i for i, _ in reports] == ([0] if mixture else [0, 1]) and reports[-1][1] == pytest.approx(result.score)
     again = RecallEvaluator(budget, "tiny")("AM", 0, lambda *a: None)
     assert again.details["accuracy_by_length"] == by_length, "same seed, same data and training"
+
+
+def test_the_probe_counts_each_test_sequences_queries_and_their_spread():
+    """The interval of a recall is over test sequences, not queries (issue 47): the probe keeps, per length, how
+    many sequences were tested and how much their accuracies vary (``composer.evidence.cluster_spread``)."""
+    import torch
+
+    from search.mad.tasks import IGNORE_INDEX
+    from search.recall_mixture import sequence_accuracy
+
+    x = IGNORE_INDEX
+    targets = torch.tensor([[x, 5, x, 6], [7, x, 8, x], [9, x, x, 3]])
+    predictions = torch.tensor([[0, 5, 0, 1], [7, 0, 8, 0], [9, 0, 0, 3]])
+    said = sequence_accuracy(predictions, targets)
+    assert said["accuracy"] == pytest.approx(5 / 6) and said["sequences"] == 3 and said["queries"] == 6
+    assert said["sequence_sd"] == pytest.approx(float(torch.tensor([0.5, 1.0, 1.0]).std()))
 
 
 def test_the_rate_is_the_lowest_final_training_loss_and_never_a_diverged_one():

@@ -3,8 +3,9 @@
 import pytest
 
 from composer.errors import ConfigError
+from composer.evidence import cluster_spread, proportion_interval
 from search.config import SearchConfig
-from search.tradeoffs import attach_recall, compare, front, known_against, meets, recall_threshold
+from search.tradeoffs import attach_recall, compare, front, known_against, meets, recall_interval, recall_threshold
 from tests.search.records import noise, recorded
 
 
@@ -15,6 +16,25 @@ def finalist(pattern, loss, recall=None, cache=None, known=None):
     if cache is not None:
         row["cost"] = {"cache_bytes": {"4096": cache // 8, "32768": cache}}
     return recorded(row)
+
+
+def probed(pattern, misses, sequences=256, per=64):
+    """The probe's leaderboard row for a finalist that misses ``misses[i]`` of the ``per`` queries of test sequence
+    ``i`` at 1,024 tokens (the other sequences none), as ``search.recall`` records it: 16,384 queries in 256
+    sequences by default, the cpu probe's."""
+    misses = list(misses) + [0] * (sequences - len(misses))
+    spread = cluster_spread([per - miss for miss in misses], [per] * sequences)
+    return {"pattern": pattern, "score": spread["proportion"],
+            "details": {"accuracy_by_length": {"1024": spread["proportion"]}, "test_queries": {"1024": sequences * per},
+                        "test_sequences": {"1024": sequences}, "sequence_accuracy_sd": {"1024": spread["cluster_sd"]},
+                        "kv_pairs": {"1024": per}}}
+
+
+def with_recall(row, misses):
+    """``row`` with the recall the probe gave ``probed(row's pattern, misses)``."""
+    rows = [dict(row)]
+    attach_recall(rows, [probed(row["pattern"], misses)])
+    return rows[0]
 
 
 # the halving answer without attention, two published layouts with it, Llama (losses and recalls made up)
@@ -29,28 +49,67 @@ def test_recall_comes_from_the_probe_at_its_longest_length():
     assert rows[1]["recall"] == 0.2 and rows[1]["recall_length"] == 1024 and rows[1]["recall_mean"] == 0.7
     assert "recall" not in rows[0]  # not probed: no number made up
     assert rows[1]["recall_queries"] is None  # a probe that did not say how many queries: no interval
+    assert rows[1]["recall_sequences"] is None and recall_interval(rows[1]) is None
 
 
 def test_min_recall_known_allows_the_known_layouts_test_sample_noise():
-    # Llama's mixers recall 16,378 of 16,384 queries at 1,024 tokens: a finalist at 0.9994 is not worse than that
+    # Llama's mixers recall 16,378 of 16,384 queries at 1,024 tokens, one miss in each of 6 of its 256 sequences: a
+    # finalist at 0.9994 is not worse than that
     rows = [finalist("SDMMSD", 1.3), finalist("DMDMAM", 1.35, known="linear-7to1"), finalist("AMAMAM", 1.4, known="llama")]
-    queries = {"64": 1_024, "256": 4_096, "1024": 16_384}
-    attach_recall(rows, [{"pattern": p, "score": 1.0, "details": {"accuracy_by_length": {"64": 1.0, "1024": r},
-                                                                   "test_queries": queries}}
-                         for p, r in (("SDMMSD", 0.9994), ("DMDMAM", 0.9990), ("AMAMAM", 16_378 / 16_384))])
+    attach_recall(rows, [probed(p, [1] * misses) for p, misses in (("SDMMSD", 10), ("DMDMAM", 16), ("AMAMAM", 6))])
+    assert rows[2]["recall"] == 16_378 / 16_384 and rows[2]["recall_sequences"] == 256
     threshold, why = recall_threshold(rows, "known")
-    assert 0.999 < threshold < 16_378 / 16_384 and "16,384 test queries" in why, why
+    assert 0.999 < threshold < 16_378 / 16_384, why
+    assert "256 test sequences (16,384 queries)" in why and "not another training seed" in why, why
     assert meets(rows[0], threshold) and not meets({"recall": 0.99}, threshold)
+
+
+def test_a_recalls_interval_is_over_its_test_sequences_not_its_queries():
+    """Issue 47: 16,384 queries from 256 sequences are not 16,384 independent trials. Queries missed together in a
+    few sequences say less than as many missed one per sequence, so their interval is wider: misses spread one per
+    sequence leave it about Wilson's over the queries; misses in whole sequences make it Wilson's over the
+    sequences."""
+    spread_out = with_recall(finalist("SDDMAS", 1.3), [1] * 64)
+    whole = with_recall(finalist("SDDMDM", 1.3), [64])  # the same 64 misses, all in one sequence
+    assert spread_out["recall"] == whole["recall"] == 1 - 64 / 16_384
+    assert recall_interval(spread_out) == pytest.approx(proportion_interval(16_384 - 64, 16_384), rel=0.01)
+    assert recall_interval(whole) == pytest.approx(proportion_interval(255, 256))
+    # one training seed: neither says what another seed would recall, and the summary says so (above)
+
+
+def test_worse_recall_is_not_called_on_a_few_sequences():
+    """Red before issue 47: a finalist that fails 2 of 256 test sequences outright (126 queries) against a known
+    layout that fails none was called worse, since Wilson over the queries saw 16,258 against 16,384; over the
+    sequences, 254 of 256 against 256 of 256 is within the test sample's noise."""
+    ours = with_recall(finalist("SDDMAS", 1.3, cache=9_000), [64, 62])
+    theirs = with_recall(finalist("SMSAMS", 1.3, cache=9_000, known="nemotron-h"), [])
+    assert proportion_interval(16_384 - 126, 16_384)[1] < proportion_interval(16_384, 16_384)[0]  # the old reading
+    assert compare(ours, theirs, "recall", None) == 0
+    # a finalist that fails 40 of 256 sequences is worse however they are counted
+    assert compare(with_recall(ours, [64] * 40), theirs, "recall", None) == 1
+
+
+def test_an_old_probe_row_without_the_sequences_spread_gets_the_worst_case_interval():
+    """A probe recorded before the sequences were (queries and pairs per sequence only): its 16,384 queries are
+    256 sequences of 64, and without their spread its misses count as packed into as few sequences as they fill:
+    the interval is as wide as any spread of them would give."""
+    row = probed("AMAMAM", [1] * 6)
+    for key in ("test_sequences", "sequence_accuracy_sd"):
+        del row["details"][key]
+    rows = [finalist("AMAMAM", 1.4, known="llama")]
+    attach_recall(rows, [row])
+    assert rows[0]["recall_sequences"] == 256 and rows[0]["recall_sequence_sd"] is None
+    packed, spread_out = with_recall(rows[0], [6]), with_recall(rows[0], [1] * 6)
+    assert recall_interval(rows[0]) == pytest.approx(recall_interval(packed))
+    assert recall_interval(rows[0])[0] < recall_interval(spread_out)[0]
 
 
 def test_min_recall_known_keeps_a_finalist_whose_interval_reaches_the_best_known_layouts():
     """The threshold is the lower end of the best known layout's interval; a finalist meets it when its own interval
     reaches it (the two overlap: even, as the front reads recall); one whose interval ends below it does not."""
-    queries = {"1024": 16_384}
     rows = [finalist("SDDMAS", 1.30), finalist("SMSAMS", 1.32, known="nemotron-h"),
             finalist("DMDMAM", 1.35, known="linear-7to1"), finalist("SDDMDM", 1.28)]
-    attach_recall(rows, [{"pattern": p, "score": 1.0, "details": {"accuracy_by_length": {"1024": r / 16_384},
-                                                                   "test_queries": queries}}
+    attach_recall(rows, [probed(p, [1] * (16_384 - r))  # each miss in a sequence of its own
                          for p, r in (("SDDMAS", 16_378), ("SMSAMS", 16_372), ("DMDMAM", 16_379), ("SDDMDM", 16_364))])
     threshold, _ = recall_threshold(rows, "known")
     assert threshold > rows[1]["recall"], "the test needs Nemotron-H's point estimate below the threshold"
@@ -109,10 +168,10 @@ def test_a_lead_the_noise_can_explain_dominates_nothing():
 
 
 def test_recall_is_even_where_the_test_queries_cannot_tell():
-    ours = {**finalist("DDMMAM", 1.3, 0.9990, 9_000), "recall_queries": 16_384}
-    theirs = {**finalist("SMSAMS", 1.3, 0.9994, 9_000, "nemotron-h"), "recall_queries": 16_384}
+    ours = with_recall(finalist("DDMMAM", 1.3, cache=9_000), [1] * 16)  # 0.9990
+    theirs = with_recall(finalist("SMSAMS", 1.3, cache=9_000, known="nemotron-h"), [1] * 10)  # 0.9994
     assert compare(ours, theirs, "recall", None) == 0
-    assert compare(ours, {**theirs, "recall": 0.95}, "recall", None) == -1
+    assert compare(ours, with_recall(theirs, [16] * 51), "recall", None) == -1  # 0.95
     assert compare(ours, {**theirs, "recall_queries": None}, "recall", None) == 1  # uncounted: point values
 
 
