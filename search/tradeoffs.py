@@ -7,15 +7,16 @@ loss can come from a layout with no attention, which recalls 38-53x less than at
 
 * ``--min-recall X`` keeps as answers only the finalists that recall at least ``X`` at the probe's longest length
   (``known``: at least as much as the best known layout with attention among the finalists, within the two
-  recalls' 95% intervals over the test queries);
+  recalls' 95% intervals over the test sequences);
 * ``--objectives score,recall,kv`` returns the finalists no other beats on every objective (loss lower, recall
   higher, cache per sequence at 32K tokens lower), with the known layouts placed among them, and says for each
   known layout whether the answer dominates it.
 
-Dominance weighs the noise (``compare``): a loss is better only when the interval of the difference lies below 0
-(paired over common seeds, else the seed spread measured at the budget of the rung the rows come from stands in,
-as for the answer's verdict, ``search.verdict``; no interval: even), a recall only when the two 95% intervals over the test queries do
-not overlap; the cache is analytic and compared as it is. A difference the noise can explain is "even", so a
+Dominance weighs the noise (``compare``): a loss is better only when the interval of the difference between the
+two rows' evidence records lies below 0 (paired over common seeds, else each side's mean with the seed spread
+measured at their setting standing in, as for the answer's verdict, ``search.verdict``; no interval: even), a
+recall only when the two 95% intervals over the test sequences do not overlap; the cache is analytic and compared
+as it is. A difference the noise can explain is "even", so a
 finalist that leads a known layout by less than the seed noise does not dominate it.
 """
 
