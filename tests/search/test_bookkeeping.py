@@ -92,10 +92,11 @@ def rungs_of(out: str | Path) -> list[dict]:
 def test_every_setting_that_changes_a_score_changes_the_study_name(setting):
     other = {"widths": "tiny", "target": "llama-350m", "data": "other.jsonl", "tokenizer": "gpt2",
              "min_share": {"A": 0.2}, "max_share": {"A": 0.5}, "max_params": 10**6, "max_kv": "64MiB@32K", "known": False,
-             "prune": False, "compile": True, "depth": 12, "attention_at_target": "keep"}
+             "prune": False, "compile": True, "depth": 12, "attention_at_target": "keep", "text_field": "body"}
     assert set(other) == set(SCORE_SETTINGS_DIGESTED)
-    default = SearchConfig(precision="fp32")
-    assert SearchConfig(precision="fp32", **{setting: other[setting]}).study_name != default.study_name
+    base = {"data": "other.jsonl"} if setting == "text_field" else {}  # a text field is one of --data's
+    default = SearchConfig(precision="fp32", **base)
+    assert SearchConfig(precision="fp32", **base, **{setting: other[setting]}).study_name != default.study_name
 
 
 def test_a_default_search_keeps_the_study_name_it_had():
