@@ -36,6 +36,7 @@ import torch
 import torch.nn.functional as F
 
 from composer.errors import ComposerUsageError, ConfigError
+from composer.evaluation.loading import check_device, check_model_dir, find_model_tokenizer, load_model
 
 INSTALL_HINT = "pip install 'composer-hnas[eval]'"
 MODEL_NAME = "composer"  # the name ComposerLM is registered under in lm_eval's model registry
@@ -343,43 +344,6 @@ def _register() -> None:
 _register()
 
 
-# -- loading -------------------------------------------------------------------------------------------------
-def load_model(directory: str | Path, device: str | torch.device = "cpu") -> Any:
-    """The model ``composer train`` exported to ``directory`` (``<out>/model``), in eval mode."""
-    from composer.interop.model_dir import load_pretrained
-
-    directory = Path(directory)
-    check_model_dir(directory)
-    return load_pretrained(directory, device=device)
-
-
-def check_model_dir(directory: Path) -> None:
-    """A one-line error unless ``directory`` looks like a model that composer train exported."""
-    if not directory.is_dir():
-        raise ConfigError(f"model directory {str(directory)!r} does not exist")
-    if not (directory / "config.json").is_file() and (directory / "model" / "config.json").is_file():
-        raise ConfigError(f"{str(directory)!r} is a run directory: pass the model/ folder inside it")
-    if (directory / "config.json").is_file():  # damaged files: one line now, before lm-eval loads its task index
-        from composer.files import check_safetensors
-        from composer.interop.model_dir import read_arch
-
-        read_arch(directory / "config.json")
-        check_safetensors(directory / "model.safetensors")
-
-
-def find_model_tokenizer(model_dir: Path) -> tuple[str, str]:
-    """The tokenizer spec recorded with the model, and where it was read (``find_tokenizer``)."""
-    from composer.interop.export import find_tokenizer
-
-    spec, source = find_tokenizer(model_dir)
-    if spec is None:
-        raise ConfigError(
-            f"no tokenizer is recorded with {str(model_dir)!r} (no tokenizer files in it and no summary.json "
-            "beside it): pass --tokenizer (e.g. bytes, or the name or directory composer train was given)"
-        )
-    return spec, source
-
-
 # -- the evaluation ------------------------------------------------------------------------------------------
 def task_manager(
     include_path: str | Path | Sequence[str | Path] | None = None, tasks: Sequence[str] | None = None
@@ -448,7 +412,7 @@ def evaluate(
     check_model_dir(model_dir)
     manager = task_manager(include_path, tasks) if manager is None else manager
     tasks = check_tasks(manager, tasks)
-    _check_device(device)
+    check_device(device)
     lm = ComposerLM(pretrained=model_dir, tokenizer=tokenizer, batch_size=batch_size, device=device)
     started = time.perf_counter()
     try:
@@ -469,15 +433,6 @@ def evaluate(
     return build_report(results, lm, model_dir, tasks=list(tasks), include_path=include_path, limit=limit,
                         batch_size=batch_size, device=device, num_fewshot=num_fewshot, seed=seed,
                         elapsed_s=elapsed)
-
-
-def _check_device(device: str) -> None:
-    try:
-        torch.device(device)
-    except (RuntimeError, TypeError) as err:
-        raise ConfigError(f"--device {device!r} is not a torch device ({err})") from None
-    if str(device).startswith("cuda") and not torch.cuda.is_available():
-        raise ConfigError(f"--device {device!r}: CUDA is not available here")
 
 
 def metrics_of(task_results: dict[str, Any]) -> dict[str, float | None]:

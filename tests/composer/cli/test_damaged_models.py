@@ -108,6 +108,7 @@ def test_hybridize_from_a_transformers_checkpoint_without_a_field(checkpoints, t
 COMMANDS = {
     "generate": lambda model, tmp: ["generate", "--model", str(model), "--prompt", "hi", "--max-new-tokens", "2"],
     "eval": lambda model, tmp: ["eval", "--model", str(model), "--tasks", "lambada_openai", "--limit", "1"],
+    "eval --tasks recall": lambda model, tmp: ["eval", "--model", str(model), "--tasks", "recall", "--limit", "2"],
     "export": lambda model, tmp: ["export", "--model", str(model), "--out", str(tmp / "exported")],
     "hybridize --from": lambda model, tmp: ["hybridize", "--from", str(model), "--pattern", "AMDM", "--out",
                                              str(tmp / "h"), "--tokens", "8192", "--wandb", "off"],
