@@ -219,11 +219,13 @@ def run_search(config: SearchConfig, echo=print) -> dict[str, Any]:
         add_decode_speed(rows, config.report_target, echo)
     first = done[0].stage.first
     ranked = rows if answer.eligible is None else answer.eligible  # the rows an answer may come from
-    from search.lm import stage_setting
+    from search.lm import measured_seed_noise, stage_setting
 
-    answered = next(run.config for run in done if run.study is study)
+    answered = next(run.config for run in done if run.study is study)  # the stage the answer comes from
     attach(rows, stage_setting(answered), answered.seed)  # a strategy that has not given its rows theirs
-    comparison = compare_with_known(ranked, maximize, seed_noise_of(done, study))
+    # the seed spread measured at that stage's budget stands in for seeds its scores were not trained on, where
+    # its setting is theirs (search.verdict)
+    comparison = compare_with_known(ranked, maximize, measured_seed_noise(answered.evaluator, answered.budget))
     if answer.eligible is not None and not answer.eligible:
         comparison.update(answer=None, recommended=None,
                           note="no finalist meets --min-recall: " + str(answer.summary.get("min_recall", {}).get(
@@ -254,15 +256,6 @@ def run_search(config: SearchConfig, echo=print) -> dict[str, Any]:
             "vs_known": comparison, "rungs": answer.files.get("rungs.json"),
             **{key: answer.summary[key] for key in ("min_recall", "front", "recall_probe", "confirmation")
                if key in answer.summary}}
-
-
-def seed_noise_of(done: list[StageRun], study: Any):
-    """The seed spread measured at the budget of the stage the answer comes from (an ``lm`` budget's
-    ``seed_noise``), or None: it stands in for seeds the answer's scores were not trained on (``search.verdict``)."""
-    from search.lm import measured_seed_noise
-
-    config = next((run.config for run in done if run.study is study), None)
-    return None if config is None else measured_seed_noise(config.evaluator, config.budget)
 
 
 def cost_table(rows: list[dict[str, Any]]) -> str:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from search.evidence_record import SeedNoise, difference, held_out_seeds, of
+from search.evidence_record import Evidence, SeedNoise, difference, held_out_seeds, of
 
 ANSWERS = ("new", "known", "tie")
 
@@ -70,14 +70,14 @@ def explain(answer: str, new: dict, known: dict, interval: dict) -> str:
             f"{known['pattern']} (train more seeds of both to separate them)")
 
 
-def held_out_verdict(new: dict, known: dict, noise: SeedNoise | None, maximize: bool) -> dict[str, Any]:
+def held_out_verdict(new: Evidence, known: Evidence, noise: SeedNoise | None, maximize: bool) -> dict[str, Any]:
     """The verdict over the seeds on which neither finalist was chosen nor had its rate chosen (the winner's curse
     left out): ``{"seeds", "answer", "difference", "ci", "method"}``; ``answer`` None when no seed is held out."""
-    seeds = held_out_seeds(of(new), of(known))
+    seeds = held_out_seeds(new, known)
     if not seeds:
         return {"seeds": [], "answer": None, "difference": None, "ci": None,
                 "method": "no seed held out: every seed both have chose a finalist or its rate"}
-    interval = difference_interval(new, known, noise, seeds=seeds)
+    interval = difference(new, known, noise, seeds=seeds)
     return {"seeds": seeds, "answer": decide(interval["ci"], maximize), "difference": interval["difference"],
             "ci": interval["ci"], "method": interval["method"]}
 
@@ -100,19 +100,18 @@ def compare_with_known(rows: list[dict], maximize: bool, noise: SeedNoise | None
     if known is None or new is None:
         result["note"] = "no known layout was scored" if known is None else "every scored pattern is a known layout"
         return result
-    interval = difference_interval(new, known, noise)
-    answer = decide(interval["ci"], maximize)
-    difference = interval["difference"]
     new_record, known_record = of(new), of(known)
+    interval = difference(new_record, known_record, noise)
+    answer = decide(interval["ci"], maximize)
     result["best_new"].update(mean=new_record.mean, seeds=new_record.seeds)
     result["best_known"].update(mean=known_record.mean, seeds=known_record.seeds)
-    result.update(answer=answer, difference=difference, ci=interval["ci"], interval=interval["method"],
-                  new_is_better=difference > 0 if maximize else difference < 0,
+    result.update(answer=answer, difference=interval["difference"], ci=interval["ci"], interval=interval["method"],
+                  new_is_better=interval["difference"] > 0 if maximize else interval["difference"] < 0,
                   recommended=new["pattern"] if answer == "new" else known["pattern"],
                   verdict=explain(answer, new, known, interval), setting=interval["setting"],
                   seeds=interval["seeds"], new_seeds=interval["new_seeds"], known_seeds=interval["known_seeds"],
                   selected_on=sorted(new_record.selected_on | known_record.selected_on),
-                  held_out=held_out_verdict(new, known, noise, maximize),
+                  held_out=held_out_verdict(new_record, known_record, noise, maximize),
                   noise_source=interval["noise"])
     if noise is not None:
         result["seed_noise"] = {**noise.as_dict(), "used": interval["noise"] is not None}
