@@ -51,7 +51,7 @@ def train_run(pattern: str, args: argparse.Namespace, lr: float, seed: int, out:
     from composer.training import TrainConfig, train
 
     config = TrainConfig(arch=pattern, preset=args.preset, data=args.data, tokens=args.tokens, seq_len=args.seq_len,
-                         batch_size=args.batch_size, lr=lr, seed=seed, wandb="off", out=str(out), val_batches=20,
+                         batch_size=args.batch_size, lr=lr, seed=seed, repeat_share=args.repeat_share, wandb="off", out=str(out), val_batches=20,
                          val_tokens=args.val_tokens, log_interval=10**9, checkpoint_interval=10**9,
                          keep_checkpoints=1, precision="32-true", progress=False, schedule="wsd", warmup=args.warmup)
     started = time.perf_counter()
@@ -149,6 +149,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--seq-len", type=int, default=512, help="training context, also the recall's (512)")
     parser.add_argument("--tokens", type=int, default=2_000_000, help="training tokens per run (2M)")
     parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--repeat-share", type=float, default=0.0,
+                        help="share of training windows that repeat a span of their own text (default 0: plain text)")
     parser.add_argument("--warmup", type=int, default=10, help="warmup steps of the wsd schedule (10)")
     parser.add_argument("--lrs", default="1e-3,2e-3", help="rates tried on the first seed (1e-3,2e-3)")
     parser.add_argument("--seeds", default="0,1", help="training seeds (0,1)")
@@ -171,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     path = out / "runs.json"
     saved = json.loads(path.read_text()) if path.is_file() else {}
     setting = {key: getattr(args, key) for key in ("preset", "seq_len", "tokens", "batch_size", "warmup", "lrs",
-                                                     "val_tokens", "sequences", "data")}
+                                                     "val_tokens", "sequences", "data", "repeat_share")}
     if saved and saved.get("setting") != setting:
         print(f"trained_recall: {path} holds runs of another setting; pass another --out", file=sys.stderr)
         return 2

@@ -29,6 +29,9 @@ HELP = {
     "progress": "print the run's step lines (default on)",
     "curve_points": "record a learning curve: about N validations spaced in log-steps (summary.json's curve)",
     "curve_tokens": "held-out tokens per curve point (default 8192; the final validation reads --val-tokens)",
+    "repeat_share": "share of training windows that repeat a span of their own text later in the window, a "
+    "recall-bearing stream (default 0; validation text is never changed)",
+    "repeat_span": "tokens per repeated span (default 64 bytes or 32 subword tokens, at most seq_len / 4)",
     "max_documents": "use only the first N documents (quick smoke runs)",
     "options": "per-primitive options as JSON, e.g. '{\"W\": {\"window\": 1024}}' (see docs/primitives.md)",
     "init_from": "start from this model (a Composer model directory or a transformers checkpoint): its widths, "

@@ -67,6 +67,10 @@ class DataConfig:
     max_documents: int | None = None
     val_documents: int = DEFAULT_VAL_DOCUMENTS
     text_unit: str = "paragraph"
+    # a recall-bearing share of the training windows repeat a span of their own text (composer.data.repeated_spans);
+    # repeat_span None: 64 bytes or 32 subword tokens, at most a quarter of seq_len. Validation is never changed.
+    repeat_share: float = 0.0
+    repeat_span: int | None = None
 
     def __post_init__(self) -> None:
         for name in ("source", "tokenizer", "cache_dir"):
@@ -93,6 +97,11 @@ class DataConfig:
             raise DataError(f"val_fraction must be in [0, 1), got {self.val_fraction}")
         if self.streaming is not None and not isinstance(self.streaming, bool):
             raise DataError(f"streaming must be True, False or None (automatic), got {self.streaming!r}")
+        if isinstance(self.repeat_share, bool) or not isinstance(self.repeat_share, (int, float)) or not (
+                0.0 <= self.repeat_share <= 1.0):
+            raise DataError(f"repeat_share must be a fraction of the training windows in [0, 1], got {self.repeat_share!r}")
+        if self.repeat_span is not None:
+            _check_int("repeat_span", self.repeat_span, minimum=1)
         if self.text_unit not in TEXT_UNITS:
             raise DataError(f"text_unit must be one of {', '.join(TEXT_UNITS)}, got {self.text_unit!r}")
 

@@ -29,6 +29,7 @@ from composer.data.cache import open_tokens
 from composer.data.errors import DataError
 from composer.data.loader import ResumableStream, worker_slot
 from composer.data.packing import ChunkOrder, gather_chunks, num_chunks
+from composer.data.repeated_spans import RepeatedSpans
 
 STATE_VERSION = 1
 
@@ -94,9 +95,13 @@ class PackedTokenDataset(ResumableStream):
         world_size: int = 1,
         shuffle: bool = True,
         fingerprint: str = "",
+        repeats: RepeatedSpans | None = None,
     ) -> None:
         super().__init__()
         _check_shape(seq_len, micro_batch_size, rank, world_size)
+        if repeats is not None:
+            repeats.check_fits(seq_len)
+        self.repeats = repeats if repeats is not None and repeats.share > 0 else None
         self.tokens = _TokenArray(tokens)
         self.seq_len = seq_len
         self.micro_batch_size = micro_batch_size
@@ -125,8 +130,11 @@ class PackedTokenDataset(ResumableStream):
         tokens = self.tokens.array
         index = worker
         while True:
-            chunk_ids = order[self.micro_batch_positions(index)]
-            yield torch.from_numpy(gather_chunks(tokens, chunk_ids, self.seq_len)), None
+            positions = self.micro_batch_positions(index)
+            windows = gather_chunks(tokens, order[positions], self.seq_len)
+            if self.repeats is not None:
+                self.repeats.apply(windows, positions)
+            yield torch.from_numpy(windows), None
             index += workers
 
     def state_dict(self, batches_consumed: int | None = None) -> dict[str, Any]:

@@ -30,6 +30,7 @@ from composer.data.errors import DataError
 from composer.data.loader import ResumableStream
 from composer.data.packed import PackedTokenDataset, ValidationDataset
 from composer.data.packing import dropped_tail, num_chunks
+from composer.data.repeated_spans import RepeatedSpans, default_span
 from composer.data.sources import Source, StdlibSource, resolve_source
 from composer.data.streaming import StreamingTokenDataset, prepare_stream_validation, stream_cache_dir
 from composer.data.tokenizer import ByteTokenizer, HFTokenizer, load_tokenizer
@@ -113,6 +114,9 @@ class DataPipeline:
         self.load()
         config = self.config
         if self._stream_dir is not None:
+            if config.repeat_share > 0:
+                raise DataError("repeat_share repeats spans in a materialised corpus's windows; a streamed source "
+                                "has none: pass streaming=False (or a local copy of the data)")
             held_out = np.load(self._stream_dir / "held_out.npy")
             dataset = StreamingTokenDataset(
                 self.source.open_stream(config),
@@ -132,6 +136,7 @@ class DataPipeline:
             return dataset
         corpus = self.corpus
         meta = corpus.meta
+        repeats = self.repeated_spans()
         return PackedTokenDataset(
             corpus.train_path,
             config.seq_len,
@@ -139,8 +144,18 @@ class DataPipeline:
             seed=config.seed,
             rank=rank,
             world_size=world_size,
-            fingerprint=f"{self.tokenizer.fingerprint}:{meta['documents']}:{meta['train_tokens']}:{meta['val_tokens']}",
+            fingerprint=f"{self.tokenizer.fingerprint}:{meta['documents']}:{meta['train_tokens']}:{meta['val_tokens']}"
+            + (f":{repeats.identity}" if repeats is not None else ""),
+            repeats=repeats,
         )
+
+    def repeated_spans(self) -> RepeatedSpans | None:
+        """The recall-bearing share of the training stream (``repeat_share``), or ``None`` when there is none."""
+        config = self.config
+        if config.repeat_share <= 0:
+            return None
+        span = config.repeat_span or default_span(isinstance(self.tokenizer, ByteTokenizer), config.seq_len)
+        return RepeatedSpans(config.repeat_share, span, config.seed)
 
     def val_dataset(self, micro_batch_size: int, rank: int = 0, world_size: int = 1) -> ValidationDataset:
         """This rank's share of the fixed held-out sequences (at most ``val_sequences`` in all ranks)."""

@@ -53,13 +53,13 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from composer.data.repeated_spans import default_span as span_for
 from composer.data.tokenizer import ByteTokenizer
 from composer.errors import ConfigError
 from composer.evidence import format_interval, paired_difference
 
 TASK = "recall"  # the name composer eval knows it by
 KINDS = ("text", "random")
-BYTE_SPAN, SUBWORD_SPAN = 64, 32
 BYTE_NGRAM, SUBWORD_NGRAM = 8, 3
 PRINTABLE_BYTES = np.arange(32, 127)  # what random spans of the byte tokenizer are drawn from
 DEFAULT_SEQUENCES = 64  # per kind (each scored at every distance) and AR windows
@@ -72,8 +72,9 @@ def is_bytes(tokenizer: Any) -> bool:
 
 
 def default_span(tokenizer: Any, seq_len: int) -> int:
-    """64 bytes or 32 subword tokens, at most a quarter of the context (module docstring)."""
-    return max(2, min(BYTE_SPAN if is_bytes(tokenizer) else SUBWORD_SPAN, seq_len // 4))
+    """64 bytes or 32 subword tokens, at most a quarter of the context (module docstring); the span length the
+    recall-bearing training stream repeats too (``composer.data.repeated_spans``)."""
+    return span_for(is_bytes(tokenizer), seq_len)
 
 
 def default_ngram(tokenizer: Any) -> int:

@@ -37,6 +37,10 @@ class TrainConfig:
     # chooses the held-out documents; `seed` never does, so runs differing only in `seed` share their validation text
     data_seed: int = 0
     max_documents: int | None = None
+    # a recall-bearing stream: this share of the training windows repeat a span of their own text later in the window
+    # (composer/data/repeated_spans.py); repeat_span None: 64 bytes or 32 subword tokens. Validation stays plain text.
+    repeat_share: float = 0.0
+    repeat_span: int | None = None
     num_workers: int = 0
     data_cache: str | None = None
     # budget and batch

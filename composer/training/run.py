@@ -250,6 +250,8 @@ def build(config: TrainConfig, save_on_sigterm: bool = True,
             cache_dir=config.data_cache,
             num_workers=config.num_workers,
             max_documents=config.max_documents,
+            repeat_share=config.repeat_share,
+            repeat_span=config.repeat_span,
         ),
         micro_batch_size=plan.micro_batch_size,
     )
