@@ -33,8 +33,10 @@ SCORE_SETTINGS_DIGESTED = ("widths", "target", "data", "tokenizer", "min_share",
 
 # the key of the budget's definition digest in a study's stored score settings (budget_definition_digest)
 BUDGET_DEFINITION = "budget_definition"
-# a budget's fields that change no score: its prose, and the seed spread a verdict reads (search.verdict)
-NOT_SCORED_BUDGET_FIELDS = ("description", "seed_noise")
+# a budget's fields that change no score: its prose, the seed spread a verdict reads (search.verdict), and the
+# sequences a trained model's recall is measured on (search.trained_recall: beside the score, never in it; a study
+# scored before it was measured resumes, its rows without the figure)
+NOT_SCORED_BUDGET_FIELDS = ("description", "seed_noise", "recall_sequences")
 
 
 def budget_definition_digest(evaluator: str, budget: str, strategy: str = "one-shot") -> str | None:

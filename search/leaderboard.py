@@ -52,6 +52,8 @@ def leaderboard(study: optuna.Study, maximize: bool, known: dict[str, str] | Non
             row["pareto"] = trial.number in pareto
         if "tokens_per_s" in attrs:
             row["tokens_per_s"] = attrs["tokens_per_s"]
+        if (attrs.get("details") or {}).get("trained_recall"):  # the trained model's recall (search.trained_recall)
+            row["trained_recall"] = attrs["details"]["trained_recall"]
         rows.append(row)
     rows.sort(key=lambda r: (-r["score"] if maximize else r["score"], r["trial"]))
     for rank, row in enumerate(rows, start=1):
@@ -90,10 +92,10 @@ def write_leaderboard(rows: list[dict[str, Any]], out: Path, extra: dict[str, An
     atomic_write_json(out / "leaderboard.json", rows)
     columns = ["rank", "pattern", "compact", "score", "known", "lr", "params", "non_embedding_params",
                "attention_share", "kv_cache_bytes_per_token", "cache_bytes_4096", "cache_bytes_32768", "trial",
-               "seconds"]
+               "seconds", "trained_recall_gain"]
     # the serving cost at 4K and 32K tokens as columns of their own
-    flat = [{**row, **{f"cache_bytes_{n}": size for n, size in (row.get("cost") or {}).get("cache_bytes", {}).items()}}
-            for row in rows]
+    flat = [{**row, **{f"cache_bytes_{n}": size for n, size in (row.get("cost") or {}).get("cache_bytes", {}).items()},
+             "trained_recall_gain": (row.get("trained_recall") or {}).get("value")} for row in rows]
     atomic_write_csv(out / "leaderboard.csv", flat, columns)
     best = {**rows[0], **extra} if rows else {"pattern": None, **extra}
     atomic_write_json(out / "best.json", best)

@@ -70,6 +70,10 @@ class LMBudget:
     # first seed; the budget's rates where neither is known), so its seeds pair with the last rung's
     # (search.evidence_record: a record takes further seeds only at its own rate)
     confirms: bool = False
+    # sequences of each kind the trained model's recall is measured on after every run at the chosen rate
+    # (search.trained_recall: the copy gain of random spans at the longest distance, at the run's seq_len, on its
+    # held-out text); 0: not measured. A confirmation inherits its rung's
+    recall_sequences: int = 0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "lrs", tuple(sorted(checked_rates(self.lrs, f"lm budget {self.name!r}: lrs"))))
@@ -78,6 +82,10 @@ class LMBudget:
                               f"{self.batch_size} x {self.seq_len}")
         if not isinstance(self.seeds, int) or self.seeds < 1:
             raise ConfigError(f"lm budget {self.name!r}: seeds must be a positive integer, got {self.seeds!r}")
+        if isinstance(self.recall_sequences, bool) or not isinstance(self.recall_sequences, int) or \
+                self.recall_sequences == 1 or self.recall_sequences < 0:
+            raise ConfigError(f"lm budget {self.name!r}: recall_sequences is 0 (not measured) or at least 2, got "
+                              f"{self.recall_sequences!r}")
         if (self.keeps_trunk or self.continues) and (self.schedule != "wsd" or self.warmup is None
                                                      or self.warmup < 1):
             raise ConfigError(f"lm budget {self.name!r}: a trunk is shared only under schedule 'wsd' with its "
@@ -101,7 +109,8 @@ LM_BUDGETS: dict[str, LMBudget] = {budget.name: budget for budget in (
     LMBudget("rung-smoke-0", 8_192, 64, 8, (3e-3,), val_tokens=4_096, schedule="wsd", warmup=2, curve_points=4,
              curve_tokens=1_024, description="smoke ladder, rung 0"),
     LMBudget("rung-smoke-1", 16_384, 64, 8, (1e-3, 3e-3), val_tokens=4_096, extrapolate_to="tiny", schedule="wsd",
-             warmup=2, curve_points=4, curve_tokens=1_024, description="smoke ladder, last rung at the tiny preset"),
+             warmup=2, curve_points=4, curve_tokens=1_024, recall_sequences=4,
+             description="smoke ladder, last rung at the tiny preset"),
     LMBudget("rung-cpu-0", 100_000, 128, 8, (1e-3, 3e-3), schedule="wsd", warmup=5, curve_points=6,
              curve_tokens=4_096, description="cpu ladder, rung 0: 100K tokens, search-1m"),
     # rung 1 trains the pattern at the target's shape for a quarter of its tokens: the 6-layer proxy at 400K tokens
@@ -111,7 +120,7 @@ LM_BUDGETS: dict[str, LMBudget] = {budget.name: budget for budget in (
              curve_points=8, keeps_trunk=True,
              description="cpu ladder, rung 1: stacked to demo-4m, 125K tokens (a quarter of the target's)"),
     LMBudget("rung-cpu-2", 500_000, 128, 16, (1e-3, 2e-3), extrapolate_to="demo-4m", schedule="wsd", warmup=6,
-             curve_points=8, continues=True,
+             curve_points=8, continues=True, recall_sequences=32,
              # 3 seeds of AMAMAM and MMAMMM each at this budget (wsd, lr 1e-3, fresh runs): pooled sd 0.0158
              seed_noise=SeedNoise(0.0158, 4, "pooled over 3 seeds of AMAMAM and MMAMMM at rung-cpu-2's budget, "
                                               "docs/search.md 'Over 3 seeds'",
@@ -126,7 +135,7 @@ LM_BUDGETS: dict[str, LMBudget] = {budget.name: budget for budget in (
     # 3 seeds: the search's answer is decided by a paired interval over them (search.verdict), which 2 cannot give
     LMBudget("rung-gpu-2", 200_000_000, 2048, 64, (3e-4, 1e-3, 2e-3), seeds=3, extrapolate_to="llama-350m",
              val_tokens=1_048_576, schedule="wsd", warmup=40, curve_points=8, curve_tokens=65_536, continues=True,
-             description="gpu ladder, last rung: llama-350m widths, 200M tokens, 3 seeds, continued from rung 1"),
+             recall_sequences=64, description="gpu ladder, last rung: llama-350m widths, 200M tokens, 3 seeds, continued from rung 1"),
 )}
 
 
@@ -142,6 +151,7 @@ class Run:
     trunk_tokens: int | None = None
     trained_tokens: int | None = None
     continued_from_tokens: int | None = None
+    model_dir: Path | None = None  # the model composer train exported (gone once the evaluation ends)
 
 
 def as_run(result: Run | tuple) -> Run:
@@ -273,6 +283,7 @@ class LanguageModelEvaluator:
         # disk, or the study moved)
         self.chosen_rates = dict(chosen_rates or {})
         self.attention_at_target = attention_at_target  # how a new pattern's attention grows to extrapolate_to
+        self._held_out = None  # search.trained_recall.HeldOut: the held-out text recall is measured on, read once
 
     def trained_pattern(self, pattern: str) -> str:
         """What is trained for ``pattern``: itself, or the model it becomes at ``extrapolate_to``'s size (stacked,
@@ -337,8 +348,32 @@ class LanguageModelEvaluator:
                     return Run(None, None)
                 raise
         loss = summary["val_loss"]
+        model_dir = Path(summary["model_dir"]) if summary.get("model_dir") else None
         return Run(loss if loss is not None and math.isfinite(loss) else None, summary.get("tokens_per_s"),
-                   curve=summary.get("curve"), **extra)
+                   curve=summary.get("curve"), model_dir=model_dir, **extra)
+
+    def _measure_recall(self, at_rate: dict[int, Run]) -> dict[str, Any]:
+        """The trained models' recall where the budget asks for it (``recall_sequences``): each seed's compact
+        report (``details["recall"]``) and their figure (``details["trained_recall"]``, ``search.trained_recall``).
+        Runs without an exported model (diverged, or a stand-in's) are not measured; a held-out split too small to
+        measure on is recorded as the reason instead, the loss still scores the candidate."""
+        if not self.spec.recall_sequences:
+            return {}
+        from search.trained_recall import PER_SEED, SUMMARY, HeldOut, measure_run, seed_averaged
+
+        if self._held_out is None:
+            self._held_out = HeldOut()  # the same text for every seed and candidate: read once
+        reports = {}
+        try:
+            for seed, run in at_rate.items():
+                if run.loss is not None and run.model_dir is not None:
+                    reports[str(seed)] = measure_run(run.model_dir, self.spec.seq_len, self.spec.recall_sequences,
+                                                     self._held_out)
+        except ConfigError as err:
+            return {f"{SUMMARY}_error": str(err)}
+        if not reports:
+            return {}
+        return {PER_SEED: reports, SUMMARY: seed_averaged(reports)}
 
     @staticmethod
     def _past_edge(lr: float | None, rates: tuple[float, ...]) -> float | None:
@@ -411,10 +446,12 @@ class LanguageModelEvaluator:
                     raise CandidateFailed(f"training diverged at every learning rate ({listed})")
                 if self.spec.keeps_trunk and runs[lr].trunk is not None:
                     self.trunks.keep(self.trunk_key(trained, lr, seed), runs[lr].trunk)
-                losses = {seed: sweep[lr]}
+                at_rate = {seed: runs[lr]}
                 for number, extra in enumerate(range(seed + 1, seed + self.spec.seeds), start=len(rates) + 1):
                     self._run_context = {"run": number, "runs": total}
-                    losses[extra] = as_run(self.train_once(trained, lr, extra)).loss
+                    at_rate[extra] = as_run(self.train_once(trained, lr, extra))
+                losses = {s: run.loss for s, run in at_rate.items()}
+                recall = self._measure_recall(at_rate)  # while the runs' models are still on disk
             finally:
                 self._work, self._run_context = None, {}
         finite = [loss for loss in losses.values() if loss is not None]
@@ -443,6 +480,7 @@ class LanguageModelEvaluator:
         if extended is not None:
             details["lr_extended"] = extended
         details["losses"] = {str(s): v for s, v in losses.items()}  # every seed, one or more (search.evidence_record)
+        details.update(recall)
         if trained != pattern:
             details["trained_pattern"] = trained
         return Evaluation(score=score, details=details, seconds=time.perf_counter() - started)

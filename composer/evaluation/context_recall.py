@@ -202,10 +202,13 @@ def copy_gain(
     distances: Sequence[int],
     batch_size: int = DEFAULT_BATCH_SIZE,
     device: torch.device | None = None,
+    per_sequence: bool = False,
 ) -> list[dict[str, Any]]:
     """Per kind and distance: the mean losses of the first and second copies (their first tokens left out) and
     the gain, first minus second, with its interval over sequences. The model reads each sequence up to the end
-    of its second copy: a causal model's losses there do not depend on the filler after it."""
+    of its second copy: a causal model's losses there do not depend on the filler after it. ``per_sequence``: each
+    row also holds ``gains``, every sequence's gain in order (the same sequences for every model scored with the
+    same material), for a caller that averages a sequence over several models before its interval."""
     device = model_device(model) if device is None else device
     rows = []
     for kind, spans in material.spans.items():
@@ -220,6 +223,8 @@ def copy_gain(
             rows.append({"kind": kind, "distance": int(distance), "first_loss": float(first.mean()),
                          "second_loss": float(second.mean()), "gain": gain["mean"], "gain_ci": gain["ci"],
                          "gain_sd": gain["sd"], "n": gain["n"]})
+            if per_sequence:
+                rows[-1]["gains"] = [float(value) for value in first - second]
     return rows
 
 
@@ -319,6 +324,7 @@ def measure(
     *,
     seq_len: int | None = None,
     device: str | torch.device | None = None,
+    per_sequence: bool = False,
     **options: Any,
 ) -> dict[str, Any]:
     """The copy gain and the AR slice of ``model`` on held-out ``tokens`` (a 1-D array of the tokenizer's ids,
@@ -328,7 +334,8 @@ def measure(
     forward); ``seq_len``: the context (default ``model.arch.max_seq_len``; pass the one it trained at);
     ``options``: ``span``, ``ngram`` (default per tokenizer), ``sequences`` (per kind of span, each scored at
     every distance, and the number of AR windows; default 64), ``seed`` (of spans and fillers; 0) and
-    ``batch_size`` (8), as :func:`resolve_settings` takes them."""
+    ``batch_size`` (8), as :func:`resolve_settings` takes them; ``per_sequence``: each copy row also lists every
+    sequence's gain (``gains``, :func:`copy_gain`)."""
     settings = resolve_settings(tokenizer, int(model.arch.max_seq_len) if seq_len is None else seq_len, **options)
     device = model_device(model) if device is None else torch.device(device)
     started = time.perf_counter()
@@ -336,7 +343,7 @@ def measure(
                                   settings["seed"])
     windows = held_out_windows(tokens, settings["seq_len"], settings["sequences"])
     with evaluating(model):
-        copy = copy_gain(model, material, settings["distances"], settings["batch_size"], device)
+        copy = copy_gain(model, material, settings["distances"], settings["batch_size"], device, per_sequence)
         slice_ = ar_slice(model, windows, settings["ngram"], settings["batch_size"], device)
     return {**settings, "held_out_tokens": int(len(tokens)), "copy": copy, "ar_slice": slice_,
             "elapsed_s": time.perf_counter() - started}

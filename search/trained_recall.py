@@ -1,0 +1,133 @@
+"""Recall of the model a search trains, measured on that model (issue 48), and its figure over seeds.
+
+Why: the recall probe (``search.recall``) trains a finalist's mixers alone on MQAR, a model that is neither ranked,
+costed nor recommended. A budget with ``recall_sequences`` (``search.lm.LMBudget``; the ladders' last rungs) has
+every run at the candidate's chosen rate scored by :func:`composer.evaluation.context_recall.measure` once it has
+trained: the model ``composer train`` exported to ``<run>/model``, at the run's context, on the run's held-out
+text (its validation split, which no training seed changes), so every seed of every candidate is scored on the
+same sequences.
+
+The figure the search reads (:func:`seed_averaged`) is the copy gain of **random** spans at the longest distance
+that fits the context, in nats per token: only a copy earlier in the context predicts random tokens, so it measures
+retrieval alone (a text span is partly predictable from the text's statistics). The sequences are the same for
+every seed, so each sequence's gain is averaged over the seeds first and the t interval is over the sequences: the
+interval says how much the figure would move on other held-out sequences for these trained models, not what other
+training seeds would recall (with one seed it cannot say that either way).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from composer.evidence import format_interval, seed_summary
+
+KIND = "random"  # the spans the figure reads: only a copy predicts them
+PER_SEED = "recall"  # details key: seed -> compact report
+SUMMARY = "trained_recall"  # details and row key: the figure over seeds
+SETTINGS = ("seq_len", "span", "lead", "distances", "ngram", "sequences", "seed")
+AR_KEYS = ("ngram", "windows", "hit_share", "hit_advantage", "hit_advantage_ci", "repeat_gain", "repeat_gain_ci", "n")
+
+
+class HeldOut:
+    """The held-out tokens and tokenizers runs are scored on, read once per data split and tokenizer (every seed
+    and candidate of a search share them)."""
+
+    def __init__(self) -> None:
+        self._tokens: dict[str, Any] = {}
+        self._tokenizers: dict[str, Any] = {}
+
+    def tokenizer(self, spec: str) -> Any:
+        from composer.data import load_tokenizer
+
+        if spec not in self._tokenizers:
+            self._tokenizers[spec] = load_tokenizer(spec)
+        return self._tokenizers[spec]
+
+    def tokens(self, config: Any) -> Any:
+        from composer.evaluation import loading
+
+        key = repr(config)
+        if key not in self._tokens:
+            self._tokens[key] = loading.held_out_tokens(config)
+        return self._tokens[key]
+
+
+def measure_run(model_dir: str | Path, seq_len: int, sequences: int, held_out: HeldOut,
+                device: str | None = None) -> dict[str, Any]:
+    """The compact recall report (:func:`compact`) of the model ``composer train`` exported to ``model_dir``, at
+    ``seq_len`` on its run's validation split (read from the run's ``config.json`` beside the model)."""
+    import torch
+
+    from composer.evaluation import context_recall, loading
+
+    started = time.perf_counter()
+    model_dir = Path(model_dir)
+    spec, _ = loading.find_model_tokenizer(model_dir)
+    config, _ = loading.held_out_config(model_dir, spec)
+    tokens = held_out.tokens(config)
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    model = loading.load_model(model_dir, device)
+    report = context_recall.measure(model, held_out.tokenizer(spec), tokens, seq_len=seq_len, device=device,
+                                    sequences=sequences, per_sequence=True)
+    return compact(report, time.perf_counter() - started)
+
+
+def compact(report: dict[str, Any], seconds: float) -> dict[str, Any]:
+    """What a run's details keep of a ``context_recall.measure(..., per_sequence=True)`` report: its settings, every
+    copy row without its per-sequence gains, the AR slice's contrasts, and the per-sequence gains of random spans at
+    the longest distance (``random_gains``), which :func:`seed_averaged` averages over seeds."""
+    longest = max(report["distances"])
+    rows = [{key: value for key, value in row.items() if key not in ("gains", "gain_sd")} for row in report["copy"]]
+    chosen = next(row for row in report["copy"] if row["kind"] == KIND and row["distance"] == longest)
+    return {"settings": {key: report[key] for key in SETTINGS}, "copy": rows,
+            "ar_slice": {key: report["ar_slice"].get(key) for key in AR_KEYS},
+            "random_gains": list(chosen["gains"]), "seconds": seconds}
+
+
+def seed_averaged(per_seed: Mapping[str, dict[str, Any]]) -> dict[str, Any] | None:
+    """The figure over the seeds' compact reports: the random copy gain at the longest distance, each sequence
+    averaged over the seeds, with its 95% t interval over the sequences (module docstring). None when there is no
+    report, or when the seeds were not scored alike (other settings: their sequences are not the same)."""
+    seeds = sorted(per_seed, key=int)
+    if not seeds:
+        return None
+    settings = per_seed[seeds[0]]["settings"]
+    if any(per_seed[seed]["settings"] != settings or len(per_seed[seed]["random_gains"])
+           != len(per_seed[seeds[0]]["random_gains"]) for seed in seeds):
+        return None
+    by_sequence = [math.fsum(per_seed[seed]["random_gains"][i] for seed in seeds) / len(seeds)
+                   for i in range(len(per_seed[seeds[0]]["random_gains"]))]
+    summary = seed_summary(by_sequence)
+    return {"value": summary["mean"], "ci": summary["ci"], "sd": summary["std"], "kind": KIND,
+            "distance": max(settings["distances"]), "seq_len": settings["seq_len"], "span": settings["span"],
+            "sequences": summary["n"], "seeds": [int(seed) for seed in seeds],
+            "seconds": math.fsum(per_seed[seed].get("seconds") or 0.0 for seed in seeds),
+            "unit": "nats per token: the first copy's loss minus the second's",
+            "interval": "95% t over the sequences, each averaged over the seeds (the same sequences for every seed)"}
+
+
+def combined(ours: Mapping[str, dict[str, Any]] | None, theirs: Mapping[str, dict[str, Any]] | None
+             ) -> tuple[dict[str, dict[str, Any]], dict[str, Any] | None] | None:
+    """A record's per-seed reports with another's further seeds (a confirmation's) and their figure, or None when
+    either has none or the two were not scored alike (the figure stays the first's)."""
+    if not ours or not theirs:
+        return None
+    merged = {**theirs, **ours}
+    figure = seed_averaged(merged)
+    return (merged, figure) if figure is not None else None
+
+
+def describe(figure: dict[str, Any] | None) -> str:
+    """``recall (random copy gain at 96 tokens) +0.41 [+0.30, +0.52]``: a summary line's clause."""
+    if not figure or figure.get("value") is None:
+        return "recall not measured"
+    return (f"recall (random copy gain at {figure['distance']} tokens) {figure['value']:+.2f} "
+            f"{format_interval(figure['ci'], 2)}")
+
+
+__all__ = ["KIND", "PER_SEED", "SUMMARY", "HeldOut", "combined", "compact", "describe", "measure_run",
+           "seed_averaged"]
