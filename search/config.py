@@ -255,9 +255,35 @@ class SearchConfig:
         return max(get_recall_budget(self.recall_budget).lengths)
 
     @property
+    def trained_recall_sequences(self) -> int:
+        """The sequences successive halving's last rung measures each finalist's trained recall on (its budget's
+        ``recall_sequences``, search.trained_recall); 0 where it measures none (or for other strategies)."""
+        if self.strategy != "successive-halving" or self.evaluator != "lm":
+            return 0
+        from search.fidelity import get_ladder, rung_budget
+        from search.lm import get_lm_budget
+
+        ladder = get_ladder(self.budget)
+        return get_lm_budget(rung_budget(ladder, len(ladder.rungs) - 1, self.target)).recall_sequences
+
+    @property
+    def reads_trained_recall(self) -> bool:
+        """Whether the finalists' recall is read from their trained models (the last rung's measure, issue 48):
+        recall is asked for (--min-recall known, or the recall objective) and the last rung measures it. A numeric
+        --min-recall is a fraction of MQAR queries answered, which only the probe measures: it reads the probe."""
+        numeric = self.min_recall is not None and self.min_recall != "known"
+        return self.asks_recall and not numeric and self.trained_recall_sequences > 0
+
+    @property
     def probes_recall(self) -> bool:
-        """Whether successive halving probes its finalists' recall (search.recall, ``recall_budget``)."""
-        return self.strategy == "successive-halving" and self.asks_recall
+        """Whether successive halving probes its finalists' recall (search.recall, ``recall_budget``): where recall
+        is asked for and not read from the trained models (``reads_trained_recall``)."""
+        return self.strategy == "successive-halving" and self.asks_recall and not self.reads_trained_recall
+
+    @property
+    def recall_source(self) -> str | None:
+        """Which recall the finalists are judged on: ``trained``, ``probe``, or None (not asked for)."""
+        return "trained" if self.reads_trained_recall else "probe" if self.probes_recall else None
 
     def auto_strategy(self) -> str:
         """What ``strategy: auto`` means for these settings (the reason is at STRATEGIES)."""

@@ -111,9 +111,11 @@ def plot_rung_curves(records: list[dict[str, Any]], out: Path) -> list[Path]:
 
 
 def plot_loss_against_recall(rows: list[dict[str, Any]], path: Path, front: list[str] | None = None) -> Path:
-    """The finalists' loss against their recall at the probe's longest length: point area the cache of one
-    32K-token sequence on the model at the target, known layouts labelled by name, the loss-recall front drawn
-    (``front``: the patterns of the search's front on all its objectives, ringed)."""
+    """The finalists' loss against their recall at the probe's longest length, or (rows whose ``recall_source`` is
+    ``trained``) their trained models' copy gain of random spans, with its interval over the held-out sequences as
+    a bar: point area the cache of one 32K-token sequence on the model at the target, known layouts labelled by
+    name, the loss-recall front drawn (``front``: the patterns of the search's front on all its objectives,
+    ringed)."""
     from search.tradeoffs import CACHE_LENGTH
     from search.tradeoffs import front as front_of
 
@@ -126,6 +128,10 @@ def plot_loss_against_recall(rows: list[dict[str, Any]], path: Path, front: list
         ax.scatter(row["recall"], row["score"], s=30 + 400 * cache / largest, alpha=0.6,
                    color="tab:orange" if known else "tab:blue", edgecolors="black" if front and row["pattern"] in
                    front else "none", linewidths=1.5)
+        ci = row.get("recall_ci") if row.get("recall_source") == "trained" else None
+        if ci is not None:
+            ax.errorbar(row["recall"], row["score"], xerr=[[row["recall"] - ci[0]], [ci[1] - row["recall"]]],
+                        fmt="none", ecolor="gray", elinewidth=0.8, capsize=2)
         label = f"{row['known']} {row['pattern']}" if known else row["pattern"]
         ax.annotate(label, (row["recall"], row["score"]), textcoords="offset points", xytext=(6, 4), fontsize=8)
     two = sorted((row["recall"], row["score"]) for row in front_of(probed, ["score", "recall"], point_estimates=True))
@@ -134,7 +140,11 @@ def plot_loss_against_recall(rows: list[dict[str, Any]], path: Path, front: list
                 label="loss-recall front (point estimates)")
         ax.legend(fontsize=8, loc="best")
     length = probed[0].get("recall_length") if probed else None
-    ax.set_xlabel(f"recall at {length} tokens (MQAR accuracy, the pattern's mixers)")
+    if probed and probed[0].get("recall_source") == "trained":
+        ax.set_xlabel(f"trained model's copy gain of random spans at {length} tokens (nats per token; bar: 95% over "
+                      "held-out sequences)")
+    else:
+        ax.set_xlabel(f"recall at {length} tokens (MQAR accuracy, the pattern's mixers)")
     ax.set_ylabel("validation loss at the target")
     ax.set_title("Finalists: loss against recall (area: cache at 32K tokens; orange: known)", fontsize=9)
     return _save(figure, path)

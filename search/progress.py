@@ -211,7 +211,7 @@ class SearchEta:
                         if ladder.rungs[j].known == "best":
                             floor = min(floor, 1)
                         # recall asked for: up to keep more, those that can recall (successive_halving.recall_pool)
-                        pool = ladder.rungs[j].keep if getattr(config, "probes_recall", False) else 0
+                        pool = ladder.rungs[j].keep if getattr(config, "recall_source", None) else 0
                         candidates = min(candidates, ladder.rungs[j].keep + pool + (floor if config.known else 0))
                     below = rung_budget(ladder, j - 1, config.target) if j else None
                     works.append(stage_work(rung_budget(ladder, j, config.target), candidates, patterns,

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from composer.accounting import format_bytes
+from composer.evidence import format_interval
 from composer.errors import ComposerRunError, ConfigError
 from composer.files import atomic_write_json, make_output_dir
 from composer.pattern import compact_pattern
@@ -49,6 +50,7 @@ from search.storage import GRACE_S, default_storage_url, worker_lock_path
 from search.strategies import StageRun, get_strategy
 from search.strategies.base import make_space, missing_first
 from search.tracking import log_summary
+from search.trained_recall import describe as describe_recall
 from search.verdict import compare_with_known
 
 
@@ -282,7 +284,8 @@ def tradeoff_lines(result: dict[str, Any]) -> list[str]:
     """The finalists' recall, the --min-recall constraint and the front, for the summary (search.tradeoffs)."""
     probe = result.get("recall_probe") or {}
     lines = [f"recall probe not run: {probe['not_run']}"] if "not_run" in probe else []
-    probed = [row for row in result["leaderboard"] if row.get("recall") is not None]
+    probed = [row for row in result["leaderboard"] if row.get("recall") is not None
+              and row.get("recall_source") != "trained"]  # the trained models' recall has a line of its own
     if probed:
         length = probed[0].get("recall_length")
         lines.append(f"recall at {length} tokens ({probe.get('budget', 'recall')} probe, mixers alone): " + ", ".join(
@@ -331,11 +334,27 @@ def verdict_lines(said: dict[str, Any]) -> list[str]:
     return lines
 
 
+def trained_recall_line(rows: list[dict[str, Any]]) -> str | None:
+    """The finalists' trained recall (search.trained_recall) in one line, or None where none was measured."""
+    measured = [row for row in rows if (row.get("trained_recall") or {}).get("value") is not None]
+    if not measured:
+        return None
+    first = measured[0]["trained_recall"]
+    return (f"trained recall (random copy gain at {first['distance']} tokens of {first['seq_len']}, nats per token, "
+            f"95% over {first['sequences']} held-out sequences, each averaged over the seeds): " + ", ".join(
+                f"{row['pattern']}{' (' + row['known'] + ')' if row.get('known') else ''} "
+                f"{row['trained_recall']['value']:+.3f} {format_interval(row['trained_recall']['ci'], 3)}"
+                for row in measured))
+
+
 def summary_text(result: dict[str, Any]) -> str:
     best = result["best"]
     lines = [format_table(result["leaderboard"]), ""]
     if any((row.get("cost") or {}).get("decode") for row in result["leaderboard"]):
         lines += [cost_table(result["leaderboard"]), ""]
+    recall_line = trained_recall_line(result["leaderboard"])
+    if recall_line:
+        lines.append(recall_line)
     if result.get("rungs"):
         lines.append("rungs: " + "; ".join(f"{r['rung']}: {r['candidates']} at {r['budget']} "
                                           f"({r['seconds'] / 60:.1f} min)" for r in result["rungs"]))
@@ -347,7 +366,7 @@ def summary_text(result: dict[str, Any]) -> str:
                      + (f"; not scored at the rung above: {missing}" if missing else ""))
     if said.get("floor_missing"):
         lines.append(f"no floor: {said['floor_missing']}; the answer is not compared with a published layout")
-    if result.get("recall_probe") or result.get("front"):
+    if result.get("recall_probe") or result.get("front") or result.get("min_recall"):
         lines += tradeoff_lines(result)
     if said.get("note") and said.get("answer") is None:
         lines.append(f"no answer: {said['note']}")
@@ -362,6 +381,8 @@ def summary_text(result: dict[str, Any]) -> str:
         lines += verdict_lines(said)
     scored = f"a known layout ({best['known']})" if best.get("known") else "a new pattern"
     recommended = said.get("recommended", best["pattern"]) or "none (no answer, above)"
+    if best.get("trained_recall"):
+        scored += f"; {describe_recall(best['trained_recall'])}"
     lines.append(f"best score {best['pattern']} ({best['score']:.4f}, {scored}); recommended "
                  f"{recommended}; leaderboard, best.json and plots in {result['out']}")
     return "\n".join(lines)

@@ -12,6 +12,11 @@ loss can come from a layout with no attention, which recalls 38-53x less than at
   higher, cache per sequence at 32K tokens lower), with the known layouts placed among them, and says for each
   known layout whether the answer dominates it.
 
+Where the last rung measures the trained models' recall (``search.trained_recall``, issue 48), ``known`` and the
+recall objective read that instead, and the probe is not trained (:func:`attach_trained_recall`): the copy gain of
+random spans at the longest distance of the context, with its t interval over the held-out sequences. A numeric
+``--min-recall`` is a fraction of MQAR queries, the probe's measure, and reads the probe.
+
 Dominance weighs the noise (``compare``): a loss is better only when the interval of the difference between the
 two rows' evidence records lies below 0 (paired over common seeds, else each side's mean with the seed spread
 measured at their setting standing in, as for the answer's verdict, ``search.verdict``; no interval: even), a
@@ -59,6 +64,21 @@ def attach_recall(rows: list[dict[str, Any]], recall_rows: list[dict[str, Any]])
         row["recall_details"] = details
 
 
+def attach_trained_recall(rows: list[dict[str, Any]]) -> None:
+    """Each finalist's trained recall (its row's ``trained_recall``, recorded by the last rung) as the recall the
+    constraint and the front read: ``recall`` (the seed-averaged random copy gain at the longest distance, nats),
+    ``recall_ci`` (its 95% interval over the held-out sequences), ``recall_length`` (that distance, in tokens),
+    ``recall_sequences`` and ``recall_source`` ``"trained"``. A row without one (a trial scored before the
+    measure existed) stays unmeasured: it meets no recall bar and is off the front's recall axis."""
+    for row in rows:
+        figure = row.get("trained_recall") or {}
+        if figure.get("value") is None:
+            continue
+        row.update(recall=figure["value"], recall_ci=figure.get("ci"), recall_length=figure.get("distance"),
+                   recall_sequences=figure.get("sequences"), recall_seeds=figure.get("seeds"),
+                   recall_source="trained")
+
+
 def recall_threshold(rows: list[dict[str, Any]], min_recall: float | str) -> tuple[float | None, str]:
     """The recall an answer needs, and where it comes from: a fraction as given, or (``known``) the best recall of
     a known layout with attention among the finalists (None when none was probed).
@@ -72,9 +92,21 @@ def recall_threshold(rows: list[dict[str, Any]], min_recall: float | str) -> tup
         return float(min_recall), f"--min-recall {float(min_recall):g}"
     with_attention = [row for row in rows if row.get("known") and attention_share(row["pattern"]) > 0
                       and row.get("recall") is not None]
+    trained = any(row.get("recall_source") == "trained" for row in rows)
     if not with_attention:
-        return None, "--min-recall known: no known layout with attention was probed"
+        return None, ("--min-recall known: no known layout with attention has a trained recall recorded (scored "
+                      "before it was measured: re-run with another --out)" if trained else
+                      "--min-recall known: no known layout with attention was probed")
     best = max(with_attention, key=lambda row: row["recall"])
+    if best.get("recall_source") == "trained":
+        interval = recall_interval(best)
+        said = (f"--min-recall known: {best['known']} {best['pattern']}'s trained model copies random spans at "
+                f"{best['recall_length']} tokens with a gain of {best['recall']:+.3f} nats")
+        if interval is None:
+            return best["recall"], said
+        return interval[0], (f"{said}, at least {interval[0]:+.4f} (95% interval over its {best['recall_sequences']:,} "
+                             "held-out sequences, averaged over its seeds: the sequences' noise, not another training "
+                             "seed's)")
     said = f"--min-recall known: {best['known']} {best['pattern']} recalls {best['recall']:.3f}"
     interval = recall_interval(best)
     if interval is None:
@@ -135,6 +167,8 @@ def recall_interval(row: dict[str, Any]) -> list[float] | None:
     that spread gets the widest interval its misses allow (packed into as few sequences as they fill), and a recall
     of exactly 0 or 1 Wilson's over its sequences. It covers the test sample only: the probe trains one seed, and
     another training seed could recall more or less."""
+    if row.get("recall_source") == "trained":  # a copy gain's t interval over sequences (attach_trained_recall)
+        return row.get("recall_ci")
     queries, sequences = row.get("recall_queries"), row.get("recall_sequences")
     if not queries or not sequences:
         return None
@@ -205,5 +239,5 @@ def known_against(answer: dict[str, Any], rows: list[dict[str, Any]], objectives
     return said
 
 
-__all__ = ["CACHE_LENGTH", "attach_recall", "compare", "dominates", "dominates_row", "front", "known_against", "meets",
+__all__ = ["CACHE_LENGTH", "attach_recall", "attach_trained_recall", "compare", "dominates", "dominates_row", "front", "known_against", "meets",
            "objective_values", "recall_interval", "recall_threshold"]

@@ -138,13 +138,14 @@ def recall_pool(config: SearchConfig):
     can come from: those with a layer that keeps every token of the probe's longest length on their model at the
     target (``search.cost.keeps_every_token``; every finalist probed without one recalled 0.015 or less). Each rung
     promotes as many of them as of the unconstrained best, so the last rung does not hold a single candidate for
-    the answer. None when the finalists' recall is not asked for."""
-    if not config.probes_recall:
+    the answer. None when the finalists' recall is not asked for. The length is the probe's longest, or where the
+    trained models' recall is read (``config.reads_trained_recall``) the last rung's context."""
+    if config.recall_source is None:
         return None
     from composer.presets import get_preset
     from search.cost import keeps_every_token
 
-    length = config.recall_length
+    length = config.recall_length if config.probes_recall else last_rung_budget(config).seq_len
     widths = get_preset(config.report_target).arch
 
     def recalls(row: dict) -> bool:
@@ -172,10 +173,15 @@ def recall_plan(config: SearchConfig, done: list[StageRun]) -> StagePlan:
                                   only_first=True), announce)
 
 
+def last_rung_budget(config: SearchConfig):
+    """The lm budget (``search.lm.LMBudget``) of the ladder's last rung, at the search's target."""
+    ladder = get_ladder(config.budget)
+    return get_lm_budget(rung_budget(ladder, len(ladder.rungs) - 1, config.target))
+
+
 def last_rung_seeds(config: SearchConfig) -> int:
     """How many seeds the ladder's last rung trains of every finalist (its first chooses the rate)."""
-    ladder = get_ladder(config.budget)
-    return get_lm_budget(rung_budget(ladder, len(ladder.rungs) - 1, config.target)).seeds
+    return last_rung_budget(config).seeds
 
 
 def confirm_index(config: SearchConfig) -> int | None:
@@ -243,6 +249,7 @@ def add_confirmed_seeds(config: SearchConfig, answer: Answer, confirmed: StageRu
             refused.append({"pattern": row["pattern"], "reason": str(err)})
             continue
         said.append(row["pattern"])
+        add_confirmed_recall(row, theirs)
     first = confirmed.config.seed
     answer.summary["confirmation"] = {"study": confirmed.study.study_name, "patterns": said,
                                       "seeds": config.confirm_seeds,
@@ -251,25 +258,51 @@ def add_confirmed_seeds(config: SearchConfig, answer: Answer, confirmed: StageRu
                                       "refused": refused, "failures": failures(confirmed.study)}
 
 
+def add_confirmed_recall(row: dict[str, Any], confirmed: dict[str, Any]) -> None:
+    """A confirmed finalist's trained recall over the last rung's seeds and the confirmation's (each measured on
+    the same held-out sequences, ``search.trained_recall``): the per-seed reports joined in its details and its
+    figure recomputed, where both were measured alike; else its figure stays the last rung's."""
+    from search.trained_recall import PER_SEED, SUMMARY, combined
+
+    joined = combined((row.get("details") or {}).get(PER_SEED), (confirmed.get("details") or {}).get(PER_SEED))
+    if joined is not None:
+        row["details"] = {**row["details"], PER_SEED: joined[0], SUMMARY: joined[1]}
+        row[SUMMARY] = joined[1]
+
+
 def weigh_tradeoffs(config: SearchConfig, answer: Answer, probed: StageRun | None, noise=None) -> None:
     """Recall into the finalists' rows (``probed``: the recall stage, None when it did not run); under
     --min-recall the rows the answer may come from; under several objectives the front, and each known layout
     against the answer (``search.tradeoffs``), their losses weighed against ``noise``: the seed spread measured at
     the budget of the rung the rows come from (a ``search.verdict.SeedNoise``, or None)."""
-    from search.tradeoffs import attach_recall, front, known_against, meets, recall_threshold
+    from search.tradeoffs import (
+        attach_recall,
+        attach_trained_recall,
+        front,
+        known_against,
+        meets,
+        recall_interval,
+        recall_threshold,
+    )
 
     summary = answer.summary
     if probed is not None:
         attach_recall(answer.rows, probed.rows)
         summary["recall_probe"] = {"study": probed.study.study_name, "budget": config.recall_budget,
                                    "failures": failures(probed.study)}
-    if config.min_recall is not None and probed is not None:
+    elif config.reads_trained_recall:  # the last rung measured the trained models: no probe was trained
+        attach_trained_recall(answer.rows)
+    if config.min_recall is not None and (probed is not None or config.reads_trained_recall):
         threshold, why = recall_threshold(answer.rows, config.min_recall)
         for row in answer.rows:
             row["meets_min_recall"] = meets(row, threshold, within_noise=config.min_recall == "known")
         answer.eligible = [row for row in answer.rows if row["meets_min_recall"]]
-        summary["min_recall"] = {"threshold": threshold, "why": why,
-                                 "eligible": [row["pattern"] for row in answer.eligible]}
+        summary["min_recall"] = {"threshold": threshold, "why": why, "source": config.recall_source,
+                                 "eligible": [row["pattern"] for row in answer.eligible],
+                                 "recall": {row["pattern"]: {"value": row.get("recall"), "ci": recall_interval(row)
+                                                             if row.get("recall") is not None else None,
+                                                             "length": row.get("recall_length")}
+                                            for row in answer.rows}}
     if len(config.objectives) > 1:
         on_front = front(answer.rows, config.objectives, noise)
         for row in answer.rows:
@@ -280,6 +313,8 @@ def weigh_tradeoffs(config: SearchConfig, answer: Answer, probed: StageRun | Non
                             "patterns": [row["pattern"] for row in on_front],
                             "known": known_against(best, answer.rows, config.objectives, noise),
                             "loss_noise": noise.as_dict() if noise is not None else None}
+        if "recall" in config.objectives:
+            summary["front"]["recall_source"] = config.recall_source
 
 
 def base_study(config: SearchConfig) -> str:

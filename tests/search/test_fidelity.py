@@ -119,6 +119,24 @@ def test_rungs_train_the_promoted_patterns_and_the_last_ranks_them_at_the_target
         assert cost["pattern"] == row["target_pattern"] == grown[row["pattern"]]
         assert cost["cache_bytes"]["32768"] >= cost["cache_bytes"]["4096"] > 0
         assert cost["decode"]["decode_tokens_per_s"] > 0 and cost["decode"]["context"] == 1024
+    # the last rung measured each finalist's trained model (issue 48): per seed, and the seed-averaged figure, the
+    # random copy gain at the longest distance of its 64-token context over rung-smoke-1's 4 held-out sequences
+    for row in final:
+        figure, per_seed = row["trained_recall"], row["details"]["recall"]
+        assert set(per_seed) == {"0"} and figure["seeds"] == [0] and figure == row["details"]["trained_recall"]
+        assert figure["kind"] == "random" and figure["seq_len"] == 64 and figure["distance"] == 32
+        assert figure["sequences"] == 4 and len(per_seed["0"]["random_gains"]) == 4
+        assert figure["value"] == pytest.approx(np.mean(per_seed["0"]["random_gains"]))
+        assert figure["ci"][0] <= figure["value"] <= figure["ci"][1] and figure["seconds"] > 0
+        assert {(r["kind"], r["distance"]) for r in per_seed["0"]["copy"]} == {(k, d) for k in ("text", "random")
+                                                                                for d in (16, 32)}
+        assert "repeat_gain" in per_seed["0"]["ar_slice"]
+    assert not any("trained_recall" in row or "recall" in row["details"] for row in rungs[0]["leaderboard"])
+    assert all(row["trained_recall"] == final_row["trained_recall"] for row in rungs[1]["leaderboard"]
+               for final_row in final if final_row["pattern"] == row["pattern"])
+    text = summary_text(finished)
+    assert "trained recall (random copy gain at 32 tokens of 64, nats per token" in text
+    assert "; recall (random copy gain at 32 tokens) " in text  # the best row's clause
     best = json.loads((out / "best.json").read_text())
     assert best["strategy"] == "successive-halving" and best["study"].endswith("-rung1")
     assert any(row["known"] for row in final)
@@ -137,12 +155,48 @@ def test_a_finished_search_run_again_trains_nothing(finished, monkeypatch):
         [(r["pattern"], r["score"]) for r in finished["leaderboard"]]
 
 
+def test_a_finished_search_run_again_with_min_recall_reads_the_trained_recall_and_trains_no_probe(finished,
+                                                                                                  monkeypatch):
+    """Where the last rung measured the trained models' recall, --min-recall known and the recall objective read it:
+    nothing is trained again, not even the probe (issue 48)."""
+    from search.recall import RecallEvaluator
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("trained again: a finished rung, or the probe")
+
+    monkeypatch.setattr(LanguageModelEvaluator, "train_once", refuse)
+    monkeypatch.setattr(RecallEvaluator, "_evaluate", refuse)
+    lines = []
+    said = run_search(SearchConfig(**SMOKE, out=finished["out"], min_recall="known", objectives="score,recall,kv"),
+                      echo=lines.append)
+    assert not any(line.startswith("recall probe") for line in lines) and "recall_probe" not in said
+    constraint, rows = said["min_recall"], said["leaderboard"]
+    assert constraint["source"] == "trained" and said["front"]["recall_source"] == "trained"
+    assert all(row["recall"] == row["trained_recall"]["value"] and row["recall_source"] == "trained" for row in rows)
+    best = max((row for row in rows if row.get("known") and "A" in row["pattern"]), key=lambda row: row["recall"])
+    assert constraint["threshold"] == pytest.approx(best["trained_recall"]["ci"][0])
+    for row in rows:
+        assert (row["pattern"] in constraint["eligible"]) == (row["trained_recall"]["ci"][1] >= constraint["threshold"])
+        assert constraint["recall"][row["pattern"]]["value"] == row["trained_recall"]["value"]
+    written = json.loads((Path(finished["out"]) / "best.json").read_text())
+    assert written["min_recall"]["source"] == "trained" and written["min_recall"]["recall"] == constraint["recall"]
+    assert (Path(finished["out"]) / "loss_vs_recall.png").stat().st_size > 0
+    assert "--min-recall known: " in summary_text(said)
+
+
 def test_a_finished_search_run_again_with_min_recall_probes_its_finalists_without_retraining(finished, monkeypatch):
-    """--min-recall and the recall objective change no rung: the same --out trains only the probe (issue 37)."""
+    """--min-recall and the recall objective change no rung: the same --out trains only the probe (issue 37), where
+    the last rung measures no trained recall (a budget without recall_sequences: the probe, as before issue 48)."""
+    import dataclasses
+
+    from search.lm import LM_BUDGETS
+
     def refuse(*args, **kwargs):
         raise AssertionError("a finished rung was trained again")
 
     monkeypatch.setattr(LanguageModelEvaluator, "train_once", refuse)
+    monkeypatch.setitem(LM_BUDGETS, "rung-smoke-1", dataclasses.replace(LM_BUDGETS["rung-smoke-1"],
+                                                                       recall_sequences=0))
     lines = []
     probed = run_search(SearchConfig(**SMOKE, out=finished["out"], min_recall="known", objectives="score,recall,kv",
                                      recall_budget="probe-smoke"), echo=lines.append)
@@ -167,7 +221,7 @@ def test_a_finished_search_run_again_with_min_recall_probes_its_finalists_withou
         assert row["recall"] < best["recall"] or row["pattern"] in constraint["eligible"], row
     assert [p for p in constraint["eligible"]] == [row["pattern"] for row in rows if row["pattern"] in
                                                    constraint["eligible"]]  # in the leaderboard's order
-    assert probed["vs_known"]["recommended"] in constraint["eligible"]
+    assert probed["vs_known"]["recommended"] in constraint["eligible"] and constraint["source"] == "probe"
     assert set(probed["front"]["patterns"]) <= {row["pattern"] for row in rows} and probed["front"]["patterns"]
     assert (Path(finished["out"]) / "loss_vs_recall.png").stat().st_size > 0
     text = summary_text(probed)

@@ -191,7 +191,7 @@ def test_recall_objectives_keep_successive_halving_and_its_rungs_single_objectiv
     from search.strategies.successive_halving import rung_config
 
     config = SearchConfig(objectives="score,recall,kv", min_recall="known")
-    assert config.strategy == "successive-halving" and config.probes_recall and config.min_recall == "known"
+    assert config.strategy == "successive-halving" and config.recall_source and config.min_recall == "known"
     rung = rung_config(config, 0)
     assert rung.objectives == ["score"] and rung.sampler_name == "gp" and rung.min_recall is None
     assert rung.study_name == rung_config(SearchConfig(), 0).study_name  # the default search's rungs, reused
