@@ -22,7 +22,15 @@ from itertools import combinations
 from typing import Any
 
 import numpy as np
-from scipy import stats
+
+
+def _stats():
+    """``scipy.stats``, imported when an interval is first computed: importing it costs a second or two, which every
+    ``composer`` command paid at start-up through the parsers' imports (issue 49: ``composer report`` in seconds)."""
+    from scipy import stats
+
+    return stats
+
 
 # Verdicts of :func:`paired_difference`: the interval of the per-seed difference, read in words.
 VERDICT_LOWER = "lower"
@@ -85,7 +93,7 @@ def _t_interval(mean: float, std: float, n: int, confidence: float) -> list[floa
     """Student-t interval ``mean +- t_{(1+c)/2, n-1} * std / sqrt(n)``; ``None`` for fewer than 2 values."""
     if n < 2:
         return None
-    half = float(stats.t.ppf((1.0 + confidence) / 2.0, n - 1)) * std / math.sqrt(n)
+    half = float(_stats().t.ppf((1.0 + confidence) / 2.0, n - 1)) * std / math.sqrt(n)
     return [mean - half, mean + half]
 
 
@@ -143,7 +151,7 @@ def proportion_interval(successes: int, trials: int, confidence: float = 0.95) -
 
 def _wilson(p: float, n: float, confidence: float) -> list[float]:
     """Wilson's interval of a proportion ``p`` over ``n`` independent items (``n`` need not be a whole number)."""
-    z = float(stats.norm.ppf(0.5 + confidence / 2))
+    z = float(_stats().norm.ppf(0.5 + confidence / 2))
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
     # at p = 0 (1) the low (high) end is exactly 0 (1): said so, not left to rounding
@@ -321,7 +329,7 @@ def difference_of_means(
     mean = float(np.mean(ours)) - float(np.mean(theirs))
     ci = None
     if sd > 0 and math.isfinite(sd) and dof >= 1:
-        half = float(stats.t.ppf((1.0 + confidence) / 2.0, dof)) * sd * math.sqrt(1.0 / n + 1.0 / m)
+        half = float(_stats().t.ppf((1.0 + confidence) / 2.0, dof)) * sd * math.sqrt(1.0 / n + 1.0 / m)
         ci = [mean - half, mean + half]
     return {"n": n, "m": m, "mean": _plain(mean), "ci": _plain(ci)}
 
@@ -351,8 +359,8 @@ def spearman(x: Sequence[float], y: Sequence[float]) -> float:
     if arrays is None:
         return math.nan
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", stats.ConstantInputWarning)
-        return float(stats.spearmanr(*arrays).statistic)
+        warnings.simplefilter("ignore", _stats().ConstantInputWarning)
+        return float(_stats().spearmanr(*arrays).statistic)
 
 
 def kendall(x: Sequence[float], y: Sequence[float]) -> float:
@@ -365,14 +373,14 @@ def kendall(x: Sequence[float], y: Sequence[float]) -> float:
     if arrays is None:
         return math.nan
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", stats.ConstantInputWarning)
-        return float(stats.kendalltau(*arrays, variant="b").statistic)
+        warnings.simplefilter("ignore", _stats().ConstantInputWarning)
+        return float(_stats().kendalltau(*arrays, variant="b").statistic)
 
 
 def _rowwise_spearman(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Spearman per row of two ``(B, K)`` arrays: Pearson correlation of their average ranks."""
-    rx = stats.rankdata(x, axis=1, method="average")
-    ry = stats.rankdata(y, axis=1, method="average")
+    rx = _stats().rankdata(x, axis=1, method="average")
+    ry = _stats().rankdata(y, axis=1, method="average")
     rx -= rx.mean(axis=1, keepdims=True)
     ry -= ry.mean(axis=1, keepdims=True)
     with np.errstate(invalid="ignore", divide="ignore"):

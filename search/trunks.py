@@ -20,9 +20,6 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from composer.training.checkpoint import list_checkpoints
-from composer.training.continuation import checkpoint_step
-
 
 def _digest(key: dict[str, Any]) -> str:
     without_rate = {name: value for name, value in key.items() if name != "lr"}
@@ -43,6 +40,9 @@ class TrunkStore:
         folder = self._folder(key)
         if folder is None or not folder.is_dir():
             return []
+        from composer.training.checkpoint import list_checkpoints  # here: Lightning costs every composer command
+        # seconds at start-up, and the CLI's parsers import the ladders (search.fidelity -> search.lm -> here)
+
         return sorted(float(path.name[3:]) for path in folder.glob("lr-*") if list_checkpoints(path))
 
     def find(self, key: dict[str, Any], max_step: int | None = None) -> Path | None:
@@ -50,6 +50,9 @@ class TrunkStore:
         folder = self._folder(key)
         if folder is None:
             return None
+        from composer.training.checkpoint import list_checkpoints
+        from composer.training.continuation import checkpoint_step
+
         trunks = [path for path in list_checkpoints(folder / f"lr-{key['lr']:g}")
                   if max_step is None or checkpoint_step(path) <= max_step]
         return max(trunks, key=checkpoint_step, default=None)
