@@ -99,16 +99,3 @@ def write_leaderboard(rows: list[dict[str, Any]], out: Path, extra: dict[str, An
     atomic_write_csv(out / "leaderboard.csv", flat, columns)
     best = {**rows[0], **extra} if rows else {"pattern": None, **extra}
     atomic_write_json(out / "best.json", best)
-
-
-def format_table(rows: list[dict[str, Any]], limit: int = 10) -> str:
-    header = f"{'rank':>4}  {'pattern':<20} {'score':>8}  {'lr':>7}  {'params':>9}  {'attn':>5}  trial  known"
-    lines = [header]
-    for row in rows[:limit]:
-        pattern = row["pattern"] if len(row["pattern"]) <= 20 else row["compact"][:20]
-        lr = f"{row['lr']:.0e}" if isinstance(row.get("lr"), (int, float)) else "-"
-        lines.append(
-            f"{row['rank']:>4}  {pattern:<20} {row['score']:>8.4f}  {lr:>7}  {row['params'] or 0:>9,}  "
-            f"{row['attention_share']:>5.2f}  {row['trial']:>5}  {row.get('known') or 'new'}"
-        )
-    return "\n".join(lines)

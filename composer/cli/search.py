@@ -116,7 +116,8 @@ def parse_shares(text: str | None, flag: str) -> dict[str, float] | None:
 
 def run(args: argparse.Namespace) -> int:
     from search.config import SearchConfig
-    from search.run import run_search, summary_text
+    from search.run import run_search
+    from search.summary import summary_text
 
     given = {name: getattr(args, name) for name in FLAGS}
     given["prune"] = args.prune
