@@ -7,15 +7,16 @@ import sys
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 
-from composer.cli import aggregate, export, extrapolate, families, info, pipeline, presets, search, train, transfer
+from composer.cli import aggregate, export, extrapolate, families, info, pipeline, presets, report, search, train
+from composer.cli import transfer
 from composer.cli import evaluate as eval_command
 from composer.cli import bench_inference, generate
 from composer.cli import hybridize as hybridize_command
 from composer.cli import import_hf as import_command
 from composer.errors import ComposerRunError, ComposerUsageError
 
-SUBCOMMANDS = (search, aggregate, extrapolate, train, pipeline, transfer, info, presets, families, import_command,
-               hybridize_command, export, eval_command,
+SUBCOMMANDS = (search, report, aggregate, extrapolate, train, pipeline, transfer, info, presets, families,
+               import_command, hybridize_command, export, eval_command,
                generate, bench_inference)
 
 
