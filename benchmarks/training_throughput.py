@@ -529,9 +529,9 @@ def add_compile_ratios(runs: list[dict]) -> None:
 def engine_arch(args, seq_len: int) -> ArchConfig:
     """The architecture ``composer.training.run.build`` makes of (pattern, preset) for the byte tokenizer."""
     from composer.presets import resolve_architecture
-    from composer.training.run import DEFAULT_WIDTHS
+    from composer.training.config import DEFAULT_PRESET
 
-    arch, _ = resolve_architecture(args.pattern, args.preset, DEFAULT_WIDTHS)
+    arch, _ = resolve_architecture(args.pattern, args.preset, DEFAULT_PRESET)
     return arch.replace(max_seq_len=max(arch.max_seq_len, seq_len), vocab_size=engine_vocab())
 
 

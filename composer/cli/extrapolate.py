@@ -39,7 +39,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
             "non-embedding parameters at the target widths."
         ),
     )
-    parser.add_argument("pattern", metavar="PATTERN", help="the searched pattern, e.g. 'AAMMMM' or '2A4M'")
+    parser.add_argument("pattern", metavar="PATTERN", nargs="?",
+                        help="the searched pattern, e.g. 'AAMMMM' or '2A4M' (or --from-search)")
+    parser.add_argument("--from-search", metavar="DIR",
+                        help="grow a finished composer search's answer (DIR is its --out: best.json's recommended "
+                        "pattern) by the search's --attention-at-target rule unless --attention is given")
     parser.add_argument(
         "--to", dest="target", required=True, metavar="PRESET",
         help=f"target preset: its widths, and its size unless --params is given ({', '.join(PRESETS)})",
@@ -54,8 +58,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="ceil: the paper's rule, never below the target (default); nearest: within half a layer of it",
     )
     parser.add_argument(
-        "--attention", choices=("repeat", "keep"), default="repeat",
-        help="repeat: full-attention layers grow with the pattern (default); keep: as many as the pattern has, at "
+        "--attention", choices=("repeat", "keep"), default=None,
+        help="repeat: full-attention layers grow with the pattern (default, or the search's rule with "
+             "--from-search); keep: as many as the pattern has, at "
              "the middles of the grown model (Nemotron-H's placement), the other layers grown to the rest of the size",
     )
     parser.add_argument(
@@ -103,9 +108,34 @@ def check_grown(result, pattern: str, target: str, sized: bool) -> None:
                       f"{pattern} --preset {target})")
 
 
+def searched(args: argparse.Namespace) -> dict | None:
+    """With --from-search: the search's answer as ``args.pattern`` and its growth rule as ``args.attention`` (unless
+    given), and what was taken from where; else None. A PATTERN beside --from-search, or neither, is refused."""
+    if args.from_search is None:
+        if args.pattern is None:
+            raise ConfigError("give the PATTERN to grow, or --from-search DIR for a finished search's answer")
+        args.attention = args.attention or "repeat"
+        return None
+    if args.pattern is not None:
+        raise ConfigError(f"--from-search grows the search's answer: drop the pattern {args.pattern}, or drop "
+                          "--from-search to grow that pattern")
+    from search.aggregate import search_growth
+    from search.results import answer_of
+
+    answer = answer_of(args.from_search)
+    args.pattern = answer["pattern"]
+    why = "--attention" if args.attention else "the search's --attention-at-target"
+    if args.attention is None:
+        args.attention, changed = search_growth(answer["pattern"], answer["attention_at_target"], args.from_search)
+        why += f" {answer['attention_at_target']}" + (f"; {changed}" if changed else "")
+    return {"out": answer["out"], "answer": answer["answer"], "pattern": answer["pattern"], "known": answer["known"],
+            "attention": args.attention, "attention_from": why}
+
+
 def run(args: argparse.Namespace) -> int:
     from scaling.extrapolate import extrapolate
 
+    source = searched(args)
     target_params = None if args.params is None else parse_count(args.params)
     result = extrapolate(
         args.pattern, args.target, method=args.method, target_params=target_params, rounding=args.rounding,
@@ -113,6 +143,8 @@ def run(args: argparse.Namespace) -> int:
     )
     check_grown(result, args.pattern, args.target, args.params is not None)
     data = result.to_dict()
+    if source is not None:
+        data["from_search"] = source
     # Llama and striped are matched to the extrapolation's target size (the preset's own unless --params).
     baselines = _baselines(result.arch, args.seed, result.target_non_embedding_params) if args.baselines else None
     if args.json:
@@ -133,7 +165,10 @@ def run(args: argparse.Namespace) -> int:
     target = result.target_non_embedding_params
     origin = f"{args.target}'s own" if args.params is None else f"--params, at {args.target} widths"
     print_rows(
-        [
+        ([("from search", f"{source['out']}: answer {source['answer'] or '-'}, {source['pattern']}"
+           + (f" ({source['known']})" if source["known"] else "") + f"; attention {source['attention']} "
+           f"({source['attention_from']})")] if source else [])
+        + [
             ("pattern", result.pattern),
             ("compact", result.compact),
             ("method", f"{how}, rounding {result.rounding}"),

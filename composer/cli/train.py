@@ -6,11 +6,14 @@ import argparse
 import dataclasses
 
 from composer.cli.format import is_main_process, print_json
-from composer.training.config import PRECISIONS, STRATEGIES, WANDB_MODES, TrainConfig
+from composer.errors import ConfigError
+from composer.pattern import compact_pattern, layers
+from composer.presets import PRESETS
+from composer.training.config import DEFAULT_PRESET, PRECISIONS, STRATEGIES, WANDB_MODES, TrainConfig
 
 HELP = {
     "arch": "a preset name or a layer pattern such as '(AM)x2' (widths from --preset; default tiny)",
-    "preset": "widths for a pattern --arch",
+    "preset": "widths for a pattern --arch (default tiny, printed); with --from-search the size the answer grows to",
     "data": "Hugging Face dataset name, or a local .txt/.jsonl/.parquet file, glob or directory "
     "(default: the offline corpus)",
     "tokenizer": "Hugging Face tokenizer name or path (default: the offline byte-level tokenizer)",
@@ -66,6 +69,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--recipe", help="YAML recipe whose keys are these options (see recipes/train/)")
     parser.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in --out")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+    parser.add_argument("--from-search", metavar="DIR",
+                        help="train a finished composer search's answer (DIR is its --out): best.json's recommended "
+                        "pattern grown to --preset by the search's --attention-at-target rule, at the rate the "
+                        "search chose for it unless --lr is given")
     for field in dataclasses.fields(TrainConfig):
         flag = "--" + field.name.replace("_", "-")
         kind = _scalar_type(str(field.type))
@@ -77,18 +84,61 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=run)
 
 
-def config_from_args(args: argparse.Namespace) -> TrainConfig:
+def config_from_args(args: argparse.Namespace, notes: list[str] | None = None) -> TrainConfig:
+    """The run's config; ``notes`` collects the lines that say how it was set up where a choice was not the user's
+    (printed when training starts, so that bad input still ends in one line)."""
+    notes = [] if notes is None else notes
     given = {f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig)}
     if args.recipe:
-        return TrainConfig.from_recipe(args.recipe, **given)
-    return TrainConfig(**{k: v for k, v in given.items() if v is not None})
+        config = TrainConfig.from_recipe(args.recipe, **given)
+    else:
+        config = TrainConfig(**{k: v for k, v in given.items() if v is not None})
+    if getattr(args, "from_search", None):
+        return from_search(config, args, notes.append)
+    if config.preset is None and config.init_from is None and config.arch not in PRESETS:
+        notes.append(f"preset {DEFAULT_PRESET}: the widths of --arch {config.arch} (the default; --preset sets them)")
+    return config
+
+
+def from_search(config: TrainConfig, args: argparse.Namespace, say) -> TrainConfig:
+    """``config`` training the answer of the search in ``args.from_search`` (issue 49): the model the search scored
+    and costed, grown to ``--preset`` by the search's own rule, at its rate unless ``--lr`` is given."""
+    from search.results import answer_of, grown_answer
+
+    if args.arch is not None:
+        raise ConfigError(f"--from-search trains the search's answer: drop --arch {args.arch}, or drop --from-search "
+                          "to train that pattern")
+    if config.preset is None:
+        raise ConfigError("--from-search needs --preset, the size to train the search's answer at (e.g. --preset "
+                          "llama-3.2-1b; composer presets lists them)")
+    answer = answer_of(args.from_search)
+    pattern, how = grown_answer(answer, config.preset)
+    rule = answer["attention_at_target"]
+    name = f" ({answer['known']})" if answer["known"] else ""
+    say(f"from search {answer['out']}: answer {answer['answer'] or '-'}, {answer['pattern']}{name}; at "
+        f"{config.preset}: {compact_pattern(pattern)}, {len(layers(pattern))} layers ({how}; the search's "
+        f"--attention-at-target {rule})")
+    chosen = answer["lr"]
+    where = f"the rate the search chose for {answer['pattern']}" + (f" at {answer['lr_at']}" if answer["lr_at"] else "")
+    if args.lr is not None:
+        say(f"lr {args.lr:g}: --lr" + (f" ({where} was {chosen:g})" if chosen else ""))
+        lr = args.lr
+    elif chosen:
+        say(f"lr {chosen:g}: {where} (--lr overrides it)")
+        lr = chosen
+    else:
+        say(f"lr {config.lr:g}: the search chose no rate (its {answer['evaluator']} evaluator has none); --lr sets one")
+        lr = config.lr
+    return dataclasses.replace(config, arch=pattern, lr=lr)
 
 
 def run(args: argparse.Namespace) -> int:
+    from composer.training.progress import Announce
     from composer.training.run import train
 
-    config = config_from_args(args)
-    summary = train(config, resume=args.resume)
+    notes: list[str] = []
+    config = config_from_args(args, notes)
+    summary = train(config, resume=args.resume, callbacks=[Announce(notes)] if notes else ())
     if not is_main_process():
         return 0
     if args.json:

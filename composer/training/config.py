@@ -19,13 +19,14 @@ from composer.errors import ConfigError
 STRATEGIES = ("auto", "single", "ddp", "fsdp")
 PRECISIONS = ("auto", "32-true", "bf16-mixed", "bf16-true", "16-mixed")
 WANDB_MODES = ("auto", "online", "offline", "off")
+DEFAULT_PRESET = "tiny"  # the widths of a pattern `arch` without `preset` (composer train prints it)
 
 
 @dataclass
 class TrainConfig:
     # what to train
     arch: str = "(AM)x2"  # a preset name or a pattern (widths from `preset`)
-    preset: str | None = None  # widths for a pattern `arch` (default: tiny)
+    preset: str | None = None  # widths for a pattern `arch` (default: DEFAULT_PRESET)
     # per-primitive options merged over the preset's, e.g. {"W": {"window": 1024}, "E": {"n_experts": 16}};
     # on the command line as JSON: --options '{"W": {"window": 1024}}'
     options: dict[str, dict[str, Any]] | None = None

@@ -65,6 +65,19 @@ class LogProgress(L.Callback):
         print(f"step {step}/{trainer.max_steps}  {metrics}  eta {_fmt_seconds(eta)}", file=sys.stderr, flush=True)
 
 
+class Announce(L.Callback):
+    """Print ``lines`` (how the run was set up: ``composer train``'s default preset, a search's answer and its rate)
+    on stderr when training starts, once bad input has been refused in one line and before the first step."""
+
+    def __init__(self, lines: list[str]) -> None:
+        self.lines = list(lines)
+
+    @rank_zero_only
+    def on_train_start(self, trainer: L.Trainer, *_) -> None:
+        for line in self.lines:
+            print(line, file=sys.stderr, flush=True)
+
+
 def progress_callback(log_interval: int) -> L.Callback:
     return StepProgressBar() if sys.stderr.isatty() else LogProgress(log_interval)
 

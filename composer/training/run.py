@@ -44,7 +44,7 @@ from composer.training.checkpoint import (
     latest_checkpoint,
     resumable_checkpoint,
 )
-from composer.training.config import TrainConfig, wandb_mode
+from composer.training.config import DEFAULT_PRESET, TrainConfig, wandb_mode
 from composer.training.curve import ValidationCurve, log_spaced_steps
 from composer.training.module import ComposerLM, HybridizeConfig, OptimConfig, ParallelConfig
 from composer.training.progress import progress_callback
@@ -52,8 +52,6 @@ from composer.training.runlock import run_lock
 from composer.training.schedule import ScheduleConfig
 from composer.training.stability import StabilityMonitor
 from composer.training.throughput import ThroughputMonitor, peak_memory_bytes
-
-DEFAULT_WIDTHS = "tiny"
 
 # Lightning's start-up chatter that says nothing about this run.
 for _pattern in (".*LeafSpec.*", ".*does not have many workers.*"):
@@ -187,7 +185,7 @@ def build(config: TrainConfig, save_on_sigterm: bool = True,
     if config.init_from is not None:  # the widths, vocabulary and tokenizer are the initial model's
         arch, widths, tokenizer = _hybrid_architecture(config)
     else:
-        arch, widths = resolve_architecture(config.arch, config.preset, DEFAULT_WIDTHS)
+        arch, widths = resolve_architecture(config.arch, config.preset, DEFAULT_PRESET)
         arch = arch.replace(max_seq_len=max(arch.max_seq_len, config.seq_len))
         if config.options:
             merged = {symbol: {**arch.options.get(symbol, {}), **values} for symbol, values in config.options.items()}

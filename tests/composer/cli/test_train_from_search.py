@@ -1,0 +1,138 @@
+"""The hand-off (issue 49): ``composer train --from-search DIR`` trains the model the search scored and costed, its
+answer grown by the search's own rule, at the rate it chose; ``composer extrapolate --from-search`` grows it the
+same way; a pattern ``--arch`` without ``--preset`` says which widths it gets."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from composer.cli import main
+from composer.pattern import layers
+from composer.presets import resolve_architecture
+from search.known import layout_at_target
+
+FEW_TOKENS = ["--seq-len", "64", "--batch-size", "8", "--max-documents", "200", "--val-batches", "2",
+              "--val-tokens", "1024", "--tokens", str(2 * 512), "--wandb", "off", "--precision", "32-true"]
+
+
+@pytest.fixture(autouse=True)
+def _isolated(tmp_path, monkeypatch):
+    monkeypatch.setenv("COMPOSER_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+
+
+def answer(out: Path) -> dict:
+    best = json.loads((out / "best.json").read_text())
+    row = next(r for r in json.loads((out / "leaderboard.json").read_text()) if r["pattern"] == best["recommended"])
+    return {**row, "answer": best["answer"]}
+
+
+def test_the_fixture_search_answers_with_a_new_pattern_whose_growth_depends_on_the_rule(finished_search):
+    said = answer(finished_search)
+    assert said["answer"] == "new" and said["known"] is None and said["lr"] == 1e-3
+    assert json.loads((finished_search / "config.json").read_text())["attention_at_target"] == "keep"
+    keep, repeat = (layout_at_target(said["pattern"], "llama-3.2-1b", None, rule)[0] for rule in ("keep", "repeat"))
+    assert keep != repeat, "the test needs an answer whose rule matters"
+
+
+def test_from_search_at_1b_is_the_answer_grown_by_the_search_rule_at_its_rate(finished_search, monkeypatch, capsys):
+    """At llama-3.2-1b (not trained here: the config train() receives and the architecture it builds from it)."""
+    import composer.training.run as training_run
+
+    seen = {}
+
+    def fake_train(config, resume=False, callbacks=()):
+        seen["config"] = config
+        for callback in callbacks:
+            callback.on_train_start(None)
+        return {"pattern": config.arch}
+
+    monkeypatch.setattr(training_run, "train", fake_train)
+    assert main(["train", "--from-search", str(finished_search), "--preset", "llama-3.2-1b", "--out", "unused"]) == 0
+    said = answer(finished_search)
+    config = seen["config"]
+    grown = layout_at_target(said["pattern"], "llama-3.2-1b", None, "keep")[0]
+    assert config.arch == grown and config.preset == "llama-3.2-1b" and config.lr == said["lr"]
+    arch, widths = resolve_architecture(config.arch, config.preset, "tiny")
+    assert widths == "llama-3.2-1b" and arch.pattern == grown
+    # keep: the model at 1B holds as many attention layers as the searched pattern, not one per stacked copy
+    assert layers(arch.pattern).count("A") == layers(said["pattern"]).count("A") and arch.n_layers > 6
+    err = capsys.readouterr().err
+    assert f"from search {finished_search}: answer new, {said['pattern']}" in err
+    assert "--attention-at-target keep" in err and f"lr {said['lr']:g}: the rate the search chose" in err
+
+
+def test_from_search_trains_the_model_the_search_trained_at_its_target(finished_search, tmp_path):
+    """At the search's own target (tiny) the model trained is the one the search scored: its target_pattern."""
+    out = tmp_path / "run"
+    assert main(["train", "--from-search", str(finished_search), "--preset", "tiny", "--out", str(out),
+                 *FEW_TOKENS]) == 0
+    said = answer(finished_search)
+    saved = json.loads((out / "config.json").read_text())
+    assert saved["arch"]["pattern"] == said["target_pattern"] == saved["train"]["arch"]
+    assert saved["train"]["lr"] == said["lr"]
+    assert json.loads((out / "summary.json").read_text())["pattern"] == said["target_pattern"]
+
+
+def test_lr_flag_wins_and_says_so(finished_search, monkeypatch, capsys):
+    import composer.training.run as training_run
+
+    seen = {}
+    monkeypatch.setattr(training_run, "train", lambda config, **_: seen.setdefault("config", config) and {})
+    assert main(["train", "--from-search", str(finished_search), "--preset", "tiny", "--lr", "5e-4",
+                 "--out", "unused"]) == 0
+    assert seen["config"].lr == 5e-4
+
+
+@pytest.mark.parametrize("case, message", [
+    ("missing", "no such directory"),
+    ("empty", "no best.json"),
+    ("unfinished", "the search has not finished"),
+    ("no answer", "the search gave no answer"),
+    ("arch", "drop --arch"),
+    ("no preset", "--from-search needs --preset"),
+])
+def test_from_search_errors_are_one_line_exit_2(finished_search, tmp_path, capsys, case, message):
+    source = tmp_path / "search"
+    argv = ["--preset", "tiny"]
+    if case in ("empty", "unfinished", "no answer"):
+        source.mkdir()
+    if case in ("unfinished", "no answer"):
+        (source / "config.json").write_text((finished_search / "config.json").read_text())
+    if case == "no answer":
+        best = json.loads((finished_search / "best.json").read_text())
+        best.update(recommended=None, vs_known={**best["vs_known"], "note": "no finalist meets --min-recall"})
+        (source / "best.json").write_text(json.dumps(best))
+    if case in ("arch", "no preset"):
+        source = finished_search
+        argv = ["--arch", "AM", "--preset", "tiny"] if case == "arch" else []
+    code = main(["train", "--from-search", str(source), *argv, "--out", str(tmp_path / "run")])
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and err.strip().count("\n") == 0, err
+
+
+def test_a_pattern_without_preset_prints_the_preset_it_builds(tmp_path, capsys, monkeypatch):
+    assert main(["train", "--arch", "AM", "--out", str(tmp_path / "run"), *FEW_TOKENS]) == 0
+    assert "preset tiny: the widths of --arch AM (the default; --preset sets them)" in capsys.readouterr().err
+    import composer.training.run as training_run
+
+    seen = {}
+    monkeypatch.setattr(training_run, "train", lambda config, **kwargs: seen.update(kwargs) or {})
+    assert main(["train", "--arch", "AM", "--preset", "tiny", "--out", str(tmp_path / "again")]) == 0
+    assert seen["callbacks"] == (), "nothing to say where the preset was given"
+
+
+def test_extrapolate_from_search_grows_the_answer_by_the_search_rule(finished_search, capsys):
+    said = answer(finished_search)
+    assert main(["extrapolate", "--from-search", str(finished_search), "--to", "llama-3.2-1b", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["source_pattern"] == said["pattern"] and data["from_search"]["attention"] == "keep"
+    assert data["pattern"] == layout_at_target(said["pattern"], "llama-3.2-1b", None, "keep")[0]
+    assert main(["extrapolate", "--from-search", str(finished_search), "--to", "llama-3.2-1b", "--attention",
+                 "repeat", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["pattern"] == layout_at_target(said["pattern"], "llama-3.2-1b")[0]
+    assert main(["extrapolate", "AM", "--from-search", str(finished_search), "--to", "tiny"]) == 2
