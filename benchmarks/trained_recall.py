@@ -32,6 +32,8 @@ from report import finish
 
 DEFAULT_LAYOUTS = ("llama", "nemotron-h", "SDDMAS:keep", "SDDMDM:repeat")
 FAMILY_FITS = {"llama": "AMAMAM", "nemotron-h": "SMSAMS", "samba": "SMSMWM"}  # 6-layer fits the search enqueues
+SPEED_KEYS = ("mfu", "params", "non_embedding_params", "peak_memory_bytes", "flops_per_token", "tokens", "steps",
+              "precision", "compile")
 
 
 def model_at(layout: str, preset: str) -> tuple[str, str]:
@@ -50,10 +52,12 @@ def train_run(pattern: str, args: argparse.Namespace, lr: float, seed: int, out:
     from composer.errors import ComposerRunError
     from composer.training import TrainConfig, train
 
+    device = {} if args.device is None else {"accelerator": "gpu" if args.device == "cuda" else "cpu", "devices": 1}
     config = TrainConfig(arch=pattern, preset=args.preset, data=args.data, tokens=args.tokens, seq_len=args.seq_len,
                          batch_size=args.batch_size, lr=lr, seed=seed, repeat_share=args.repeat_share, wandb="off", out=str(out), val_batches=20,
                          val_tokens=args.val_tokens, log_interval=10**9, checkpoint_interval=10**9,
-                         keep_checkpoints=1, precision="32-true", progress=False, schedule="wsd", warmup=args.warmup)
+                         keep_checkpoints=1, precision=args.precision, compile=args.compile, progress=False,
+                         schedule="wsd", warmup=args.warmup, **device)
     started = time.perf_counter()
     try:
         summary = train(config, save_on_sigterm=False)
@@ -62,8 +66,10 @@ def train_run(pattern: str, args: argparse.Namespace, lr: float, seed: int, out:
             return {"lr": lr, "seed": seed, "val_loss": None, "seconds": time.perf_counter() - started}
         raise
     loss = summary.get("val_loss")
+    # speed and size where the run measured them (mfu only where the device's peak is known: not on CPUs)
+    measured = {key: summary[key] for key in SPEED_KEYS if summary.get(key) is not None}
     return {"lr": lr, "seed": seed, "val_loss": loss if loss is not None and math.isfinite(loss) else None,
-            "tokens_per_s": summary.get("tokens_per_s"), "seconds": time.perf_counter() - started,
+            "tokens_per_s": summary.get("tokens_per_s"), **measured, "seconds": time.perf_counter() - started,
             "model_dir": str(out / "model")}
 
 
@@ -71,7 +77,8 @@ def recall_of(run: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
     """The trained model's recall report, at the context it trained at, on its run's validation split."""
     from composer.evaluation.context_recall import measure_model_dir
 
-    return measure_model_dir(run["model_dir"], seq_len=args.seq_len, sequences=args.sequences)["recall"]
+    return measure_model_dir(run["model_dir"], seq_len=args.seq_len, sequences=args.sequences,
+                             device=args.device or "cpu")["recall"]
 
 
 def measure_layout(layout: str, args: argparse.Namespace, record: dict[str, Any], save, echo) -> None:
@@ -156,6 +163,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--seeds", default="0,1", help="training seeds (0,1)")
     parser.add_argument("--val-tokens", type=int, default=65_536, help="held-out tokens of the validation loss")
     parser.add_argument("--sequences", type=int, default=64, help="recall sequences per kind and AR windows (64)")
+    parser.add_argument("--precision", default="32-true",
+                        help="training precision, as composer train's (default 32-true; bf16-mixed on a GPU)")
+    parser.add_argument("--compile", action="store_true", help="torch.compile every run (default off)")
+    parser.add_argument("--device", choices=("cpu", "cuda"),
+                        help="train and score the recall there (default: training on what composer train finds, "
+                             "recall on the CPU)")
     parser.add_argument("--data", help="text source (default: the offline corpus)")
     parser.add_argument("--out", default="runs/trained_recall", help="where the record and table go")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -174,6 +187,9 @@ def main(argv: list[str] | None = None) -> int:
     saved = json.loads(path.read_text()) if path.is_file() else {}
     setting = {key: getattr(args, key) for key in ("preset", "seq_len", "tokens", "batch_size", "warmup", "lrs",
                                                      "val_tokens", "sequences", "data", "repeat_share")}
+    # the GPU's settings join the record's only where they differ from the CPU's, so earlier records stay readable
+    setting.update({key: getattr(args, key) for key, cpu in (("precision", "32-true"), ("compile", False),
+                                                             ("device", None)) if getattr(args, key) != cpu})
     if saved and saved.get("setting") != setting:
         print(f"trained_recall: {path} holds runs of another setting; pass another --out", file=sys.stderr)
         return 2
