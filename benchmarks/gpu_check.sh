@@ -6,6 +6,16 @@
 #   OUT=/some/dir bash benchmarks/gpu_check.sh         # writes there
 #   bash benchmarks/gpu_check.sh --quick               # the quick check: one device call (docs/gpu.md, "Quick mode")
 #   GPU_CHECK_DRY_RUN=1 bash benchmarks/gpu_check.sh --quick   # its plumbing on a CPU, tiny settings (the tests)
+#   bash benchmarks/gpu_check.sh --recall-scale [ARGS]  # issue 50's recall and scale run: one device call
+#                                                       # (docs/gpu.md, "Recall and scale run"; ARGS go to
+#                                                       # benchmarks/recall_scale.py, e.g. --parts b)
+#
+# The recall and scale run (--recall-scale): benchmarks/recall_scale.py within GPU_CHECK_BUDGET (default 520 s):
+#   part a, demo-4m models trained alike for 30M tokens at context 512 and scored by their own recall, then part
+#   b, llama-350m models for 10M tokens at 2,048, as many as fit (its header and plan). It writes recall_scale.json,
+#   recall_scale.md, recall_scale-files.tar.gz (rewritten after every model) and recall_scale.log to $OUT
+#   (default runs/recall-scale); the runs live in GPU_CHECK_WORK (default a new /tmp/recall-scale.*). The carried
+#   wheels' prelude only with RECALL_SCALE_PRELUDE=1. GPU_CHECK_DRY_RUN=1: tiny models on the CPU.
 #
 # The full check:
 #   0. kernel packages: which of the `cuda` extra's packages (pyproject.toml: flash-attn, mamba-ssm,
@@ -71,10 +81,14 @@ die() {
 }
 
 MODE=full
-if (($# > 1)); then
-    die "one argument at most (--quick), got $#: $*"
+RECALL_ARGS=()
+if [[ ${1-} == --recall-scale ]]; then
+    MODE=recall
+    RECALL_ARGS=("${@:2}") # passed on to benchmarks/recall_scale.py (--parts b, --layouts-b ...)
+elif (($# > 1)); then
+    die "one argument at most (--quick or --recall-scale ARGS...), got $#: $*"
 elif (($# == 1)); then
-    [[ $1 == --quick ]] || die "unknown argument '$1': the only option is --quick (see this script's header)"
+    [[ $1 == --quick ]] || die "unknown argument '$1': the options are --quick and --recall-scale (see this script's header)"
     MODE=quick
 fi
 DRY_RUN=${GPU_CHECK_DRY_RUN:-0}
@@ -106,13 +120,22 @@ check_cuda() {
 if [[ $MODE == quick ]]; then
     OUT=${OUT:-runs/gpu-check-quick}
     BUDGET=${GPU_CHECK_BUDGET:-500}
+elif [[ $MODE == recall ]]; then
+    OUT=${OUT:-runs/recall-scale}
+    BUDGET=${GPU_CHECK_BUDGET:-520}
 else
     OUT=${OUT:-runs/gpu-check}
     BUDGET=${GPU_CHECK_BUDGET:-570}
 fi
 mkdir -p "$OUT" || die "cannot create $OUT"
 OUT=$(cd "$OUT" && pwd)
-if [[ $MODE == quick ]]; then
+if [[ $MODE == recall ]]; then
+    WORK=${GPU_CHECK_WORK:-$(mktemp -d "${TMPDIR:-/tmp}/recall-scale.XXXXXX")} || die "cannot create a work directory"
+    mkdir -p "$WORK" || die "cannot create $WORK"
+    WORK=$(cd "$WORK" && pwd)
+    rm -f "$OUT"/recall_scale.{json,md,log} "$OUT/recall_scale-files.tar.gz"
+    exec > >(tee "$OUT/recall_scale.log") 2>&1
+elif [[ $MODE == quick ]]; then
     # the runs stay out of $OUT: the device tool brings back 8 files of it, and these are hundreds
     WORK=${GPU_CHECK_WORK:-$(mktemp -d "${TMPDIR:-/tmp}/gpu-check-quick.XXXXXX")} || die "cannot create a work directory"
     mkdir -p "$WORK" || die "cannot create $WORK"
@@ -530,8 +553,26 @@ json.dump({"status": os.environ["STATUS"], "detail": os.environ["DETAIL"],
     "$PY" "$HELPER" report --dir "$OUT" --mfu "$MFU_LABELS"
 }
 
+# -- the recall and scale run (issue 50): benchmarks/recall_scale.py, one device call ------------------------------
+recall_check() {
+    local args=(--out "$OUT" --work "$WORK") left
+    # the carried wheels only on request: mamba-ssm's cold autotuning (122 s, docs/gpu.md) costs more than its S
+    # kernels save on these runs, fla's D backward is refused on Hopper, and the models need no other package
+    if [[ ${RECALL_SCALE_PRELUDE:-0} == 1 ]]; then
+        PRELUDE=${GPU_CHECK_PRELUDE:-benchmarks/gpu_prelude.sh}
+        source_prelude "$(within "${GPU_CHECK_PRELUDE_TIMEOUT:-180}" 0 30 || echo 30)"
+    fi
+    left=$((DEADLINE - SECONDS))
+    args+=(--budget "$left")
+    [[ $DRY_RUN == 1 ]] && args+=(--dry-run)
+    echo "gpu_check: $PY benchmarks/recall_scale.py ${args[*]} ${RECALL_ARGS[*]}"
+    "$PY" benchmarks/recall_scale.py "${args[@]}" "${RECALL_ARGS[@]}"
+}
+
 if [[ $MODE == quick ]]; then
     quick_check
+elif [[ $MODE == recall ]]; then
+    recall_check
 else
     full_check
 fi

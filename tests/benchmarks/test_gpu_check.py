@@ -35,7 +35,7 @@ def script_env(**settings: str) -> dict[str, str]:
 
 
 @pytest.mark.skipif(torch.cuda.is_available() or shutil.which("nvidia-smi") is not None, reason="a GPU machine")
-@pytest.mark.parametrize("args", [[], ["--quick"]])
+@pytest.mark.parametrize("args", [[], ["--quick"], ["--recall-scale"]])
 def test_without_cuda_it_stops_with_one_line_and_exit_2(tmp_path, args):
     result = subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True,
                             env=script_env(OUT=str(tmp_path)), timeout=60)
@@ -48,7 +48,8 @@ def test_an_unknown_argument_is_one_line_and_exit_2(tmp_path):
     result = subprocess.run(["bash", str(SCRIPT), "--quik"], capture_output=True, text=True,
                             env=script_env(OUT=str(tmp_path), GPU_CHECK_DRY_RUN="1"), timeout=60)
     assert (result.returncode, result.stderr.strip()) == (
-        2, "gpu_check: unknown argument '--quik': the only option is --quick (see this script's header)")
+        2, "gpu_check: unknown argument '--quik': the options are --quick and --recall-scale (see this script's "
+           "header)")
 
 
 def test_the_script_parses():
