@@ -16,6 +16,7 @@ measures on the trained model) under a time limit, one seed, one named rate:
 Before it starts it prints the plan: every model's tokens and its estimated seconds (:func:`estimate`), and which
 models the budget is expected to cut (b's later models first). A model starts only when its estimate, scaled by
 how the finished models ran against theirs, fits the time left; part a's later models keep their share of it.
+Part b stops at its first model that does not fit: its families are read against the answer, which comes first.
 ``recall_scale.json`` (raw), ``recall_scale.md`` (the table) and ``recall_scale-files.tar.gz`` (each model's
 log and ``runs.json``) are rewritten in ``--out`` after every model, so a call cut short keeps what finished.
 
@@ -147,8 +148,10 @@ def plan(parts: list[str], layouts: dict[str, list[str]], dry_run: bool, budget:
             pattern, grown = model_at(layout, settings["preset"])
             guess = {"seconds": DRY_RUN_SECONDS, "train_s": DRY_RUN_SECONDS - 20.0, "tokens_per_s": None,
                      "step_s": None, "ops_per_step": None} if dry_run else estimate(part, pattern, settings)
-            # as main does: a model that would not fit is skipped, and a later, shorter one may still run
-            fits = spent + guess["seconds"] <= budget
+            # as main does: a model that would not fit is skipped, and a later, shorter one of part a may still run;
+            # part b stops at its first cut (its families are read against the answer, which comes first)
+            fits = spent + guess["seconds"] <= budget and not (part == "b" and any(
+                m["part"] == "b" and m["expected"] != "runs" for m in models))
             spent += guess["seconds"] if fits else 0.0
             models.append({"part": part, "layout": layout, "label": f"{part}-{layout.replace(':', '-')}",
                            "pattern": pattern, "grown": grown, "settings": settings, "estimate": guess,
@@ -375,9 +378,13 @@ def main(argv: list[str] | None = None) -> int:
         left = deadline - time.monotonic()
         if model["part"] == "a":
             left -= later_a
-        if need > left:
+        behind_a_cut = model["part"] == "b" and any(m["part"] == "b" and m["status"] == "no time"
+                                                     for m in models[:i])
+        if need > left or behind_a_cut:
             model["status"] = "no time"
-            model["detail"] = (f"not started: {max(left, 0):.0f} s left for it, its estimate is {need:.0f} s "
+            model["detail"] = ("not started: an earlier model of part b had no time, and b's families are read "
+                               "against the answer, which comes first" if behind_a_cut and need <= left else
+                               f"not started: {max(left, 0):.0f} s left for it, its estimate is {need:.0f} s "
                                f"(x{scale:.2f} from the finished models)")
             print(f"\n== {model['label']}: no time: {model['detail']} ==", flush=True)
         else:
