@@ -36,7 +36,7 @@ BUDGET_DEFINITION = "budget_definition"
 # a budget's fields that change no score: its prose, the seed spread a verdict reads (search.verdict), and the
 # sequences a trained model's recall is measured on (search.trained_recall: beside the score, never in it; a study
 # scored before it was measured resumes, its rows without the figure)
-NOT_SCORED_BUDGET_FIELDS = ("description", "seed_noise", "recall_sequences")
+NOT_SCORED_BUDGET_FIELDS = ("description", "seed_noise", "recall_sequences", "recall_decides")
 
 
 def budget_definition_digest(evaluator: str, budget: str, strategy: str = "one-shot") -> str | None:
@@ -254,25 +254,35 @@ class SearchConfig:
 
         return max(get_recall_budget(self.recall_budget).lengths)
 
+    def _last_rung_budget(self):
+        from search.fidelity import get_ladder, rung_budget
+        from search.lm import get_lm_budget
+
+        ladder = get_ladder(self.budget)
+        return get_lm_budget(rung_budget(ladder, len(ladder.rungs) - 1, self.target))
+
     @property
     def trained_recall_sequences(self) -> int:
         """The sequences successive halving's last rung measures each finalist's trained recall on (its budget's
         ``recall_sequences``, search.trained_recall); 0 where it measures none (or for other strategies)."""
         if self.strategy != "successive-halving" or self.evaluator != "lm":
             return 0
-        from search.fidelity import get_ladder, rung_budget
-        from search.lm import get_lm_budget
+        return self._last_rung_budget().recall_sequences
 
-        ladder = get_ladder(self.budget)
-        return get_lm_budget(rung_budget(ladder, len(ladder.rungs) - 1, self.target)).recall_sequences
+    @property
+    def trained_recall_decides(self) -> bool:
+        """Whether the last rung's trained recall is what --min-recall known reads (its budget's ``recall_decides``:
+        where trained models of that setting can retrieve), not only recorded beside the probe."""
+        return self.trained_recall_sequences > 0 and self._last_rung_budget().recall_decides
 
     @property
     def reads_trained_recall(self) -> bool:
         """Whether the finalists' recall is read from their trained models (the last rung's measure, issue 48):
-        recall is asked for (--min-recall known, or the recall objective) and the last rung measures it. A numeric
-        --min-recall is a fraction of MQAR queries answered, which only the probe measures: it reads the probe."""
+        recall is asked for (--min-recall known, or the recall objective) and the last rung measures it in a setting
+        where trained models retrieve (``recall_decides``; not the cpu ladder's target, where the probe stays the
+        filter). A numeric --min-recall is a fraction of MQAR queries answered, which only the probe measures."""
         numeric = self.min_recall is not None and self.min_recall != "known"
-        return self.asks_recall and not numeric and self.trained_recall_sequences > 0
+        return self.asks_recall and not numeric and self.trained_recall_decides
 
     @property
     def probes_recall(self) -> bool:

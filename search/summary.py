@@ -48,6 +48,12 @@ def cost_table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+# where --min-recall reads the probe, the answer says what the probe is not (issue 48)
+PROBE_LIMITS = ("   read from the recall probe: the pattern's mixers alone, trained on MQAR, not the model ranked here; "
+                "where the trained models' own recall is recorded beside it, it does not decide at this budget "
+                "(no trained model retrieves at the cpu ladder's target: docs/recall.md)")
+
+
 def tradeoff_lines(result: dict[str, Any]) -> list[str]:
     """The finalists' recall, the --min-recall constraint and the front, for the summary (search.tradeoffs)."""
     probe = result.get("recall_probe") or {}
@@ -65,6 +71,8 @@ def tradeoff_lines(result: dict[str, Any]) -> list[str]:
     if constraint:
         eligible = ", ".join(constraint["eligible"]) or "none"
         lines.append(f"{constraint['why']}: eligible {eligible}")
+        if constraint.get("source") == "probe":
+            lines.append(PROBE_LIMITS)
     said = result.get("front")
     if said:
         noise = said.get("loss_noise")

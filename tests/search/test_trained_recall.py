@@ -100,3 +100,22 @@ def test_a_numeric_min_recall_is_a_fraction_of_queries_and_reads_the_probe():
     assert SearchConfig(**TRAINED, objectives="score,recall").recall_source == "trained"
     assert SearchConfig(**TRAINED).recall_source is None  # not asked for
     assert SearchConfig(**TRAINED).trained_recall_sequences == 4  # rung-smoke-1's, measured all the same
+
+
+def test_the_cpu_ladder_records_trained_recall_but_its_probe_decides():
+    """At the cpu ladder's target no trained model retrieves (docs/recall.md), so --min-recall known reads the probe
+    there and the trained figure is recorded beside it; the gpu ladder's target reads the trained models'."""
+    cpu = SearchConfig(**{**TRAINED, "budget": "cpu"}, min_recall="known")
+    assert cpu.trained_recall_sequences == 32 and not cpu.trained_recall_decides
+    assert cpu.recall_source == "probe" and cpu.probes_recall
+    gpu = SearchConfig(**{**TRAINED, "budget": "gpu"}, min_recall="known")
+    assert gpu.trained_recall_decides and gpu.recall_source == "trained" and not gpu.probes_recall
+
+
+def test_where_the_probe_decides_the_summary_says_what_it_is_not():
+    from search.summary import PROBE_LIMITS, tradeoff_lines
+
+    said = {"leaderboard": [], "min_recall": {"why": "--min-recall known: llama AMAMAM recalls 0.9", "eligible": [],
+                                              "source": "probe"}}
+    assert PROBE_LIMITS in tradeoff_lines(said)
+    assert PROBE_LIMITS not in tradeoff_lines({**said, "min_recall": {**said["min_recall"], "source": "trained"}})
