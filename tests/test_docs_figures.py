@@ -1167,6 +1167,45 @@ def test_recall_probe_variants_table():
         agree(numbers(cells[6])[0], run["minutes"], f"{cells[:2]} minutes")
 
 
+TRAINED_RECALL = {"512": "trained_recall_512_repeat50-2026-11-28.json",
+                  "256": "trained_recall_256_repeat100-2026-11-28.json"}
+TRAINED_LAYOUTS = {"Llama": "llama", "SDDMDM": "SDDMDM:repeat", "Nemotron-H": "nemotron-h"}
+
+
+def trained_run(cells: list[str]) -> dict:
+    """The stored run of a docs/recall.md trained-recall row: its setting's file, its layout, seed 0."""
+    stored = results(TRAINED_RECALL[cells[0]])
+    return stored["layouts"][TRAINED_LAYOUTS[plain(cells[1]).split()[0]]]["seeds"]["0"]
+
+
+def agree_interval(cell: str, value: float, ci: list[float], what: str) -> None:
+    """A cell printed as ``+0.107 [+0.081, +0.132]``: the figure and its interval, each as the doc rounds it."""
+    agree_all(numbers(cell), [value, *ci], what)
+
+
+def test_trained_recall_tables():
+    """docs/recall.md's copy gains of trained models and their loss and cost, against the stored runs."""
+    text = section(doc("recall.md"), "Recall of the trained model")
+    for name, file in TRAINED_RECALL.items():
+        assert f"benchmarks/results/{file}" in text, f"recall.md does not cite {file}"
+    for cells in table(text, "| setting | layout | spans"):
+        run = trained_run(cells)
+        by_distance = {row["distance"]: row for row in run["recall"]["copy"] if row["kind"] == cells[2]}
+        for distance, cell in zip((64, 128, 256), cells[3:6], strict=True):
+            if cell == "-":
+                assert distance not in by_distance, f"{cells[:3]}: distance {distance} was measured"
+                continue
+            row = by_distance[distance]
+            agree_interval(cell, row["gain"], row["gain_ci"], f"{cells[:3]} copy gain at {distance}")
+    for cells in table(text, "| setting | layout | val loss"):
+        run, what = trained_run(cells), f"{cells[:2]}"
+        agree(cells[2], run["val_loss"], f"{what} val loss")
+        ar = run["recall"]["ar_slice"]
+        agree_interval(cells[3], ar["repeat_gain"], ar["repeat_gain_ci"], f"{what} AR repeat gain")
+        agree(cells[4], run["tokens_per_s"], f"{what} tokens/s")
+        agree(cells[5], run["seconds"] / 60, f"{what} minutes")
+
+
 AMSD_RECALL = "amsd_recall_search-2026-11-27.json"
 
 
