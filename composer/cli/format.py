@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from typing import Any
@@ -42,3 +43,14 @@ def is_main_process() -> bool:
     import os
 
     return int(os.environ.get("RANK", os.environ.get("LOCAL_RANK", "0")) or 0) == 0
+
+
+class RenamedFlag(argparse.Action):
+    """An old flag spelling kept for a while (issue 49): sets the new flag's ``dest`` and prints a one-line notice
+    ("--strategy is now --parallelism; the old spelling will go"). Add it with ``help=argparse.SUPPRESS``."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from composer.training.config import renamed_notice
+
+        renamed_notice(option_string.lstrip("-"), self.dest, flag=True)
+        setattr(namespace, self.dest, values)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from composer.cli.format import is_main_process, print_json, print_rows
+from composer.cli.format import RenamedFlag, is_main_process, print_json, print_rows
 
 DEFAULT_FREEZE = "mlp,embeddings"
 PARSER_DEFAULTS: dict[str, object] = {}  # filled by add_parser: an option still at its default was not given
@@ -49,7 +49,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--val-tokens", dest="val_tokens", type=int)
     parser.add_argument("--precision", default="auto")
     parser.add_argument("--devices", default="1", help="devices per node, or 'auto' (several: FSDP2 by default)")
-    parser.add_argument("--strategy", default="auto", help="auto, single, ddp or fsdp, as composer train")
+    parser.add_argument("--parallelism", default="auto", help="auto, single, ddp or fsdp, as composer train")
+    parser.add_argument("--strategy", dest="parallelism", action=RenamedFlag, default=argparse.SUPPRESS,
+                        help=argparse.SUPPRESS)
     parser.add_argument("--accelerator", default="auto")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--wandb", default="auto")
@@ -73,11 +75,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         help="stop after ranking the placements")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     parser.set_defaults(handler=run)
-    PARSER_DEFAULTS.update({action.dest: action.default for action in parser._actions})
+    PARSER_DEFAULTS.update({action.dest: action.default for action in parser._actions
+                            if action.default is not argparse.SUPPRESS})  # not --strategy's, the old spelling's
 
 
 # recipe keys that differ from the flags' destinations
-RECIPE_KEYS = {"from": "source", "no_distill": "distill"}
+RECIPE_KEYS = {"from": "source", "no_distill": "distill", "strategy": "parallelism"}  # strategy: the old spelling
 
 
 def apply_recipe(args: argparse.Namespace) -> None:
@@ -93,6 +96,10 @@ def apply_recipe(args: argparse.Namespace) -> None:
             dest = RECIPE_KEYS.get(key, key)
             if key == "no_distill":
                 value = not value
+            if key == "strategy":
+                from composer.training.config import renamed_notice
+
+                renamed_notice("strategy", "parallelism")
             if getattr(args, dest) == PARSER_DEFAULTS.get(dest):  # not given on the command line
                 setattr(args, dest, value)
     missing = [flag for flag, dest in (("--from", "source"), ("--pattern", "pattern"), ("--out", "out"))
@@ -118,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
         arch=args.pattern, init_from=args.source, teacher=args.source, out=args.out, tokens=args.tokens,
         seq_len=args.seq_len, batch_size=args.batch_size, lr=args.lr, distill_temperature=args.temperature,
         kl_weight=args.kl_weight, hidden_weight=args.hidden_weight, freeze=args.freeze, precision=args.precision,
-        seed=args.seed, wandb=args.wandb, devices=args.devices, strategy=args.strategy,
+        seed=args.seed, wandb=args.wandb, devices=args.devices, parallelism=args.parallelism,
         accelerator=args.accelerator, **{k: v for k, v in optional.items() if v is not None},
     )
     summary = train(config, resume=args.resume)
@@ -154,7 +161,7 @@ def run_search(args: argparse.Namespace, optional: dict) -> int:
     train = {"tokens": args.tokens, "seq_len": args.seq_len, "batch_size": args.batch_size, "lr": args.lr,
              "distill_temperature": args.temperature, "kl_weight": args.kl_weight, "hidden_weight": args.hidden_weight,
              "freeze": args.freeze, "precision": args.precision, "seed": args.seed, "wandb": args.wandb,
-             "devices": args.devices, "strategy": args.strategy, "accelerator": args.accelerator, **optional}
+             "devices": args.devices, "parallelism": args.parallelism, "accelerator": args.accelerator, **optional}
     config = PlacementSearchConfig(source=args.source, pattern=args.pattern, keep=args.keep, out=args.out,
                                    train=train, supernet_tokens=args.supernet_tokens, max_candidates=args.candidates,
                                    beam_width=args.beam_width, score_tokens=args.score_tokens,

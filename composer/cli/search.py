@@ -64,6 +64,39 @@ FLAGS = {
 }
 
 
+# `composer search --help` shows the flags above these groups (issue 49: it was 133 lines of internals);
+# `--help-all` shows every flag, the advanced ones in these groups. Every flag works whichever help shows it.
+GROUPS = {
+    "advanced: search algorithm": ("depth", "sampler", "objectives", "evaluator", "timeout", "seed", "prune", "known"),
+    "advanced: ladder and budget": ("min_recall", "recall_budget", "confirm_seeds", "attention_at_target",
+                                    "precision", "compile"),
+    "advanced: constraints": ("min_share", "max_share", "max_params", "max_kv"),
+    "advanced: data": ("text_field", "tokenizer"),
+    "distributed and storage": ("storage", "study", "wandb"),
+}
+ADVANCED = {name: title for title, names in GROUPS.items() for name in names}
+
+
+class _Help(argparse.Action):
+    """``-h``: the common flags and a pointer to ``--help-all``; ``--help-all``: every flag, grouped."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None, every=False):
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+        self.every = every
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        hidden = [] if self.every else [a for a in parser._actions if getattr(a, "advanced", False)]
+        shown = [a.help for a in hidden]
+        for action in hidden:
+            action.help = argparse.SUPPRESS
+        topics = ", ".join(title.removeprefix("advanced: ") for title in GROUPS)
+        parser.epilog = None if self.every else f"composer search --help-all: {len(hidden)} more flags ({topics})"
+        parser.print_help()
+        for action, text in zip(hidden, shown):
+            action.help = text
+        parser.exit()
+
+
 def default_search_text() -> str:
     """The help's account of a bare ``composer search``. Its counts and rungs come from SearchConfig's defaults and
     the ladder's own description, so a changed default cannot leave the help describing another search (issue 34:
@@ -86,18 +119,27 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "search",
         help="search layer interleavings with Optuna (the main job)",
         description=default_search_text(),
+        add_help=False,
     )
-    parser.add_argument("--recipe", help="YAML recipe whose keys are these options (see recipes/search/)")
+    parser.add_argument("-h", "--help", action=_Help, help="show the common flags and exit")
+    parser.add_argument("--help-all", action=_Help, every=True, help="show every flag, the advanced ones grouped")
+    groups = {title: parser.add_argument_group(title) for title in GROUPS}
+
+    def add(name: str, *flags: str, **kwargs) -> None:
+        action = (groups[ADVANCED[name]] if name in ADVANCED else parser).add_argument(*flags, **kwargs)
+        action.advanced = name in ADVANCED
+
+    add("recipe", "--recipe", help="YAML recipe whose keys are these options (see recipes/search/)")
     for name, (kind, text) in FLAGS.items():
-        parser.add_argument("--" + name.replace("_", "-"), dest=name, type=kind, default=None, help=text)
-    parser.add_argument("--compile", dest="compile", action="store_true", default=None,
-                        help="torch.compile every candidate (pays off on GPUs; on CPU compiling costs more than a "
-                        "cpu-budget candidate trains)")
-    parser.add_argument("--no-prune", dest="prune", action="store_false", default=None,
-                        help="do not stop unpromising trials early")
-    parser.add_argument("--no-known", dest="known", action="store_false", default=None,
-                        help="do not start with Llama and the published layouts the primitives can express")
-    parser.add_argument("--json", action="store_true", help="print the leaderboard as JSON")
+        add(name, "--" + name.replace("_", "-"), dest=name, type=kind, default=None, help=text)
+    add("compile", "--compile", dest="compile", action="store_true", default=None,
+        help="torch.compile every candidate (pays off on GPUs; on CPU compiling costs more than a cpu-budget candidate "
+        "trains)")
+    add("prune", "--no-prune", dest="prune", action="store_false", default=None,
+        help="do not stop unpromising trials early")
+    add("known", "--no-known", dest="known", action="store_false", default=None,
+        help="do not start with Llama and the published layouts the primitives can express")
+    add("json", "--json", action="store_true", help="print the leaderboard as JSON")
     parser.set_defaults(handler=run)
 
 

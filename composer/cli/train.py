@@ -5,50 +5,91 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
-from composer.cli.format import is_main_process, print_json
+from composer.cli.format import RenamedFlag, is_main_process, print_json
 from composer.errors import ConfigError
 from composer.pattern import compact_pattern, layers
 from composer.presets import PRESETS
-from composer.training.config import DEFAULT_PRESET, PRECISIONS, STRATEGIES, WANDB_MODES, TrainConfig
+from composer.training.config import (
+    DEFAULT_PRESET,
+    PRECISIONS,
+    RENAMED,
+    STRATEGIES,
+    WANDB_MODES,
+    TrainConfig,
+)
 
+# help per TrainConfig field; help_text() adds "(default: X)" from the dataclass where the text names no default, so
+# that every flag says what it does when left out (issue 49)
 HELP = {
-    "arch": "a preset name or a layer pattern such as '(AM)x2' (widths from --preset; default tiny)",
+    "arch": "a preset name or a layer pattern such as '(AM)x2' (widths from --preset; default (AM)x2 at tiny)",
     "preset": "widths for a pattern --arch (default tiny, printed); with --from-search the size the answer grows to",
+    "options": "per-primitive options as JSON, e.g. '{\"W\": {\"window\": 1024}}' (see docs/primitives.md; "
+    "default: the preset's)",
     "data": "Hugging Face dataset name, or a local .txt/.jsonl/.parquet file, glob or directory "
     "(default: the offline corpus)",
     "tokenizer": "Hugging Face tokenizer name or path (default: the offline byte-level tokenizer)",
-    "tokens": "training tokens (rounded down to whole optimizer steps)",
-    "batch_size": "global batch in sequences",
-    "micro_batch_size": "sequences per device and forward pass (default: batch size / devices)",
-    "strategy": "auto (single device, or FSDP2 on several), single, ddp or fsdp",
-    "precision": "auto: bf16-mixed on GPUs with bf16 and CPUs with native bf16 (AVX-512 BF16, AMX), else 32-true",
-    "warmup": "warmup: a fraction of the steps (< 1) or a number of steps",
-    "wandb": "auto: online with an API key, else offline; off disables W&B",
-    "devices": "devices per node, or 'auto'",
-    "seed": "training seed: initialisation and data order (never the validation split)",
+    "text_field": "the field of --data's JSON or Parquet records that holds the text",
+    "val_fraction": "share of a local source's documents held out for validation (streamed sources hold out their "
+    "first documents)",
     "data_seed": "chooses the held-out validation documents (default 0; the same for every --seed)",
-    "val_tokens": "tokens scored by the final validation (default: the whole held-out split)",
-    "val_batches": "micro-batches per validation during training (the loss curve; the final one reads them all)",
-    "progress": "print the run's step lines (default on)",
-    "curve_points": "record a learning curve: about N validations spaced in log-steps (summary.json's curve)",
-    "curve_tokens": "held-out tokens per curve point (default 8192; the final validation reads --val-tokens)",
+    "max_documents": "use only the first N documents, for quick smoke runs (default: all)",
     "repeat_share": "share of training windows that repeat a span of their own text later in the window, a "
     "recall-bearing stream (default 0; validation text is never changed)",
     "repeat_span": "tokens per repeated span (default 64 bytes or 32 subword tokens, at most seq_len / 4)",
-    "max_documents": "use only the first N documents (quick smoke runs)",
-    "options": "per-primitive options as JSON, e.g. '{\"W\": {\"window\": 1024}}' (see docs/primitives.md)",
+    "num_workers": "data loader worker processes",
+    "data_cache": "token cache directory (default $COMPOSER_CACHE/data, else ~/.cache/composer/data)",
+    "tokens": "training tokens (rounded down to whole optimizer steps)",
+    "seq_len": "tokens per training sequence",
+    "batch_size": "global batch in sequences",
+    "micro_batch_size": "sequences per device and forward pass (default: batch size / devices)",
+    "lr": "peak learning rate (AdamW)",
+    "min_lr_ratio": "the schedule's final rate as a share of --lr",
+    "schedule": "learning-rate schedule after warmup: cosine, wsd (warmup-stable-decay) or constant",
+    "warmup": "warmup: a fraction of the steps (< 1) or a number of steps",
+    "decay_fraction": "wsd: share of the steps spent decaying",
+    "weight_decay": "AdamW weight decay",
+    "beta1": "AdamW beta1",
+    "beta2": "AdamW beta2",
+    "eps": "AdamW epsilon",
+    "grad_clip": "max global gradient norm; 0 disables clipping",
+    "accelerator": "Lightning accelerator: auto, cpu, gpu, ...",
+    "devices": "devices per node, or 'auto'",
+    "num_nodes": "nodes (hosts) of a multi-node run",
+    "parallelism": "how several devices share the model: auto (single device, or FSDP2 on several), single, ddp or "
+    "fsdp (was --strategy, which composer search uses for its algorithm)",
+    "precision": "auto: bf16-mixed on GPUs with bf16 and CPUs with native bf16 (AVX-512 BF16, AMX), else 32-true",
+    "compile": "torch.compile the model",
+    "activation_checkpointing": "recompute each layer's activations in the backward pass (less memory, more compute)",
+    "val_interval": "optimizer steps between validations (default: 10 per run)",
+    "val_batches": "micro-batches per validation during training (the loss curve; the final one reads them all)",
+    "val_tokens": "tokens scored by the final validation (default: the whole held-out split)",
+    "curve_points": "record a learning curve: about N validations spaced in log-steps (summary.json's curve; "
+    "0: none)",
+    "curve_tokens": "held-out tokens per curve point (default 8192; the final validation reads --val-tokens)",
+    "log_interval": "optimizer steps between logged metrics",
+    "progress": "print the run's step lines (default on)",
+    "checkpoint_interval": "optimizer steps between checkpoints (default: 5 per run; the end always saves)",
+    "keep_checkpoints": "newest checkpoints kept in --out",
+    "throughput_only": "measure tokens/s and MFU only: no validation, no checkpoints, no exported weights "
+    "(summary.json's val_loss is null)",
+    "wandb": "auto: online with an API key, else offline; off disables W&B",
+    "wandb_project": "W&B project",
+    "run_name": "W&B run name (default: --out's directory name)",
+    "seed": "training seed: initialisation and data order (never the validation split)",
+    "out": "output directory: checkpoints, the model and summary.json (required)",
     "init_from": "start from this model (a Composer model directory or a transformers checkpoint): its widths, "
-    "vocabulary, tokenizer and weights, mapped onto --arch as composer hybridize does",
-    "teacher": "distil this model's next-token distribution (KL); see composer hybridize",
+    "vocabulary, tokenizer and weights, mapped onto --arch as composer hybridize does (default: random init)",
+    "teacher": "distil this model's next-token distribution (KL); see composer hybridize (default: none)",
     "distill_temperature": "temperature of the distillation KL (default 1)",
     "kl_weight": "with --teacher: loss = w * KL + (1 - w) * cross-entropy (default 1)",
     "hidden_weight": "with --teacher: add this times the per-layer MSE between residual streams",
-    "freeze": "comma-separated groups not trained: mlp, embeddings, attention, norms (needs --init-from)",
-    "throughput_only": "measure tokens/s and MFU only: no validation, no checkpoints, no exported weights "
-    "(summary.json's val_loss is null)",
-    "supernet_keep": "composer hybridize --search's supernet: keep this many random teacher attention layers per step",
+    "freeze": "comma-separated groups not trained: mlp, embeddings, attention, norms (needs --init-from; "
+    "default: none)",
+    "supernet_keep": "composer hybridize --search's supernet: keep this many random teacher attention layers per step "
+    "(default: off)",
 }
-CHOICES = {"strategy": STRATEGIES, "precision": PRECISIONS, "wandb": WANDB_MODES, "schedule": ("cosine", "wsd", "constant")}
+CHOICES = {"parallelism": STRATEGIES, "precision": PRECISIONS, "wandb": WANDB_MODES,
+           "schedule": ("cosine", "wsd", "constant")}
 
 
 def _scalar_type(annotation: str):
@@ -57,6 +98,18 @@ def _scalar_type(annotation: str):
         if annotation.startswith(name):
             return kind
     return str
+
+
+def help_text(field: dataclasses.Field) -> str:
+    """``field``'s help with its default: the text's own where it names one (e.g. "default: the offline corpus"),
+    else the dataclass default as "(default: X)"."""
+    text = HELP.get(field.name, field.name.replace("_", " "))
+    if "default" in text or "required" in text:
+        return text
+    value = field.default
+    shown = ("on" if value else "off") if isinstance(value, bool) else "none" if value is None else f"{value:g}" \
+        if isinstance(value, float) else value
+    return f"{text} (default: {shown})".replace("%", "%%")
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -76,11 +129,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     for field in dataclasses.fields(TrainConfig):
         flag = "--" + field.name.replace("_", "-")
         kind = _scalar_type(str(field.type))
-        kwargs = {"dest": field.name, "default": None, "help": HELP.get(field.name)}
+        kwargs = {"dest": field.name, "default": None, "help": help_text(field)}
         if kind is bool:
             parser.add_argument(flag, action=argparse.BooleanOptionalAction, **kwargs)
         else:
             parser.add_argument(flag, type=kind, choices=CHOICES.get(field.name), **kwargs)
+    for old, new in RENAMED.items():
+        parser.add_argument("--" + old, dest=new, action=RenamedFlag, choices=CHOICES.get(new),
+                            default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     parser.set_defaults(handler=run)
 
 

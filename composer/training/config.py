@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,19 @@ STRATEGIES = ("auto", "single", "ddp", "fsdp")
 PRECISIONS = ("auto", "32-true", "bf16-mixed", "bf16-true", "16-mixed")
 WANDB_MODES = ("auto", "online", "offline", "off")
 DEFAULT_PRESET = "tiny"  # the widths of a pattern `arch` without `preset` (composer train prints it)
+# old spellings of renamed fields (recipe keys, flags, keyword arguments), accepted for a while with a notice.
+# `strategy` was both the search's algorithm and training's FSDP/DDP (issue 49): the training one is `parallelism`.
+RENAMED = {"strategy": "parallelism"}
+_noticed: set[str] = set()
+
+
+def renamed_notice(old: str, new: str, flag: bool = False) -> None:
+    """One line on stderr, once per process, that ``old`` is now ``new`` (``flag``: as command-line flags)."""
+    dash = (lambda name: "--" + name.replace("_", "-")) if flag else (lambda name: name)
+    line = f"{dash(old)} is now {dash(new)}; the old spelling will go"
+    if line not in _noticed:
+        _noticed.add(line)
+        print(line, file=sys.stderr)
 
 
 @dataclass
@@ -64,7 +78,7 @@ class TrainConfig:
     accelerator: str = "auto"
     devices: int | str = 1
     num_nodes: int = 1
-    strategy: str = "auto"  # auto | single | ddp | fsdp (FSDP2 through ModelParallelStrategy)
+    parallelism: str = "auto"  # auto | single | ddp | fsdp (FSDP2 through ModelParallelStrategy); was `strategy`
     precision: str = "auto"  # auto: bf16-mixed where the GPU or CPU computes bf16 natively, else 32-true
     compile: bool = False
     activation_checkpointing: bool = False
@@ -99,8 +113,16 @@ class TrainConfig:
     freeze: str | list[str] | None = None  # parameter groups not trained: mlp, embeddings, attention, norms
     # composer hybridize --search: train a supernet whose every step keeps this many random teacher attention layers
     supernet_keep: int | None = None
+    # the old spelling of `parallelism` (TrainConfig(strategy="fsdp"), a recipe's `strategy:`); not a field
+    strategy: dataclasses.InitVar[str | None] = None
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, strategy: str | None = None) -> None:
+        if strategy is not None:
+            renamed_notice("strategy", "parallelism")
+            if self.parallelism not in ("auto", strategy):
+                raise ConfigError(f"strategy is the old spelling of parallelism: give one, not strategy {strategy!r} "
+                                  f"and parallelism {self.parallelism!r}")
+            self.parallelism = strategy
         if self.wandb is False:  # YAML 1.1 reads a recipe's `wandb: off` as false: that is what the author meant
             self.wandb = "off"
         if isinstance(self.options, str):
@@ -113,7 +135,7 @@ class TrainConfig:
         ):
             raise ConfigError(f"options must map a primitive symbol to its options, got {self.options!r}")
         checks = [
-            (self.strategy in STRATEGIES, f"strategy must be one of {STRATEGIES}, got {self.strategy!r}"),
+            (self.parallelism in STRATEGIES, f"parallelism must be one of {STRATEGIES}, got {self.parallelism!r}"),
             (self.precision in PRECISIONS, f"precision must be one of {PRECISIONS}, got {self.precision!r}"),
             (self.wandb in WANDB_MODES, f"wandb must be one of {WANDB_MODES}, got {self.wandb!r}"),
             (self.tokens > 0, f"tokens must be positive, got {self.tokens}"),
@@ -147,12 +169,17 @@ class TrainConfig:
 
     @classmethod
     def field_names(cls) -> list[str]:
-        return [f.name for f in dataclasses.fields(cls)]
+        """The fields a recipe may set, with the old spellings still accepted (``RENAMED``) at the end."""
+        return [f.name for f in dataclasses.fields(cls)] + list(RENAMED)
 
     @classmethod
     def from_recipe(cls, path: str | Path, **overrides: Any) -> TrainConfig:
         """Load a YAML recipe; ``overrides`` (e.g. CLI flags that were given) win over its values."""
         values = load_recipe(path, cls.field_names())
+        for old, new in RENAMED.items():
+            if old in values:
+                renamed_notice(old, new)
+                values.setdefault(new, values.pop(old))
         values.update({key: value for key, value in overrides.items() if value is not None})
         return cls(**values)
 

@@ -136,12 +136,12 @@ def resolve_precision(config: TrainConfig) -> str:
 
 
 def resolve_strategy(config: TrainConfig, world_size: int):
-    name = config.strategy
+    name = config.parallelism
     if name == "auto":
         name = "fsdp" if world_size > 1 else "single"
     if name == "single":
         if world_size > 1:
-            raise ConfigError(f"strategy 'single' runs on one device, but {world_size} were requested")
+            raise ConfigError(f"parallelism 'single' runs on one device, but {world_size} were requested")
         return name, "auto"
     if name == "ddp":
         return name, DDPStrategy()

@@ -215,7 +215,7 @@ def test_hybridize_on_two_processes_with_fsdp2_matches_one_device(tmp_path, smal
     assert main([*argv, "--out", str(tmp_path / "single")]) == 0  # one device, in this process
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     run = subprocess.run([sys.executable, "-m", "composer", *argv, "--out", str(tmp_path / "fsdp"), "--devices", "2",
-                          "--strategy", "fsdp", "--json"], capture_output=True, text=True, env=env, timeout=600)
+                          "--parallelism", "fsdp", "--json"], capture_output=True, text=True, env=env, timeout=600)
     assert run.returncode == 0, run.stderr[-2000:]
     results = {name: json.loads((tmp_path / name / "summary.json").read_text()) for name in ("single", "fsdp")}
     assert json.loads(run.stdout) == results["fsdp"]  # one JSON document: only the main process prints

@@ -34,7 +34,7 @@ def test_plan_errors(kwargs, world, message):
 
 
 def test_invalid_values():
-    with pytest.raises(ConfigError, match="strategy must be one of"):
+    with pytest.raises(ConfigError, match="parallelism must be one of"):
         TrainConfig(strategy="deepspeed")
 
 
