@@ -1167,9 +1167,10 @@ def test_recall_probe_variants_table():
         agree(numbers(cells[6])[0], run["minutes"], f"{cells[:2]} minutes")
 
 
-TRAINED_RECALL = {"512": "trained_recall_512_repeat50-2026-11-28.json",
+TRAINED_RECALL = {"128": "trained_recall_128_target-2026-11-28.json",
+                  "512": "trained_recall_512_repeat50-2026-11-28.json",
                   "256": "trained_recall_256_repeat100-2026-11-28.json"}
-TRAINED_LAYOUTS = {"Llama": "llama", "SDDMDM": "SDDMDM:repeat", "Nemotron-H": "nemotron-h"}
+TRAINED_LAYOUTS = {"Llama": "llama", "SDDMDM": "SDDMDM:repeat", "Nemotron-H": "nemotron-h", "SDDMAS": "SDDMAS:keep"}
 
 
 def trained_run(cells: list[str]) -> dict:
@@ -1191,7 +1192,7 @@ def test_trained_recall_tables():
     for cells in table(text, "| setting | layout | spans"):
         run = trained_run(cells)
         by_distance = {row["distance"]: row for row in run["recall"]["copy"] if row["kind"] == cells[2]}
-        for distance, cell in zip((64, 128, 256), cells[3:6], strict=True):
+        for distance, cell in zip((32, 64, 128, 256), cells[3:7], strict=True):
             if cell == "-":
                 assert distance not in by_distance, f"{cells[:3]}: distance {distance} was measured"
                 continue
