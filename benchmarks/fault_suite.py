@@ -43,7 +43,7 @@ BAD_INPUTS: list[tuple[str, list[str]]] = [
     ("train", ["train", "--arch", "(AM)x2", "--preset", "nope", "--out", "{tmp}/o"]),
     ("train", ["train", "--arch", "(AM)x2", "--preset", "tiny", "--tokens", "10", "--out", "{tmp}/o"]),
     ("train", ["train", "--arch", "(AM)x2", "--preset", "tiny", "--lr", "-1"]),
-    ("train", ["train", "--arch", "(AM)x2", "--preset", "tiny", "--strategy", "deepspeed"]),
+    ("train", ["train", "--arch", "(AM)x2", "--preset", "tiny", "--parallelism", "deepspeed"]),
     ("train", ["train", "--arch", "(AM)x2", "--preset", "tiny", "--data", "{tmp}/missing.txt", "--out", "{tmp}/o"]),
     ("train", ["train", "--arch", "(AM)x2", "--preset", "tiny", "--tokenizer", "{tmp}/empty", "--out", "{tmp}/o"]),
     ("train", ["train", "--recipe", "{tmp}/missing.yaml"]),
