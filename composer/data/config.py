@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from composer.data.errors import DataError
+from composer.data.repeated_spans import check_settings as check_repeats
 
 TEXT_UNITS = ("paragraph", "line", "document")
 DEFAULT_VAL_DOCUMENTS = 1000
@@ -97,11 +98,7 @@ class DataConfig:
             raise DataError(f"val_fraction must be in [0, 1), got {self.val_fraction}")
         if self.streaming is not None and not isinstance(self.streaming, bool):
             raise DataError(f"streaming must be True, False or None (automatic), got {self.streaming!r}")
-        if isinstance(self.repeat_share, bool) or not isinstance(self.repeat_share, (int, float)) or not (
-                0.0 <= self.repeat_share <= 1.0):
-            raise DataError(f"repeat_share must be a fraction of the training windows in [0, 1], got {self.repeat_share!r}")
-        if self.repeat_span is not None:
-            _check_int("repeat_span", self.repeat_span, minimum=1)
+        check_repeats(self.repeat_share, self.repeat_span)
         if self.text_unit not in TEXT_UNITS:
             raise DataError(f"text_unit must be one of {', '.join(TEXT_UNITS)}, got {self.text_unit!r}")
 

@@ -17,6 +17,7 @@ see the same repeats. Validation is never changed: the held-out text that scores
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -31,6 +32,15 @@ def default_span(byte_level: bool, seq_len: int) -> int:
     return max(2, min(BYTE_SPAN if byte_level else SUBWORD_SPAN, seq_len // 4))
 
 
+def check_settings(share: Any, span: Any) -> None:
+    """``repeat_share`` a fraction of the windows and ``repeat_span`` (None: the default) a positive token count:
+    a ``DataConfig`` checks them when it is made, a ``RepeatedSpans`` when it is built."""
+    if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0.0 <= share <= 1.0:
+        raise DataError(f"repeat_share must be a fraction of the training windows in [0, 1], got {share!r}")
+    if span is not None and (isinstance(span, bool) or not isinstance(span, int) or span < 1):
+        raise DataError(f"repeat_span must be a positive token count, got {span!r}")
+
+
 @dataclass(frozen=True)
 class RepeatedSpans:
     """Repeats a span in ``share`` of the windows (each of ``seq_len + 1`` tokens) of the training stream."""
@@ -40,10 +50,9 @@ class RepeatedSpans:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if isinstance(self.share, bool) or not isinstance(self.share, (int, float)) or not 0.0 <= self.share <= 1.0:
-            raise DataError(f"repeat_share must be a fraction of the training windows in [0, 1], got {self.share!r}")
-        if isinstance(self.span, bool) or not isinstance(self.span, int) or self.span < 1:
-            raise DataError(f"repeat_span must be a positive token count, got {self.span!r}")
+        check_settings(self.share, self.span)
+        if self.span is None:
+            raise DataError("repeat_span must be a positive token count, got None")
 
     def check_fits(self, seq_len: int) -> None:
         """Two copies must fit in a window; say which knob to turn when they do not."""
