@@ -1,4 +1,4 @@
-"""Baseline layer patterns the searched architectures are compared with (method.md, "Baselines").
+"""Baseline layer patterns the searched architectures are compared with (docs/method.md, "Baselines").
 
 Every generator returns a canonical pattern of exactly ``n_layers`` symbols. Two kinds:
 

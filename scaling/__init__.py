@@ -1,6 +1,6 @@
 """Scaling a searched pattern up to a target model: extrapolation, matched baselines, training rules.
 
-* :mod:`scaling.extrapolate`: stacking and stretching (method.md, "Extrapolator").
+* :mod:`scaling.extrapolate`: stacking and stretching (docs/method.md, "Extrapolation").
 * :mod:`scaling.matching`: Llama, Sandwich, striped and random baselines matched to a composite.
 * :mod:`scaling.rules`: token budgets and learning rate / batch by scale, each with its source.
 """

@@ -1,4 +1,5 @@
-"""Extrapolate a searched layer pattern to a target model size: stacking and stretching (method.md, "Extrapolator").
+"""Extrapolate a searched layer pattern to a target model size: stacking and stretching
+(docs/method.md, "Extrapolation").
 
 The search runs small patterns (6 or 16 layers); the winner is grown to the size of a target model at the
 target's widths. Size is counted in parameters at the *target width*, so a pattern is compared with the target

@@ -1,4 +1,5 @@
-"""Baselines matched to a composite (extrapolated) architecture, at the composite's widths (method.md, "Baselines").
+"""Baselines matched to a composite (extrapolated) architecture, at the composite's widths
+(docs/method.md, "Baselines").
 
 The paper compares each composite with Llama (1:1 alternation), the Sandwich Transformer, striped 1:r patterns and
 random patterns, all at the same widths and about the same size. How each is matched:

@@ -22,17 +22,18 @@ TOKENS_PER_PARAM: dict[str, Fraction] = {
     # compute-optimal budget is ~20 tokens per parameter (1B -> 20.2B tokens, 10B -> 205B). Chinchilla counts
     # all parameters, embeddings included (Pearce & Song 2024, "Reconciling Kaplan and Chinchilla").
     "chinchilla": Fraction(20),
-    # The Composer paper's 1B runs (method.md): 37.5B DCLM tokens for Llama-3.2-1B's 1,235,814,400 parameters,
-    # ~30.3 tokens per parameter. The paper's 350M and 3B budgets are not known to us; this rule carries the
-    # 1B ratio to them.
+    # The Composer paper's 1B runs (docs/method.md, "Scaling rules"): 37.5B DCLM tokens for Llama-3.2-1B's
+    # 1,235,814,400 parameters, ~30.3 tokens per parameter. The paper's 350M and 3B budgets are not known to
+    # us; this rule carries the 1B ratio to them.
     "paper": Fraction(37_500_000_000, 1_235_814_400),
 }
 
-SEQ_LEN = 8192  # method.md, large-scale setup: 8K context
-GLOBAL_BATCH_TOKENS = 256 * SEQ_LEN  # method.md: "~2M-token global batch": 256 sequences of 8K = 2,097,152
+SEQ_LEN = 8192  # docs/method.md, "Scaling rules": 8K context
+# docs/method.md, "Scaling rules": "~2M-token global batch": 256 sequences of 8K = 2,097,152
+GLOBAL_BATCH_TOKENS = 256 * SEQ_LEN
 
 LR_ANCHOR_PRESETS: tuple[tuple[str, float], ...] = (
-    # method.md, large-scale training setup (a sibling paper of the same group): peak LR by scale.
+    # docs/method.md, "Scaling rules" (a sibling paper of the same group): peak LR by scale.
     ("llama-350m", 3e-3),
     ("llama-3.2-1b", 6e-4),
     ("llama-3.2-3b", 3e-4),
@@ -75,7 +76,8 @@ def token_budget(params: int, rule: str | float = "chinchilla", digits: int = 3)
 
 
 def peak_lr(non_embedding_params: int, anchors: tuple[tuple[int, float], ...] | None = None) -> float:
-    """Peak learning rate at a size: log-log linear interpolation between ``anchors`` (default: method.md's).
+    """Peak learning rate at a size: log-log linear interpolation between ``anchors`` (default: the
+    anchors of docs/method.md, "Scaling rules").
 
     Power laws in size are the usual form of LR scaling fits (e.g. DeepSeek LLM, Bi et al. 2024), so between
     two anchors ``log lr`` is linear in ``log N``. Outside the anchors the nearest anchor's LR is kept rather
@@ -129,10 +131,10 @@ def hyperparameters(
         "beta2": 0.95,
         "grad_clip": 1.0,
         "sources": {
-            "lr": "method.md (peak LR 3e-3 at 350M, 6e-4 at 1B, 3e-4 at 3B); log-log interpolation between, "
-            "the nearest anchor outside (this module)",
-            "seq_len, batch": "method.md: 8K context, ~2M-token global batch",
-            "schedule": "method.md: warmup-stable-decay (Hu et al. 2024, MiniCPM)",
+            "lr": "docs/method.md, Scaling rules (peak LR 3e-3 at 350M, 6e-4 at 1B, 3e-4 at 3B); log-log "
+            "interpolation between, the nearest anchor outside (this module)",
+            "seq_len, batch": "docs/method.md, Scaling rules: 8K context, ~2M-token global batch",
+            "schedule": "docs/method.md, Scaling rules: warmup-stable-decay (Hu et al. 2024, MiniCPM)",
             "decay_fraction": "Hägele et al. 2024 (Scaling Laws and Compute-Optimal Training Beyond Fixed "
             "Training Durations): a 20% cooldown matches cosine",
             "warmup, min_lr_ratio, optimizer": "Llama 2 (Touvron et al. 2023, section 2.2): 2000 warmup steps, "
