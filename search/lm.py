@@ -290,7 +290,7 @@ class LanguageModelEvaluator:
         # disk, or the study moved)
         self.chosen_rates = dict(chosen_rates or {})
         self.attention_at_target = attention_at_target  # how a new pattern's attention grows to extrapolate_to
-        self._held_out = None  # search.trained_recall.HeldOut: the held-out text recall is measured on, read once
+        self._held_out = None  # composer.evaluation.loading.HeldOutCache: recall's held-out text, read once
 
     def trained_pattern(self, pattern: str) -> str:
         """What is trained for ``pattern``: itself, or the model it becomes at ``extrapolate_to``'s size (stacked,
@@ -366,10 +366,11 @@ class LanguageModelEvaluator:
         measure on is recorded as the reason instead, the loss still scores the candidate."""
         if not self.spec.recall_sequences:
             return {}
-        from search.trained_recall import PER_SEED, SUMMARY, HeldOut, measure_run, seed_averaged
+        from composer.evaluation.loading import HeldOutCache
+        from search.trained_recall import PER_SEED, SUMMARY, measure_run, seed_averaged
 
         if self._held_out is None:
-            self._held_out = HeldOut()  # the same text for every seed and candidate: read once
+            self._held_out = HeldOutCache()  # the same text for every seed and candidate: read once
         reports = {}
         try:
             for seed, run in at_rate.items():

@@ -21,9 +21,12 @@ import math
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from composer.evidence import format_interval, seed_summary
+
+if TYPE_CHECKING:  # torch-free at import: the summary and `composer report` read this module
+    from composer.evaluation.loading import HeldOutCache
 
 KIND = "random"  # the spans the figure reads: only a copy predicts them
 PER_SEED = "recall"  # details key: seed -> compact report
@@ -32,47 +35,20 @@ SETTINGS = ("seq_len", "span", "lead", "distances", "ngram", "sequences", "seed"
 AR_KEYS = ("ngram", "windows", "hit_share", "hit_advantage", "hit_advantage_ci", "repeat_gain", "repeat_gain_ci", "n")
 
 
-class HeldOut:
-    """The held-out tokens and tokenizers runs are scored on, read once per data split and tokenizer (every seed
-    and candidate of a search share them)."""
-
-    def __init__(self) -> None:
-        self._tokens: dict[str, Any] = {}
-        self._tokenizers: dict[str, Any] = {}
-
-    def tokenizer(self, spec: str) -> Any:
-        from composer.data import load_tokenizer
-
-        if spec not in self._tokenizers:
-            self._tokenizers[spec] = load_tokenizer(spec)
-        return self._tokenizers[spec]
-
-    def tokens(self, config: Any) -> Any:
-        from composer.evaluation import loading
-
-        key = repr(config)
-        if key not in self._tokens:
-            self._tokens[key] = loading.held_out_tokens(config)
-        return self._tokens[key]
-
-
-def measure_run(model_dir: str | Path, seq_len: int, sequences: int, held_out: HeldOut,
+def measure_run(model_dir: str | Path, seq_len: int, sequences: int, cache: HeldOutCache,
                 device: str | None = None) -> dict[str, Any]:
     """The compact recall report (:func:`compact`) of the model ``composer train`` exported to ``model_dir``, at
-    ``seq_len`` on its run's validation split (read from the run's ``config.json`` beside the model)."""
+    ``seq_len`` on its run's validation split: ``composer eval --tasks recall``'s measurement
+    (:func:`composer.evaluation.context_recall.measure_model_dir`, its checks included), with the split and
+    tokenizer read once per search through ``cache``."""
     import torch
 
-    from composer.evaluation import context_recall, loading
+    from composer.evaluation.context_recall import TASK, measure_model_dir
 
     started = time.perf_counter()
-    model_dir = Path(model_dir)
-    spec, _ = loading.find_model_tokenizer(model_dir)
-    config, _ = loading.held_out_config(model_dir, spec)
-    tokens = held_out.tokens(config)
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    model = loading.load_model(model_dir, device)
-    report = context_recall.measure(model, held_out.tokenizer(spec), tokens, seq_len=seq_len, device=device,
-                                    sequences=sequences, per_sequence=True)
+    report = measure_model_dir(model_dir, seq_len=seq_len, device=device, cache=cache, sequences=sequences,
+                               per_sequence=True)[TASK]
     return compact(report, time.perf_counter() - started)
 
 
@@ -129,5 +105,5 @@ def describe(figure: dict[str, Any] | None) -> str:
             f"{format_interval(figure['ci'], 2)}")
 
 
-__all__ = ["KIND", "PER_SEED", "SUMMARY", "HeldOut", "combined", "compact", "describe", "measure_run",
+__all__ = ["KIND", "PER_SEED", "SUMMARY", "combined", "compact", "describe", "measure_run",
            "seed_averaged"]

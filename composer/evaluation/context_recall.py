@@ -357,13 +357,14 @@ def measure_model_dir(
     data_seed: int | None = None,
     seq_len: int | None = None,
     device: str = "cpu",
+    cache: Any = None,
     **options: Any,
 ) -> dict[str, Any]:
     """:func:`measure` of the model ``composer train`` wrote to ``model_dir``, at the context it trained at, on
     the validation split of its run (or of ``data``); the report ``composer eval --tasks recall`` records, with
     the model, its tokenizer and the held-out data it was scored on. Settings are checked before anything
-    loads."""
-    from composer.data import load_tokenizer
+    loads. ``cache`` (a :class:`composer.evaluation.loading.HeldOutCache`): where many models share one split and
+    tokenizer (a search's runs), they are read once."""
     from composer.evaluation import loading
     from composer.interop.model_dir import read_arch
 
@@ -376,13 +377,14 @@ def measure_model_dir(
         raise ConfigError(f"recall: --seq-len {seq_len} is beyond the model's max_seq_len {arch.max_seq_len}")
     seq_len, seq_len_source = (trained, seq_len_source) if seq_len is None else (seq_len, "given")
     spec, tokenizer_source = (tokenizer, "given") if tokenizer else loading.find_model_tokenizer(model_dir)
-    tok = load_tokenizer(spec)
+    cache = cache if cache is not None else loading.HeldOutCache()
+    tok = cache.tokenizer(spec)
     if tok.vocab_size > arch.vocab_size:
         raise ConfigError(f"tokenizer {tok.name!r} has {tok.vocab_size:,} ids but the model only "
                           f"{arch.vocab_size:,}: not the tokenizer it was trained with (pass --tokenizer)")
     resolve_settings(tok, seq_len, **options)  # bad settings fail here, before the data and the model load
     config, split = loading.held_out_config(model_dir, spec, data, data_seed)
-    tokens = loading.held_out_tokens(config)
+    tokens = cache.tokens(config)
     model = loading.load_model(model_dir, device)
     report = measure(model, tok, tokens, seq_len=seq_len, device=device, **options)
     report.update(seq_len_source=seq_len_source, trained_seq_len=trained, device=str(device),

@@ -138,5 +138,29 @@ def held_out_tokens(config: Any) -> np.ndarray:
     return DataPipeline(config).val_dataset(1).tokens.array
 
 
-__all__ = ["TRAIN_DATA_SEED", "TRAIN_VAL_FRACTION", "check_device", "check_model_dir", "find_model_tokenizer",
-           "held_out_config", "held_out_tokens", "load_model", "run_config", "trained_seq_len"]
+class HeldOutCache:
+    """Held-out token arrays and tokenizers read once and reused: a search scores every seed of every candidate
+    on the same split with the same tokenizer, and reading the split again per model would cost more than the
+    measurement on small models."""
+
+    def __init__(self) -> None:
+        self._tokens: dict[str, np.ndarray] = {}
+        self._tokenizers: dict[str, Any] = {}
+
+    def tokenizer(self, spec: str) -> Any:
+        from composer.data import load_tokenizer
+
+        if spec not in self._tokenizers:
+            self._tokenizers[spec] = load_tokenizer(spec)
+        return self._tokenizers[spec]
+
+    def tokens(self, config: Any) -> np.ndarray:
+        key = repr(config)
+        if key not in self._tokens:
+            self._tokens[key] = held_out_tokens(config)
+        return self._tokens[key]
+
+
+__all__ = ["TRAIN_DATA_SEED", "TRAIN_VAL_FRACTION", "HeldOutCache", "check_device", "check_model_dir",
+           "find_model_tokenizer", "held_out_config", "held_out_tokens", "load_model", "run_config",
+           "trained_seq_len"]
