@@ -291,6 +291,19 @@ class SearchConfig:
         return self.strategy == "successive-halving" and self.asks_recall and not self.reads_trained_recall
 
     @property
+    def why_probe(self) -> str | None:
+        """Why the finalists are judged on the probe and not on their trained models' recall, for the summary;
+        None where they are not judged on the probe."""
+        if not self.probes_recall:
+            return None
+        if self.min_recall is not None and self.min_recall != "known":
+            return "a numeric --min-recall is a share of MQAR queries answered, which only the probe measures"
+        if not self.trained_recall_sequences:
+            return "this budget's last rung does not measure the trained models' recall"
+        return ("the trained models' own recall, recorded beside it, does not decide at this budget (no trained "
+                "model retrieves at the cpu ladder's target: docs/recall.md)")
+
+    @property
     def recall_source(self) -> str | None:
         """Which recall the finalists are judged on: ``trained``, ``probe``, or None (not asked for)."""
         return "trained" if self.reads_trained_recall else "probe" if self.probes_recall else None

@@ -49,9 +49,14 @@ def cost_table(rows: list[dict[str, Any]]) -> str:
 
 
 # where --min-recall reads the probe, the answer says what the probe is not (issue 48)
-PROBE_LIMITS = ("   read from the recall probe: the pattern's mixers alone, trained on MQAR, not the model ranked here; "
-                "where the trained models' own recall is recorded beside it, it does not decide at this budget "
-                "(no trained model retrieves at the cpu ladder's target: docs/recall.md)")
+PROBE_LIMITS = "   read from the recall probe: the pattern's mixers alone, trained on MQAR, not the model ranked here"
+
+
+def probe_limits(constraint: dict[str, Any]) -> str:
+    """What the probe the constraint read is not, and why it was read (``SearchConfig.why_probe``; a result
+    written before the reason was recorded gets the bare statement)."""
+    reason = constraint.get("why_probe")
+    return f"{PROBE_LIMITS}; {reason}" if reason else PROBE_LIMITS
 
 
 def tradeoff_lines(result: dict[str, Any]) -> list[str]:
@@ -72,7 +77,7 @@ def tradeoff_lines(result: dict[str, Any]) -> list[str]:
         eligible = ", ".join(constraint["eligible"]) or "none"
         lines.append(f"{constraint['why']}: eligible {eligible}")
         if constraint.get("source") == "probe":
-            lines.append(PROBE_LIMITS)
+            lines.append(probe_limits(constraint))
     said = result.get("front")
     if said:
         noise = said.get("loss_noise")

@@ -298,6 +298,7 @@ def weigh_tradeoffs(config: SearchConfig, answer: Answer, probed: StageRun | Non
             row["meets_min_recall"] = meets(row, threshold, within_noise=config.min_recall == "known")
         answer.eligible = [row for row in answer.rows if row["meets_min_recall"]]
         summary["min_recall"] = {"threshold": threshold, "why": why, "source": config.recall_source,
+                                 "why_probe": config.why_probe,
                                  "eligible": [row["pattern"] for row in answer.eligible],
                                  "recall": {row["pattern"]: {"value": row.get("recall"), "ci": recall_interval(row)
                                                              if row.get("recall") is not None else None,

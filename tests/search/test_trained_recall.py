@@ -110,12 +110,21 @@ def test_the_cpu_ladder_records_trained_recall_but_its_probe_decides():
     assert cpu.recall_source == "probe" and cpu.probes_recall
     gpu = SearchConfig(**{**TRAINED, "budget": "gpu"}, min_recall="known")
     assert gpu.trained_recall_decides and gpu.recall_source == "trained" and not gpu.probes_recall
+    assert "does not decide at this budget" in cpu.why_probe and gpu.why_probe is None
+
+
+def test_a_numeric_min_recall_says_it_reads_the_probe_for_its_unit_not_for_the_ladder():
+    """On the gpu ladder, where the trained models' recall decides `known`, a numeric --min-recall still reads the
+    probe: the reason printed is its unit (a share of MQAR queries), not the cpu ladder's finding."""
+    numeric = SearchConfig(**{**TRAINED, "budget": "gpu"}, min_recall=0.5)
+    assert numeric.recall_source == "probe"
+    assert "share of MQAR queries" in numeric.why_probe and "cpu ladder" not in numeric.why_probe
 
 
 def test_where_the_probe_decides_the_summary_says_what_it_is_not():
     from search.summary import PROBE_LIMITS, tradeoff_lines
 
     said = {"leaderboard": [], "min_recall": {"why": "--min-recall known: llama AMAMAM recalls 0.9", "eligible": [],
-                                              "source": "probe"}}
-    assert PROBE_LIMITS in tradeoff_lines(said)
+                                              "source": "probe", "why_probe": "the reason"}}
+    assert PROBE_LIMITS + "; the reason" in tradeoff_lines(said)
     assert PROBE_LIMITS not in tradeoff_lines({**said, "min_recall": {**said["min_recall"], "source": "trained"}})
