@@ -1,7 +1,8 @@
 """The docs' headline figures, recomputed from the results JSON each doc cites (issue 29).
 
-Every figure below is read out of the doc's Markdown (a table row or a sentence found by a stable anchor) and
-compared, at the precision the doc prints, with the same figure taken from ``benchmarks/results/*.json``:
+Every figure below is read out of a report's Markdown (``docs/reports/<study>.md``: a table row or a sentence
+found by a stable anchor) and compared, at the precision the doc prints, with the same figure taken from
+``benchmarks/results/*.json``:
 recomputed with the project's own statistics (``composer.evidence``, with the bootstrap seed and replicate
 count the benchmark used) where the doc derives it, read where the JSON stores it. Where both exist the test
 also checks that the recomputation reproduces the stored value. So a figure edited in a doc, or a JSON
@@ -156,16 +157,18 @@ def budget_losses() -> dict[int, dict[str, dict[int, float]]]:
 
 
 def test_evidence_files_are_cited():
-    text = doc("evidence.md")
-    for name in (NOISE, PROXY, TRANSFER):
-        assert f"benchmarks/results/{name}" in text
+    cited = {"noise-ceiling-2026-11-25.md": (NOISE, PROXY), "transfer-lr-sweep-2026-11-25.md": (TRANSFER,)}
+    for report, names in cited.items():
+        text = doc(f"reports/{report}")
+        for name in names:
+            assert f"benchmarks/results/{name}" in text, f"{report} does not cite {name}"
 
 
 def test_evidence_noise_ceiling_table():
     losses = budget_losses()
     eight = results(NOISE)["patterns"]
     seven = results(NOISE)["budgets"][1]["patterns"]
-    rows = table(doc("evidence.md"), "| tokens | patterns | noise ceiling |")
+    rows = table(doc("reports/noise-ceiling-2026-11-25.md"), "| tokens | patterns | noise ceiling |")
     measured = [row for row in rows if "not measured" not in row[2]]
     assert {(int(r[0].replace(",", "")), int(r[1])) for r in measured} == \
         {(300_000, 8), (300_000, 7), (500_000, 8), (500_000, 7), (1_000_000, 7)}
@@ -190,7 +193,7 @@ def test_evidence_noise_ceiling_table():
 
 def test_evidence_losses_per_seed():
     losses = budget_losses()
-    rows = table(doc("evidence.md"), "| pattern | 300K seed 0 |")
+    rows = table(doc("reports/noise-ceiling-2026-11-25.md"), "| pattern | 300K seed 0 |")
     assert [plain(r[0]) for r in rows] == results(NOISE)["patterns"]
     columns = [(300_000, 0), (300_000, 1), (500_000, 0), (500_000, 1), (1_000_000, 0), (1_000_000, 1)]
     for row in rows:
@@ -206,7 +209,8 @@ def test_evidence_smaller_budgets_predict_1m():
     losses = budget_losses()
     seven = results(NOISE)["budgets"][1]["patterns"]
     mean = {t: [float(np.mean(list(losses[t][p].values()))) for p in seven] for t in losses}
-    match = find(doc("evidence.md"), f"the 500K ranking of the seven means predicts the 1M ranking at Spearman "
+    page = doc("reports/noise-ceiling-2026-11-25.md")
+    match = find(page, f"the 500K ranking of the seven means predicts the 1M ranking at Spearman "
                                      f"{NUM}; 300K's predicts it at {NUM} \\(per seed: {NUM} for seed 0 and {NUM} "
                                      f"for seed 1")
     agree(match[1], spearman(mean[500_000], mean[1_000_000]), "evidence.md 500K->1M Spearman")
@@ -230,7 +234,7 @@ def transfer_inputs(only_close: bool = False):
 
 
 def test_evidence_transfer_spearman_and_ceiling():
-    text = section(doc("evidence.md"), "What it says")
+    text = section(doc("reports/transfer-lr-sweep-2026-11-25.md"), "What it says")
     report = results(TRANSFER)["transfer"]
     correlation, close_correlation = (
         bootstrap_rank_correlation(*transfer_inputs(only)[:2], n_boot=report["n_boot"], seed=BOOT_SEED)
@@ -262,7 +266,7 @@ def test_evidence_transfer_table():
     report = results(TRANSFER)["transfer"]
     seeds = report["seeds"]
     baselines = {b["name"]: b for b in report["baselines"]}
-    rows = table(doc("evidence.md"), "| search rank | pattern | score |")
+    rows = table(doc("reports/transfer-lr-sweep-2026-11-25.md"), "| search rank | pattern | score |")
     assert [plain(r[1]) for r in rows] == [p["source_pattern"] for p in report["patterns"]]
     higher = []
     for row, p in zip(rows, report["patterns"], strict=True):
@@ -284,7 +288,7 @@ def test_evidence_transfer_table():
         assert row[10] == diff["verdict"], f"{what}: the doc says {row[10]!r}, the JSON {diff['verdict']!r}"
         if diff["verdict"] == "higher":
             higher.append(diff["mean"])
-    llamas = table(doc("evidence.md"), "| matched Llama | non-embedding params |")
+    llamas = table(doc("reports/transfer-lr-sweep-2026-11-25.md"), "| matched Llama | non-embedding params |")
     assert {plain(r[0]) for r in llamas} == {b["compact"] for b in baselines.values()}
     by_compact = {b["compact"]: b for b in baselines.values()}
     for row in llamas:
@@ -296,7 +300,8 @@ def test_evidence_transfer_table():
         agree(row[3], loss["mean"], f"{what}, mean loss")
         agree_all(numbers(row[4]), loss["ci"], f"{what}, 95% CI")
         agree_all(numbers(row[5]), loss["values"], f"{what}, per seed")
-    match = find(doc("evidence.md"), f"Seven of the eight hybrids are higher than their matched Llama, by "
+    page = doc("reports/transfer-lr-sweep-2026-11-25.md")
+    match = find(page, f"Seven of the eight hybrids are higher than their matched Llama, by "
                                      f"{NUM}-(\\d+\\.\\d+) nats")
     assert len(higher) == 7
     agree_all([match[1], match[2]], [min(higher), max(higher)], "evidence.md range of the hybrids' deficit")
@@ -305,7 +310,7 @@ def test_evidence_transfer_table():
 def test_evidence_transfer_lr_sweep_table():
     sweep = results(TRANSFER)["lr_sweep"]
     names = {b["name"]: b["compact"] for b in results(TRANSFER)["transfer"]["baselines"]}
-    rows = table(doc("evidence.md"), "| architecture | 1e-3 | 2e-3 | 3e-3 | 6e-3 |")
+    rows = table(doc("reports/transfer-lr-sweep-2026-11-25.md"), "| architecture | 1e-3 | 2e-3 | 3e-3 | 6e-3 |")
     assert {plain(r[0]) for r in rows} == {names.get(m, m) for m in sweep["models"]}
     by_name = {names.get(m, m): entry for m, entry in sweep["models"].items()}
     for row in rows:
@@ -379,7 +384,7 @@ PUBLISHED_NAMES = {"samba": "samba", "nemotron-h": "nemotron-h", "linear-7to1": 
 
 
 def test_published_hybrids():
-    text = doc("published-hybrids.md")
+    text = doc("reports/published-hybrids-2026-11-25.md")
     assert f"benchmarks/results/{PUBLISHED}" in text
     report = results(PUBLISHED)
     seeds = report["seeds"]
@@ -417,7 +422,7 @@ HALVING_NAMES = {"search's answer": "composite", "answer": "composite", "samba":
 
 
 def test_search_answer_against_what_shipped():
-    text = section(doc("search.md"), "The answer against what shipped")
+    text = section(doc("reports/halving-answer-vs-published-2026-11-26.md"), "The answer against what shipped")
     assert f"benchmarks/results/{HALVING}" in text
     report = results(HALVING)
     comparison = report["comparison"]
@@ -453,11 +458,12 @@ DEFAULT_NAMES = {"default search's answer": "answer", "halving search's answer":
 
 
 def test_search_default_answer_against_what_shipped():
-    """search.md's section on the default one-shot search (proxy scores from its leaderboard JSON) and on its
+    """The report's section on the default one-shot search (proxy scores from its leaderboard JSON) and on its
     answer at the target, paired seed by seed with the families' stored runs (the halving comparison's JSON)."""
     from composer.pattern import n_layers, parse_pattern
 
-    text = section(doc("search.md"), "The default search's answer against what shipped")
+    page = doc("reports/default-answer-vs-published-2026-11-26.md")
+    text = section(page, "The default search's answer against what shipped")
     for name in (DEFAULT_ANSWER, DEFAULT_SEARCH):
         assert f"benchmarks/results/{name}" in text
     search, report = results(DEFAULT_SEARCH), results(DEFAULT_ANSWER)
@@ -574,10 +580,10 @@ RECALL_SHARED_RATE = "recall_vs_length-2026-11-25.json"
 
 
 def test_search_default_score_transfer():
-    """search.md's transfer of the default lm score over the AMSD search's leaderboard: the table's target
+    """The report's transfer of the default lm score over the AMSD search's leaderboard: the table's target
     ranking, search ranks and scores, losses, rates and paired differences to SMSAMS, recomputed from the
     per-seed losses of transfer_default_search_amsd's transfer.json; and the Spearman table."""
-    text = section(doc("search.md"), "Transfer of the default `lm` score")
+    text = section(doc("reports/default-score-transfer-2026-11-26.md"), "Transfer of the default `lm` score")
     data = results("transfer_default_search_amsd-2026-11-26.json")
     transfer, seeds = data["transfer"], data["transfer"]["seeds"]
     by_pattern = {row["source_pattern"]: row for row in transfer["patterns"]}
@@ -618,10 +624,10 @@ RUNGS = "rung_transfer-2026-11-26.json"
 
 
 def test_search_rung_transfer():
-    """search.md's "Which rung transfers": every Spearman and paired difference recomputed from the raw proxy
+    """The report's "Which rung transfers": every Spearman and paired difference recomputed from the raw proxy
     scores of rung_transfer, the target losses and the lr sweep of transfer_default_search_amsd (seeds 1-2),
     and checked against both the doc and the JSON's stored analyses; the times from the raw seconds."""
-    text = section(doc("search.md"), "Which rung transfers")
+    text = section(doc("reports/rung-transfer-2026-11-26.md"), "Which rung transfers")
     data, source = results(RUNGS), results("transfer_default_search_amsd-2026-11-26.json")
     raw = data["proxy_scores"]
     by_pattern = {row["source_pattern"]: row for row in source["transfer"]["patterns"]}
@@ -679,9 +685,9 @@ E2E = "default_search_am_e2e-2026-11-26.json"
 
 
 def test_search_default_end_to_end_on_am():
-    """search.md's end-to-end run of the default search: wall time, each rung's training time, and every
+    """The report's end-to-end run of the default search: wall time, each rung's training time, and every
     finalist's rank, score and rate at each rung, from default_search_am_e2e's rungs."""
-    text = section(doc("search.md"), "The default search end to end")
+    text = section(doc("reports/default-search-am-2026-11-26.md"), "The default search end to end")
     data = results(E2E)
     hours, minutes = divmod(round(data["wall_seconds"] / 60), 60)
     find(text, rf"Wall time {hours} h {minutes:02d} min")
@@ -724,7 +730,7 @@ def test_search_default_end_to_end_on_am():
 
 
 def test_recall_table():
-    text = doc("recall.md")
+    text = doc("reports/recall-vs-length-2026-11-25.md")
     assert f"benchmarks/results/{RECALL}" in text
     report = results(RECALL)
     settings = report["settings"]
@@ -766,7 +772,7 @@ def test_recall_table():
 
 
 def test_recall_ratios():
-    text = doc("recall.md")
+    text = doc("reports/recall-vs-length-2026-11-25.md")
     patterns = {p["pattern"]: p for p in results(RECALL)["patterns"]}
     longest = str(results(RECALL)["settings"]["lengths"][-1])
     attention = patterns["AA"]
@@ -791,7 +797,7 @@ def test_recall_ratios():
               [attention["accuracy_by_length"][n] for n in lengths] +
               [shared["AA"]["accuracy_by_length"][n] for n in lengths], "recall.md: AA at its two rates")
     # search.md quotes the same ratios.
-    match = find(section(doc("search.md"), "The answer against what shipped"),
+    match = find(section(doc("reports/halving-answer-vs-published-2026-11-26.md"), "The answer against what shipped"),
                  r"mixers (\d+)-(\d+) times below attention")
     agree_all([match[1], match[2]], sorted(below), "search.md: fixed states below attention (recall.md's ratios)")
 
@@ -803,7 +809,7 @@ HYBRIDIZE = "hybridize_evidence-2026-11-25.json"
 
 
 def test_hybridize_table_and_differences():
-    text = doc("hybridize.md")
+    text = doc("reports/hybridize-evidence-2026-11-25.md")
     assert f"benchmarks/results/{HYBRIDIZE}" in text
     report = results(HYBRIDIZE)
     stored = {row["model"]: row for row in report["rows"]}
@@ -852,7 +858,7 @@ def test_hybridize_table_and_differences():
 
 
 def test_hybridize_supernet_ranking():
-    text = doc("hybridize.md")
+    text = doc("reports/hybridize-evidence-2026-11-25.md")
     report = results(HYBRIDIZE)
     placements = report["supernet_vs_distilled"]["placements"]
     seeds = report["seeds"]
@@ -892,7 +898,7 @@ CURVES = "curve_transfer_am-2026-11-26.json"
 
 
 def test_search_curve_ranking_tables(tmp_path):
-    """docs/search.md's issue-36 tables: each pattern's rung score, forecast and target, and every Spearman row,
+    """The report's issue-36 tables: each pattern's rung score, forecast and target, and every Spearman row,
     against the JSON; the JSON's rankings recomputed from its raw curves (benchmarks/curve_ranking.evaluate)."""
     import sys
 
@@ -900,7 +906,7 @@ def test_search_curve_ranking_tables(tmp_path):
     from curve_ranking import evaluate, load
 
     data = results(CURVES)
-    text = section(doc("search.md"), "Ranking by where a curve goes")
+    text = section(doc("reports/curve-forecast-2026-11-26.md"), "Ranking by where a curve goes")
     rows = data["rankings"]["wsd_target_fit_from_0.25"]["patterns"]
     printed = table(text, "| target rank | pattern")
     assert [plain(row[1]) for row in printed] == [row["pattern"] for row in rows]
@@ -935,9 +941,9 @@ def test_search_curve_ranking_tables(tmp_path):
 
 
 def test_search_wsd_against_cosine_table():
-    """docs/search.md's wsd-against-cosine table against the JSON's cosine_check (and its difference column)."""
+    """The report's wsd-against-cosine table against the JSON's cosine_check (and its difference column)."""
     checks = results(CURVES)["cosine_check"]["patterns"]
-    text = section(doc("search.md"), "Warmup-stable-decay against cosine")
+    text = section(doc("reports/curve-forecast-2026-11-26.md"), "Warmup-stable-decay against cosine")
     for cells in table(text, "| pattern | cosine"):
         runs = checks[plain(cells[0])]
         agree(cells[1], runs["cosine"]["score"], "cosine")
@@ -977,10 +983,10 @@ def _spearman_rows(text: str, header: str, report: dict, labels: dict[str, str])
 
 
 def test_search_continued_ladder_end_to_end(tmp_path):
-    """docs/search.md's issue-36 end-to-end section: the per-rung costs, the 8 candidates' table and the three
+    """The report's issue-36 end-to-end section: the per-rung costs, the 8 candidates' table and the three
     rankings against the JSON, and the stored rankings recomputed from the raw curves and targets."""
     data = results(OUT_OF_SAMPLE)["e2e"]
-    text = section(doc("search.md"), "The continued ladder end to end")
+    text = section(doc("reports/continued-ladder-2026-11-27.md"), "The continued ladder end to end")
     for cells, rung in zip(table(text, "| rung | candidates"), data["rungs"], strict=False):
         assert int(cells[1]) == rung["candidates"], cells
         agree(cells[2], rung["trained_tokens"], f"rung {rung['rung']} tokens")
@@ -1011,10 +1017,10 @@ def test_search_continued_ladder_end_to_end(tmp_path):
 
 
 def test_search_rung0_beside_rung1_and_the_rate_selection_tables(tmp_path):
-    """docs/search.md: rung 0 beside rung 1 on the A/M set, and the rate-selection spreads, against the JSON;
+    """The report: rung 0 beside rung 1 on the A/M set, and the rate-selection spreads, against the JSON;
     the A/M ranking recomputed from the stored A/M curves."""
     stored = results(OUT_OF_SAMPLE)
-    text = section(doc("search.md"), "The continued ladder end to end")
+    text = section(doc("reports/continued-ladder-2026-11-27.md"), "The continued ladder end to end")
     am = stored["am_rung0"]
     _spearman_rows(section(text, "Rung 0 beside rung 1"), "| ranking | patterns", am["ranking"],
                    {"rung 0's score": "rung0", "rung 1's snapshot": "snapshot", "rung 1's forecast": "forecast"})
@@ -1030,11 +1036,11 @@ def test_search_rung0_beside_rung1_and_the_rate_selection_tables(tmp_path):
 
 
 def test_search_amsd_out_of_sample_tables(tmp_path):
-    """docs/search.md's AMSD out-of-sample tables against the JSON, its ranking recomputed from the raw curves, the
+    """The report's AMSD out-of-sample tables against the JSON, its ranking recomputed from the raw curves, the
     independent targets and rung 0's scores stored there, and the 'target's best' table from the three rankings."""
     stored = results(OUT_OF_SAMPLE)
     amsd = stored["amsd"]
-    text = section(doc("search.md"), "Out of sample on `AMSD`")
+    text = section(doc("reports/continued-ladder-2026-11-27.md"), "Out of sample on `AMSD`")
     report = amsd["ranking"]
     printed = table(text, "| target rank | pattern")
     assert [plain(cells[1]) for cells in printed] == [row["pattern"] for row in report["patterns"]]
@@ -1064,12 +1070,12 @@ def test_search_amsd_out_of_sample_tables(tmp_path):
 
 
 def test_search_wsd_against_cosine_over_seeds():
-    """docs/search.md's 3-seed wsd-against-cosine table against the JSON, the paired interval recomputed from the
+    """The report's 3-seed wsd-against-cosine table against the JSON, the paired interval recomputed from the
     per-seed scores stored there."""
     from composer.evidence import paired_difference
 
     checks = results(OUT_OF_SAMPLE)["wsd_cosine_seeds"]["patterns"]
-    text = section(doc("search.md"), "Warmup-stable-decay against cosine")
+    text = section(doc("reports/curve-forecast-2026-11-26.md"), "Warmup-stable-decay against cosine")
     for cells in table(text, "| pattern | seeds | cosine, mean"):
         runs = checks[plain(cells[0])]
         assert int(cells[1]) == len(runs["cosine"]) == len(runs["wsd"])
@@ -1084,7 +1090,7 @@ TRUST = "answer_trust-2026-11-27.json"
 
 
 def test_search_verdict_cases():
-    """docs/search.md's verdict table: each case's interval and answer recomputed from the stored rows with the
+    """The report's verdict table: each case's interval and answer recomputed from the stored rows with the
     project's rule (search.verdict.compare_with_known) and the stored seed spread."""
     from search.lm import get_lm_budget
     from search.verdict import SeedNoise, compare_with_known
@@ -1093,7 +1099,7 @@ def test_search_verdict_cases():
     data = results(TRUST)
     where = get_lm_budget("rung-cpu-2").seed_noise.setting  # the stored rows are rung-cpu-2's at demo-4m
     noise = SeedNoise(**data["seed_noise"], setting=where)
-    text = section(doc("search.md"), "The verdict on three cases")
+    text = section(doc("reports/answer-trust-2026-11-27.md"), "The verdict on three cases")
     cases = dict(zip(["one pattern as three finalists", "the default search's last rung",
                       "the `AMSD` halving answer, 3 seeds"], data["verdicts"].values(), strict=True))
     rows = table(text, "| case | new | known")
@@ -1110,10 +1116,10 @@ def test_search_verdict_cases():
 
 
 def test_search_finalist_cost_table():
-    """docs/search.md's cost table against the stored analytic costs (tests/benchmarks/test_finalist_costs.py
+    """The report's cost table against the stored analytic costs (tests/benchmarks/test_finalist_costs.py
     recomputes them with the accounting)."""
     data = results(TRUST)["costs"]["rows"]
-    text = section(doc("search.md"), "The finalists' cost on their models")
+    text = section(doc("reports/answer-trust-2026-11-27.md"), "The finalists' cost on their models")
     rows = table(text, "| pattern | at the target | layers")
     assert len(rows) == len(data)
     for cells, row in zip(rows, data, strict=True):
@@ -1134,7 +1140,7 @@ def test_search_finalist_cost_table():
 def test_recall_probe_table():
     """docs/recall.md's probe table against the stored runs (accuracy per length, steps, seed, minutes)."""
     runs = results("recall_probe-2026-11-27.json")["runs"]
-    text = section(doc("recall.md"), "A probe for a search's finalists")
+    text = section(doc("reports/recall-probe-2026-11-27.md"), "A probe for a search's finalists")
     rows = table(text, "| mixers (from) | stem | Mamba-2 rate | steps per length")
     assert len(rows) == len(runs)
     by_key = {(run["pattern"], run["shift_stem"], run["mamba2_rate"], run["steps_per_length"], run["seed"]): run
@@ -1151,7 +1157,7 @@ def test_recall_probe_table():
 def test_recall_probe_variants_table():
     """docs/recall.md's table of SSAS under changed probe settings against the stored runs."""
     variants = results("recall_probe-2026-11-27.json")["stem_variants"]
-    text = section(doc("recall.md"), "A probe for a search's finalists")
+    text = section(doc("reports/recall-probe-2026-11-27.md"), "A probe for a search's finalists")
     rows = table(text, "| pattern | what changed")
     assert len(rows) == len(variants)
     by_key = {(run["pattern"], run["variant"]): run for run in variants}
@@ -1186,7 +1192,7 @@ def agree_interval(cell: str, value: float, ci: list[float], what: str) -> None:
 
 def test_trained_recall_tables():
     """docs/recall.md's copy gains of trained models and their loss and cost, against the stored runs."""
-    text = section(doc("recall.md"), "Recall of the trained model")
+    text = section(doc("reports/trained-recall-2026-11-28.md"), "Recall of the trained model")
     for name, file in TRAINED_RECALL.items():
         assert f"benchmarks/results/{file}" in text, f"recall.md does not cite {file}"
     for cells in table(text, "| setting | layout | spans"):
@@ -1211,14 +1217,15 @@ AMSD_RECALL = "amsd_recall_search-2026-11-27.json"
 
 
 def test_search_amsd_min_recall_end_to_end():
-    """docs/search.md's AMSD --min-recall search: the finalists' table against the stored leaderboard, and the
+    """The report's AMSD --min-recall search: the finalists' table against the stored leaderboard, and the
     answer recomputed from the eligible rows' per-seed losses with the project's rule."""
     from search.verdict import compare_with_known
     from tests.search.records import recorded
 
     data = results(AMSD_RECALL)
     board = {row["pattern"]: row for row in data["leaderboard"]}
-    text = section(doc("search.md"), "The `AMSD` search with `--min-recall known`, end to end")
+    page = doc("reports/amsd-min-recall-search-2026-11-27.md")
+    text = section(page, "The `AMSD` search with `--min-recall known`, end to end")
     rows = table(text, "| pattern | at the target | loss | recall at 1,024")
     assert [plain(cells[0]).split()[0] for cells in rows] == list(board)
     for cells in rows:
@@ -1249,7 +1256,7 @@ def test_search_amsd_min_recall_end_to_end():
 
 
 def test_recall_probe_seed_spread_at_the_ceiling():
-    """docs/search.md's seed spread of the shipped probe at 1,024 tokens: the mixer stacks with attention probed at
+    """The report's seed spread of the shipped probe at 1,024 tokens: the mixer stacks with attention probed at
     two seeds under the shipped settings (token-shift stem; Mamba-2 at 0.03 of the rate where it has any)."""
     import math
 
@@ -1264,7 +1271,8 @@ def test_recall_probe_seed_spread_at_the_ceiling():
         by_pattern.setdefault(run["pattern"], {})[run["seed"]] = run["accuracy_by_length"]["1024"]
     assert sorted(by_pattern) == ["AAA", "DDA", "SSAS", "SWS"] and all(set(v) == {0, 1} for v in by_pattern.values())
     differences = {pattern: abs(seeds[0] - seeds[1]) for pattern, seeds in by_pattern.items()}
-    text = section(doc("search.md"), "The `AMSD` search with `--min-recall known`, end to end")
+    page = doc("reports/amsd-min-recall-search-2026-11-27.md")
+    text = section(page, "The `AMSD` search with `--min-recall known`, end to end")
     find(text, r"differ at 1,024 tokens by 0 \(`AAA`\), 0 \(`DDA`\), "
                rf"{differences['SSAS']:.5f} \(`SSAS`\) and {differences['SWS']:.5f}")
     pooled = math.sqrt(sum(d * d / 2 for d in differences.values()) / len(differences))
@@ -1274,12 +1282,13 @@ def test_recall_probe_seed_spread_at_the_ceiling():
 
 
 def test_search_amsd_recall_pool_and_one_attention():
-    """docs/search.md's pool run, its --min-recall 0.99 answer, and the answer with one attention layer at the
+    """The report's pool run, its --min-recall 0.99 answer, and the answer with one attention layer at the
     target: every figure and interval recomputed from the stored rows."""
     from composer.evidence import paired_difference
 
     data = results("amsd_recall_pool-2026-11-27.json")
-    text = section(doc("search.md"), "The answer's pool promoted, and the answer with one attention layer")
+    page = doc("reports/amsd-recall-pool-2026-11-27.md")
+    text = section(page, "The answer's pool promoted, and the answer with one attention layer")
     pool = data["pool_run"]
     for pattern in ("SDAAAM", "SMSMAM", "SMSAAM", "SADMSS", "SSDSAD"):  # rung 1's additions, none further
         assert pattern in pool["promoted"]["1"] and pattern not in pool["promoted"]["2"]
@@ -1322,7 +1331,7 @@ def test_search_amsd_recall_pool_and_one_attention():
 
 
 def test_search_attention_kept_at_the_target():
-    """docs/search.md's attention-kept layout of SDDMAS: its layout is what the rule grows today, every score and
+    """The report's attention-kept layout of SDDMAS: its layout is what the rule grows today, every score and
     interval is recomputed from the stored losses, and the max-kv counts and costs from the accounting."""
     from composer.accounting import non_embedding_params
     from composer.evidence import paired_difference
@@ -1331,7 +1340,7 @@ def test_search_attention_kept_at_the_target():
     from search.cost import serving_cost
 
     data = results("attention_kept-2026-11-28.json")
-    text = section(doc("search.md"), "Attention kept at the target")
+    text = section(doc("reports/attention-kept-2026-11-28.md"), "Attention kept at the target")
     layout = data["vs_nemotron_h"]["family"]["target_pattern"]
     assert layout == extrapolate("SDDMAS", "demo-4m", attention="keep").pattern == "SDDMSSDDMSASDDMSSDDMS"
     kept = data["vs_nemotron_h"]["family"]["losses"]
@@ -1372,9 +1381,9 @@ def test_search_attention_kept_at_the_target():
 
 
 def test_search_default_search_retimed_on_idle_cores():
-    """docs/search.md's re-timed default search: wall time, rung times and counts, and the tie, from the stored run."""
+    """The report's re-timed default search: wall time, rung times and counts, and the tie, from the stored run."""
     data = results("default_search_timed-2026-11-28.json")
-    text = section(doc("search.md"), "README's default `composer search`, timed")
+    text = section(doc("reports/continued-ladder-2026-11-27.md"), "README's default `composer search`, timed")
     minutes, seconds = divmod(round(data["wall_seconds"]), 60)
     find(text, rf"Re-timed on 2 idle cores .{{0,40}}: {minutes} min {seconds} s")
     assert data["wall_seconds"] < 25 * 60
