@@ -7,6 +7,10 @@ supported" on any AVX-512 CPU (emulated), so the CPU flags are read from the ope
 
 Measured on 2 cores of a Xeon with AVX-512 BF16 (docs/mad.md, benchmarks/README.md): a MAD ``cpu`` candidate
 scores 1.2x faster under bf16 autocast, with the same ranking of patterns.
+
+It also reads the spellings of a precision and of a weights dtype that the commands take (issue 49, "one name,
+one meaning": the search said ``fp32|bf16``, training Lightning's ``32-true|bf16-mixed``, import ``float32``):
+:func:`parse_precision` and :func:`parse_dtype`, each the one place that knows every spelling.
 """
 
 from __future__ import annotations
@@ -14,9 +18,12 @@ from __future__ import annotations
 import functools
 import platform
 import subprocess
+from collections.abc import Iterable
 from pathlib import Path
 
 import torch
+
+from composer.errors import ConfigError
 
 # /proc/cpuinfo flags of native bf16 arithmetic: AVX-512 BF16 and AMX-BF16 (x86), the Armv8.6 BF16 extension.
 _BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16", "bf16"})
@@ -70,3 +77,60 @@ def describe_bf16_support() -> str:
     if cpu_has_native_bf16():
         return "CPU with native bf16 (FEAT_BF16)"
     return "CPU without native bf16 (fp32 is faster there)"
+
+
+# A training precision: the project's names (issue 49) and what each means, then Lightning's names, which composer
+# train hands to Lightning and which stay accepted. bf16 is autocast over fp32 weights (Lightning's bf16-mixed),
+# bf16-true keeps the weights themselves in bf16.
+PRECISION_NAMES = {"auto": "auto", "fp32": "32-true", "bf16": "bf16-mixed", "bf16-true": "bf16-true"}
+PRECISION_MEANINGS = {"auto": "bf16 where the device has it natively, else fp32",
+                      "bf16": "bf16 autocast, fp32 weights", "bf16-true": "bf16 weights"}
+LIGHTNING_PRECISIONS = ("32-true", "bf16-mixed", "bf16-true", "16-mixed")
+TRAIN_PRECISIONS = ("auto", *LIGHTNING_PRECISIONS)  # what composer train accepts, by Lightning's names
+# the precisions that keep fp32 weights and autocast at most: what composer search's evaluators train candidates in
+AUTOCAST_PRECISIONS = ("auto", "32-true", "bf16-mixed")
+
+
+def parse_precision(value: object, allowed: Iterable[str] = TRAIN_PRECISIONS, flag: str = "--precision") -> str:
+    """Lightning's name for any spelling of a precision (``fp32`` -> ``32-true``, ``bf16`` -> ``bf16-mixed``, a
+    Lightning name as it is), among ``allowed`` (Lightning's names). Anything else is one line that lists the
+    spellings accepted here."""
+    allowed = tuple(allowed)
+    text = str(value).strip().lower()
+    name = PRECISION_NAMES.get(text, text)
+    if name in allowed:
+        return name
+    ours = [short + (f" ({PRECISION_MEANINGS[short]})" if short in PRECISION_MEANINGS else "")
+            for short, long in PRECISION_NAMES.items() if long in allowed]
+    theirs = [long for long in LIGHTNING_PRECISIONS if long in allowed and long != "bf16-true"]
+    lightning = f"; Lightning's {', '.join(theirs)} also work" if theirs else ""
+    raise ConfigError(f"{flag} must be {', '.join(ours)}{lightning}; got {value!r}")
+
+
+def short_precision(value: object, allowed: Iterable[str] = TRAIN_PRECISIONS, flag: str = "--precision") -> str:
+    """The project's name for any spelling of a precision (``32-true`` -> ``fp32``; ``16-mixed``, which has none,
+    as it is): what composer search records and names its studies by."""
+    name = parse_precision(value, allowed, flag)
+    return next((short for short, long in PRECISION_NAMES.items() if long == name), name)
+
+
+# A dtype of weights or an inference cache (composer bench-inference --dtype, composer import --dtype): the short
+# names, with torch's names accepted.
+DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+
+
+def parse_dtype(value: object, allowed: Iterable[str] = tuple(DTYPES), flag: str = "--dtype") -> str:
+    """The short name (``fp32``, ``bf16``, ``fp16``) of a dtype spelled either way (``bfloat16`` -> ``bf16``), among
+    ``allowed``; anything else is one line that lists the spellings."""
+    allowed = tuple(allowed)
+    text = str(value).strip().lower().removeprefix("torch.")
+    name = next((short for short, long in DTYPES.items() if text == long), text)
+    if name in allowed:
+        return name
+    raise ConfigError(f"{flag} must be {', '.join(allowed)} (or {', '.join(DTYPES[short] for short in allowed)}); "
+                      f"got {value!r}")
+
+
+def torch_dtype(value: object) -> torch.dtype:
+    """The torch dtype of any spelling :func:`parse_dtype` accepts."""
+    return getattr(torch, DTYPES[parse_dtype(value)])

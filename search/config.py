@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from composer.errors import ConfigError
+from composer.precision import AUTOCAST_PRECISIONS, short_precision
 from composer.training.config import WANDB_MODES
 
 STRATEGIES = ("one-shot", "end-incremental", "middle-incremental", "successive-halving")
@@ -23,7 +24,6 @@ OBJECTIVES = ("score", "kv", "tokens_per_s", "recall")
 # successive halving ranks its rungs by the score alone and returns, among its finalists, the ones no other beats on
 # every one of these (recall: the finalists' probe, search.recall; kv: their cache at 32K tokens, search.cost)
 HALVING_OBJECTIVES = ("score", "recall", "kv")
-PRECISIONS = ("auto", "fp32", "bf16")
 # The settings that change a score, or which patterns a study trains: spelled out in the study name ...
 SCORE_SETTINGS_NAMED = ("evaluator", "budget", "strategy", "layers", "primitives", "sampler", "objectives", "seed",
                         "precision")
@@ -143,7 +143,8 @@ class SearchConfig:
     confirm_seeds: int = 1
     prune: bool = True  # stop unpromising trials early (single objective only)
     known: bool = True  # enqueue Llama and the published layouts the primitives express first (search.known)
-    precision: str = "auto"  # auto: bf16 where the device computes it natively (composer.precision), fp32, bf16
+    # auto: bf16 where the device computes it natively (composer.precision), fp32, bf16 (autocast, fp32 weights)
+    precision: str = "auto"
     compile: bool = False  # torch.compile each candidate
     workers: int = 1
     storage: str | None = None  # default: sqlite:///<out>/study.db
@@ -158,6 +159,8 @@ class SearchConfig:
             self.wandb = "off"
         if isinstance(self.objectives, str):
             self.objectives = [part.strip() for part in self.objectives.split(",") if part.strip()]
+        # fp32 or bf16 whichever way it is spelt (32-true, bf16-mixed: composer train's), so the study name is the same
+        self.precision = short_precision(self.precision, AUTOCAST_PRECISIONS)
         if self.strategy == "auto":
             self.strategy = self.auto_strategy()
         checks = [
@@ -168,7 +171,6 @@ class SearchConfig:
              f"objectives must start with 'score' and use {', '.join(OBJECTIVES)}, got {self.objectives}"),
             (self.trials >= 1, f"trials must be at least 1, got {self.trials}"),
             (self.workers >= 1, f"workers must be at least 1, got {self.workers}"),
-            (self.precision in PRECISIONS, f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}"),
             (self.timeout is None or self.timeout > 0, f"timeout must be positive, got {self.timeout}"),
             (isinstance(self.confirm_seeds, int) and self.confirm_seeds >= 1,
              f"confirm_seeds must be a whole number of seeds, 1 or more, got {self.confirm_seeds!r}"),

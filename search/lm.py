@@ -31,11 +31,10 @@ from pathlib import Path
 from typing import Any
 
 from composer.errors import ComposerRunError, ConfigError
+from composer.precision import AUTOCAST_PRECISIONS, parse_precision
 from search.evaluation import Evaluation, Report, best_rate, checked_rates
 from search.trunks import TrunkStore
 from search.evidence_record import SeedNoise, Setting
-
-_TRAIN_PRECISION = {"auto": "auto", "fp32": "32-true", "bf16": "bf16-mixed"}  # evaluator name -> Lightning's
 
 
 @dataclass(frozen=True)
@@ -192,6 +191,15 @@ def confirm_budget(budget: str, seeds: int) -> str:
     return f"confirm{seeds}:{budget}"
 
 
+def unknown_budget_text(name: str) -> str:
+    """The error for a --budget the lm evaluator does not know: the names a user types (the ladders, which are also
+    one-shot budgets), with the rungs only explained (issue 49: it listed all eleven, rung-cpu-2 beside cpu)."""
+    typed = [budget for budget in LM_BUDGETS if not budget.startswith("rung-")]
+    return (f"unknown budget {name!r}; choose {', '.join(typed[:-1])} or {typed[-1]} (a successive-halving ladder, or "
+            "under --strategy one-shot a single training budget of that name; a ladder's rungs, named rung-cpu-0 "
+            "and the like, also run alone)")
+
+
 def get_lm_budget(budget: str | LMBudget) -> LMBudget:
     """A named budget; ``NAME@PRESET`` is that budget trained at PRESET's size (a ladder's last rung at the
     search's ``--target``); ``confirmN:NAME`` is N further seeds of NAME from scratch (``confirm_budget``)."""
@@ -204,7 +212,7 @@ def get_lm_budget(budget: str | LMBudget) -> LMBudget:
                                    keeps_trunk=False, extend_edge=False, confirms=True)
     name, _, target = str(budget).partition("@")
     if name not in LM_BUDGETS:
-        raise ConfigError(f"unknown LM budget {name!r}; choose one of: {', '.join(LM_BUDGETS)}")
+        raise ConfigError(unknown_budget_text(name))
     if not target:
         return LM_BUDGETS[name]
     from composer.presets import get_preset
@@ -268,14 +276,13 @@ class LanguageModelEvaluator:
         from composer.training.run import resolve_precision
 
         self.spec = get_lm_budget(budget)
-        if precision not in _TRAIN_PRECISION:
-            raise ConfigError(f"precision must be one of {', '.join(_TRAIN_PRECISION)}, got {precision!r}")
+        precision = parse_precision(precision, AUTOCAST_PRECISIONS, flag="precision")  # fp32 weights, autocast at most
         self.budget = self.spec.name
         self.widths = self.spec.extrapolate_to or widths  # where it trains: the target's widths on a last rung
         self.data = checked_source(data, text_field)
         self.text_field = text_field  # the column of --data's records that holds the text
         self.tokenizer = tokenizer
-        resolved = resolve_precision(TrainConfig(precision=_TRAIN_PRECISION[precision]))
+        resolved = resolve_precision(TrainConfig(precision=precision))
         self.precision = "bf16" if resolved.startswith("bf16") else "fp32"
         self.compile = compile
         self.trunks = TrunkStore(trunks)  # a search's --out/trunks: what a later rung continues
@@ -313,7 +320,7 @@ class LanguageModelEvaluator:
             tokens=spec.tokens,
             seq_len=spec.seq_len, batch_size=spec.batch_size, lr=lr, seed=seed, wandb="off", out=out,
             val_batches=20, val_tokens=spec.val_tokens, log_interval=10**9, checkpoint_interval=10**9,
-            keep_checkpoints=1, precision=_TRAIN_PRECISION[self.precision], compile=self.compile, progress=False,
+            keep_checkpoints=1, precision=self.precision, compile=self.compile, progress=False,
             schedule=spec.schedule, curve_points=spec.curve_points, curve_tokens=spec.curve_tokens, **optional,
         )
 

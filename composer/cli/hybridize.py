@@ -47,7 +47,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--options", help="per-primitive options as JSON (override the mapped S/D geometry)")
     parser.add_argument("--max-documents", dest="max_documents", type=int)
     parser.add_argument("--val-tokens", dest="val_tokens", type=int)
-    parser.add_argument("--precision", default="auto")
+    parser.add_argument("--precision", default="auto",
+                        help="training precision, as composer train's: auto (default), fp32, bf16, bf16-true, or "
+                             "Lightning's 32-true, bf16-mixed, 16-mixed")
     parser.add_argument("--devices", default="1", help="devices per node, or 'auto' (several: FSDP2 by default)")
     parser.add_argument("--parallelism", default="auto", help="auto, single, ddp or fsdp, as composer train")
     parser.add_argument("--strategy", dest="parallelism", action=RenamedFlag, default=argparse.SUPPRESS,
@@ -110,10 +112,12 @@ def apply_recipe(args: argparse.Namespace) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from composer.errors import ConfigError
+    from composer.precision import parse_precision
     from composer.training.config import TrainConfig
     from composer.training.run import train
 
     apply_recipe(args)
+    args.precision = parse_precision(args.precision)  # before a placement search starts, one line if it is bad
     optional = {name: getattr(args, name) for name in ("data", "tokenizer", "options", "max_documents", "val_tokens")}
     if args.search:
         if args.keep is None:

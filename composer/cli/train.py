@@ -11,7 +11,6 @@ from composer.pattern import compact_pattern, layers
 from composer.presets import PRESETS
 from composer.training.config import (
     DEFAULT_PRESET,
-    PRECISIONS,
     RENAMED,
     STRATEGIES,
     WANDB_MODES,
@@ -57,7 +56,8 @@ HELP = {
     "num_nodes": "nodes (hosts) of a multi-node run",
     "parallelism": "how several devices share the model: auto (single device, or FSDP2 on several), single, ddp or "
     "fsdp (was --strategy, which composer search uses for its algorithm)",
-    "precision": "auto: bf16-mixed on GPUs with bf16 and CPUs with native bf16 (AVX-512 BF16, AMX), else 32-true",
+    "precision": "auto (default): bf16 on GPUs with bf16 and CPUs with native bf16 (AVX-512 BF16, AMX), else fp32; "
+    "fp32, bf16 (autocast, fp32 weights), bf16-true (bf16 weights), or Lightning's 32-true, bf16-mixed, 16-mixed",
     "compile": "torch.compile the model",
     "activation_checkpointing": "recompute each layer's activations in the backward pass (less memory, more compute)",
     "val_interval": "optimizer steps between validations (default: 10 per run)",
@@ -88,7 +88,8 @@ HELP = {
     "supernet_keep": "composer hybridize --search's supernet: keep this many random teacher attention layers per step "
     "(default: off)",
 }
-CHOICES = {"parallelism": STRATEGIES, "precision": PRECISIONS, "wandb": WANDB_MODES,
+# --precision is checked by TrainConfig (composer.precision.parse_precision: one line, every spelling listed)
+CHOICES = {"parallelism": STRATEGIES, "wandb": WANDB_MODES,
            "schedule": ("cosine", "wsd", "constant")}
 
 

@@ -16,9 +16,9 @@ from typing import Any
 import yaml
 
 from composer.errors import ConfigError
+from composer.precision import parse_precision
 
 STRATEGIES = ("auto", "single", "ddp", "fsdp")
-PRECISIONS = ("auto", "32-true", "bf16-mixed", "bf16-true", "16-mixed")
 WANDB_MODES = ("auto", "online", "offline", "off")
 DEFAULT_PRESET = "tiny"  # the widths of a pattern `arch` without `preset` (composer train prints it)
 # old spellings of renamed fields (recipe keys, flags, keyword arguments), accepted for a while with a notice.
@@ -79,7 +79,9 @@ class TrainConfig:
     devices: int | str = 1
     num_nodes: int = 1
     parallelism: str = "auto"  # auto | single | ddp | fsdp (FSDP2 through ModelParallelStrategy); was `strategy`
-    precision: str = "auto"  # auto: bf16-mixed where the GPU or CPU computes bf16 natively, else 32-true
+    # auto: bf16-mixed where the GPU or CPU computes bf16 natively, else 32-true; any spelling of
+    # composer.precision.parse_precision (fp32, bf16, bf16-true, ...), kept as Lightning's name
+    precision: str = "auto"
     compile: bool = False
     activation_checkpointing: bool = False
     # evaluation, logging, checkpoints
@@ -125,6 +127,7 @@ class TrainConfig:
             self.parallelism = strategy
         if self.wandb is False:  # YAML 1.1 reads a recipe's `wandb: off` as false: that is what the author meant
             self.wandb = "off"
+        self.precision = parse_precision(self.precision, flag="precision")
         if isinstance(self.options, str):
             try:
                 self.options = json.loads(self.options)
@@ -136,7 +139,6 @@ class TrainConfig:
             raise ConfigError(f"options must map a primitive symbol to its options, got {self.options!r}")
         checks = [
             (self.parallelism in STRATEGIES, f"parallelism must be one of {STRATEGIES}, got {self.parallelism!r}"),
-            (self.precision in PRECISIONS, f"precision must be one of {PRECISIONS}, got {self.precision!r}"),
             (self.wandb in WANDB_MODES, f"wandb must be one of {WANDB_MODES}, got {self.wandb!r}"),
             (self.tokens > 0, f"tokens must be positive, got {self.tokens}"),
             (self.seq_len > 0, f"seq_len must be positive, got {self.seq_len}"),

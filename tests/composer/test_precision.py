@@ -51,3 +51,48 @@ def test_this_machine_agrees_with_its_own_cpuinfo():
 def test_an_explicit_precision_is_kept():
     assert resolve_precision(TrainConfig(precision="32-true")) == "32-true"
     assert resolve_precision(TrainConfig(precision="bf16-mixed", accelerator="cpu")) == "bf16-mixed"
+
+
+# issue 49, "one name, one meaning": one parser for every spelling of a precision and of a dtype
+
+
+@pytest.mark.parametrize("spelling, lightning", [("fp32", "32-true"), ("32-true", "32-true"), ("bf16", "bf16-mixed"),
+                                                 ("BF16-Mixed", "bf16-mixed"), ("bf16-true", "bf16-true"),
+                                                 ("16-mixed", "16-mixed"), ("auto", "auto")])
+def test_every_spelling_of_a_precision_means_one_lightning_precision(spelling, lightning):
+    assert precision.parse_precision(spelling) == lightning
+    assert TrainConfig(precision=spelling).precision == lightning  # what composer train and hybridize take
+
+
+def test_the_search_keeps_fp32_weights_and_names_precisions_its_own_way():
+    allowed = precision.AUTOCAST_PRECISIONS
+    assert [precision.short_precision(s, allowed) for s in ("32-true", "bf16-mixed", "fp32", "bf16", "auto")] == [
+        "fp32", "bf16", "fp32", "bf16", "auto"]
+    with pytest.raises(precision.ConfigError) as err:
+        precision.short_precision("bf16-true", allowed)
+    assert "bf16-true" not in str(err.value).split("; got")[0]  # not offered where it is refused
+
+
+@pytest.mark.parametrize("bad", ["fp64", "half", "", "bf16_mixed"])
+def test_a_bad_precision_is_one_line_listing_every_spelling(bad):
+    with pytest.raises(precision.ConfigError) as err:
+        precision.parse_precision(bad)
+    text = str(err.value)
+    assert "\n" not in text and text.endswith(f"got {bad!r}")
+    for spelling in ("auto", "fp32", "bf16 (bf16 autocast, fp32 weights)", "bf16-true", "32-true", "bf16-mixed",
+                     "16-mixed"):
+        assert spelling in text
+
+
+@pytest.mark.parametrize("spelling, short", [("fp32", "fp32"), ("float32", "fp32"), ("bfloat16", "bf16"),
+                                             ("bf16", "bf16"), ("float16", "fp16"), ("torch.float16", "fp16")])
+def test_a_dtype_is_spelt_either_way(spelling, short):
+    assert precision.parse_dtype(spelling) == short
+    assert precision.torch_dtype(spelling) == {"fp32": torch.float32, "bf16": torch.bfloat16,
+                                               "fp16": torch.float16}[short]
+
+
+def test_a_bad_dtype_is_one_line_listing_both_spellings():
+    with pytest.raises(precision.ConfigError, match=r"^--dtype must be fp32, bf16, fp16 \(or float32, bfloat16, "
+                                                    r"float16\); got 'int8'$"):
+        precision.parse_dtype("int8")

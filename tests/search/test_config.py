@@ -59,7 +59,7 @@ def test_invalid(kwargs, message):
 
 
 def test_precision_is_checked_and_bf16_studies_do_not_mix_with_fp32_ones():
-    with pytest.raises(ConfigError, match="precision must be one of"):
+    with pytest.raises(ConfigError, match="precision must be auto .*; got 'fp16'"):
         SearchConfig(precision="fp16")
     fp32, bf16 = SearchConfig(precision="fp32"), SearchConfig(precision="bf16")
     assert fp32.resolved_precision == "fp32" and bf16.resolved_precision == "bf16"

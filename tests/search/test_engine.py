@@ -260,7 +260,7 @@ def test_two_workers_share_one_storage(tmp_path, request, backend):
     [
         (["--sampler", "cmaes"], "sampler must be one of"),
         (["--strategy", "greedy"], "strategy must be one of"),
-        (["--budget", "huge"], "unknown LM budget 'huge'"),
+        (["--budget", "huge"], "unknown budget 'huge'; choose smoke, cpu or gpu ("),  # not the rungs' names
         (["--evaluator", "mad", "--budget", "huge"], "unknown MAD budget 'huge'"),
         (["--strategy", "successive-halving", "--budget", "paper"], "unknown successive-halving budget 'paper'"),
         (["--strategy", "successive-halving", "--evaluator", "mad"], "add --evaluator lm"),

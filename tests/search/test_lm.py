@@ -30,7 +30,7 @@ def test_budgets_refuse_bad_rates_and_seeds():
         LMBudget("bad", 4_096, 32, 8, (1e-3, 1e-3))
     with pytest.raises(ConfigError, match="seeds"):
         LMBudget("bad", 4_096, 32, 8, (1e-3,), seeds=0)
-    with pytest.raises(ConfigError, match="unknown LM budget"):
+    with pytest.raises(ConfigError, match="unknown budget 'nope'; choose smoke, cpu or gpu \\("):
         LanguageModelEvaluator("nope")
     assert LM_BUDGETS["cpu"].lrs == (1e-3, 3e-3)
 
