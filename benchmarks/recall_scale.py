@@ -134,6 +134,13 @@ def cache_at(pattern: str, preset: str, seq_len: int = 32_768) -> dict[str, int]
             "kv_bytes_per_token": stats.kv_cache_bytes_per_token}
 
 
+def follows_a_cut(part: str, earlier: list[dict[str, Any]], was_cut: Any) -> bool:
+    """Whether a model of ``part`` is skipped because an earlier one was cut (``was_cut(model)``), for the plan and
+    the run alike: part b stops at its first cut (its families are read against the answer, which comes first);
+    part a goes on, since a later, shorter model of it may still fit."""
+    return part == "b" and any(m["part"] == "b" and was_cut(m) for m in earlier)
+
+
 def plan(parts: list[str], layouts: dict[str, list[str]], dry_run: bool, budget: float,
          tokens: dict[str, int | None]) -> list[dict[str, Any]]:
     """Every model in run order with its pattern, tokens, rate and estimate; ``expected`` says whether the budget
@@ -148,10 +155,8 @@ def plan(parts: list[str], layouts: dict[str, list[str]], dry_run: bool, budget:
             pattern, grown = model_at(layout, settings["preset"])
             guess = {"seconds": DRY_RUN_SECONDS, "train_s": DRY_RUN_SECONDS - 20.0, "tokens_per_s": None,
                      "step_s": None, "ops_per_step": None} if dry_run else estimate(part, pattern, settings)
-            # as main does: a model that would not fit is skipped, and a later, shorter one of part a may still run;
-            # part b stops at its first cut (its families are read against the answer, which comes first)
-            fits = spent + guess["seconds"] <= budget and not (part == "b" and any(
-                m["part"] == "b" and m["expected"] != "runs" for m in models))
+            fits = spent + guess["seconds"] <= budget and not follows_a_cut(
+                part, models, lambda m: m["expected"] != "runs")
             spent += guess["seconds"] if fits else 0.0
             models.append({"part": part, "layout": layout, "label": f"{part}-{layout.replace(':', '-')}",
                            "pattern": pattern, "grown": grown, "settings": settings, "estimate": guess,
@@ -378,8 +383,7 @@ def main(argv: list[str] | None = None) -> int:
         left = deadline - time.monotonic()
         if model["part"] == "a":
             left -= later_a
-        behind_a_cut = model["part"] == "b" and any(m["part"] == "b" and m["status"] == "no time"
-                                                     for m in models[:i])
+        behind_a_cut = follows_a_cut(model["part"], models[:i], lambda m: m["status"] == "no time")
         if need > left or behind_a_cut:
             model["status"] = "no time"
             model["detail"] = ("not started: an earlier model of part b had no time, and b's families are read "
