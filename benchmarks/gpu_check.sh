@@ -36,7 +36,7 @@
 #            exported variables are then taken over, so a prelude that hangs or exits cannot take the check with
 #            it. Absent or failed, it is recorded and the check goes on with the device's own packages.
 #   env      part 0 without pip (the device has no network), and the halving answer grown to 1B widths by the
-#            project's extrapolator (`composer extrapolate SDMMSD --to llama-3.2-1b`: (SDMMSD)x6).
+#            project's extrapolator (`composer extrapolate SDMMSD --target llama-3.2-1b`: (SDMMSD)x6).
 #   a.       as in the full check: the CUDA-only tests, and A through flash-attn.
 #   c.       as in the full check, MFU_STEPS (20) steps each: (SMWM)x4 (S on mamba-ssm's Triton kernels where the
 #            carried wheel imports; about 140 s on an H200 with its autotuning, docs/gpu.md "Fourth run"), then (AM)x16,
@@ -334,7 +334,7 @@ resolve_pattern() {
         echo "$1"
         return 0
     fi
-    timeout 120 "$PY" -m composer extrapolate "${1#stacked:}" --to "$MFU_PRESET" --json |
+    timeout 120 "$PY" -m composer extrapolate "${1#stacked:}" --target "$MFU_PRESET" --json |
         "$PY" -c 'import json, sys; print(json.load(sys.stdin)["compact"])'
 }
 

@@ -1,4 +1,4 @@
-"""``composer extrapolate PATTERN --to PRESET``: grow a searched pattern to a target size (stacking or stretching)."""
+"""``composer extrapolate PATTERN --target PRESET``: grow a searched pattern to a target size (stacking or stretching)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import argparse
 import re
 
 from composer.accounting import analyze
-from composer.cli.format import human, print_json, print_rows, print_table
+from composer.cli.format import RenamedFlag, human, print_json, print_rows, print_table
 from composer.errors import ConfigError
 from composer.pattern import layers, n_layers
 from composer.presets import PRESETS
@@ -33,7 +33,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "extrapolate",
         help="grow a searched pattern to a target model size (stacking or stretching)",
         description=(
-            "Extrapolate a small searched pattern to the size of a target model at its widths (method.md): "
+            "Extrapolate a small searched pattern to the size of a target model at its widths (docs/method.md): "
             "'stack' repeats the pattern and fills the remainder with a shrunk copy, 'stretch' scales every run "
             "of one primitive, 'auto' stacks patterns of at most 8 layers and stretches longer ones. Size is "
             "non-embedding parameters at the target widths."
@@ -45,9 +45,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         help="grow a finished composer search's answer (DIR is its --out: best.json's recommended "
                         "pattern) by the search's --attention-at-target rule unless --attention is given")
     parser.add_argument(
-        "--to", dest="target", required=True, metavar="PRESET",
-        help=f"target preset: its widths, and its size unless --params is given ({', '.join(PRESETS)})",
+        "--target", metavar="PRESET",
+        help=f"target preset (required): its widths, and its size unless --params is given ({', '.join(PRESETS)})",
     )
+    parser.add_argument("--to", dest="target", action=RenamedFlag, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     parser.add_argument(
         "--params", metavar="N",
         help="target size in non-embedding parameters (e.g. 973146112, 1e9, 1.2B); default: the preset's own",
@@ -103,7 +104,7 @@ def check_grown(result, pattern: str, target: str, sized: bool) -> None:
         f"{target}'s {result.target_non_embedding_params:,}")
     raise ConfigError(f"{pattern} already has {result.source_non_embedding_params:,} non-embedding parameters at "
                       f"{target}'s widths, more than {size}: extrapolating would shrink it to {result.n_layers} layers "
-                      f"({result.pattern}) and drop part of it; give a larger --to preset or --params of at least "
+                      f"({result.pattern}) and drop part of it; give a larger --target preset or --params of at least "
                       f"{result.source_non_embedding_params:,}, or train {pattern} as it is (composer train --arch "
                       f"{pattern} --preset {target})")
 
@@ -135,6 +136,8 @@ def searched(args: argparse.Namespace) -> dict | None:
 def run(args: argparse.Namespace) -> int:
     from scaling.extrapolate import extrapolate
 
+    if args.target is None:
+        raise ConfigError("give --target PRESET, the preset to grow the pattern to (composer presets lists them)")
     source = searched(args)
     target_params = None if args.params is None else parse_count(args.params)
     result = extrapolate(

@@ -1,11 +1,12 @@
-"""``composer pipeline --recipe FILE``: search -> aggregate -> extrapolate -> train composite and baselines -> compare."""
+"""``composer pipeline --recipe FILE``: search -> aggregate -> extrapolate -> train composite and baselines -> compare;
+with ``--from-search DIR``, a finished search's answer -> extrapolate -> train -> compare."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from composer.cli.format import print_json
+from composer.cli.format import RenamedFlag, print_json
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -13,9 +14,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "pipeline",
         help="the whole method: search, aggregate, extrapolate, train against baselines, compare",
         description="Run a pipeline recipe (recipes/pipeline/) end to end. Every stage writes its result under "
-                    "--out; finished trials and trainings are not redone, so a killed pipeline resumes where it stopped.",
+                    "--out; finished trials and trainings are not redone, so a killed pipeline resumes where it stopped. "
+                    "With --from-search (or the recipe's from_search), no search runs: the composite is a finished "
+                    "search's answer, grown by its --attention-at-target at the rate it chose (docs/method.md).",
     )
     parser.add_argument("--recipe", required=True, help="pipeline YAML (e.g. recipes/pipeline/cpu-demo.yaml)")
+    parser.add_argument("--from-search", metavar="DIR",
+                        help="train a finished composer search's answer (DIR is its --out: best.json's recommended "
+                             "pattern) instead of running the recipe's search and aggregate sections")
     parser.add_argument("--out", help="output directory (default: the recipe's out)")
     parser.add_argument("--stages", help="comma-separated subset of search,aggregate,extrapolate,train,eval,"
                                          "compare (default: all; later stages read earlier results from "
@@ -23,9 +29,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--trials", type=int, help="override search.trials")
     parser.add_argument("--budget", help="override search.budget (e.g. smoke)")
     parser.add_argument("--tokens", type=int, help="override train.tokens (every model)")
-    parser.add_argument("--to", help="override extrapolate.to (target preset)")
+    parser.add_argument("--target", metavar="PRESET", help="override extrapolate.target (the target preset)")
+    parser.add_argument("--to", dest="target", action=RenamedFlag, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     parser.add_argument("--attention", choices=("repeat", "keep"),
-                        help="override extrapolate.attention: how the winner's attention layers grow to --to "
+                        help="override extrapolate.attention: how the winner's attention layers grow to --target "
                              "(default: the rule its search scored them by, --attention-at-target; else repeat)")
     parser.add_argument("--lr-sweep", help="override train.lr_sweep: comma-separated rates (e.g. 1e-3,2e-3,3e-3,6e-3); "
                                            "every model first trains at each on a short budget and uses its best "
@@ -49,11 +56,11 @@ def run(args: argparse.Namespace) -> int:
 
     config = PipelineConfig.from_recipe(
         args.recipe, out=args.out, **{"search.trials": args.trials, "search.budget": args.budget,
-                                      "train.tokens": args.tokens, "extrapolate.to": args.to,
+                                      "train.tokens": args.tokens, "extrapolate.target": args.target,
                                       "extrapolate.attention": args.attention,
                                       "train.lr_sweep": args.lr_sweep,
                                       "train.lr_sweep_fraction": args.lr_sweep_fraction,
-                                      "seeds": args.seeds},
+                                      "seeds": args.seeds, "from_search": args.from_search},
     )
     stages = tuple(s.strip() for s in args.stages.split(",")) if args.stages else STAGES
     result = Pipeline(config, echo=lambda line: print(line, file=sys.stderr)).run(stages)
@@ -66,5 +73,6 @@ def run(args: argparse.Namespace) -> int:
             print(f"\n{downstream}")
         print(f"\ncomparison.{{md,csv,json}} and loss_curves.png in {result['out']}")
     else:
-        print(f"aggregated {result['aggregate']['pattern']} -> extrapolated {result['extrapolate']['pattern']}")
+        source = "the search's answer" if config.from_search else "aggregated"
+        print(f"{source} {result['aggregate']['pattern']} -> extrapolated {result['extrapolate']['pattern']}")
     return 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from composer.cli.format import print_json
+from composer.cli.format import RenamedFlag, print_json
 
 # flags that set a field of the shared training settings (TrainConfig), as `composer train` names them
 TRAIN_FLAGS = {
@@ -32,7 +32,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "transfer",
         help="measure whether search scores predict the loss at a target scale (rank correlation over seeds)",
-        description="Pick K patterns spread over a search's score range (or --patterns), extrapolate each to --to, "
+        description="Pick K patterns spread over a search's score range (or --patterns), extrapolate each to --target, "
                     "train each once per seed, and report the Spearman and Kendall correlation between search "
                     "score and mean target loss with a bootstrap interval, and the target's own between-seed "
                     "agreement (the noise ceiling). Writes transfer.json/.md/.png; finished runs are kept, so a "
@@ -47,10 +47,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--rung", help="for a successive-halving search: the rung whose ranking --k is spread over, "
                                        "an index or 'last' (default 0: every candidate; the final leaderboard "
                                        "holds only the last rung's finalists)")
-    parser.add_argument("--to", help="target preset (default demo-4m)")
+    parser.add_argument("--target", metavar="PRESET", help="target preset (default demo-4m)")
+    parser.add_argument("--to", dest="target", action=RenamedFlag, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     parser.add_argument("--method", choices=("auto", "stack", "stretch"), help="extrapolation (default auto)")
     parser.add_argument("--attention", choices=("repeat", "keep"),
-                        help="how the patterns' attention layers grow to --to (default: the search's "
+                        help="how the patterns' attention layers grow to --target (default: the search's "
                              "--attention-at-target, read from its config.json; repeat where none is found)")
     parser.add_argument("--seeds", help="a count (3 = seeds 0,1,2; default) or comma-separated seeds")
     parser.add_argument("--baseline", help="the parameter-matched baseline each pattern is compared with, paired over "
@@ -68,7 +69,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from composer.experiments.transfer import Transfer, TransferConfig, format_report
 
-    overrides = {name: getattr(args, name) for name in ("search", "study", "patterns", "k", "rung", "to", "method",
+    overrides = {name: getattr(args, name) for name in ("search", "study", "patterns", "k", "rung", "target", "method",
                                                          "attention", "seeds", "baseline", "n_boot", "workers", "out")}
     overrides.update({f"train.{name}": getattr(args, f"train_{name}") for name in TRAIN_FLAGS})
     config = TransferConfig.from_recipe(args.recipe, **overrides)

@@ -5,13 +5,28 @@ A pipeline recipe (recipes/pipeline/*.yaml) has one section per stage::
     out: runs/pipeline          # everything goes under here
     search: {...}               # SearchConfig fields (composer search); out is <out>/search
     aggregate: {c: 0, k: 5}     # N_c voting over the top K-means cluster (search.aggregate)
-    extrapolate: {to: llama-3.2-1b, method: auto}   # or params: N (non-embedding) instead of the preset's size;
-                                                     # attention: keep|repeat (default: the search's rule, below)
+    # or, instead of search and aggregate: from_search: runs/search (a finished search's answer, below)
+    extrapolate: {target: llama-3.2-1b, method: auto}   # or params: N (non-embedding) instead of the preset's
+                                                     # size; attention: keep|repeat (default: the search's rule)
     baselines: [llama, sandwich, striped-1:2]        # scaling.matching names, matched to the composite
     train: {...}                # TrainConfig fields shared by every model (arch/preset/out/seed set per run)
                                 # plus lr_sweep: [rates] for a learning rate per model (composer.experiments.lr_sweep)
     seeds: [0, 1, 2]            # every model trains once per seed (--seeds 0,1,2)
     eval: {tasks: [arc_easy, hellaswag], limit: 500}   # optional: lm-eval tasks for every trained model
+
+From a finished search (``from_search: DIR``, ``composer pipeline --from-search DIR``; issue 49): no search runs
+and nothing is voted. The composite is the search's answer, best.json's ``recommended`` pattern
+(``search.results.answer_of``), the one ``composer train --from-search`` and ``composer extrapolate --from-search``
+take; it grows to the target by the search's own ``--attention-at-target`` (read from DIR's config.json) and
+starts at the rate the search chose for it, its baselines at the rates the search chose for their layouts where
+its final leaderboard holds them. So the model trained is the one the search scored and costed, without copying
+its pattern into an aggregate.json by hand. The answer is read again on every run (a few JSON files) and recorded
+in aggregate.json with ``from_search``. A recipe gives ``search`` or ``from_search``, not both; ``aggregate`` votes
+over a search this pipeline runs, so it is refused beside ``from_search``; the ``--from-search`` flag replaces a
+recipe's ``search`` and ``aggregate`` sections.
+
+The target preset was ``extrapolate.to`` before issue 49 ("one name, one meaning": ``--target`` on every command);
+the old key is still read, with a one-line notice.
 
 Every stage writes its result before the next starts, so a killed pipeline re-run with the same recipe resumes:
 the search resumes its Optuna study, aggregation and extrapolation are recomputed from it (cheap and
@@ -28,8 +43,8 @@ the target widths. loss_curves.png plots each model's mean curve over seeds with
 How the winner's attention grows to the target (``extrapolate.attention``, ``composer pipeline --attention``):
 ``repeat`` stacks its attention layers with the rest, ``keep`` keeps their number (``scaling.extrapolate``). Left
 out, it is the rule the search scored and costed its candidates by: the ``attention_at_target`` of the search's
-``config.json`` under ``<out>/search`` (what the search ran with), else of the recipe's ``search`` section, else
-``repeat``. A pattern the search entered as a known layout (best.json's ``known_layouts``) is stacked: the search
+``config.json`` in ``from_search`` or under ``<out>/search`` (what the search ran with), else of the recipe's
+``search`` section, else ``repeat``. A pattern the search entered as a known layout (best.json's ``known_layouts``) is stacked: the search
 stacks Llama's and the paper's layouts whatever its rule, and trains a published family in its own layout at the
 target (``search.known.layout_at_target``), which the extrapolator cannot build: train the family as a baseline.
 extrapolate.json records the rule (``attention``) and where it came from (``attention_from``).
@@ -97,7 +112,7 @@ from composer.experiments.search_rates import (
     starting_rates,
 )
 from composer.files import atomic_write_csv, atomic_write_json, atomic_write_text
-from composer.training.config import TrainConfig, apply_overrides, load_recipe
+from composer.training.config import TrainConfig, apply_overrides, load_recipe, renamed_notice
 
 STAGES = ("search", "aggregate", "extrapolate", "train", "eval", "compare")
 EVAL_OPTIONS = ("tasks", "limit", "include_path", "num_fewshot", "batch_size", "device")
@@ -111,31 +126,37 @@ _PER_MODEL = ("arch", "preset", "out", "run_name", "seed")  # set by the pipelin
 class PipelineConfig:
     out: str = "runs/pipeline"
     search: dict[str, Any] = field(default_factory=dict)
-    aggregate: dict[str, Any] = field(default_factory=lambda: {"c": 0, "k": 5})
-    extrapolate: dict[str, Any] = field(default_factory=lambda: {"to": "llama-3.2-1b", "method": "auto"})
+    # N_c voting over the search's top cluster; None: {"c": 0, "k": 5}, or nothing beside from_search
+    aggregate: dict[str, Any] | None = None
+    extrapolate: dict[str, Any] = field(default_factory=lambda: {"target": "llama-3.2-1b", "method": "auto"})
     baselines: list[str] = field(default_factory=lambda: ["llama", "sandwich", "striped-1:2"])
     train: dict[str, Any] = field(default_factory=dict)
     seed: int = 0  # the search's seed (and the random baseline's)
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2])  # every model trains once per seed
     eval: dict[str, Any] = field(default_factory=dict)  # lm-eval tasks for every trained model; {} = no eval
+    # a finished composer search's --out: train its answer instead of running search and aggregate (issue 49)
+    from_search: str | None = None
 
     def __post_init__(self) -> None:
         from search.config import SearchConfig
 
         if self.eval is None:
             self.eval = {}
+        self._check_source()
         for section in ("search", "aggregate", "extrapolate", "train", "eval"):
             if not isinstance(getattr(self, section), dict):
                 raise ConfigError(f"pipeline section {section!r} must be a mapping of option: value")
         _check_keys("search", self.search, [f for f in SearchConfig.field_names() if f != "out"])
         _check_keys("aggregate", self.aggregate, ["c", "k"])
-        _check_keys("extrapolate", self.extrapolate, ["to", "method", "params", "rounding", "attention"])
+        if "to" in self.extrapolate:
+            self.extrapolate = renamed_key(self.extrapolate, "extrapolate", "to", "target")
+        _check_keys("extrapolate", self.extrapolate, ["target", "method", "params", "rounding", "attention"])
         _check_keys("train", self.train, [f for f in TrainConfig.field_names() if f not in _PER_MODEL]
                     + list(SWEEP_KEYS))
         _check_keys("eval", self.eval, list(EVAL_OPTIONS))
         self.eval = _eval_options(self.eval)
-        if "to" not in self.extrapolate:
-            raise ConfigError("pipeline section 'extrapolate' needs 'to': the target preset (e.g. llama-3.2-1b)")
+        if "target" not in self.extrapolate:
+            raise ConfigError("pipeline section 'extrapolate' needs 'target': the target preset (e.g. llama-3.2-1b)")
         from scaling.extrapolate import ATTENTION_RULES
 
         if self.extrapolate.get("attention") not in (None, *ATTENTION_RULES):
@@ -148,13 +169,46 @@ class PipelineConfig:
         # the recipe's own rate overrides the search's; TrainConfig's default does not (composer.experiments.search_rates)
         self.explicit_lr = self.base_train.get("lr") is not None
 
+    def _check_source(self) -> None:
+        """Where the composite comes from: a search this pipeline runs (``search``, then ``aggregate``) or a
+        finished one (``from_search``), never both."""
+        if self.from_search is None:
+            self.aggregate = {"c": 0, "k": 5} if self.aggregate is None else self.aggregate
+            return
+        if not isinstance(self.from_search, str | Path) or not str(self.from_search).strip():
+            raise ConfigError(f"from_search must be the --out directory of a finished composer search, got "
+                              f"{self.from_search!r}")
+        self.from_search = str(self.from_search)
+        if self.search:
+            raise ConfigError("give the pipeline a search section (a search it runs under out; --trials and "
+                              "--budget set it) or from_search (a finished search's answer), not both: drop one")
+        if self.aggregate is not None:
+            raise ConfigError("from_search trains the search's answer, so nothing is voted: drop the aggregate "
+                              "section (it votes over a search the pipeline runs itself)")
+        self.aggregate = {}
+
     @classmethod
     def from_recipe(cls, path: str | Path, **overrides: Any) -> PipelineConfig:
+        """A recipe's values with ``overrides`` on top. A ``from_search`` override (``--from-search``) replaces the
+        recipe's source: its search and aggregate sections, and a from_search of its own."""
         values = load_recipe(path, [f.name for f in dataclasses.fields(cls)])
+        if overrides.get("from_search") is not None:
+            values.pop("search", None)
+            values.pop("aggregate", None)
         return cls(**apply_overrides(values, overrides))
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+def renamed_key(section: dict[str, Any], where: str, old: str, new: str) -> dict[str, Any]:
+    """``section`` with its ``old`` key under ``new`` (a recipe written before a rename), saying so once; a section
+    holding both, or a ``new`` set by a flag (``apply_overrides``), keeps ``new``."""
+    section = dict(section)
+    value = section.pop(old)
+    renamed_notice(f"{where}.{old}", f"{where}.{new}")
+    section.setdefault(new, value)
+    return section
 
 
 def _check_keys(where: str, values: dict, allowed: list[str]) -> None:
@@ -196,12 +250,16 @@ class Pipeline:
         self._task_manager: Any = None  # lm-eval's task index, built on first use by the eval stage
         self._sweep: dict[str, Any] | None = None  # lr_sweep.json of this run's train stage
         self._search_rates: dict[str, SearchRate | None] = {}  # model -> its search rate (set by use_search_rates)
+        # the search whose rule and rates the pipeline reads: a finished one (from_search), else its own
+        self.search_dir = Path(config.from_search) if config.from_search else self.out / "search"
 
     # -- stages -------------------------------------------------------------------------------------------
     def run_search(self) -> dict[str, Any]:
         from search.config import SearchConfig
         from search.run import run_search
 
+        if self.config.from_search:  # finished: the aggregate stage reads its answer
+            return {"from_search": str(self.search_dir)}
         search_config = SearchConfig(**{"seed": self.config.seed, **self.config.search, "out": str(self.out / "search")})
         self.echo(f"== search: {search_config.trials} trials ({search_config.evaluator}/{search_config.budget})")
         result = run_search(search_config, echo=self.echo)  # resumes its study when re-run
@@ -210,6 +268,8 @@ class Pipeline:
     def run_aggregate(self) -> dict[str, Any]:
         from search.aggregate import aggregate
 
+        if self.config.from_search:
+            return self.read_answer()
         # Always recomputed (it reads the study in well under a second): a search resumed with more trials must
         # not be aggregated from the previous run's file.
         path = self.out / "aggregate.json"
@@ -219,6 +279,26 @@ class Pipeline:
         atomic_write_json(path, result)
         return result
 
+    def read_answer(self) -> dict[str, Any]:
+        """aggregate.json for a finished search (``from_search``): its answer as the composite, with the rates its
+        final leaderboard chose (the answer's own first), read again on every run (a few small files)."""
+        from search.results import answer_of
+
+        answer = answer_of(self.search_dir)
+        leaderboard = _read_json(self.search_dir / "leaderboard.json") or []
+        rates = {row["pattern"]: row["lr"] for row in leaderboard if row.get("pattern") and row.get("lr") is not None}
+        if answer["lr"] is not None:
+            rates[answer["pattern"]] = answer["lr"]
+        known = f" ({answer['known']})" if answer["known"] else ""
+        rate = f"; rate {answer['lr']:g} chosen at {answer['lr_at'] or 'its last rung'}" if answer["lr"] else ""
+        self.echo(f"== answer: {answer['pattern']}{known}, the search's {answer['answer'] or 'best'} answer "
+                  f"({self.search_dir / 'best.json'}){rate}")
+        result = {"pattern": answer["pattern"], "members": [], "rates": rates, "lr": answer["lr"],
+                  "from_search": {key: answer[key] for key in ("out", "answer", "verdict", "known", "lr", "lr_at",
+                                                               "attention_at_target", "evaluator", "study")}}
+        atomic_write_json(self.out / "aggregate.json", result)
+        return result
+
     def run_extrapolate(self, pattern: str) -> dict[str, Any]:
         from scaling.extrapolate import extrapolate
         from scaling.matching import matched_baselines
@@ -226,18 +306,19 @@ class Pipeline:
         path = self.out / "extrapolate.json"
         attention, source = self.attention_rule(pattern)
         done = _read_json(path)
-        # extrapolate.json files written before issue 47 grew every pattern with its attention repeated
-        if done is not None and done["source_pattern"] == pattern and done.get("attention", "repeat") == attention:
-            return done
         options = self.config.extrapolate
-        result = extrapolate(pattern, options["to"], method=options.get("method", "auto"),
+        # extrapolate.json files written before issue 47 grew every pattern with its attention repeated
+        if (done is not None and done["source_pattern"] == pattern and done.get("attention", "repeat") == attention
+                and done.get("target") == options["target"]):
+            return done
+        result = extrapolate(pattern, options["target"], method=options.get("method", "auto"),
                              target_params=options.get("params"), rounding=options.get("rounding", "ceil"),
                              attention=attention)
         baselines = matched_baselines(result.arch, tuple(self.config.baselines), seed=self.config.seed)
         data = {**result.to_dict(), "attention_from": source,
                 "baselines": {name: arch.pattern for name, arch in baselines.items()}}
         self.echo(f"== extrapolate: {pattern} -> {result.compact} ({result.method}, {result.n_layers} layers, "
-                  f"{result.non_embedding_params:,} non-embedding params at {options['to']} widths; attention "
+                  f"{result.non_embedding_params:,} non-embedding params at {options['target']} widths; attention "
                   f"{'kept' if attention == 'keep' else 'repeated'}: {source})")
         atomic_write_json(path, data)
         return data
@@ -250,7 +331,7 @@ class Pipeline:
             return explicit, "extrapolate.attention"
         from search.aggregate import search_attention, search_growth
 
-        rule, config_json = search_attention(self.out / "search")
+        rule, config_json = search_attention(self.search_dir)
         if rule is not None:  # what the search ran with
             source = f"the search's --attention-at-target {rule} ({config_json})"
         elif "attention_at_target" in self.config.search:
@@ -258,7 +339,7 @@ class Pipeline:
             source = f"the search section's attention_at_target: {rule}"
         else:
             return "repeat", "the default: no search rule in the recipe or under --out"
-        grown, why = search_growth(pattern, rule, self.out / "search")
+        grown, why = search_growth(pattern, rule, self.search_dir)
         return grown, why or source
 
     def models(self, extrapolation: dict[str, Any]) -> dict[str, str]:
@@ -297,7 +378,7 @@ class Pipeline:
         """Every (model, seed) training, seed-major, under ``<out>/train/<model>/seed-<s>``, each model at its
         starting rate (:meth:`starting_rates`)."""
         return plan_replicates(models, self.config.seeds, self.out / "train", self.config.base_train,
-                               self.config.extrapolate["to"], run_prefix=f"{self.out.name}-",
+                               self.config.extrapolate["target"], run_prefix=f"{self.out.name}-",
                                per_model=per_model(self.starting_rates(models)))
 
     def run_sweep(self, models: dict[str, str]) -> dict[str, Any] | None:
@@ -305,7 +386,7 @@ class Pipeline:
         if self.config.lr_sweep is None:
             return None
         self._sweep = run_sweep(models, self.config.lr_sweep, self.out, self.config.base_train,
-                                self.config.extrapolate["to"], self.config.seeds, run_prefix=f"{self.out.name}-",
+                                self.config.extrapolate["target"], self.config.seeds, run_prefix=f"{self.out.name}-",
                                 echo=self.echo)
         return self._sweep
 
@@ -408,7 +489,7 @@ class Pipeline:
     ) -> dict[str, Any]:
         from composer.presets import get_preset
 
-        target = get_preset(self.config.extrapolate["to"]).arch
+        target = get_preset(self.config.extrapolate["target"]).arch
         seeds = list(self.config.seeds)
         reference = self.reference(models)
         losses = {name: {seed: summaries[(name, seed)]["val_loss"] for seed in seeds} for name in models}
@@ -489,6 +570,10 @@ class Pipeline:
             raise ConfigError(f"unknown stage(s) {unknown}; choose from {', '.join(STAGES)}")
         from composer.training.runlock import run_lock
 
+        if self.config.from_search:  # a search with no answer is one line before anything is written
+            from search.results import answer_of
+
+            answer_of(self.search_dir)
         with run_lock(self.out, "composer pipeline"):
             return self._run(stages)
 
@@ -501,7 +586,9 @@ class Pipeline:
         result: dict[str, Any] = {"out": str(self.out)}
         if "search" in stages:
             result["search"] = self.run_search()
-        aggregation = self.run_aggregate() if "aggregate" in stages else _require(self.out / "aggregate.json")
+        # a finished search's answer is read on every run; a vote is redone by its stage, else read back
+        aggregation = (self.run_aggregate() if "aggregate" in stages or self.config.from_search
+                       else _require(self.out / "aggregate.json"))
         result["aggregate"] = {"pattern": aggregation["pattern"], "members": aggregation["members"]}
         if "extrapolate" not in stages and not (self.out / "extrapolate.json").is_file():
             raise ConfigError(f"no {self.out / 'extrapolate.json'}; run the extrapolate stage first")

@@ -84,11 +84,12 @@ from composer.experiments.search_rates import (
 )
 from composer.files import atomic_write_json, make_output_dir, write_outputs
 from composer.pattern import layers as layer_tokens
-from composer.training.config import TrainConfig, apply_overrides, load_recipe
+from composer.training.config import TrainConfig, apply_overrides, load_recipe, renamed_notice
 from search.aggregate import Population, Scored, load_population, read_rung, read_rungs
 
 _PER_RUN = ("arch", "preset", "out", "run_name", "seed")  # set by the transfer for each run
 MIN_PATTERNS = 3  # a rank correlation needs at least three points
+DEFAULT_TARGET = "demo-4m"  # d 192, Llama's 16 layers at ~4.4M params: trains on a CPU
 # The training every run shares unless a recipe or flag says otherwise: the offline corpus at demo-4m widths,
 # with the smallest token budget measured to reach POWER_THRESHOLD (docs/evidence.md); fp32 so that runs on
 # machines with and without native bf16 give the same numbers.
@@ -109,7 +110,7 @@ class TransferConfig:
     # a successive-halving search's rung whose ranking k is spread over: an index or "last"; None: rung 0 (every
     # candidate) for a halving search, the leaderboard for any other
     rung: int | str | None = None
-    to: str = "demo-4m"  # target preset: widths and size to extrapolate to
+    target: str | None = None  # target preset: widths and size to extrapolate to (None: DEFAULT_TARGET)
     method: str = "auto"  # extrapolation: stack, stretch or auto
     # the patterns' attention layers: repeat, or keep (scaling.extrapolate.ATTENTION_RULES); None: the rule the search
     # scored them by (its config.json's attention_at_target, search.aggregate.search_attention), else repeat
@@ -123,8 +124,16 @@ class TransferConfig:
     n_boot: int = 10_000
     confidence: float = 0.95
     workers: int = 1  # runs trained at once, each in its own process (small models leave a GPU mostly idle)
+    # the old spelling of `target` (issue 49: --target on every command), from a recipe's `to:` or a keyword caller
+    to: dataclasses.InitVar[str | None] = None
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, to: str | None = None) -> None:
+        if to is not None:
+            renamed_notice("to", "target")
+            if self.target not in (None, to):
+                raise ConfigError(f"to is the old spelling of target: give one, not to {to!r} and target "
+                                  f"{self.target!r}")
+        self.target = self.target or to or DEFAULT_TARGET
         if self.search is None:
             raise ConfigError("transfer needs a search to read scores from: pass --search DIR (a composer search "
                               "--out directory, a leaderboard.json, a study.db or a storage URL)")
@@ -168,9 +177,12 @@ class TransferConfig:
     @classmethod
     def from_recipe(cls, path: str | Path | None, **overrides: Any) -> TransferConfig:
         """A recipe's values (when ``path`` is given) with ``overrides`` on top; ``train.X`` keys go to train."""
-        allowed = [f.name for f in dataclasses.fields(cls)]
+        allowed = [f.name for f in dataclasses.fields(cls)] + ["to"]  # `to`: target's old spelling
         values = load_recipe(path, allowed) if path is not None else {}
         values["train"] = dict(values.get("train") or {})
+        if "to" in values and overrides.get("target") is not None:  # the flag wins over the recipe's old key
+            renamed_notice("to", "target")
+            values.pop("to")
         return cls(**apply_overrides(values, overrides))
 
     def to_dict(self) -> dict[str, Any]:
@@ -327,7 +339,7 @@ class Transfer:
         chosen = choose(population, config.k, config.patterns, config.search)
         self.attention_notes = []
         rules = {s.pattern: self.attention_of(s.pattern) for s in chosen}
-        results = {s.pattern: extrapolate(s.pattern, config.to, method=config.method, attention=rules[s.pattern])
+        results = {s.pattern: extrapolate(s.pattern, config.target, method=config.method, attention=rules[s.pattern])
                    for s in chosen}
         names = self.match_baselines(results)
         candidates = [Candidate(s.pattern, float(s.score), rank_of[s.pattern], results[s.pattern].pattern,
@@ -392,8 +404,8 @@ class Transfer:
         make_output_dir(self.out)
         atomic_write_json(self.out / "transfer-config.json", config.to_dict())
         self.echo(f"== transfer: {len(candidates)} of {search['scored_patterns']} patterns from {config.search}"
-                  f"{rung_text(search['source'])} -> {config.to}, seeds {', '.join(map(str, config.seeds))}")
-        self.echo(f"   attention {grown(config.attention)} at {config.to}: {config.attention_from}")
+                  f"{rung_text(search['source'])} -> {config.target}, seeds {', '.join(map(str, config.seeds))}")
+        self.echo(f"   attention {grown(config.attention)} at {config.target}: {config.attention_from}")
         for note in self.attention_notes:
             self.echo(f"   {note}")
         for c in candidates:
@@ -407,12 +419,12 @@ class Transfer:
         models.update({b.name: b.pattern for b in self.baselines.values()})
         sweep = None
         if config.lr_sweep is not None:
-            sweep = run_sweep(models, config.lr_sweep, self.out, config.base_train, config.to, config.seeds,
+            sweep = run_sweep(models, config.lr_sweep, self.out, config.base_train, config.target, config.seeds,
                               run_prefix=f"{self.out.name}-", echo=self.echo, workers=config.workers)
         rates = self.starting_rates(candidates, sweep)
         self.echo("   learning rates: "
                   + ", ".join(f"{name} {rate.lr:g} ({rate.source})" for name, rate in rates.items()))
-        plan = plan_replicates(models, config.seeds, self.out / "train", config.base_train, config.to,
+        plan = plan_replicates(models, config.seeds, self.out / "train", config.base_train, config.target,
                                run_prefix=f"{self.out.name}-", per_model=per_model(rates))
         summaries = run_replicates(plan, echo=self.echo, workers=config.workers)
         report = self.report(candidates, search, summaries, sweep, rates)
@@ -471,7 +483,7 @@ class Transfer:
             "n_boot": correlation["n_boot"],
             "confidence": config.confidence,
             "search": {**search, "path": str(config.search)},
-            "to": config.to,
+            "to": config.target,  # the report's key stays "to": benchmarks/proxy_transfer.py reads it
             "method": config.method,
             "attention": config.attention,
             "attention_from": config.attention_from,

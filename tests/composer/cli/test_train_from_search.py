@@ -128,11 +128,11 @@ def test_a_pattern_without_preset_prints_the_preset_it_builds(tmp_path, capsys, 
 
 def test_extrapolate_from_search_grows_the_answer_by_the_search_rule(finished_search, capsys):
     said = answer(finished_search)
-    assert main(["extrapolate", "--from-search", str(finished_search), "--to", "llama-3.2-1b", "--json"]) == 0
+    assert main(["extrapolate", "--from-search", str(finished_search), "--target", "llama-3.2-1b", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["source_pattern"] == said["pattern"] and data["from_search"]["attention"] == "keep"
     assert data["pattern"] == layout_at_target(said["pattern"], "llama-3.2-1b", None, "keep")[0]
-    assert main(["extrapolate", "--from-search", str(finished_search), "--to", "llama-3.2-1b", "--attention",
+    assert main(["extrapolate", "--from-search", str(finished_search), "--target", "llama-3.2-1b", "--attention",
                  "repeat", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["pattern"] == layout_at_target(said["pattern"], "llama-3.2-1b")[0]
-    assert main(["extrapolate", "AM", "--from-search", str(finished_search), "--to", "tiny"]) == 2
+    assert main(["extrapolate", "AM", "--from-search", str(finished_search), "--target", "tiny"]) == 2

@@ -24,14 +24,14 @@ def test_every_pipeline_recipe_loads_and_its_target_extrapolates(recipe):
     from scaling.matching import matched_baselines
 
     config = PipelineConfig.from_recipe(recipe)
-    result = extrapolate("AAMMMM", config.extrapolate["to"], method=config.extrapolate.get("method", "auto"))
+    result = extrapolate("AAMMMM", config.extrapolate["target"], method=config.extrapolate.get("method", "auto"))
     assert set(matched_baselines(result.arch, tuple(config.baselines))) == set(config.baselines)
     pipeline = Pipeline(config)
     if config.lr_sweep is not None:  # every sweep run's TrainConfig is valid; the seeds then use the chosen rate
         from composer.experiments.lr_sweep import plan_sweep
 
         sweep = plan_sweep({"composite": result.pattern}, config.lr_sweep, Path("unused"), config.base_train,
-                           config.extrapolate["to"], seed=config.seeds[0])
+                           config.extrapolate["target"], seed=config.seeds[0])
         assert [r.config.lr for r in sweep] == list(config.lr_sweep.rates)
         pipeline._sweep = {"models": {"composite": {"chosen_lr": config.lr_sweep.rates[0]}}}
     plan = pipeline.plan({"composite": result.pattern})  # TrainConfig accepts the shared train section
@@ -42,13 +42,13 @@ def test_every_pipeline_recipe_loads_and_its_target_extrapolates(recipe):
     "recipe, message",
     [
         ({"serach": {}}, "unknown option(s) ['serach']"),
-        ({"search": {"trails": 3}, "extrapolate": {"to": "tiny"}}, "search has unknown option(s) ['trails']"),
-        ({"train": {"arch": "AM"}, "extrapolate": {"to": "tiny"}}, "train has unknown option(s) ['arch']"),
-        ({"extrapolate": {"method": "stack"}}, "needs 'to'"),
-        ({"extrapolate": {"to": "tiny"}, "seeds": [0, 0]}, "seeds must be distinct"),
-        ({"extrapolate": {"to": "tiny"}, "seeds": "0,x"}, "comma-separated seeds such as 0,1,2"),
-        ({"extrapolate": {"to": "tiny"}, "seeds": []}, "seeds must be a non-empty list"),
-        ({"extrapolate": {"to": "tiny"}, "train": {"seed": 3}}, "train has unknown option(s) ['seed']"),
+        ({"search": {"trails": 3}, "extrapolate": {"target": "tiny"}}, "search has unknown option(s) ['trails']"),
+        ({"train": {"arch": "AM"}, "extrapolate": {"target": "tiny"}}, "train has unknown option(s) ['arch']"),
+        ({"extrapolate": {"method": "stack"}}, "needs 'target'"),
+        ({"extrapolate": {"target": "tiny"}, "seeds": [0, 0]}, "seeds must be distinct"),
+        ({"extrapolate": {"target": "tiny"}, "seeds": "0,x"}, "comma-separated seeds such as 0,1,2"),
+        ({"extrapolate": {"target": "tiny"}, "seeds": []}, "seeds must be a non-empty list"),
+        ({"extrapolate": {"target": "tiny"}, "train": {"seed": 3}}, "train has unknown option(s) ['seed']"),
     ],
 )
 def test_bad_recipes_name_the_problem(tmp_path, recipe, message):
@@ -233,7 +233,7 @@ def rated_aggregation(pattern: str, rates: dict[str, float]) -> dict:
 )
 def test_the_composite_starts_at_its_search_rate_unless_the_recipe_decides(tmp_path, pattern, train, composite,
                                                                              llama):
-    config = PipelineConfig(out=str(tmp_path), extrapolate={"to": "tiny"}, baselines=["llama", "sandwich"],
+    config = PipelineConfig(out=str(tmp_path), extrapolate={"target": "tiny"}, baselines=["llama", "sandwich"],
                             train={"tokens": 4096, "seq_len": 64, "batch_size": 8, **train})
     pipeline = Pipeline(config, echo=lambda line: None)
     pipeline._sweep = {"models": {"composite": {"chosen_lr": 2e-3}, "llama": {"chosen_lr": 1e-3},
@@ -271,7 +271,7 @@ def test_a_pipeline_from_a_rated_search_trains_and_reports_the_search_rates(tmp_
         return summary
 
     monkeypatch.setattr("composer.training.run.train", train)
-    config = PipelineConfig(out=str(out), extrapolate={"to": "tiny"}, baselines=["llama", "striped-1:3"],
+    config = PipelineConfig(out=str(out), extrapolate={"target": "tiny"}, baselines=["llama", "striped-1:3"],
                             seeds=[0, 1], train={"tokens": 4096, "seq_len": 64, "batch_size": 8})
     result = Pipeline(config, echo=lambda line: None).run(("aggregate", "extrapolate", "train", "compare"))
     aggregate = json.loads((out / "aggregate.json").read_text())
@@ -321,7 +321,7 @@ def test_the_winner_grows_to_the_target_by_the_rule_its_search_used(tmp_path, se
     from scaling.extrapolate import extrapolate
 
     searched_with(tmp_path, search_rule)
-    config = PipelineConfig(out=str(tmp_path), extrapolate={"to": "demo-4m", **options}, baselines=["llama"])
+    config = PipelineConfig(out=str(tmp_path), extrapolate={"target": "demo-4m", **options}, baselines=["llama"])
     data = Pipeline(config, echo=lambda line: None).run_extrapolate("SDDMAS")
     assert data["attention"] == rule
     assert data["pattern"] == extrapolate("SDDMAS", "demo-4m", attention=rule).pattern
@@ -330,7 +330,7 @@ def test_the_winner_grows_to_the_target_by_the_rule_its_search_used(tmp_path, se
 
 def test_the_search_section_names_the_rule_before_its_search_has_run(tmp_path):
     config = PipelineConfig(out=str(tmp_path), search={"attention_at_target": "keep"},
-                            extrapolate={"to": "demo-4m"}, baselines=[])
+                            extrapolate={"target": "demo-4m"}, baselines=[])
     data = Pipeline(config, echo=lambda line: None).run_extrapolate("SDDMAS")
     assert data["attention"] == "keep" and data["pattern"].count("A") == 1
 
@@ -340,7 +340,7 @@ def test_a_known_layout_from_a_kept_search_is_stacked_as_the_search_trained_it(t
     from scaling.extrapolate import extrapolate
 
     searched_with(tmp_path, "keep", {"llama": "AMAMAM", "composer-paper": "AAMMMM"})
-    config = PipelineConfig(out=str(tmp_path), extrapolate={"to": "demo-4m"}, baselines=[])
+    config = PipelineConfig(out=str(tmp_path), extrapolate={"target": "demo-4m"}, baselines=[])
     lines: list[str] = []
     data = Pipeline(config, echo=lines.append).run_extrapolate("AMAMAM")
     assert data["attention"] == "repeat" and data["pattern"] == extrapolate("AMAMAM", "demo-4m").pattern
@@ -352,7 +352,7 @@ def test_a_known_layout_from_a_kept_search_is_stacked_as_the_search_trained_it(t
 
 def test_a_changed_rule_grows_the_winner_again(tmp_path):
     searched_with(tmp_path, "repeat")
-    config = PipelineConfig(out=str(tmp_path), extrapolate={"to": "demo-4m"}, baselines=[])
+    config = PipelineConfig(out=str(tmp_path), extrapolate={"target": "demo-4m"}, baselines=[])
     stacked = Pipeline(config, echo=lambda line: None).run_extrapolate("SDDMAS")
     config.extrapolate["attention"] = "keep"
     kept = Pipeline(config, echo=lambda line: None).run_extrapolate("SDDMAS")
@@ -361,7 +361,7 @@ def test_a_changed_rule_grows_the_winner_again(tmp_path):
 
 def test_a_bad_attention_rule_is_refused():
     with pytest.raises(ConfigError, match="extrapolate.attention must be one of repeat, keep"):
-        PipelineConfig(extrapolate={"to": "demo-4m", "attention": "kept"})
+        PipelineConfig(extrapolate={"target": "demo-4m", "attention": "kept"})
 
 
 def test_the_cli_overrides_the_attention_rule(tmp_path, capsys):

@@ -19,7 +19,7 @@ from composer.experiments.transfer import Transfer, TransferConfig, spread, verd
 
 # Six-layer patterns as a MAD search scores them (higher is better), written as composer search writes them.
 SCORES = {"AAMMMM": 0.64, "AMAMAM": 0.61, "MAMAMA": 0.58, "MMAAMM": 0.55, "MMMMAM": 0.40, "MMMMMM": 0.07}
-TRAIN = ["--to", "tiny", "--tokens", "1024", "--seq-len", "64", "--batch-size", "8", "--max-documents", "200",
+TRAIN = ["--target", "tiny", "--tokens", "1024", "--seq-len", "64", "--batch-size", "8", "--max-documents", "200",
          "--val-tokens", "512", "--wandb", "off", "--n-boot", "500"]
 
 
@@ -44,7 +44,7 @@ def test_spread_keeps_the_best_the_worst_and_evenly_between():
 
 
 def test_selection_spreads_over_the_scores_and_extrapolates_each(search_dir, tmp_path):
-    config = TransferConfig(search=str(search_dir), k=3, to="demo-4m", out=str(tmp_path / "t"))
+    config = TransferConfig(search=str(search_dir), k=3, target="demo-4m", out=str(tmp_path / "t"))
     candidates, search = Transfer(config, echo=lambda line: None).select()
     assert [c.source_pattern for c in candidates] == ["AAMMMM", "MAMAMA", "MMMMMM"]
     assert [c.search_rank for c in candidates] == [1, 3, 6] and search["direction"] == "maximize"
@@ -53,10 +53,10 @@ def test_selection_spreads_over_the_scores_and_extrapolates_each(search_dir, tmp
     for candidate in candidates:  # the project's extrapolator, at the target's widths
         assert candidate.target_pattern == extrapolate(candidate.source_pattern, "demo-4m").pattern
         assert candidate.layers == len(candidate.target_pattern) > 6
-    named = TransferConfig(search=str(search_dir), patterns="MMMMAM, AMAMAM,AAMMMM", to="demo-4m", out="x")
+    named = TransferConfig(search=str(search_dir), patterns="MMMMAM, AMAMAM,AAMMMM", target="demo-4m", out="x")
     picked = Transfer(named, echo=lambda line: None).select()[0]
     assert [c.source_pattern for c in picked] == ["AAMMMM", "AMAMAM", "MMMMAM"]  # best first
-    kept = TransferConfig(search=str(search_dir), patterns="MMMMAM, AMAMAM,AAMMMM", to="demo-4m", attention="keep",
+    kept = TransferConfig(search=str(search_dir), patterns="MMMMAM, AMAMAM,AAMMMM", target="demo-4m", attention="keep",
                           out="x")
     grown = {c.source_pattern: c.target_pattern for c in Transfer(kept, echo=lambda line: None).select()[0]}
     assert {pattern: grown[pattern].count("A") for pattern in grown} == {"AAMMMM": 2, "AMAMAM": 3, "MMMMAM": 1}
@@ -126,7 +126,7 @@ def test_a_swept_transfer_trains_each_pattern_at_its_best_rate_and_flags_power(s
         return summary
 
     monkeypatch.setattr("composer.training.run.train", train)
-    config = TransferConfig(search=str(search_dir), k=3, to="tiny", seeds=[0, 1], out=str(tmp_path / "t"),
+    config = TransferConfig(search=str(search_dir), k=3, target="tiny", seeds=[0, 1], out=str(tmp_path / "t"),
                             n_boot=200, train={"tokens": 4096, "seq_len": 64, "batch_size": 8,
                                                "lr_sweep": "1e-3,3e-3", "lr_sweep_fraction": 0.5})
     report = Transfer(config, echo=lambda line: None).run()
@@ -226,7 +226,7 @@ def test_search_rates_yield_to_an_explicit_rate_and_to_a_sweep(tmp_path, monkeyp
     trained: dict[tuple[str, int, int], float] = {}
     monkeypatch.setattr("composer.training.run.train", fake_train(trained))
     search = write_rated_search(tmp_path / "search", study=source == "study")
-    config = TransferConfig(search=str(search), patterns="AAMMMM,MAMAMA,MMMMMM", to="tiny", seeds=[0, 1],
+    config = TransferConfig(search=str(search), patterns="AAMMMM,MAMAMA,MMMMMM", target="tiny", seeds=[0, 1],
                             out=str(tmp_path / "t"), n_boot=200,
                             train={"tokens": 4096, "seq_len": 64, "batch_size": 8, **train})
     report = Transfer(config, echo=lambda line: None).run()
@@ -246,7 +246,7 @@ def test_a_baseline_layout_the_search_never_scored_shares_the_default_rate(tmp_p
     trained: dict[tuple[str, int, int], float] = {}
     monkeypatch.setattr("composer.training.run.train", fake_train(trained))
     search = write_rated_search(tmp_path / "search", {"AAMMMM": 1e-3, "MAMAMA": 6e-3})  # AMAMAM has no rate
-    config = TransferConfig(search=str(search), patterns="AAMMMM,MAMAMA,MMMMMM", to="tiny", seeds=[0],
+    config = TransferConfig(search=str(search), patterns="AAMMMM,MAMAMA,MMMMMM", target="tiny", seeds=[0],
                             out=str(tmp_path / "t"), n_boot=200, train={"tokens": 4096, "seq_len": 64, "batch_size": 8})
     report = Transfer(config, echo=lambda line: None).run()
     assert {row["lr_source"] for row in report["baselines"]} == {"shared"}
@@ -304,7 +304,7 @@ def test_transfer_recipes_load_and_their_train_section_is_valid(recipe, search_d
 
     config = TransferConfig.from_recipe(recipe, search=str(search_dir), seeds="3")
     assert config.seeds == [0, 1, 2] and config.search == str(search_dir)  # flags win over the recipe
-    TrainConfig(**config.base_train, arch="AM", preset=config.to)
+    TrainConfig(**config.base_train, arch="AM", preset=config.target)
 
 
 # A successive-halving search as composer search writes it (search.run.run_rungs): rung 0 ranks every candidate at
@@ -347,7 +347,7 @@ def write_halving_search(out: Path, rungs: bool = True, storage: bool = False) -
 def test_a_halving_search_spreads_k_over_rung_0_not_the_last_rungs_finalists(tmp_path, storage):
     """Issue 34: --k 4 after a halving search trained the last rung's 3 finalists; rung 0 ranks all 6."""
     search = write_halving_search(tmp_path / "search", storage=storage)
-    transfer = Transfer(TransferConfig(search=str(search), k=4, to="demo-4m", out=str(tmp_path / "t")),
+    transfer = Transfer(TransferConfig(search=str(search), k=4, target="demo-4m", out=str(tmp_path / "t")),
                         echo=lambda line: None)
     candidates, source = transfer.select()
     assert [c.source_pattern for c in candidates] == ["AAMMMM", "MAMAMA", "MMAAMM", "MMMMMM"]
@@ -372,7 +372,7 @@ def test_a_rung_with_fewer_than_k_patterns_stops_with_one_line(tmp_path, capsys)
     expected = (f"rung 1 of {search} ranks only 3 distinct patterns, fewer than k=4: lower --k to 3 or take "
                 "--rung 0 (every candidate)")
     with pytest.raises(ConfigError) as raised:
-        Transfer(TransferConfig(search=str(search), k=4, rung=1, to="demo-4m", out=str(tmp_path / "t")),
+        Transfer(TransferConfig(search=str(search), k=4, rung=1, target="demo-4m", out=str(tmp_path / "t")),
                  echo=lambda line: None).select()
     assert str(raised.value) == expected
     out = tmp_path / "cli"
@@ -385,8 +385,8 @@ def test_rung_last_takes_the_finalists_with_their_own_scores_and_rates(tmp_path)
     search = write_halving_search(tmp_path / "search")
     recipe = tmp_path / "recipe.yaml"
     recipe.write_text("rung: last\nk: 3\n")
-    for config in (TransferConfig(search=str(search), k=3, rung="1", to="demo-4m", out="x"),
-                   TransferConfig.from_recipe(recipe, search=str(search), to="demo-4m", out="x")):
+    for config in (TransferConfig(search=str(search), k=3, rung="1", target="demo-4m", out="x"),
+                   TransferConfig.from_recipe(recipe, search=str(search), target="demo-4m", out="x")):
         transfer = Transfer(config, echo=lambda line: None)
         candidates, source = transfer.select()
         assert [(c.source_pattern, c.score, c.search_rank) for c in candidates] == [
@@ -397,12 +397,12 @@ def test_rung_last_takes_the_finalists_with_their_own_scores_and_rates(tmp_path)
 
 def test_a_search_without_rungs_ranks_its_leaderboard_and_says_when_it_is_too_short(tmp_path):
     search = write_halving_search(tmp_path / "search", rungs=False)  # as a one-shot search leaves it
-    candidates, source = Transfer(TransferConfig(search=str(search), k=3, to="demo-4m", out="x"),
+    candidates, source = Transfer(TransferConfig(search=str(search), k=3, target="demo-4m", out="x"),
                                   echo=lambda line: None).select()
     assert [c.source_pattern for c in candidates] == list(RUNG1) and source["source"]["kind"] == "leaderboard"
     with pytest.raises(ConfigError, match=r"ranks only 3 distinct patterns, fewer than k=4: lower --k to 3 or run "
                                           r"more trials$"):
-        Transfer(TransferConfig(search=str(search), k=4, to="demo-4m", out="x"), echo=lambda line: None).select()
+        Transfer(TransferConfig(search=str(search), k=4, target="demo-4m", out="x"), echo=lambda line: None).select()
 
 
 @pytest.mark.parametrize(
@@ -422,7 +422,7 @@ def test_bad_rungs_name_the_problem(tmp_path, changes, message):
     where = {"leaderboard.json": str(search / "leaderboard.json"), "one-shot": str(tmp_path / "one-shot")}
     changes = {**changes, "search": where.get(changes.get("search"), str(search))}
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)").replace(".", r"\.")):
-        Transfer(TransferConfig(**{"k": 3, "to": "demo-4m", "out": "x", **changes}), echo=lambda line: None).select()
+        Transfer(TransferConfig(**{"k": 3, "target": "demo-4m", "out": "x", **changes}), echo=lambda line: None).select()
 
 
 # ------------------------------------------------------------------------- attention at the target (issue 47, 7)
@@ -434,11 +434,11 @@ def test_the_patterns_grow_by_the_rule_their_search_scored_them_by(search_dir, t
     transfer grows them the same way unless --attention says otherwise."""
     (search_dir / "config.json").write_text(json.dumps({"evaluator": "lm", "attention_at_target": "keep"}))
     search = search_dir if given == "directory" else search_dir / "leaderboard.json"
-    config = TransferConfig(search=str(search), patterns="MMMMAM,AMAMAM,AAMMMM", to="demo-4m", out="x")
+    config = TransferConfig(search=str(search), patterns="MMMMAM,AMAMAM,AAMMMM", target="demo-4m", out="x")
     assert config.attention == "keep" and "--attention-at-target keep" in config.attention_from
     grown = {c.source_pattern: c.target_pattern for c in Transfer(config, echo=lambda line: None).select()[0]}
     assert {pattern: grown[pattern].count("A") for pattern in grown} == {"AAMMMM": 2, "AMAMAM": 3, "MMMMAM": 1}
-    explicit = TransferConfig(search=str(search), patterns="MMMMAM,AMAMAM,AAMMMM", to="demo-4m", attention="repeat",
+    explicit = TransferConfig(search=str(search), patterns="MMMMAM,AMAMAM,AAMMMM", target="demo-4m", attention="repeat",
                               out="x")
     assert explicit.attention == "repeat" and "the search's was keep" in explicit.attention_from
     stacked = {c.source_pattern: c.target_pattern for c in Transfer(explicit, echo=lambda line: None).select()[0]}
@@ -449,7 +449,7 @@ def test_a_search_without_its_rule_grows_by_repeat_and_says_so(tmp_path, monkeyp
     trained: dict[tuple[str, int, int], float] = {}
     monkeypatch.setattr("composer.training.run.train", fake_train(trained))
     search = write_rated_search(tmp_path / "search")  # a leaderboard and best.json, no config.json
-    config = TransferConfig(search=str(search), patterns="AAMMMM,MAMAMA,MMMMMM", to="tiny", seeds=[0],
+    config = TransferConfig(search=str(search), patterns="AAMMMM,MAMAMA,MMMMMM", target="tiny", seeds=[0],
                             baseline=None, out=str(tmp_path / "t"), n_boot=200,
                             train={"tokens": 4096, "seq_len": 64, "batch_size": 8})
     lines: list[str] = []
@@ -468,11 +468,11 @@ def test_a_known_layout_of_a_kept_search_is_stacked_as_the_search_trained_it(sea
     best = json.loads((search_dir / "best.json").read_text())
     best["known_layouts"] = [{"name": "llama", "pattern": "AMAMAM", "fit": "1:1 alternation"}]
     (search_dir / "best.json").write_text(json.dumps(best))
-    config = TransferConfig(search=str(search_dir), patterns="MMMMAM,AMAMAM,AAMMMM", to="demo-4m", out="x")
+    config = TransferConfig(search=str(search_dir), patterns="MMMMAM,AMAMAM,AAMMMM", target="demo-4m", out="x")
     transfer = Transfer(config, echo=lambda line: None)
     grown = {c.source_pattern: (c.attention, c.target_pattern.count("A")) for c in transfer.select()[0]}
     assert grown == {"AAMMMM": ("keep", 2), "AMAMAM": ("repeat", 9), "MMMMAM": ("keep", 1)}
     assert ["known layout llama" in note for note in transfer.attention_notes] == [True]  # run() echoes it
-    asked = TransferConfig(search=str(search_dir), patterns="MMMMAM,AMAMAM,AAMMMM", to="demo-4m", attention="keep",
+    asked = TransferConfig(search=str(search_dir), patterns="MMMMAM,AMAMAM,AAMMMM", target="demo-4m", attention="keep",
                            out="x")
     assert {c.attention for c in Transfer(asked, echo=lambda line: None).select()[0]} == {"keep"}, "as asked"

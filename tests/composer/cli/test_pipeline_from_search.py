@@ -1,0 +1,118 @@
+"""The hand-off into the experiments (issue 49): ``composer pipeline`` from a finished search (``--from-search DIR``
+or a recipe's ``from_search``) trains the search's answer grown by the search's own ``--attention-at-target`` at the
+rate it chose, and ``composer transfer`` grows the patterns it trains from a search the same way. Asserted on the
+models the trainings build (``composer.model.build_model`` from the config each run receives), on the finished
+smoke search of ``conftest.py``, which grows its patterns with ``keep``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from composer.cli import main
+from composer.pattern import layers
+from search.known import layout_at_target
+
+SMALL_TRAIN = {"tokens": 4096, "seq_len": 64, "batch_size": 8}
+
+
+@pytest.fixture
+def built(monkeypatch) -> dict[tuple[str, int], dict]:
+    """(model, seed) -> the layer symbols of the model its training built, its widths and rate. Training itself is
+    stood in for: the run writes the files a finished run writes, so the comparison reads them as usual."""
+    from composer.model import build_model
+    from composer.presets import resolve_architecture
+    from composer.training.config import DEFAULT_PRESET
+
+    models: dict[tuple[str, int], dict] = {}
+
+    def train(config, resume=False, **_):
+        arch, widths = resolve_architecture(config.arch, config.preset, DEFAULT_PRESET)
+        model = build_model(arch)
+        run = Path(config.out)
+        models[(run.parent.name, config.seed)] = {"symbols": "".join(layer.symbol for layer in model.layers),
+                                                  "preset": widths, "lr": config.lr}
+        run.mkdir(parents=True, exist_ok=True)
+        (run / "config.json").write_text(json.dumps({"train": config.to_dict()}))
+        summary = {"pattern": config.arch, "val_loss": 5.0 + 0.1 * config.seed + len(config.arch) / 100,
+                   "tokens": config.tokens, "tokens_per_s": 100.0, "params": 1000, "non_embedding_params": 500,
+                   "val_fingerprint": "v", "val_tokens": 64, "loss_spikes": 0, "seed": config.seed,
+                   "wall_time_s": 1.0}
+        (run / "summary.json").write_text(json.dumps(summary))
+        return summary
+
+    monkeypatch.setattr("composer.training.run.train", train)
+    return models
+
+
+def rows(search: Path) -> dict[str, dict]:
+    """The search's final leaderboard by pattern, and its answer under ``"answer"``."""
+    by_pattern = {row["pattern"]: row for row in json.loads((search / "leaderboard.json").read_text())}
+    return {**by_pattern, "answer": by_pattern[json.loads((search / "best.json").read_text())["recommended"]]}
+
+
+def test_a_recipe_from_a_finished_search_trains_its_answer_as_the_search_grew_it(finished_search, built, tmp_path):
+    answer = rows(finished_search)["answer"]
+    recipe = tmp_path / "from-search.yaml"
+    recipe.write_text(yaml.safe_dump({"out": str(tmp_path / "pipeline"), "from_search": str(finished_search),
+                                      "extrapolate": {"target": "demo-4m"}, "baselines": ["llama", "sandwich"],
+                                      "seeds": [0, 1], "train": SMALL_TRAIN}))
+    assert main(["pipeline", "--recipe", str(recipe), "--json"]) == 0
+
+    kept, stacked = (layout_at_target(answer["pattern"], "demo-4m", None, rule)[0] for rule in ("keep", "repeat"))
+    assert kept != stacked, "the test needs an answer whose growth depends on the rule"
+    for seed in (0, 1):
+        model = built[("composite", seed)]
+        assert model["preset"] == "demo-4m" and model["symbols"] == kept, "grown as the search grew it (keep)"
+        # keep: as many attention layers as the searched pattern, not one per stacked copy
+        assert model["symbols"].count("A") == layers(answer["pattern"]).count("A") < stacked.count("A")
+        assert model["lr"] == answer["lr"] == 1e-3, "the rate the search chose (TrainConfig's default is 3e-3)"
+    llama = layers(built[("llama", 0)]["symbols"])
+    assert built[("llama", 0)]["lr"] == rows(finished_search)["AMAMAM"]["lr"], "Llama's layout's rate in the search"
+    assert built[("sandwich", 0)]["lr"] == 3e-3 and llama.count("A") == llama.count("M")
+    aggregate = json.loads((tmp_path / "pipeline" / "aggregate.json").read_text())
+    assert aggregate["pattern"] == answer["pattern"] and aggregate["from_search"]["attention_at_target"] == "keep"
+    extrapolation = json.loads((tmp_path / "pipeline" / "extrapolate.json").read_text())
+    assert extrapolation["attention"] == "keep" and str(finished_search) in extrapolation["attention_from"]
+
+
+def test_from_search_replaces_the_recipes_search_and_trains_the_model_the_search_scored(finished_search, built,
+                                                                                          tmp_path, capsys):
+    """At the search's own target (tiny), the composite is the model the search trained: its target_pattern."""
+    recipe = tmp_path / "with-search.yaml"
+    recipe.write_text(yaml.safe_dump({"search": {"evaluator": "mad", "trials": 2}, "aggregate": {"c": 0, "k": 5},
+                                      "extrapolate": {"target": "demo-4m"}, "baselines": [], "train": SMALL_TRAIN}))
+    out = tmp_path / "pipeline"
+    assert main(["pipeline", "--recipe", str(recipe), "--from-search", str(finished_search), "--target", "tiny",
+                 "--out", str(out), "--seeds", "2"]) == 0
+    answer = rows(finished_search)["answer"]
+    assert built[("composite", 0)]["symbols"] == answer["target_pattern"] == built[("composite", 1)]["symbols"]
+    assert not (out / "search").exists(), "the recipe's search section did not run"
+    err = capsys.readouterr().err
+    assert f"== answer: {answer['pattern']}" in err and "the search's --attention-at-target keep" in err
+
+
+def test_a_missing_search_is_one_line_exit_2(tmp_path, capsys):
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(yaml.safe_dump({"extrapolate": {"target": "tiny"}, "train": SMALL_TRAIN}))
+    code = main(["pipeline", "--recipe", str(recipe), "--from-search", str(tmp_path / "nowhere"),
+                 "--out", str(tmp_path / "p")])
+    err = capsys.readouterr().err
+    assert code == 2 and "no such directory" in err and err.strip().count("\n") == 0, err
+
+
+def test_transfer_trains_each_pattern_as_the_search_grew_it(finished_search, built, tmp_path):
+    """composer transfer reads the search's rule from its config.json: a new pattern keeps its attention layers,
+    Llama's layout (a known layout the search entered) is stacked, as the search grew each."""
+    patterns = {"AMAAAA": None, "MMMAMM": None, "AMAMAM": "llama"}
+    assert main(["transfer", "--search", str(finished_search), "--patterns", ",".join(patterns), "--target",
+                 "demo-4m", "--seeds", "2", "--baseline", "none", "--n-boot", "200", "--out", str(tmp_path / "t"),
+                 "--tokens", "4096", "--seq-len", "64", "--batch-size", "8", "--json"]) == 0
+    for pattern, known in patterns.items():
+        model = built[(pattern, 0)]
+        assert model["symbols"] == layout_at_target(pattern, "demo-4m", known, "keep")[0], pattern
+    assert built[("AMAAAA", 0)]["symbols"].count("A") == 5 and built[("MMMAMM", 1)]["symbols"].count("A") == 1
+    assert built[("AMAMAM", 0)]["symbols"].count("A") > 3, "Llama's layout stacked, as the search stacked it"
