@@ -39,7 +39,7 @@
 #            project's extrapolator (`composer extrapolate SDMMSD --target llama-3.2-1b`: (SDMMSD)x6).
 #   a.       as in the full check: the CUDA-only tests, and A through flash-attn.
 #   c.       as in the full check, MFU_STEPS (20) steps each: (SMWM)x4 (S on mamba-ssm's Triton kernels where the
-#            carried wheel imports; about 140 s on an H200 with its autotuning, docs/gpu.md "Fourth run"), then (AM)x16,
+#            carried wheel imports; about 140 s on an H200 with its autotuning, docs/reports/gpu-runs-2026-11-26.md "Fourth run"), then (AM)x16,
 #            the Transformer baseline of the same run. (DMAM)x4 and stacked:SDMMSD are left to QUICK_MFU_PATTERNS:
 #            D trains on its PyTorch path on Hopper (fla #640) and its compile alone outlasted a 75 s share.
 #   d.       rung 0 of the `gpu` successive-halving ladder (rung-gpu-0: 5M tokens, seq 1024 x 32, search-1m

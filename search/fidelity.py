@@ -79,7 +79,7 @@ class Ladder:
 LADDERS: dict[str, Ladder] = {ladder.name: ladder for ladder in (
     Ladder("smoke", (Rung("rung-smoke-0", None), Rung("rung-smoke-1", 2)),
            "plumbing check: a tiny rung 0, the best 2 (+ the known layouts) at the tiny preset"),
-    # rung 2 promotes by forecast: over 12 A/M patterns (docs/search.md, "Ranking by where a curve goes") rung 1's
+    # rung 2 promotes by forecast: over 12 A/M patterns (docs/reports/curve-forecast-2026-11-26.md) rung 1's
     # snapshot ranked the target at Spearman -0.33, its forecast (fitted past a quarter of the trunk) at +0.59,
     # paired difference +0.92 [+0.20, +1.52]; the snapshot left the target's best two out, the forecast kept both
     Ladder("cpu", (Rung("rung-cpu-0", None), Rung("rung-cpu-1", 8),

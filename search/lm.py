@@ -76,8 +76,8 @@ class LMBudget:
     # whether --min-recall known and the recall objective read that trained recall (else the mixers-only probe does,
     # and the trained figure is recorded beside it): only where trained models of this setting can be expected to
     # retrieve. Not at the cpu ladder's target: there no trained model retrieves, with attention or without, even
-    # trained 1M tokens at 256-512 tokens of context with repeated spans in the stream (docs/recall.md, "Recall of
-    # the trained model"). The gpu ladder's target trains 200M tokens at 2,048 (its measurement is issue 50's);
+    # trained 1M tokens at 256-512 tokens of context with repeated spans in the stream
+    # (docs/reports/trained-recall-2026-11-28.md). The gpu ladder's target trains 200M tokens at 2,048 (its measurement is issue 50's);
     # the smoke ladder reads it to exercise the path the gpu ladder takes, its figures decide nothing
     recall_decides: bool = False
 
@@ -121,7 +121,7 @@ LM_BUDGETS: dict[str, LMBudget] = {budget.name: budget for budget in (
              curve_tokens=4_096, description="cpu ladder, rung 0: 100K tokens, search-1m"),
     # rung 1 trains the pattern at the target's shape for a quarter of its tokens: the 6-layer proxy at 400K tokens
     # ranked the target at Spearman +0.12 over 12 AMSD patterns, the target's shape at 125K tokens at 0.90
-    # (docs/search.md, "Which rung transfers"), for about the same time per candidate
+    # (docs/reports/rung-transfer-2026-11-26.md), for about the same time per candidate
     LMBudget("rung-cpu-1", 125_000, 128, 16, (1e-3, 2e-3), extrapolate_to="demo-4m", schedule="wsd", warmup=6,
              curve_points=8, keeps_trunk=True,
              description="cpu ladder, rung 1: stacked to demo-4m, 125K tokens (a quarter of the target's)"),
@@ -129,7 +129,7 @@ LM_BUDGETS: dict[str, LMBudget] = {budget.name: budget for budget in (
              curve_points=8, continues=True, recall_sequences=32,
              # 3 seeds of AMAMAM and MMAMMM each at this budget (wsd, lr 1e-3, fresh runs): pooled sd 0.0158
              seed_noise=SeedNoise(0.0158, 4, "pooled over 3 seeds of AMAMAM and MMAMMM at rung-cpu-2's budget, "
-                                              "docs/search.md 'Over 3 seeds'",
+                                              "docs/reports/curve-forecast-2026-11-26.md 'Over 3 seeds'",
                                   Setting("lm", "rung-cpu-2", "demo-4m")),
              description="cpu ladder, last rung: stacked to demo-4m, 500K tokens (the transfer's target budget), "
                          "continued from rung 1's trunk at its rate"),

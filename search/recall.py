@@ -36,7 +36,7 @@ Budgets (``RECALL_BUDGETS``; measured accuracies and times in docs/recall.md):
 * ``probe`` / ``probe-smoke``: a search's finalists' probe (``--min-recall``): the pattern's mixers alone
   (``mixer_stack``) behind a token-shift stem (``search.mad.models.ShiftStemLM``), lengths 64-1,024, 1,000 steps
   each at lr 1e-3 (Mamba-2 layers at 3e-5), 6-12 minutes per pattern on one core (``probe-smoke``: a plumbing
-  check). docs/recall.md, "A probe for a search's finalists", says what it separates (attention from none, in 2
+  check). docs/reports/recall-probe-2026-11-27.md, says what it separates (attention from none, in 2
   seeds, Nemotron-H's Mamba-2 hybrid included) and what it cannot see (Mamba-2's own recall: it barely trains).
 * ``gpu``: Zoology's scale: lengths 64 to 2,048, vocabulary 8,192, 20,000 training sequences per length,
   4 epochs (at least 1,000 steps) of 65,536 tokens, at lr 3e-4, 1e-3 and 3e-3.
@@ -169,7 +169,7 @@ RECALL_BUDGETS: dict[str, RecallBudget] = {
         # attention builds a previous-token head (AAA 0.16 at 1,024 tokens, DDA 1.00) in 19-37 minutes; with it
         # AAA recalls every pair after 1,000. Mamba-2 at the shared rate kept the attention above it from learning
         # (SSAS at chance in 2 seeds; SA frozen or at 0.1x learns; SSAS at 0.1x in 1 seed of 2, at 0.03x in both):
-        # docs/recall.md, "A probe for a search's finalists"
+        # docs/reports/recall-probe-2026-11-27.md
         # W at Samba's deployed window (2,048): it then covers the probe's 1,024 tokens as it does at deployment,
         # where search-1m's 64-token window would fail Samba for a window it does not have (docs/recall.md)
         RecallBudget("probe", lengths=(64, 256, 1024), steps=1000, tokens_per_step=1024, lrs=(1e-3,),

@@ -9,7 +9,7 @@ from search.tradeoffs import compare, known_against
 from search.verdict import compare_with_known, decide, difference_interval
 from tests.search.records import SETTING, noise, recorded
 
-# AMAMAM at rung-cpu-2's budget, seeds 0, 1, 2 (docs/search.md "Over 3 seeds", wsd, lr 1e-3)
+# AMAMAM at rung-cpu-2's budget, seeds 0, 1, 2 (docs/reports/curve-forecast-2026-11-26.md "Over 3 seeds", wsd, lr 1e-3)
 AMAMAM_SEEDS = [1.6363143920898438, 1.6364611387252808, 1.6632925271987915]
 NOISE = get_lm_budget("rung-cpu-2").seed_noise
 CPU_LAST = NOISE.setting  # rung-cpu-2 at demo-4m on the default corpus: where that spread was measured
