@@ -77,8 +77,8 @@ class LMBudget:
     # and the trained figure is recorded beside it): only where trained models of this setting can be expected to
     # retrieve. Not at the cpu ladder's target: there no trained model retrieves, with attention or without, even
     # trained 1M tokens at 256-512 tokens of context with repeated spans in the stream
-    # (docs/reports/trained-recall-2026-11-28.md). The gpu ladder's target trains 200M tokens at 2,048 (its measurement is issue 50's);
-    # the smoke ladder reads it to exercise the path the gpu ladder takes, its figures decide nothing
+    # (docs/reports/trained-recall-2026-11-28.md). The gpu ladder's target trains 200M tokens at 2,048 (its
+    # measurement is issue 50's); the smoke ladder reads it to exercise the gpu ladder's path, deciding nothing
     recall_decides: bool = False
 
     def __post_init__(self) -> None:
