@@ -38,6 +38,14 @@ def test_every_pipeline_recipe_loads_and_its_target_extrapolates(recipe):
     assert [r.seed for r in plan] == config.seeds and len(set(config.seeds)) >= 3, "comparisons need seeds"
 
 
+@pytest.mark.parametrize("name", ["halving-answer-vs-published", "default-answer-vs-published"])
+def test_the_answer_recipes_read_their_search_instead_of_a_hand_written_aggregate(name):
+    text = (ROOT / "recipes" / "pipeline" / f"{name}.yaml").read_text()
+    config = PipelineConfig.from_recipe(ROOT / "recipes" / "pipeline" / f"{name}.yaml")
+    assert config.from_search and f"--out {config.from_search}" in text, "the header runs the search it reads"
+    assert "aggregate.json" not in text and not config.search and not config.aggregate
+
+
 @pytest.mark.parametrize(
     "recipe, message",
     [
@@ -49,6 +57,10 @@ def test_every_pipeline_recipe_loads_and_its_target_extrapolates(recipe):
         ({"extrapolate": {"target": "tiny"}, "seeds": "0,x"}, "comma-separated seeds such as 0,1,2"),
         ({"extrapolate": {"target": "tiny"}, "seeds": []}, "seeds must be a non-empty list"),
         ({"extrapolate": {"target": "tiny"}, "train": {"seed": 3}}, "train has unknown option(s) ['seed']"),
+        ({"from_search": "runs/search", "search": {"trials": 3}, "extrapolate": {"target": "tiny"}},
+         "a search section (a search it runs under out; --trials and --budget set it) or from_search"),
+        ({"from_search": "runs/search", "aggregate": {"c": 0}, "extrapolate": {"target": "tiny"}},
+         "from_search trains the search's answer, so nothing is voted: drop the aggregate section"),
     ],
 )
 def test_bad_recipes_name_the_problem(tmp_path, recipe, message):
