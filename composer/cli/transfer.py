@@ -38,8 +38,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                     "agreement (the noise ceiling). Writes transfer.json/.md/.png; finished runs are kept, so a "
                     "killed run resumes.",
     )
+    # not --from-search: that names a search whose answer a command trains (train, extrapolate, pipeline); a
+    # transfer trains K patterns of a search's ranking, from a directory or any storage that holds one
     parser.add_argument("--search", help="a composer search --out directory, leaderboard.json, study.db or "
-                                         "storage URL")
+                                         "storage URL; its ranking, its --attention-at-target and its rates are read")
     parser.add_argument("--study", help="the study, when the storage holds several")
     parser.add_argument("--recipe", help="YAML with TransferConfig fields (see recipes/transfer/); flags win")
     parser.add_argument("--patterns", help="comma-separated scored patterns to use instead of a spread")
