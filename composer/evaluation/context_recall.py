@@ -358,6 +358,7 @@ def measure_model_dir(
     seq_len: int | None = None,
     device: str = "cpu",
     cache: Any = None,
+    per_sequence: bool = False,
     **options: Any,
 ) -> dict[str, Any]:
     """:func:`measure` of the model ``composer train`` wrote to ``model_dir``, at the context it trained at, on
@@ -386,7 +387,7 @@ def measure_model_dir(
     config, split = loading.held_out_config(model_dir, spec, data, data_seed)
     tokens = cache.tokens(config)
     model = loading.load_model(model_dir, device)
-    report = measure(model, tok, tokens, seq_len=seq_len, device=device, **options)
+    report = measure(model, tok, tokens, seq_len=seq_len, device=device, per_sequence=per_sequence, **options)
     report.update(seq_len_source=seq_len_source, trained_seq_len=trained, device=str(device),
                   data={"source": config.source or "the Python standard library (default corpus)",
                         "split_seed": config.split_seed, "val_fraction": config.val_fraction,
