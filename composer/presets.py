@@ -134,6 +134,13 @@ def family_architecture(spec: str, base: ArchConfig) -> ArchConfig | None:
     return base.with_pattern(pattern)
 
 
+def default_preset_note(preset: str, what: str, flag: str = "--preset", why: str = "the default") -> str:
+    """The line a command prints where it chose a preset itself, not the user (issue 49: ``train --arch`` without
+    ``--preset`` silently built a tiny model, and the default differs by command): which preset, what it sizes,
+    why, and the flag that sets it. E.g. "preset tiny: the widths of --arch AM (the default; --preset sets them)"."""
+    return f"{flag.removeprefix('--')} {preset}: {what} ({why}; {flag} sets them)"
+
+
 def resolve_architecture(spec: str, preset: str | None, default_preset: str) -> tuple[ArchConfig, str]:
     """``spec`` is a preset name, a published hybrid family (``jamba``, ``jamba:64``: :func:`family_architecture`)
     or a pattern, the last two at the widths of ``preset`` (default ``default_preset``).

@@ -118,7 +118,9 @@ class SearchConfig:
     timeout: float | None = None  # seconds for the whole search
     evaluator: str = "lm"  # lm (default: ranks the target best, docs/search.md) | mad | recall | module:factory
     budget: str = "cpu"  # a named budget of the evaluator (smoke, cpu, gpu, ...)
-    widths: str = "search-1m"  # preset whose widths candidates are trained at
+    # preset whose widths candidates are trained at: `composer search --preset` and a recipe's `preset:` (issue 49);
+    # the field keeps its old name, which study names' digests and stored score settings are keyed by
+    widths: str = "search-1m"
     target: str | None = None  # preset of the KV-cache objective and reports (default llama-3.2-1b); with
     # successive-halving also the preset the last rung trains at (default: the ladder's own, e.g. demo-4m)
     # set by a strategy for its stages (a rung's config is one-shot at its own budget): the preset whose model the
@@ -153,8 +155,15 @@ class SearchConfig:
     wandb: str = "auto"
     wandb_project: str = "composer-search"
     out: str = "runs/search"
+    # the user's name of `widths` (SearchConfig(preset="tiny"), a recipe's or pipeline's `preset:`); not a field
+    preset: dataclasses.InitVar[str | None] = None
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, preset: str | None = None) -> None:
+        if preset is not None:
+            if self.widths not in (SearchConfig.widths, preset):
+                raise ConfigError(f"widths is the old name of preset: give one, not preset {preset!r} and widths "
+                                  f"{self.widths!r}")
+            self.widths = preset
         if self.wandb is False:  # YAML 1.1 reads a recipe's `wandb: off` as false: that is what the author meant
             self.wandb = "off"
         if isinstance(self.objectives, str):
@@ -207,12 +216,12 @@ class SearchConfig:
 
     def _check_space(self) -> None:
         """The presets and the searched space's constraints, here, before the search prints its header or writes
-        config.json (issue 47: --widths nope failed after the header, --layers 0 and --min-share A=2 left a
-        config.json behind, and --max-params -5 skipped every candidate without end)."""
+        config.json (issue 47: --widths nope, now --preset, failed after the header, --layers 0 and --min-share A=2
+        left a config.json behind, and --max-params -5 skipped every candidate without end)."""
         from composer.presets import get_preset
         from search.space import SearchSpace
 
-        for flag, preset in (("widths", self.widths), ("target", self.target)):
+        for flag, preset in (("preset", self.widths), ("target", self.target)):
             if preset is not None:
                 try:
                     get_preset(preset)
@@ -440,12 +449,26 @@ class SearchConfig:
 
     @classmethod
     def field_names(cls) -> list[str]:
-        return [f.name for f in dataclasses.fields(cls)]
+        """The keys a recipe may set: the fields and ``preset``, the user's name of ``widths``."""
+        return [f.name for f in dataclasses.fields(cls)] + ["preset"]
+
+    @classmethod
+    def recipe_values(cls, path: str | Path) -> dict[str, Any]:
+        """A recipe's settings by field name: ``preset:`` sets ``widths``; ``widths:`` still does, with the notice
+        that its name is now ``preset``."""
+        from composer.training.config import load_recipe, renamed_notice
+
+        values = load_recipe(path, cls.field_names())
+        if "widths" in values:
+            renamed_notice("widths", "preset")
+            if "preset" in values:
+                raise ConfigError(f"recipe {str(path)!r}: widths is the old name of preset; give one")
+        if "preset" in values:
+            values["widths"] = values.pop("preset")
+        return values
 
     @classmethod
     def from_recipe(cls, path: str | Path, **overrides: Any) -> SearchConfig:
-        from composer.training.config import load_recipe
-
-        values = load_recipe(path, cls.field_names())
+        values = cls.recipe_values(path)
         values.update({key: value for key, value in overrides.items() if value is not None})
         return cls(**values)

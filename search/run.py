@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -171,8 +172,10 @@ def check_limits_admit(config: SearchConfig) -> None:
                       f"{fix}")
 
 
-def run_search(config: SearchConfig, echo=print) -> dict[str, Any]:
-    """Run ``config``'s strategy stage by stage (``search.strategies``), then write what its answer ranks."""
+def run_search(config: SearchConfig, echo=print, notes: Sequence[str] = ()) -> dict[str, Any]:
+    """Run ``config``'s strategy stage by stage (``search.strategies``), then write what its answer ranks.
+    ``notes``: lines echoed once the settings are accepted (composer search's account of the presets it chose, so
+    that bad input stays one line)."""
     out = Path(config.out)
     strategy = get_strategy(config.strategy)
     first_config = strategy.first_config(config)
@@ -183,6 +186,8 @@ def run_search(config: SearchConfig, echo=print) -> dict[str, Any]:
                                text_field=config.text_field)
     check_limits_admit(config)
     check_recall_under_max_kv(config, echo)
+    for line in notes:
+        echo(line)
     make_output_dir(out)
     (out / "config.json").write_text(json.dumps(config.to_dict(), indent=2))
     maximize = evaluator.direction == "maximize"

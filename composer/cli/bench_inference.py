@@ -6,13 +6,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from composer.cli.format import human, print_json, print_table
+from composer.cli.format import human, print_json, print_table, resolve_spec
 from composer.errors import ConfigError
+from composer.precision import parse_dtype
 from composer.presets import PRESETS
 
 DEFAULT_WIDTHS = "demo-4m"  # a CPU-sized default; pass --preset llama-3.2-1b for the paper's scale on a GPU
 DEFAULT_OUT = "runs/bench-inference"
-DTYPES = ("fp32", "bf16")  # composer.evaluation.bench_inference.TORCH_DTYPES, repeated so that --help does not import torch
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -43,7 +43,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         help="tokens decoded one by one after the prompt (default 32)")
     parser.add_argument("--repeats", default="3", metavar="R", help="timed repetitions, median reported "
                                                                     "(default 3; one untimed warmup first)")
-    parser.add_argument("--dtype", choices=DTYPES, default="fp32", help="weights and cache dtype (default fp32)")
+    parser.add_argument("--dtype", default="fp32", help="weights and cache dtype: fp32 (default), bf16 or fp16 "
+                                                        "(float32, bfloat16, float16 also work)")
     parser.add_argument("--device", default="auto", help="auto (CUDA when available), cpu, cuda, cuda:1, ...")
     parser.add_argument("--no-baseline", action="store_true", help="skip the matched Llama pattern")
     parser.add_argument("--seed", default="0", metavar="S", help="seed of the weights and token ids (default 0)")
@@ -72,6 +73,7 @@ def run(args: argparse.Namespace) -> int:
     new_tokens = parse_number(args.new_tokens, "--new-tokens", int, 1, what="a positive integer")
     repeats = parse_number(args.repeats, "--repeats", int, 1, what="a positive integer")
     seed = parse_number(args.seed, "--seed", int, what="an integer")
+    dtype = parse_dtype(args.dtype)
     if args.model is not None and args.spec is not None:
         raise ConfigError("give SPEC or --model DIR, not both (a model directory has its own pattern)")
     if args.model is None and args.spec is None:
@@ -80,7 +82,6 @@ def run(args: argparse.Namespace) -> int:
     from composer.cli.generate import load_model, model_directory, resolve_device
     from composer.evaluation.bench_inference import BenchGrid, plot_decode_throughput, run_bench
     from composer.files import atomic_write_json, make_output_dir
-    from composer.presets import resolve_architecture
 
     device = resolve_device(args.device)
     model = None
@@ -92,8 +93,8 @@ def run(args: argparse.Namespace) -> int:
         arch = model.arch
         widths = preset_of(arch)
     else:
-        arch, widths = resolve_architecture(args.spec, args.preset, DEFAULT_WIDTHS)
-    grid = BenchGrid(batch_sizes=batch_sizes, context_lengths=contexts, new_tokens=new_tokens, dtype=args.dtype,
+        arch, widths = resolve_spec(args.spec, args.preset, DEFAULT_WIDTHS)
+    grid = BenchGrid(batch_sizes=batch_sizes, context_lengths=contexts, new_tokens=new_tokens, dtype=dtype,
                      repeats=repeats, seed=seed)
     out = make_output_dir(args.out)
     quiet = args.json

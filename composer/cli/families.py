@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from composer.accounting import analyze
 from composer.cli.format import human, print_json, print_table
 from composer.layouts import FAMILIES
-from composer.presets import family_architecture, get_preset
+from composer.presets import default_preset_note, family_architecture, get_preset
 
 DEFAULT_WIDTHS = "llama-3.2-1b"
 
@@ -20,7 +21,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                     "--arch samba, jamba:64 for a named depth) and as a pipeline baseline. Sizes are shown at "
                     "--preset widths, at the depth matching that preset's size.",
     )
-    parser.add_argument("--preset", default=DEFAULT_WIDTHS, help=f"widths to size them at (default {DEFAULT_WIDTHS})")
+    parser.add_argument("--preset", help=f"widths to size them at (default {DEFAULT_WIDTHS}, printed)")
     parser.add_argument("--json", action="store_true", help="print a JSON array")
     parser.set_defaults(handler=run)
 
@@ -40,6 +41,9 @@ def describe(preset: str = DEFAULT_WIDTHS) -> list[dict]:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.preset is None:
+        print(default_preset_note(DEFAULT_WIDTHS, "the widths the families are sized at"), file=sys.stderr)
+        args.preset = DEFAULT_WIDTHS
     rows = describe(args.preset)
     if args.json:
         print_json(rows)

@@ -47,10 +47,26 @@ def is_main_process() -> bool:
 
 class RenamedFlag(argparse.Action):
     """An old flag spelling kept for a while (issue 49): sets the new flag's ``dest`` and prints a one-line notice
-    ("--strategy is now --parallelism; the old spelling will go"). Add it with ``help=argparse.SUPPRESS``."""
+    ("--strategy is now --parallelism; the old spelling will go"). Add it with ``help=argparse.SUPPRESS``; ``new``
+    names the new flag where it is not its ``dest`` (search's ``--preset`` sets the field ``widths``)."""
+
+    def __init__(self, option_strings, dest, new: str | None = None, **kwargs):
+        super().__init__(option_strings, dest, **kwargs)
+        self.new = new or dest
 
     def __call__(self, parser, namespace, values, option_string=None):
         from composer.training.config import renamed_notice
 
-        renamed_notice(option_string.lstrip("-"), self.dest, flag=True)
+        renamed_notice(option_string.lstrip("-"), self.new, flag=True)
         setattr(namespace, self.dest, values)
+
+
+def resolve_spec(spec: str, preset: str | None, default_preset: str):
+    """:func:`composer.presets.resolve_architecture` for a command's SPEC and ``--preset``, printing on stderr the
+    preset it used where the command chose it (a pattern or family without ``--preset``; issue 49)."""
+    from composer.presets import PRESETS, default_preset_note, resolve_architecture
+
+    arch, widths = resolve_architecture(spec, preset, default_preset)
+    if preset is None and spec not in PRESETS:
+        print(default_preset_note(widths, f"the widths of {spec}"), file=sys.stderr)
+    return arch, widths

@@ -7,8 +7,6 @@ import argparse
 
 from composer.cli.format import print_json, print_rows
 
-DTYPES = ("float32", "bfloat16")
-
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
@@ -21,8 +19,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("source", metavar="HF_DIR", help="the transformers checkpoint directory")
     parser.add_argument("--out", required=True, metavar="DIR", help="the Composer model directory to write")
-    parser.add_argument("--dtype", choices=DTYPES, default="float32",
-                        help="weights' dtype (default float32, which training keeps as master weights)")
+    parser.add_argument("--dtype", default="fp32",
+                        help="weights' dtype: fp32 (default, which training keeps as master weights), bf16 or fp16 "
+                             "(float32, bfloat16, float16 also work)")
     parser.add_argument("--verify", action="store_true",
                         help="also run both models on random tokens and print the max logit difference "
                              "(needs transformers)")
@@ -32,11 +31,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import torch
-
     from composer.interop.hf_import import import_hf
+    from composer.precision import torch_dtype
 
-    result = import_hf(args.source, args.out, dtype=getattr(torch, args.dtype), verify=args.verify,
+    result = import_hf(args.source, args.out, dtype=torch_dtype(args.dtype), verify=args.verify,
                        force=args.force)
     if args.json:
         print_json(result.to_dict())

@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 
 from composer.accounting import DTYPE_BYTES, analyze
-from composer.cli.format import human, print_json, print_rows
+from composer.cli.format import human, print_json, print_rows, resolve_spec
 from composer.errors import ConfigError
 from composer.interop.formats import FORMATS, convert, format_text
-from composer.presets import PRESETS, resolve_architecture
+from composer.presets import PRESETS
 from primitives.registry import REGISTRY
 
 DEFAULT_WIDTHS = "llama-3.2-1b"
@@ -41,7 +41,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    arch, widths = resolve_architecture(args.spec, args.preset, DEFAULT_WIDTHS)
+    arch, widths = resolve_spec(args.spec, args.preset, DEFAULT_WIDTHS)
     if args.seq_len is not None and args.seq_len <= 0:
         raise ConfigError(f"--seq-len must be a positive integer, got {args.seq_len}")
     if args.notation is not None:

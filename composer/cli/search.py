@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from composer.cli.format import print_json
+from composer.cli.format import RenamedFlag, print_json
 from composer.errors import ConfigError
 
 FLAGS = {
@@ -34,10 +34,10 @@ FLAGS = {
     "evaluator": (str, "lm (default: validation loss on text, at the better of two learning rates per "
                        "candidate), mad (synthetic tasks) or recall (MQAR accuracy over lengths 64-1,024)"),
     "budget": (str, "named evaluation budget: smoke, cpu (default), gpu, ..."),
-    "widths": (str, "preset whose widths candidates train at (default search-1m)"),
+    "widths": (str, "preset whose widths candidates train at (default search-1m, printed; was --widths)"),
     "target": (str, "preset the KV-cache objective and reports use, and successive-halving's last rung trains at "
-                    "(default: under successive-halving the ladder's last rung's, e.g. demo-4m for --budget cpu; "
-                    "under one-shot and the incremental strategies llama-3.2-1b)"),
+                    "(default, printed: under successive-halving the ladder's last rung's, e.g. demo-4m for --budget "
+                    "cpu; under one-shot and the incremental strategies llama-3.2-1b)"),
     "data": (str, "lm evaluator: text source (default: the offline corpus)"),
     "text_field": (str, "lm evaluator: the field of --data's JSON or Parquet records that holds the text (default "
                         "text); checked on the first record before anything trains"),
@@ -53,7 +53,8 @@ FLAGS = {
                                  "the target's size; keep: the model at the target keeps as many attention layers "
                                  "as the pattern has, at the middles of its depth (Nemotron-H's placement), so a "
                                  "pattern with one attention layer holds one layer's KV cache at any depth"),
-    "precision": (str, "auto (default: bf16 where the GPU or CPU computes it natively, else fp32), fp32, bf16"),
+    "precision": (str, "auto (default: bf16 where the GPU or CPU computes it natively, else fp32), fp32, bf16 "
+                       "(autocast, fp32 weights; 32-true and bf16-mixed, composer train's names, also work)"),
     "workers": (int, "local worker processes, trials evaluated concurrently (spread over the GPUs; CPU threads "
                 "split between them)"),
     "storage": (str, "Optuna storage URL or journal file (default: sqlite in --out)"),
@@ -62,6 +63,10 @@ FLAGS = {
     "wandb": (str, "auto (default: online with an API key, else offline), online, offline, off"),
     "out": (str, "output directory (default runs/search)"),
 }
+# the flag of a field whose user-facing name differs from SearchConfig's (issue 49: --widths is now --preset, as on
+# every other command; the field keeps its name, which study names' digests are keyed by), and the old spellings
+FLAG_NAMES = {"widths": "preset"}
+RENAMED = {"widths": "widths"}  # old flag -> the field it sets
 
 
 # `composer search --help` shows the flags above these groups (issue 49: it was 133 lines of internals);
@@ -111,7 +116,7 @@ def default_search_text() -> str:
             f"short training run. With no arguments: successive halving on the {ladder.name} ladder over "
             f"{SearchConfig.trials} candidates, {SearchConfig.layers}-layer {primitives} patterns, Llama and the "
             f"paper's AAMMMM first, then GP proposals: {ladder.description}; on the CPU, about 25 minutes on 2 idle cores "
-            "(--budget smoke --trials 3 --widths tiny: a plumbing check of a few minutes). Options override --recipe.")
+            "(--budget smoke --trials 3 --preset tiny: a plumbing check of a few minutes). Options override --recipe.")
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -131,7 +136,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
     add("recipe", "--recipe", help="YAML recipe whose keys are these options (see recipes/search/)")
     for name, (kind, text) in FLAGS.items():
-        add(name, "--" + name.replace("_", "-"), dest=name, type=kind, default=None, help=text)
+        flag = FLAG_NAMES.get(name, name)
+        add(name, "--" + flag.replace("_", "-"), dest=name, metavar=flag.upper(), type=kind, default=None, help=text)
+    for old, name in RENAMED.items():
+        parser.add_argument("--" + old, dest=name, new=FLAG_NAMES[name], action=RenamedFlag, type=FLAGS[name][0],
+                            default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     add("compile", "--compile", dest="compile", action="store_true", default=None,
         help="torch.compile every candidate (pays off on GPUs; on CPU compiling costs more than a cpu-budget candidate "
         "trains)")
@@ -156,6 +165,22 @@ def parse_shares(text: str | None, flag: str) -> dict[str, float] | None:
     return shares
 
 
+def default_notes(config, given: set[str]) -> list[str]:
+    """The lines that name the presets the search chose itself (issue 49: a preset a command builds at is printed
+    where the user did not give it): the candidates' widths, and the target the answer is grown to and costed at."""
+    from composer.presets import default_preset_note
+
+    notes = []
+    if "widths" not in given:
+        notes.append(default_preset_note(config.widths, "the widths candidates train at"))
+    if "target" not in given:
+        halving = config.strategy == "successive-halving"
+        why = f"the {config.budget} ladder's last rung's" if halving else "the default"
+        what = "the size the answer is grown to" + (", trained at last" if halving else "") + " and costed at"
+        notes.append(default_preset_note(config.report_target, what, flag="--target", why=why))
+    return notes
+
+
 def run(args: argparse.Namespace) -> int:
     from search.config import SearchConfig
     from search.run import run_search
@@ -167,11 +192,11 @@ def run(args: argparse.Namespace) -> int:
     given["known"] = args.known
     given["min_share"] = parse_shares(args.min_share, "min-share")
     given["max_share"] = parse_shares(args.max_share, "max-share")
-    if args.recipe:
-        config = SearchConfig.from_recipe(args.recipe, **given)
-    else:
-        config = SearchConfig(**{k: v for k, v in given.items() if v is not None})
-    result = run_search(config, echo=lambda line: print(line, file=sys.stderr))
+    values = SearchConfig.recipe_values(args.recipe) if args.recipe else {}
+    values.update({k: v for k, v in given.items() if v is not None})
+    config = SearchConfig(**values)
+    notes = default_notes(config, set(values))  # the presets it chose, printed once the settings are accepted
+    result = run_search(config, echo=lambda line: print(line, file=sys.stderr), notes=notes)
     if args.json:
         print_json(result["leaderboard"])
     else:

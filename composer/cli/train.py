@@ -8,7 +8,7 @@ import dataclasses
 from composer.cli.format import RenamedFlag, is_main_process, print_json
 from composer.errors import ConfigError
 from composer.pattern import compact_pattern, layers
-from composer.presets import PRESETS
+from composer.presets import PRESETS, default_preset_note
 from composer.training.config import (
     DEFAULT_PRESET,
     RENAMED,
@@ -153,7 +153,7 @@ def config_from_args(args: argparse.Namespace, notes: list[str] | None = None) -
     if getattr(args, "from_search", None):
         return from_search(config, args, notes.append)
     if config.preset is None and config.init_from is None and config.arch not in PRESETS:
-        notes.append(f"preset {DEFAULT_PRESET}: the widths of --arch {config.arch} (the default; --preset sets them)")
+        notes.append(default_preset_note(DEFAULT_PRESET, f"the widths of --arch {config.arch}"))
     return config
 
 

@@ -31,8 +31,8 @@ import torch
 
 from composer.accounting import DTYPE_BYTES, analyze
 from composer.config import ArchConfig
+from composer.precision import torch_dtype
 
-TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ class BenchGrid:
     batch_sizes: tuple[int, ...] = (1, 4)
     context_lengths: tuple[int, ...] = (128, 512, 2048)
     new_tokens: int = 32
-    dtype: str = "fp32"
+    dtype: str = "fp32"  # fp32, bf16 or fp16 (composer.precision.parse_dtype's short names)
     repeats: int = 3
     seed: int = 0
 
@@ -53,7 +53,7 @@ def _sync(device: torch.device) -> None:
 def build_bench_model(arch: ArchConfig, device: torch.device, dtype: str) -> torch.nn.Module:
     from composer.model import build_model
 
-    return build_model(arch, device=device).to(TORCH_DTYPES[dtype]).eval()
+    return build_model(arch, device=device).to(torch_dtype(dtype)).eval()
 
 
 @torch.no_grad()
@@ -65,7 +65,7 @@ def measure(model, batch: int, context: int, grid: BenchGrid, device: torch.devi
     if cuda:
         torch.cuda.empty_cache()
         before = torch.cuda.memory_allocated(device)
-    cache = model.init_cache(batch, max_len, device=device, dtype=TORCH_DTYPES[grid.dtype])
+    cache = model.init_cache(batch, max_len, device=device, dtype=torch_dtype(grid.dtype))
     device_bytes = torch.cuda.memory_allocated(device) - before if cuda else None
     generator = torch.Generator().manual_seed(grid.seed + 7919 * batch + context)
     prompt = torch.randint(0, arch.vocab_size, (batch, context), generator=generator).to(device)
@@ -149,7 +149,7 @@ def run_bench(
     if model is None:
         model = build_bench_model(arch, device, grid.dtype)
     else:
-        model = model.to(device=device, dtype=TORCH_DTYPES[grid.dtype]).eval()
+        model = model.to(device=device, dtype=torch_dtype(grid.dtype)).eval()
     result: dict[str, Any] = {
         "device": str(device),
         "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
@@ -219,5 +219,5 @@ def plot_decode_throughput(result: dict[str, Any], path: Path) -> Path:
     return path
 
 
-__all__ = ["BenchGrid", "TORCH_DTYPES", "bench_arch", "llama_baseline", "measure", "plot_decode_throughput",
+__all__ = ["BenchGrid", "bench_arch", "llama_baseline", "measure", "plot_decode_throughput",
            "run_bench"]

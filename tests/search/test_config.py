@@ -82,7 +82,7 @@ def test_attention_at_target_is_checked_and_a_kept_attention_study_does_not_mix_
 
 @pytest.mark.parametrize("kwargs, message", [
     ({"wandb": "nope"}, "--wandb must be one of auto, online, offline, off, got 'nope'"),
-    ({"widths": "nope"}, "--widths: unknown preset 'nope'"),
+    ({"widths": "nope"}, "--preset: unknown preset 'nope'"),
     ({"target": "nope", "strategy": "one-shot"}, "--target: unknown preset 'nope'"),
     ({"layers": 0}, "layers must be a positive integer, got 0"),
     ({"min_share": {"A": 2.0}}, "min_share of A must be between 0 and 1, got 2.0"),

@@ -24,7 +24,7 @@ def test_mad_smoke_search_over_ams_then_aggregate_and_extrapolate(tmp_path, caps
     out = tmp_path / "search"
     symbols = "AMS"
     argv = ["search", "--evaluator", "mad", "--primitives", symbols, "--layers", "2", "--trials", "3",
-            "--sampler", "random", "--budget", "smoke", "--widths", "tiny", "--wandb", "off", "--out", str(out)]
+            "--sampler", "random", "--budget", "smoke", "--preset", "tiny", "--wandb", "off", "--out", str(out)]
     assert main(argv) == 0
     rows = json.loads((out / "leaderboard.json").read_text())
     assert rows and all(set(row["pattern"]) <= set(symbols) and 0 <= row["score"] <= 1 for row in rows)

@@ -125,7 +125,7 @@ def test_a_candidate_diverging_at_every_rate_fails_naming_them():
 def test_composer_search_with_the_recall_evaluator_runs_at_the_smoke_budget(tmp_path, capsys):
     out = tmp_path / "search"
     assert main(["search", "--evaluator", "recall", "--budget", "smoke", "--layers", "2", "--trials", "2",
-                 "--widths", "tiny", "--objectives", "score,kv", "--out", str(out)]) == 0
+                 "--preset", "tiny", "--objectives", "score,kv", "--out", str(out)]) == 0
     rows = json.loads((out / "leaderboard.json").read_text())
     assert rows and all(0.0 <= row["score"] <= 1.0 for row in rows)
     assert set(rows[0]["details"]["accuracy_by_length"]) == {"64", "128"}

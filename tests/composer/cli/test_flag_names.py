@@ -116,3 +116,124 @@ def test_every_train_flag_says_its_default():
         assert "default" in text or "required" in text, (field.name, text)
     text = _help("train", "--help")
     assert "(default: None)" not in text and "(default: 1000000)" in text and "(default: cosine)" in text
+
+
+# search's --widths is now --preset, as on every other command (the field, and so study names, keep `widths`)
+
+WIDTHS_NOTICE = "--widths is now --preset; the old spelling will go"
+
+
+def test_search_preset_sets_the_widths_and_the_old_widths_still_works(capsys):
+    assert build_parser().parse_args(["search", "--preset", "tiny"]).widths == "tiny"
+    assert capsys.readouterr().err == ""
+    assert build_parser().parse_args(["search", "--widths", "tiny"]).widths == "tiny"
+    assert capsys.readouterr().err.strip().splitlines() == [WIDTHS_NOTICE]
+    assert "--preset PRESET" in _help("search", "--help") and "--widths" not in _help("search", "--help").split(
+        "options:")[0]  # the usage line names the new spelling only
+
+
+def test_a_search_recipe_says_preset_and_widths_still_works_with_the_same_study(tmp_path, capsys):
+    from search.config import SearchConfig
+
+    new, old, both = tmp_path / "new.yaml", tmp_path / "old.yaml", tmp_path / "both.yaml"
+    new.write_text("preset: tiny\nbudget: smoke\n")
+    old.write_text("widths: tiny\nbudget: smoke\n")
+    both.write_text("widths: tiny\npreset: tiny\n")
+    from_new = SearchConfig.from_recipe(new)
+    assert from_new.widths == "tiny" and capsys.readouterr().err == ""
+    from_old = SearchConfig.from_recipe(old)
+    assert capsys.readouterr().err.strip() == "widths is now preset; the old spelling will go"
+    # the study an existing --out holds is found again: names and stored settings are keyed by the field `widths`
+    assert from_new.study_name == from_old.study_name == SearchConfig(widths="tiny", budget="smoke").study_name
+    assert from_new.study_name == "lm-smoke-successive-halving-6L-AM-gp-score-seed0-wsd-9d4e6142"  # as before
+    assert "preset" not in from_new.to_dict() and SearchConfig(preset="tiny").widths == "tiny"
+    assert SearchConfig.from_recipe(new, widths="search-1m").widths == "search-1m"  # a flag wins over the recipe
+    with pytest.raises(Exception, match="widths is the old name of preset"):
+        SearchConfig.from_recipe(both)
+
+
+def test_the_search_recipes_say_preset():
+    from pathlib import Path
+
+    import yaml
+
+    recipes = [yaml.safe_load(p.read_text()) for p in sorted((Path(__file__).resolve().parents[3] / "recipes" /
+                                                               "search").glob("*.yaml"))]
+    assert recipes and not [r for r in recipes if "widths" in r]
+
+
+def test_search_prints_the_presets_it_chose_itself():
+    from search.config import SearchConfig
+
+    halving = SearchConfig(budget="smoke")
+    assert search_cli.default_notes(halving, set()) == [
+        "preset search-1m: the widths candidates train at (the default; --preset sets them)",
+        "target tiny: the size the answer is grown to, trained at last and costed at (the smoke ladder's last "
+        "rung's; --target sets them)"]
+    one_shot = SearchConfig(strategy="one-shot", widths="tiny")
+    assert search_cli.default_notes(one_shot, {"widths"}) == [
+        "target llama-3.2-1b: the size the answer is grown to and costed at (the default; --target sets them)"]
+    assert search_cli.default_notes(one_shot, {"widths", "target"}) == []
+
+
+# one spelling of a precision and of a dtype everywhere (composer.precision), bad values one line and exit 2
+
+def _one_line_exit_2(capsys, *argv: str) -> str:
+    from composer.cli import main
+
+    assert main(list(argv)) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    return err
+
+
+@pytest.mark.parametrize("spelling, lightning", [("fp32", "32-true"), ("bf16", "bf16-mixed"),
+                                                 ("bf16-true", "bf16-true"), ("32-true", "32-true"),
+                                                 ("bf16-mixed", "bf16-mixed"), ("16-mixed", "16-mixed")])
+def test_train_takes_every_spelling_of_a_precision(tmp_path, spelling, lightning):
+    args = build_parser().parse_args(["train", "--precision", spelling, "--out", str(tmp_path)])
+    assert config_from_args(args).precision == lightning
+
+
+def test_a_bad_precision_is_one_line_and_exit_2_on_train_search_and_hybridize(tmp_path, capsys):
+    train = _one_line_exit_2(capsys, "train", "--precision", "fp64", "--out", str(tmp_path / "t"))
+    assert "fp32, bf16 (bf16 autocast, fp32 weights), bf16-true (bf16 weights)" in train and "16-mixed" in train
+    search = _one_line_exit_2(capsys, "search", "--precision", "bf16-true", "--out", str(tmp_path / "s"))
+    assert "fp32, bf16" in search and "got 'bf16-true'" in search  # candidates keep fp32 weights
+    hybridize = _one_line_exit_2(capsys, "hybridize", "--from", "m", "--pattern", "AM", "--out", str(tmp_path / "h"),
+                                 "--precision", "half")
+    assert "composer hybridize: error: --precision must be auto" in hybridize
+    assert not any((tmp_path / name).exists() for name in "tsh")
+
+
+def test_search_takes_composer_trains_precision_names_for_the_same_study():
+    from search.config import SearchConfig
+
+    for lightning, short in (("32-true", "fp32"), ("bf16-mixed", "bf16")):
+        args = build_parser().parse_args(["search", "--precision", lightning])
+        config = SearchConfig(precision=args.precision)
+        assert config.precision == short and config.study_name == SearchConfig(precision=short).study_name
+
+
+def test_a_bad_dtype_is_one_line_and_exit_2_on_bench_inference_and_import(tmp_path, capsys):
+    for argv in (["bench-inference", "AM", "--preset", "tiny", "--out", str(tmp_path / "b")],
+                 ["import", str(tmp_path / "hf"), "--out", str(tmp_path / "i")]):
+        err = _one_line_exit_2(capsys, *argv, "--dtype", "float64")
+        assert "--dtype must be fp32, bf16, fp16 (or float32, bfloat16, float16); got 'float64'" in err
+    assert not (tmp_path / "b").exists() and not (tmp_path / "i").exists()
+
+
+# a command that builds a model at a preset it chose says which
+
+@pytest.mark.parametrize("argv, note", [
+    (["info", "AM"], "preset llama-3.2-1b: the widths of AM (the default; --preset sets them)"),
+    (["info", "jamba"], "preset llama-3.2-1b: the widths of jamba (the default; --preset sets them)"),
+    (["families"], "preset llama-3.2-1b: the widths the families are sized at (the default; --preset sets them)"),
+])
+def test_info_and_families_print_the_preset_they_chose(capsys, argv, note):
+    from composer.cli import main
+
+    assert main([*argv, "--json"]) == 0
+    assert capsys.readouterr().err.strip() == note
+    assert main([*argv, "--json", "--preset", "tiny"]) == 0
+    assert capsys.readouterr().err == ""

@@ -48,7 +48,7 @@ def test_a_missing_data_file_is_one_line_and_exit_2_before_any_candidate_trains(
     out = tmp_path / "search"
     result = subprocess.run(
         [sys.executable, "-m", "composer", "search", "--data", str(missing), "--budget", "smoke", "--trials", "2",
-         "--widths", "tiny", "--wandb", "off", "--out", str(out)],
+         "--preset", "tiny", "--wandb", "off", "--out", str(out)],
         capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=300,
     )
     assert result.returncode == 2, result.stderr[-3000:]
@@ -59,12 +59,12 @@ def test_a_missing_data_file_is_one_line_and_exit_2_before_any_candidate_trains(
     assert not (out / "study.db").exists(), "no trial may start"
 
 
-SMOKE = ["--budget", "smoke", "--trials", "3", "--widths", "tiny", "--wandb", "off"]
+SMOKE = ["--budget", "smoke", "--trials", "3", "--preset", "tiny", "--wandb", "off"]
 
 
 @pytest.mark.parametrize("argv, said", [
     (["--wandb", "nope"], "--wandb must be one of auto, online, offline, off, got 'nope'"),
-    (["--widths", "nope"], "--widths: unknown preset 'nope'; choose one of: "),
+    (["--preset", "nope"], "--preset: unknown preset 'nope'; choose one of: "),
     (["--layers", "0"], "layers must be a positive integer, got 0"),
     (["--min-share", "A=2"], "min_share of A must be between 0 and 1, got 2.0"),
     (["--max-params", "-5"], "--max-params is the most non-embedding parameters"),
