@@ -503,18 +503,35 @@ def _worker_main(config: SearchConfig, stage: Stage, worker: int, threads: int, 
     run_worker(config, stage, worker, callbacks=None, deadline=deadline, enqueue=False)  # the search enqueues
 
 
+def worker_placement(workers: int, gpus: int, cpus: int) -> list[tuple[int | None, int]]:
+    """Where each of ``workers`` processes runs: (the GPU it sees as its only one, None without GPUs; its CPU
+    threads). GPUs round-robin (worker i takes GPU i mod ``gpus``: more workers than GPUs share them), the CPU's
+    cores split evenly. ``composer search --plan`` prints this same mapping."""
+    threads = max(1, cpus // workers)
+    return [(worker % gpus if gpus else None, threads) for worker in range(workers)]
+
+
+def visible_gpu(index: int, visible: str | None = None) -> str:
+    """What a worker's ``CUDA_VISIBLE_DEVICES`` is set to for GPU ``index`` of those this process sees: the
+    ``index``-th entry of the launching process's own ``CUDA_VISIBLE_DEVICES`` where one is set (``4,5,6,7``: worker
+    0 gets ``4``, not the machine's GPU 0), else the index itself."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES") if visible is None else visible
+    entries = [entry.strip() for entry in (visible or "").split(",") if entry.strip()]
+    return entries[index] if index < len(entries) else str(index)
+
+
 def launch_workers(config: SearchConfig, stage: Stage, deadline: float | None, poll: Callable[[], None]) -> None:
-    """``config.workers`` processes (one GPU each when there are GPUs); ``poll`` runs while they work."""
+    """``config.workers`` processes (one GPU each when there are GPUs, ``worker_placement``); ``poll`` runs while
+    they work."""
     import torch
 
     gpus = torch.cuda.device_count()
-    threads = max(1, (os.cpu_count() or 1) // config.workers)
     context = multiprocessing.get_context("spawn")
     processes = []
-    for worker in range(config.workers):
+    for worker, (gpu, threads) in enumerate(worker_placement(config.workers, gpus, os.cpu_count() or 1)):
         env_backup = os.environ.get("CUDA_VISIBLE_DEVICES")
-        if gpus:
-            os.environ["CUDA_VISIBLE_DEVICES"] = str(worker % gpus)
+        if gpu is not None:
+            os.environ["CUDA_VISIBLE_DEVICES"] = visible_gpu(gpu, env_backup or "")
         process = context.Process(target=_worker_main, args=(config, stage, worker, threads, deadline), daemon=False)
         process.start()
         processes.append(process)

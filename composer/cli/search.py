@@ -149,6 +149,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     add("known", "--no-known", dest="known", action="store_false", default=None,
         help="do not start with Llama and the published layouts the primitives can express")
     add("json", "--json", action="store_true", help="print the leaderboard as JSON")
+    add("plan", "--plan", action="store_true", help="print the plan (rungs, runs, workers' GPUs, estimated wall time and "
+        "GPU-hours, storage) and exit without training; with --json as JSON")
     parser.set_defaults(handler=run)
 
 
@@ -195,6 +197,15 @@ def run(args: argparse.Namespace) -> int:
     values = SearchConfig.recipe_values(args.recipe) if args.recipe else {}
     values.update({k: v for k, v in given.items() if v is not None})
     config = SearchConfig(**values)
+    if args.plan:  # search.plan: nothing is trained, no storage opened
+        from search.plan import plan_search, plan_text
+
+        plan = plan_search(config)
+        if args.json:
+            print_json(plan)
+        else:
+            print(plan_text(plan))
+        return 0
     notes = default_notes(config, set(values))  # the presets it chose, printed once the settings are accepted
     result = run_search(config, echo=lambda line: print(line, file=sys.stderr), notes=notes)
     if args.json:
