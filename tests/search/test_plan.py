@@ -109,6 +109,7 @@ def _workers_by_study(storage: str) -> dict[str, set]:
     return found
 
 
+@pytest.mark.slow  # real training in spawned workers: 275 s / 478 s on 2 cores at load 7 (minutes idle)
 def test_the_1node_recipe_runs_with_two_workers_in_one_study(tmp_path):
     out = tmp_path / "out"
     run = subprocess.run([sys.executable, "-m", "composer", "search", "--recipe", str(RECIPES["1node"]), *SMOKE,
@@ -121,6 +122,7 @@ def test_the_1node_recipe_runs_with_two_workers_in_one_study(tmp_path):
     assert any(len(pids) == 2 for pids in workers.values()), f"both workers should train in a study: {workers}"
 
 
+@pytest.mark.slow  # real training in spawned workers: 275 s / 478 s on 2 cores at load 7 (minutes idle)
 def test_the_multihost_recipe_shares_its_study_with_a_second_process(tmp_path):
     """Two processes as two hosts: the same recipe and storage (a journal file standing in for PostgreSQL), each its
     own --out; together they train each rung's candidates once, in the recipe's named studies."""
