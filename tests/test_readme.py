@@ -215,6 +215,7 @@ def test_plan_commands_run(tmp_path):
         argv = [str(ROOT / word) if word.startswith("recipes/") else word for word in argv]
         result = run_cli(argv, tmp_path, timeout=120)
         assert result.returncode == 0, (argv, result.stderr[-2000:])
+        assert " is now " not in result.stderr, f"the recipe uses an old spelling: {result.stderr}"
         assert "nothing trains" in result.stdout and "total:" in result.stdout, result.stdout[-2000:]
         assert "rung-gpu-2" in result.stdout, "the GPU recipes search on the gpu ladder"
     assert not any(tmp_path.iterdir()), "a plan writes nothing"
