@@ -87,6 +87,7 @@ def test_cpu_demo_pipeline_runs_end_to_end_with_seeds_and_resumes(tmp_path, monk
     recipe = yaml.safe_load(DEMO.read_text())
     recipe["train"]["val_tokens"] = 8 * 128  # the test's budget; the recipe scores the whole held-out split
     recipe["search"]["preset"] = "tiny"  # MAD's smoke tasks at tiny widths: 11 s a candidate, not 35 s
+    recipe["baselines"] = ["llama"]  # the reference alone: each model costs 4 runs here (2 rates, 2 seeds)
     small = tmp_path / "cpu-demo.yaml"
     small.write_text(yaml.safe_dump(recipe))
     argv = ["pipeline", "--recipe", str(small), "--out", str(out), "--trials", "2", "--lr-sweep", "2e-3,6e-3",
