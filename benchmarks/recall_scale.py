@@ -43,21 +43,10 @@ HERE = Path(__file__).resolve().parent
 
 # -- the estimates ------------------------------------------------------------------------------------------------
 # Eager training of these small models on a GPU is bound by kernel launches, not FLOPs, so a step costs about
-# (aten ops per step) x (seconds per op) + FLOPs / (share of the peak the matmuls reach).
-# Seconds per op: the one eager, bf16 figure measured on an H200 at small widths, rung 0 of the gpu ladder in
-# docs/gpu.md's fourth run: AMAMAM at search-1m widths trained 32 x 1,024 tokens a step at 3.33M tok/s (9.83 ms a
-# step), and one step of it runs ~711 aten ops (3 x (141 + 90) + 18, counted as below).
-SECONDS_PER_OP = 9.83e-3 / 711
-# aten ops per layer in one forward and backward, counted on the CPU (a TorchDispatchMode counting every op of a
-# one-layer model at the part's widths and context, less the 18 of the embedding, head and loss). D runs its
-# PyTorch path on Hopper (fla refuses its backward there, docs/gpu.md), a loop over 64-token chunks, so its count
-# grows with the context; S is counted on its PyTorch scan (mamba-ssm's Triton kernels come only with the carried
-# wheels, and their cold autotuning took 122 s in docs/gpu.md's fifth run: more than they would save here).
-OPS_PER_LAYER = {
-    "a": {"A": 141, "W": 141, "M": 90, "S": 380, "D": 855, "E": 200},  # demo-4m, context 512
-    "b": {"A": 141, "W": 141, "M": 90, "S": 380, "D": 2103, "E": 200},  # llama-350m, context 2,048
-}
-BASE_OPS = 18
+# (aten ops per step) x (seconds per op) + FLOPs / (share of the peak the matmuls reach). The op counts and the
+# seconds per op are `composer search --plan`'s (search.plan: one H200 figure, counts per layer taken on the CPU,
+# D's growing with the context); this script adds the two terms where the plan takes the larger, so that a
+# one-shot device call plans on the long side.
 PEAK_BF16 = 989.4e12  # H100 SXM / H200 dense bf16 (composer.training.throughput)
 # share of the peak the matmuls reach once launches are paid apart: at llama-350m widths 40% (the compiled
 # (AM)x16 reached 47-48% MFU at 1B widths, docs/gpu.md); at demo-4m's width of 192 far less, 10% (assumed: no
@@ -107,12 +96,10 @@ def part_settings(part: str, dry_run: bool, tokens: int | None = None) -> dict[s
 def estimate(part: str, pattern: str, settings: dict[str, Any]) -> dict[str, float]:
     """Estimated seconds of one model's steps and of the whole model (``OVERHEAD_S`` added), and its tokens/s."""
     from composer.accounting import analyze
-    from composer.pattern import layers as layers_of
     from composer.presets import get_preset
+    from search.plan import SECONDS_PER_OP, ops_per_step
 
-    ops = OPS_PER_LAYER[part]
-    layers = layers_of(pattern)
-    step_ops = BASE_OPS + sum(ops.get(symbol, max(ops.values())) for symbol in layers)
+    step_ops = ops_per_step(pattern, settings["seq_len"])
     stats = analyze(get_preset(settings["preset"]).arch.with_pattern(pattern).replace(max_seq_len=max(
         2048, settings["seq_len"])), seq_len=settings["seq_len"])
     tokens_per_step = settings["batch_size"] * settings["seq_len"]

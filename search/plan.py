@@ -52,7 +52,7 @@ from search.config import SearchConfig
 
 # -- the speed figures (the module docstring says where each comes from) ------------------------------------------
 SECONDS_PER_OP = 9.83e-3 / 711  # rung-gpu-0's AMAMAM on an H200, eager bf16 (docs/gpu.md, fourth run)
-OPS_PER_LAYER = {"A": 141, "W": 141, "M": 90, "S": 380, "E": 200}  # benchmarks/recall_scale.py's CPU counts
+OPS_PER_LAYER = {"A": 141, "W": 141, "M": 90, "S": 380, "E": 200}  # counted on the CPU (one layer, a dispatch mode)
 # D runs a loop over 64-token chunks on Hopper (fla's backward refuses there): counted 855 ops at 512 tokens and
 # 2,103 at 2,048, so its count is taken as linear in the chunks
 D_OPS = ((512, 855), (2048, 2103))
