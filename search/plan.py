@@ -31,7 +31,9 @@ the mean over the known layouts the rung trains, each as the model the rung buil
 * on the CPU, FLOPs per second per core as measured for the default search (the cpu ladder on 2 idle cores,
   ``benchmarks/results/default_search_timed-2026-11-28.json``: 85 GFLOP/s at the search widths, 131 at
   ``demo-4m``), taken to scale with the threads a worker gets (x0.7-x1.5). At tiny budgets (the smoke ladder) a
-  run's fixed costs dominate, which the figure does not hold: such a plan says so.
+  run's fixed costs dominate, which the figure does not hold: such a plan says so. The rate was measured on A/M
+  patterns; S and D run many small ops on the CPU (a scan, a chunk loop) and train about a third as fast per FLOP
+  (SMSAMS at rung-cpu-0), so a plan that searches them says its figure is low (``SLOW_ON_CPU``).
 
 A rung's wall time is its candidates in rounds of one per worker (``ceil(candidates / parallel)`` x a candidate's
 runs), where ``parallel`` is the workers (on CUDA at most the GPUs: more workers than GPUs share them). Its
@@ -64,6 +66,8 @@ GPU_RUN_FIXED_S = 1.0  # a rung-gpu-0 run of 491,520 tokens took 1.12 s, ~0.15 s
 CPU_FLOPS_PER_CORE = {"search": 85.0e9 / 2, "target": 131.0e9 / 2}
 CPU_CORES_MEASURED = 2
 PROBE_SECONDS_2CPU = 600.0  # the recall probe, per finalist on 2 CPU cores (composer search --min-recall's help)
+# primitives whose CPU paths (a scan, a chunk loop) run far below the A/M FLOP rate the CPU figure was measured on
+SLOW_ON_CPU = "SD"
 UNCERTAINTY = {"measured": (0.7, 1.5), "derived": (0.5, 2.0)}
 TINY_RUN_S = 5.0  # below this a run's estimate is its fixed costs more than its FLOPs
 
@@ -360,7 +364,7 @@ def plan_search(config: SearchConfig, device: Device | None = None) -> dict[str,
         "wall_seconds_range": [low, high] if timed else None,
         "device_hours": hours,
         "device_hours_range": ([hours * low / wall, hours * high / wall] if hours and wall else None),
-        "basis": basis_lines(device, stages, tiny, config.workers),
+        "basis": basis_lines(device, stages, tiny, config.workers, config.primitives),
         "storage": storage,
         "studies": [stage.study for stage in stages],
         "resumes": stored_trials(storage, [stage.study for stage in stages], config.out),
@@ -368,7 +372,8 @@ def plan_search(config: SearchConfig, device: Device | None = None) -> dict[str,
     }
 
 
-def basis_lines(device: Device, stages: list[StagePlan], tiny: bool, workers: int = 1) -> list[str]:
+def basis_lines(device: Device, stages: list[StagePlan], tiny: bool, workers: int = 1,
+                primitives: str = "AM") -> list[str]:
     """What the estimate rests on, in the words the printed plan uses."""
     lines = ["work: search eta's FLOPs count (forward + backward per trained token, a third per held-out token; "
              "the mean over the known layouts a rung trains, as built at its widths); a rung counts its best "
@@ -384,6 +389,11 @@ def basis_lines(device: Device, stages: list[StagePlan], tiny: bool, workers: in
     else:
         lines.append("speed: FLOPs/s per core measured for the default search (the cpu ladder on 2 idle cores: 85 "
                      "GFLOP/s at search-1m, 131 at demo-4m), scaled by each worker's threads; x0.7-x1.5")
+        if set(primitives) & set(SLOW_ON_CPU):
+            lines.append("speed: measured on A/M patterns; " + ", ".join(sorted(set(primitives) & set(SLOW_ON_CPU)))
+                         + " run many small ops on the CPU and train slower per FLOP (SMSAMS: 3,900 tok/s at "
+                         "rung-cpu-0 on 2 idle cores, about a third of the A/M rate this plan assumes): expect "
+                         "longer, up to about x3 for the rungs they dominate")
     if tiny:
         lines.append("runs of a few seconds: their fixed costs (imports, spawning workers, model builds, "
                      "validation) dominate and are not in the estimate; expect minutes")

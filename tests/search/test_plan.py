@@ -76,6 +76,16 @@ def test_plan_text_names_the_device_the_workers_and_the_resume(tmp_path, capsys)
     assert not out.exists()
 
 
+def test_a_cpu_plan_with_s_or_d_says_its_speed_was_measured_on_a_m_patterns(tmp_path):
+    """The CPU figure is the default A/M search's FLOP rate; S and D train several times slower per FLOP there, so
+    a plan that searches them says its estimate is low (and one over A/M alone does not)."""
+    cpu = Device("cpu", 0, "CPU", 2)
+    plans = {prims: plan_search(SearchConfig(primitives=prims, out=str(tmp_path / prims)), cpu)
+             for prims in ("AM", "AMSD")}
+    assert not any("slower per FLOP" in line for line in plans["AM"]["basis"])
+    assert any("D, S run many small ops" in line for line in plans["AMSD"]["basis"])
+
+
 @pytest.mark.parametrize("recipe, gpus", [("1node", 8), ("multihost", 16)])
 def test_the_recipes_quote_their_plan(recipe, gpus):
     """The GPU-hours and wall time in a recipe's comment are what --plan computes for its node(s) of H200s: a change
