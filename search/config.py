@@ -106,6 +106,15 @@ def ladder_named(budget: Any, strategy: str):
     return None
 
 
+def preset_or_widths(preset: str | None, widths: str | None, where: str = "") -> str | None:
+    """The preset a search's candidates train at, given under its name (``preset``) or its old one (``widths``):
+    one check for the constructor and for recipes, so both refuse the same conflict in the same words."""
+    if preset is not None and widths is not None and preset != widths:
+        raise ConfigError(f"{where}widths is the old name of preset: give one, not preset {preset!r} and widths "
+                          f"{widths!r}")
+    return preset if preset is not None else widths
+
+
 @dataclass
 class SearchConfig:
     layers: int = 6  # searched layers per stage (the paper: 6 or 16)
@@ -160,10 +169,8 @@ class SearchConfig:
 
     def __post_init__(self, preset: str | None = None) -> None:
         if preset is not None:
-            if self.widths not in (SearchConfig.widths, preset):
-                raise ConfigError(f"widths is the old name of preset: give one, not preset {preset!r} and widths "
-                                  f"{self.widths!r}")
-            self.widths = preset
+            given_widths = None if self.widths == SearchConfig.widths else self.widths
+            self.widths = preset_or_widths(preset, given_widths)
         if self.wandb is False:  # YAML 1.1 reads a recipe's `wandb: off` as false: that is what the author meant
             self.wandb = "off"
         if isinstance(self.objectives, str):
@@ -461,10 +468,8 @@ class SearchConfig:
         values = load_recipe(path, cls.field_names())
         if "widths" in values:
             renamed_notice("widths", "preset")
-            if "preset" in values:
-                raise ConfigError(f"recipe {str(path)!r}: widths is the old name of preset; give one")
         if "preset" in values:
-            values["widths"] = values.pop("preset")
+            values["widths"] = preset_or_widths(values.pop("preset"), values.get("widths"), f"recipe {str(path)!r}: ")
         return values
 
     @classmethod

@@ -138,7 +138,7 @@ def test_a_search_recipe_says_preset_and_widths_still_works_with_the_same_study(
     new, old, both = tmp_path / "new.yaml", tmp_path / "old.yaml", tmp_path / "both.yaml"
     new.write_text("preset: tiny\nbudget: smoke\n")
     old.write_text("widths: tiny\nbudget: smoke\n")
-    both.write_text("widths: tiny\npreset: tiny\n")
+    both.write_text("widths: tiny\npreset: search-1m\n")
     from_new = SearchConfig.from_recipe(new)
     assert from_new.widths == "tiny" and capsys.readouterr().err == ""
     from_old = SearchConfig.from_recipe(old)
@@ -148,8 +148,14 @@ def test_a_search_recipe_says_preset_and_widths_still_works_with_the_same_study(
     assert from_new.study_name == "lm-smoke-successive-halving-6L-AM-gp-score-seed0-wsd-9d4e6142"  # as before
     assert "preset" not in from_new.to_dict() and SearchConfig(preset="tiny").widths == "tiny"
     assert SearchConfig.from_recipe(new, widths="search-1m").widths == "search-1m"  # a flag wins over the recipe
-    with pytest.raises(Exception, match="widths is the old name of preset"):
+    # one check, one wording: the recipe names its file; the same two names agreeing are not a conflict
+    with pytest.raises(Exception, match=r"recipe '.*both.yaml': widths is the old name of preset: give one, not "
+                                        r"preset 'search-1m' and widths 'tiny'"):
         SearchConfig.from_recipe(both)
+    with pytest.raises(Exception, match=r"^widths is the old name of preset: give one, not preset 'search-1m' and "
+                                        r"widths 'tiny'"):
+        SearchConfig(preset="search-1m", widths="tiny")
+    assert SearchConfig(preset="tiny", widths="tiny").widths == "tiny"
 
 
 def test_the_search_recipes_say_preset():
