@@ -262,10 +262,14 @@ def ar_slice(
     ngram: int,
     batch_size: int = DEFAULT_BATCH_SIZE,
     device: torch.device | None = None,
+    per_sequence: bool = False,
 ) -> dict[str, Any]:
     """Loss on AR hits and on the rest of each window, and on each hit's first occurrence (module docstring);
     tokens before the first whole n-gram are in neither slice. Means and intervals are over the windows that
-    have both hits and other tokens (the pairs)."""
+    have both hits and other tokens (the pairs). ``per_sequence``: the report also lists every window's
+    ``hit_advantages`` and ``repeat_gains`` in order (None for a window without a pair; which windows have one
+    depends on the tokens alone), for a caller that averages a window over several models, as :func:`copy_gain`'s
+    ``gains``."""
     device = model_device(model) if device is None else device
     losses = token_losses(model, windows, batch_size, device)
     hit_loss, rest_loss, first_loss = (np.full(len(windows), np.nan) for _ in range(3))
@@ -279,7 +283,7 @@ def ar_slice(
             hit_loss[row], rest_loss[row] = loss[hit].mean(), loss[~hit].mean()
             first_loss[row] = losses[row, source[hit] - 1].mean()
     advantage, repeat = paired(rest_loss, hit_loss), paired(first_loss, hit_loss)
-    return {
+    report = {
         "ngram": int(ngram), "windows": len(windows), "hit_share": hits / scored if scored else None,
         "hit_loss": _mean(hit_loss), "rest_loss": _mean(rest_loss), "first_occurrence_loss": _mean(first_loss),
         "hit_advantage": advantage["mean"], "hit_advantage_ci": advantage["ci"],
@@ -287,6 +291,12 @@ def ar_slice(
         "repeat_gain": repeat["mean"], "repeat_gain_ci": repeat["ci"], "repeat_gain_sd": repeat["sd"],
         "n": advantage["n"],
     }
+    if per_sequence:
+        def listed(values: np.ndarray) -> list[float | None]:
+            return [float(value) if np.isfinite(value) else None for value in values]
+
+        report.update(hit_advantages=listed(rest_loss - hit_loss), repeat_gains=listed(first_loss - hit_loss))
+    return report
 
 
 # -- the measure ---------------------------------------------------------------------------------------------
@@ -335,7 +345,7 @@ def measure(
     ``options``: ``span``, ``ngram`` (default per tokenizer), ``sequences`` (per kind of span, each scored at
     every distance, and the number of AR windows; default 64), ``seed`` (of spans and fillers; 0) and
     ``batch_size`` (8), as :func:`resolve_settings` takes them; ``per_sequence``: each copy row also lists every
-    sequence's gain (``gains``, :func:`copy_gain`)."""
+    sequence's gain (``gains``, :func:`copy_gain`), and the AR slice every window's (:func:`ar_slice`)."""
     settings = resolve_settings(tokenizer, int(model.arch.max_seq_len) if seq_len is None else seq_len, **options)
     device = model_device(model) if device is None else torch.device(device)
     started = time.perf_counter()
@@ -344,7 +354,7 @@ def measure(
     windows = held_out_windows(tokens, settings["seq_len"], settings["sequences"])
     with evaluating(model):
         copy = copy_gain(model, material, settings["distances"], settings["batch_size"], device, per_sequence)
-        slice_ = ar_slice(model, windows, settings["ngram"], settings["batch_size"], device)
+        slice_ = ar_slice(model, windows, settings["ngram"], settings["batch_size"], device, per_sequence)
     return {**settings, "held_out_tokens": int(len(tokens)), "copy": copy, "ar_slice": slice_,
             "elapsed_s": time.perf_counter() - started}
 
