@@ -39,6 +39,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                                            "for all its seeds")
     parser.add_argument("--lr-sweep-fraction", type=float,
                         help="override train.lr_sweep_fraction: share of the tokens per sweep run (default 0.25)")
+    parser.add_argument("--recall-sequences", type=int, metavar="N",
+                        help="override train.recall_sequences: held-out sequences each trained model's recall is "
+                             "measured on after its training (composer eval --tasks recall; default 32, 0: not "
+                             "measured)")
     parser.add_argument("--seeds", help="override seeds: a count (3 = seeds 0,1,2) or comma-separated seeds "
                                         "(0,1,2); every model trains once per seed")
     parser.add_argument("--json", action="store_true", help="print the result as one JSON object")
@@ -53,6 +57,7 @@ def run(args: argparse.Namespace) -> int:
         format_comparison,
         format_downstream,
     )
+    from composer.experiments.pipeline_recall import format_recall
 
     config = PipelineConfig.from_recipe(
         args.recipe, out=args.out, **{"search.trials": args.trials, "search.budget": args.budget,
@@ -60,6 +65,7 @@ def run(args: argparse.Namespace) -> int:
                                       "extrapolate.attention": args.attention,
                                       "train.lr_sweep": args.lr_sweep,
                                       "train.lr_sweep_fraction": args.lr_sweep_fraction,
+                                      "train.recall_sequences": args.recall_sequences,
                                       "seeds": args.seeds, "from_search": args.from_search},
     )
     stages = tuple(s.strip() for s in args.stages.split(",")) if args.stages else STAGES
@@ -68,9 +74,9 @@ def run(args: argparse.Namespace) -> int:
         print_json(result)
     elif "comparison" in result:
         print(format_comparison(result["comparison"]))
-        downstream = format_downstream(result["comparison"])
-        if downstream:
-            print(f"\n{downstream}")
+        for table in (format_recall(result["comparison"]), format_downstream(result["comparison"])):
+            if table:
+                print(f"\n{table}")
         print(f"\ncomparison.{{md,csv,json}} and loss_curves.png in {result['out']}")
     else:
         source = "the search's answer" if config.from_search else "aggregated"

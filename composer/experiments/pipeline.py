@@ -11,6 +11,7 @@ A pipeline recipe (recipes/pipeline/*.yaml) has one section per stage::
     baselines: [llama, sandwich, striped-1:2]        # scaling.matching names, matched to the composite
     train: {...}                # TrainConfig fields shared by every model (arch/preset/out/seed set per run)
                                 # plus lr_sweep: [rates] for a learning rate per model (composer.experiments.lr_sweep)
+                                # and recall_sequences: N (each trained model's recall; 32, 0: not measured)
     seeds: [0, 1, 2]            # every model trains once per seed (--seeds 0,1,2)
     eval: {tasks: [arc_easy, hellaswag], limit: 500}   # optional: lm-eval tasks for every trained model
 
@@ -65,6 +66,13 @@ and the seeds' rank agreement (``composer.evidence.seed_separation``). When that
 or the composite's interval against Llama contains 0, the ``conclusion`` reads "underpowered: raise --tokens or
 --seeds" instead of naming a winner, and no row is starred as best.
 
+Recall (issue 48): after each (model, seed) training the trained model's recall is measured as ``composer eval
+--tasks recall`` measures it, on ``train.recall_sequences`` held-out sequences (``--recall-sequences``; default
+32, 0: none), and kept in its run's ``recall.json``, so a resumed pipeline measures only the runs without one
+(``composer.experiments.pipeline_recall``). The comparison gives per model the random copy gain at the longest
+distance and the AR slice's contrasts, each sequence averaged over the seeds and the t interval over the sequences,
+and says plainly when no model retrieves, so that small gains do not read as a ranking.
+
 The optional ``eval`` stage (a recipe with an ``eval`` section: ``tasks``, and ``limit``, ``include_path``,
 ``num_fewshot``, ``batch_size``, ``device``) scores every trained model, each model at each seed, on
 lm-evaluation-harness tasks (composer/evaluation/downstream.py; ``pip install 'composer-hnas[eval]'``) into its run's
@@ -93,6 +101,7 @@ from composer.evidence import (
     seed_separation,
     seed_summary,
 )
+from composer.experiments import pipeline_recall
 from composer.experiments.lr_sweep import SWEEP_KEYS, run_sweep, split_sweep
 from composer.experiments.replicates import (
     Replicate,
@@ -152,7 +161,7 @@ class PipelineConfig:
             self.extrapolate = renamed_key(self.extrapolate, "extrapolate", "to", "target")
         _check_keys("extrapolate", self.extrapolate, ["target", "method", "params", "rounding", "attention"])
         _check_keys("train", self.train, [f for f in TrainConfig.field_names() if f not in _PER_MODEL]
-                    + list(SWEEP_KEYS))
+                    + list(SWEEP_KEYS) + [pipeline_recall.SETTING])
         _check_keys("eval", self.eval, list(EVAL_OPTIONS))
         self.eval = _eval_options(self.eval)
         if "target" not in self.extrapolate:
@@ -165,7 +174,11 @@ class PipelineConfig:
         if isinstance(self.baselines, str):
             self.baselines = [self.baselines]
         self.seeds = parse_seeds(self.seeds)
-        self.base_train, self.lr_sweep = split_sweep(self.train)
+        train = dict(self.train)
+        # held-out sequences each trained model's recall is measured on (composer.experiments.pipeline_recall)
+        self.recall_sequences = pipeline_recall.check_sequences(
+            train.pop(pipeline_recall.SETTING, pipeline_recall.DEFAULT_SEQUENCES))
+        self.base_train, self.lr_sweep = split_sweep(train)
         # the recipe's own rate overrides the search's; TrainConfig's default does not (composer.experiments.search_rates)
         self.explicit_lr = self.base_train.get("lr") is not None
 
@@ -409,7 +422,9 @@ class Pipeline:
         self.echo(f"== train: {len(models)} models x seeds {seeds} = {len(plan)} runs")
         self.echo("   learning rates: " + ", ".join(f"{name} {rate.lr:g} ({rate.source})"
                                                     for name, rate in self.starting_rates(models).items()))
-        return run_replicates(plan, echo=self.echo)
+        measure = (pipeline_recall.RecallMeasurer(self.config.recall_sequences, self.echo)
+                   if self.config.recall_sequences else None)
+        return run_replicates(plan, echo=self.echo, after=measure)
 
     def finished(self, models: dict[str, str]) -> dict[tuple[str, int], dict[str, Any]]:
         """Summaries of a train stage that ran earlier (``--stages compare``); every run must have finished."""
@@ -498,6 +513,8 @@ class Pipeline:
         rates = self.starting_rates(models)
         speeds = {name: seed_summary([summaries[(name, s)]["tokens_per_s"] for s in seeds])["mean"]
                   for name in models}
+        sequences = self.config.recall_sequences
+        recalls = pipeline_recall.records(self.plan(models), sequences) if sequences else None
         rows = []
         for name, pattern in models.items():
             first = summaries[(name, seeds[0])]
@@ -541,6 +558,9 @@ class Pipeline:
             })
             if evaluations:
                 rows[-1]["eval"] = downstream_summary({s: evaluations[(name, s)] for s in seeds})
+            if recalls is not None:
+                rows[-1]["recall"] = pipeline_recall.summarize(
+                    {str(s): recalls[(name, s)] for s in seeds if (name, s) in recalls})
         validation = shared_validation(summaries.values())
         power = seed_separation(losses)
         comparison = {
@@ -557,6 +577,8 @@ class Pipeline:
         }
         if evaluations:
             comparison["eval"] = self.eval_identity()
+        if recalls is not None:
+            comparison["recall"] = pipeline_recall.overview(rows, sequences, seeds)
         write_comparison(comparison, self.out)
         plot_loss_curves({name: [run_dir(self.out / "train", name, s) for s in seeds] for name in models},
                          self.out / "loss_curves.png")
@@ -771,7 +793,7 @@ def _csv_row(row: dict[str, Any]) -> dict[str, Any]:
     loss_low, loss_high = low_high(row["val_loss_ci"])
     diff_low, diff_high = low_high(row["diff_ci"])
     downstream = {key: stats["mean"] for key, stats in row.get("eval", {}).items()}
-    return {**row, **downstream, "seeds": " ".join(map(str, row["seeds"])),
+    return {**row, **downstream, **pipeline_recall.csv_fields(row), "seeds": " ".join(map(str, row["seeds"])),
             "spiked_seeds": " ".join(map(str, row.get("spiked_seeds", []))),
             "diverged_seeds": " ".join(map(str, row.get("diverged_seeds", []))), "val_loss_ci_low": loss_low,
             "val_loss_ci_high": loss_high, "diff_ci_low": diff_low, "diff_ci_high": diff_high}
@@ -780,9 +802,10 @@ def _csv_row(row: dict[str, Any]) -> dict[str, Any]:
 def write_comparison(comparison: dict[str, Any], out: Path) -> None:
     atomic_write_json(out / "comparison.json", comparison)
     downstream = tuple(dict.fromkeys(key for row in comparison["models"] for key in row.get("eval", {})))
+    recall = pipeline_recall.CSV_COLUMNS if comparison.get("recall") else ()
     atomic_write_csv(out / "comparison.csv", [_csv_row(row) for row in comparison["models"]],
-                     CSV_COLUMNS + downstream)
-    tables = [format_comparison(comparison), format_downstream(comparison)]
+                     CSV_COLUMNS + recall + downstream)
+    tables = [format_comparison(comparison), pipeline_recall.format_recall(comparison), format_downstream(comparison)]
     atomic_write_text(out / "comparison.md", "\n\n".join(t for t in tables if t) + "\n")
 
 

@@ -118,7 +118,8 @@ def finished_summary(replicate: Replicate) -> dict[str, Any] | None:
 
 
 def run_replicates(plan: list[Replicate], echo: Callable[[str], None] = print,
-                   workers: int = 1) -> dict[tuple[str, int], dict]:
+                   workers: int = 1, after: Callable[[Replicate, dict], None] | None = None
+                   ) -> dict[tuple[str, int], dict]:
     """Train every unfinished run of ``plan`` and return ``{(name, seed): summary}`` for all of them.
 
     ``workers`` > 1 trains that many runs at once, each in its own spawned process: small models leave most of a
@@ -129,6 +130,10 @@ def run_replicates(plan: list[Replicate], echo: Callable[[str], None] = print,
     this call. A run that diverged (``composer train`` stops it at the first non-finite loss and writes a summary
     with ``diverged: true`` and no ``val_loss``) is returned as it is, and reported as diverged, never as a loss;
     the callers' statistics drop it and say so.
+
+    ``after(replicate, summary)`` is called for every run of ``plan`` once it has its summary, trained now or
+    before (a measurement of the trained model, ``composer pipeline``'s recall, kept in the run beside it): right
+    after its training when runs train one at a time.
     """
     check_workers(workers)
     finished = {(r.name, r.seed): finished_summary(r) for r in plan}  # read once: it parses two JSON files
@@ -157,6 +162,8 @@ def run_replicates(plan: list[Replicate], echo: Callable[[str], None] = print,
             raise RuntimeError(f"{replicate.out} finished without a validation loss; its summary.json is "
                                "unusable, delete it and re-run")
         summaries[(replicate.name, replicate.seed)] = summary
+        if after is not None:
+            after(replicate, summary)
     return summaries
 
 
