@@ -90,7 +90,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from composer.accounting import analyze
+from composer.accounting import analyze, format_bytes
 from composer.errors import ConfigError
 from composer.evidence import (
     UNDERPOWERED,
@@ -122,6 +122,7 @@ from composer.experiments.search_rates import (
 )
 from composer.files import atomic_write_csv, atomic_write_json, atomic_write_text
 from composer.training.config import TrainConfig, apply_overrides, load_recipe, renamed_notice
+from search.tradeoffs import CACHE_LENGTH  # the serving length the search's --max-kv and its front read: 32K
 
 STAGES = ("search", "aggregate", "extrapolate", "train", "eval", "compare")
 EVAL_OPTIONS = ("tasks", "limit", "include_path", "num_fewshot", "batch_size", "device")
@@ -503,6 +504,7 @@ class Pipeline:
         evaluations: dict[tuple[str, int], dict[str, Any]] | None = None,
     ) -> dict[str, Any]:
         from composer.presets import get_preset
+        from search.cost import serving_cost
 
         target = get_preset(self.config.extrapolate["target"]).arch
         seeds = list(self.config.seeds)
@@ -545,6 +547,8 @@ class Pipeline:
                 # a fixed-size state (Mamba-2, Gated DeltaNet) is the other half of a hybrid's cache; MoE layers
                 # make the parameters one token uses fewer than the counted ones
                 "state_bytes": stats.state_bytes_per_sequence,
+                # KV cache, windows and states together per sequence at 4K and 32K tokens, as the search costs them
+                "cache_bytes": serving_cost(target.with_pattern(pattern))["cache_bytes"],
                 # the trained model's count less the experts a token skips (stats are at the preset's vocabulary)
                 "active_params": first["params"] - (stats.params - stats.active_params),
                 "runs": [str(run_dir(self.out / "train", name, s)) for s in seeds],
@@ -715,7 +719,7 @@ def _require(path: Path) -> Any:
 CSV_COLUMNS = ("model", "pattern", "layers", "seeds", "chosen_lr", "lr_source", "search_lr", "val_loss", "val_loss_std", "val_loss_ci_low",
                "val_loss_ci_high", "diff_vs_reference", "diff_ci_low", "diff_ci_high", "verdict", "spiked_seeds",
                "diverged_seeds", "tokens_per_s", "tokens_per_s_ratio", "params", "non_embedding_params",
-               "kv_cache_bytes_per_token", "state_bytes", "active_params")
+               "kv_cache_bytes_per_token", "state_bytes", "cache_bytes_32768", "active_params")
 
 
 def comparison_notes(seeds: list[int], validation: dict[str, Any]) -> list[str]:
@@ -727,6 +731,12 @@ def comparison_notes(seeds: list[int], validation: dict[str, Any]) -> list[str]:
         notes.append("the runs were scored on different validation text (val_fingerprint differs): their losses "
                      "are not comparable; use one data, data_seed and seq_len for every run")
     return notes
+
+
+def _cache(row: dict[str, Any], length: str) -> str:
+    """A row's cache per sequence at ``length`` tokens, or n/a (a comparison written before it was kept)."""
+    size = (row.get("cache_bytes") or {}).get(length)
+    return "n/a" if size is None else format_bytes(size)
 
 
 def _number(value: float | None, spec: str) -> str:
@@ -743,7 +753,7 @@ def format_comparison(comparison: dict[str, Any]) -> str:
     best = min(finite) if finite and not comparison.get("underpowered") else None
     header = ("model", "pattern", "layers", "lr", "val loss (mean ± std)", f"{percent}% CI",
               f"Δ vs {reference} (paired)", f"{percent}% CI", "verdict", "tokens/s", "ratio", "params", "active",
-              "KV B/token", "state B")
+              "KV B/token", "state B", "cache @32K")
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in rows:
         std = f" ± {row['val_loss_std']:.4f}" if row["val_loss_std"] is not None else ""
@@ -760,6 +770,7 @@ def format_comparison(comparison: dict[str, Any]) -> str:
             _number(row["tokens_per_s"], ",.0f"), _number(row["tokens_per_s_ratio"], ".2f"),
             f"{row['params']:,}", _number(row.get("active_params"), ","), f"{row['kv_cache_bytes_per_token']:,}",
             _number(row.get("state_bytes"), ","),
+            _cache(row, CACHE_LENGTH),
         ]
         lines.append("| " + " | ".join(cells) + " |")
     validation = comparison["validation"]
@@ -770,7 +781,8 @@ def format_comparison(comparison: dict[str, Any]) -> str:
         f"Student-t {percent}% intervals over seeds; Δ is each model's loss minus {reference}'s at the same seed. "
         "'within noise': the interval contains 0. active: the parameters one token uses (fewer than params with "
         "MoE layers); state B: the fixed recurrent state one sequence keeps (Mamba-2, Gated DeltaNet), beside the "
-        "KV cache that grows with it.",
+        "KV cache that grows with it. cache @32K: all of one sequence's cache at 32,768 tokens (bf16), as the "
+        "search's --max-kv reads it.",
     ]
     if validation["same"]:
         footer.append(f"Validation: the same {validation['val_tokens']:,} held-out tokens for every run "
@@ -793,7 +805,9 @@ def _csv_row(row: dict[str, Any]) -> dict[str, Any]:
     loss_low, loss_high = low_high(row["val_loss_ci"])
     diff_low, diff_high = low_high(row["diff_ci"])
     downstream = {key: stats["mean"] for key, stats in row.get("eval", {}).items()}
-    return {**row, **downstream, **pipeline_recall.csv_fields(row), "seeds": " ".join(map(str, row["seeds"])),
+    return {**row, **downstream, **pipeline_recall.csv_fields(row),
+            "cache_bytes_32768": (row.get("cache_bytes") or {}).get(CACHE_LENGTH),
+            "seeds": " ".join(map(str, row["seeds"])),
             "spiked_seeds": " ".join(map(str, row.get("spiked_seeds", []))),
             "diverged_seeds": " ".join(map(str, row.get("diverged_seeds", []))), "val_loss_ci_low": loss_low,
             "val_loss_ci_high": loss_high, "diff_ci_low": diff_low, "diff_ci_high": diff_high}

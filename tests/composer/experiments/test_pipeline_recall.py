@@ -99,6 +99,20 @@ def test_every_run_records_its_recall_and_the_comparison_shows_it_per_model(trai
                < float(row["recall_random_gain_ci_high"]) and row["recall_retrieves"] == "no" for row in rows.values())
 
 
+def test_the_comparison_gives_each_models_whole_cache_at_32k(trained):
+    """Deliverable 4 of issue 48 compares the models' cache at 32K (the length the search's --max-kv reads); this
+    pipeline's comparison is the one that shows it, so it is checked on the same runs."""
+    out = trained[1]
+    rows = {row["model"]: row for row in json.loads((out / "comparison.json").read_text())["models"]}
+    llama, composite = rows["llama"], rows["composite"]
+    assert llama["cache_bytes"]["32768"] == 32768 * llama["kv_cache_bytes_per_token"], "attention alone: KV only"
+    assert composite["cache_bytes"]["32768"] == 32768 * composite["kv_cache_bytes_per_token"] + composite["state_bytes"]
+    assert "| cache @32K |" in (out / "comparison.md").read_text()
+    with open(out / "comparison.csv", newline="") as f:
+        assert {row["model"]: int(row["cache_bytes_32768"]) for row in csv.DictReader(f)} == {
+            name: row["cache_bytes"]["32768"] for name, row in rows.items()}
+
+
 def test_a_resumed_pipeline_measures_only_the_runs_without_a_record(trained, tmp_path, monkeypatch, capsys):
     import search.trained_recall
 
