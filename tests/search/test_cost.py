@@ -134,7 +134,29 @@ def test_recall_under_max_kv_counts_the_patterns_that_fit_and_keep_every_token()
     assert tighter["fit"] == 2 and tighter["fit_and_keep"] == 0 and tighter["cheapest_keeping"][0] == "AMMMMM"
 
 
-def test_min_recall_known_under_a_max_kv_no_attention_fits_is_refused_before_anything_is_written(tmp_path):
+@pytest.fixture
+def each_layout_costed_once(monkeypatch):
+    """The refusal and the three checks after it enumerate AMSD's 4,096 patterns six times (each rule twice over;
+    5-6 s apiece on 2 cores): each pattern is grown at the target (``search.known.layout_at_target``) and costed
+    (``composer.accounting.analyze``) once per test here, then read back. Both are pure functions of their
+    arguments, so every figure is the one the search computes (a wrong one still reaches every assertion)."""
+    import composer.accounting
+    import search.known
+
+    monkeypatch.setattr(search.known, "layout_at_target", functools.cache(search.known.layout_at_target))
+    analyzed, analyze_once = {}, composer.accounting.analyze
+
+    def cached(arch, *args, **kwargs):
+        key = (repr(arch), args, tuple(sorted(kwargs.items())))
+        if key not in analyzed:
+            analyzed[key] = analyze_once(arch, *args, **kwargs)
+        return analyzed[key]
+
+    monkeypatch.setattr(composer.accounting, "analyze", cached)
+
+
+def test_min_recall_known_under_a_max_kv_no_attention_fits_is_refused_before_anything_is_written(
+        tmp_path, each_layout_costed_once):
     # at demo-4m every AMSD pattern with attention stacks to 2 or more attention layers (16 MiB at 32K), so a
     # limit at Nemotron-H's cache (8.4 MiB, one attention layer) leaves no pattern that can recall as it does
     config = SearchConfig(primitives="AMSD", min_recall="known", max_kv="10MiB@32K", wandb="off",
