@@ -239,14 +239,11 @@ def _complete_trials(db: Path, study_suffix: str) -> int:
         return 0
 
 
-def _search(out: Path, wait: bool = True):
-    """The smoke search as a user runs it: its own process, one thread (the unkilled reference runs the same way,
-    so the two are compared process to process, not against an in-process run whose state other tests touched)."""
+def _search(out: Path) -> subprocess.Popen:
+    """The smoke search as a user runs it, in its own process (one thread), to be killed."""
     flags = [f"--{key.replace('_', '-')}={value}" for key, value in SMOKE.items()]
     command = [sys.executable, "-m", "composer", "search", *flags, f"--out={out}"]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    if wait:
-        return subprocess.run(command, env=env, capture_output=True, text=True, timeout=600, check=False)
     return subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
@@ -263,11 +260,12 @@ def _finished_trials(out: Path, last_rung: bool) -> list[tuple]:
 
 
 @pytest.mark.slow
-def test_a_search_killed_in_its_last_rung_resumes_without_retraining_a_finished_rung(tmp_path):
-    reference = _search(tmp_path / "reference")
-    assert reference.returncode == 0, reference.stderr[-3000:]
+def test_a_search_killed_in_its_last_rung_resumes_without_retraining_a_finished_rung(tmp_path, finished):
+    """kill -9 in the last rung, then the same search again: no finished trial of either rung trains again, and the
+    ranking is the unkilled search's (``finished``, the module's search of the same settings: no second reference
+    search; the resume runs in this process as that one did, ~10 s of imports less than a second process)."""
     out = tmp_path / "killed"
-    process = _search(out, wait=False)
+    process = _search(out)
     deadline = time.time() + 300
     while _complete_trials(out / "study.db", "-rung1") < 1 and process.poll() is None and time.time() < deadline:
         time.sleep(0.2)
@@ -277,15 +275,16 @@ def test_a_search_killed_in_its_last_rung_resumes_without_retraining_a_finished_
     rung0, rung1 = _finished_trials(out, last_rung=False), _finished_trials(out, last_rung=True)
     assert len(rung0) == 3 and rung1
 
-    resumed = _search(out)
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    run_search(SearchConfig(**SMOKE, out=str(out)), echo=lambda _: None)
     assert _finished_trials(out, last_rung=False) == rung0, "rung 0 was trained again"
     last = _finished_trials(out, last_rung=True)
     assert set(rung1) <= set(last), "a finished trial of the last rung was trained again"
     patterns = [pattern for _, pattern, _, _ in last]
     assert len(patterns) == len(set(patterns)), "a pattern of the last rung was trained twice"
-    ours, theirs = (json.loads((path / "leaderboard.json").read_text()) for path in (out, tmp_path / "reference"))
-    assert [(r["pattern"], round(r["score"], 4)) for r in ours] == [(r["pattern"], round(r["score"], 4)) for r in theirs]
+    ours, theirs = json.loads((out / "leaderboard.json").read_text()), finished["leaderboard"]
+    assert [r["pattern"] for r in ours] == [r["pattern"] for r in theirs]
+    # the killed process trained on one thread, the reference here on this process's: equal to float rounding
+    assert [r["score"] for r in ours] == pytest.approx([r["score"] for r in theirs], abs=1e-4)
 
 
 def curve_row(pattern: str, trial: int, E: float, A: float, alpha: float, known: str | None = None) -> dict:
