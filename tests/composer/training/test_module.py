@@ -60,7 +60,9 @@ def test_dense_run_logs_no_aux_loss(tmp_path):
     assert "train/loss" in keys and "train/aux_loss" not in keys and "train/lm_loss" not in keys
 
 
-def run_cli(out: Path, *extra: str, arch: str = MOE["arch"]) -> dict:
+def run_cli(out: Path, *extra: str, arch: str = MOE["arch"], here: bool = False) -> dict:
+    """``composer train`` with the shared flags: its summary. ``here``: in this process (a one-device reference
+    needs no process of its own; a second would import torch and Lightning again, ~10 s)."""
     argv = [
         "train",
         "--arch",
@@ -88,6 +90,11 @@ def run_cli(out: Path, *extra: str, arch: str = MOE["arch"]) -> dict:
         str(out),
         *extra,
     ]
+    if here:
+        from composer.cli import main
+
+        assert main(argv) == 0
+        return json.loads((out / "summary.json").read_text())
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     result = subprocess.run(
         [sys.executable, "-m", "composer", *argv],
@@ -105,7 +112,8 @@ def test_moe_and_recurrent_and_windowed_primitives_under_fsdp_and_activation_che
         tmp_path):
     """FSDP2 (2 CPU processes, 4 sequences each) with per-layer AC follows one process with 2 micro-batches of 4,
     step by step, for S (Mamba-2), D (Gated DeltaNet), W (window 16) and E (MoE) in one model: each shards per
-    layer and recomputes under AC. (One pair of runs for all four: each run pays a Python start of ~10 s.)
+    layer and recomputes under AC. (One pair of runs for all four, the one-process reference in this process: each
+    further process pays a Python start of ~10 s.)
 
     The load-balancing loss is a statistic of each forward's tokens (per micro-batch and per rank, as in Mixtral),
     so the single-process reference accumulates gradients over the same 4-sequence micro-batches.
@@ -114,7 +122,7 @@ def test_moe_and_recurrent_and_windowed_primitives_under_fsdp_and_activation_che
     options = ("--options", '{"W": {"window": 16}}')
     # val_batches counts micro-batches per device: 8 x 4 sequences here = 4 x 4 on each of the 2 ranks
     single = run_cli(tmp_path / "single", "--devices", "1", "--accelerator", "cpu", "--micro-batch-size", "4",
-                     "--val-batches", "8", *options, arch=arch)
+                     "--val-batches", "8", *options, arch=arch, here=True)
     double = run_cli(tmp_path / "fsdp", "--devices", "2", "--accelerator", "cpu", "--parallelism", "fsdp", *options,
                      arch=arch)
     assert double["world_size"] == 2 and double["strategy"] == "fsdp"
