@@ -29,3 +29,22 @@ def _ctrl_c_as_python_sets_it():
     through ``composer train`` when tried alone, so which test left it is not known."""
     signal.signal(signal.SIGINT, signal.default_int_handler)
     yield
+
+
+@pytest.fixture(scope="session")
+def mlp_only_recall():
+    """MMMM on MAD's in-context recall (cpu budget, search-1m widths, seed 0): the floor below the A, S and D
+    learning tests' hybrids (tests/search/mad/test_learning.py, tests/primitives/test_mamba2.py and
+    test_gated_deltanet.py), trained once per worker instead of once per test. An MLP-only model sees one token at a
+    time, so it can only guess among the values: chance, 0.122-0.144 over seeds 0-2 (docs/mad.md). One thread, as
+    the D test trains: these small tensors gain nothing from two."""
+    from search.mad import BUDGETS, evaluate_pattern
+
+    budget = BUDGETS["cpu"]
+    recall = [task for task in budget.tasks if task.name == "in-context-recall"]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return evaluate_pattern("MMMM", widths="search-1m", tasks=recall, budget=budget, seed=0)
+    finally:
+        torch.set_num_threads(threads)

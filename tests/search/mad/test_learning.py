@@ -10,12 +10,12 @@ from __future__ import annotations
 from search.mad import BUDGETS, chance_accuracy, evaluate_pattern
 
 
-def test_attention_learns_recall_and_mlp_only_stays_at_chance():
+def test_attention_learns_recall_and_mlp_only_stays_at_chance(mlp_only_recall):
     budget = BUDGETS["cpu"]
     recall = [task for task in budget.tasks if task.name == "in-context-recall"]
     assert recall, "the cpu budget scores in-context recall"
     attention = evaluate_pattern("AMAM", widths="search-1m", tasks=recall, budget=budget, seed=0)
-    mlp_only = evaluate_pattern("MMMM", widths="search-1m", tasks=recall, budget=budget, seed=0)
+    mlp_only = mlp_only_recall  # MMMM on the same task, trained once for the A, S and D tests (tests/conftest.py)
     chance = chance_accuracy(recall[0])
     assert chance == 0.125
     assert attention.score > 0.28, attention.accuracies
