@@ -263,7 +263,7 @@ def test_arch_stats_report_state_bytes():
 
 
 @pytest.mark.slow
-def test_mamba_learns_in_context_recall_where_an_mlp_cannot():
+def test_mamba_learns_in_context_recall_where_an_mlp_cannot(mlp_only_recall):
     """On MAD's in-context recall (cpu budget, search-1m widths) a hybrid with S layers is well above chance
     and the MLP-only pattern. Measured, seed 0: SMSM 0.352, MMMM 0.122, chance 0.125, ~25 s on 2 CPU cores."""
     from search.mad import BUDGETS, chance_accuracy, evaluate_pattern
@@ -271,7 +271,7 @@ def test_mamba_learns_in_context_recall_where_an_mlp_cannot():
     budget = BUDGETS["cpu"]
     recall = [task for task in budget.tasks if task.name == "in-context-recall"]
     hybrid = evaluate_pattern("SMSM", widths="search-1m", tasks=recall, budget=budget, seed=0)
-    mlp_only = evaluate_pattern("MMMM", widths="search-1m", tasks=recall, budget=budget, seed=0)
+    mlp_only = mlp_only_recall  # MMMM, trained once for the A, S and D learning tests (tests/conftest.py)
     chance = chance_accuracy(recall[0])
     assert hybrid.score > 2 * chance, hybrid.accuracies
     assert hybrid.score > mlp_only.score + 0.1, (hybrid.accuracies, mlp_only.accuracies)
