@@ -78,6 +78,21 @@ def run_cli(argv: list[str], cwd: Path, timeout: float = 900) -> subprocess.Comp
                           cwd=cwd, timeout=timeout)
 
 
+def run_here(argv: list[str], cwd: Path, monkeypatch, capsys, **env: str) -> tuple[int, str, str]:
+    """``composer ARGV`` through its entry point in this process, from ``cwd``, with ENV's W&B settings and ``env``:
+    (exit status, stdout, stderr). The commands that train run here: a process each would only import torch and
+    Lightning again (~10 s apiece on 2 busy cores)."""
+    from composer.cli import main
+
+    monkeypatch.chdir(cwd)
+    for name, value in {"WANDB_MODE": ENV["WANDB_MODE"], "WANDB_SILENT": ENV["WANDB_SILENT"], **env}.items():
+        monkeypatch.setenv(name, value)
+    capsys.readouterr()
+    code = main(argv)
+    said = capsys.readouterr()
+    return code, said.out, said.err
+
+
 def value_of(argv: list[str], flag: str) -> str:
     return argv[argv.index(flag) + 1]
 
@@ -107,18 +122,19 @@ def test_ci_runs_the_readme_test_command():
     assert "torch==2.13.0" in setup, "the set-up command must install the CPU torch build first"
 
 
-def test_readme_smoke_check_main_job_sample_and_report(tmp_path):
+def test_readme_smoke_check_main_job_sample_and_report(tmp_path, monkeypatch, capsys):
     """README's smoke check, run as written (its ``--out`` under a temporary directory): the main job with the
     documented overrides, the same code path end to end, every rung included, in a few minutes on 2 cores. Its
     output is then read three ways: the main job's files, README's sample summary, and ``composer report``. One
-    test, so that pytest-xdist's workers do not each run the search."""
+    test, so that pytest-xdist's workers do not each run the search. Both commands run in this process
+    (``run_here``)."""
     [argv] = [argv for argv in readme_commands("search") if argv[1:len(SMOKE) + 1] == SMOKE]
     out = tmp_path / value_of(argv, "--out")
-    result = run_cli(argv, tmp_path)
-    assert result.returncode == 0, result.stderr[-3000:]
-    check_main_job(argv, out, result.stdout)
-    check_sample(result.stdout)
-    check_report(argv, out)
+    code, stdout, stderr = run_here(argv, tmp_path, monkeypatch, capsys)
+    assert code == 0, stderr[-3000:]
+    check_main_job(argv, out, stdout)
+    check_sample(stdout)
+    check_report(argv, out, monkeypatch, capsys)
 
 
 def check_main_job(argv: list[str], out: Path, stdout: str) -> None:
@@ -161,15 +177,15 @@ def check_sample(stdout: str) -> None:
     assert not missing, f"the smoke check prints no line starting {missing}"
 
 
-def check_report(search_argv: list[str], out: Path) -> None:
+def check_report(search_argv: list[str], out: Path, monkeypatch, capsys) -> None:
     """``composer report DIR`` on the smoke check's ``--out`` re-prints its answer and recommendation, without
     training."""
     [argv] = readme_commands("report")
     assert argv[-1] == value_of(search_argv, "--out"), "README reports the search it ran"
-    result = run_cli([*argv[:-1], str(out)], out.parent, timeout=120)
-    assert result.returncode == 0, result.stderr[-3000:]
+    code, stdout, stderr = run_here([*argv[:-1], str(out)], out.parent, monkeypatch, capsys)
+    assert code == 0, stderr[-3000:]
     best = json.loads((out / "best.json").read_text())
-    assert best["vs_known"]["recommended"] in result.stdout and best["answer"] in result.stdout, result.stdout
+    assert best["vs_known"]["recommended"] in stdout and best["answer"] in stdout, stdout
 
 
 # -- every other command -------------------------------------------------------------------------------------------
@@ -245,15 +261,14 @@ def test_console_examples_are_current():
         assert result.stdout.strip().splitlines() == expected
 
 
-def test_training_example_runs(tmp_path):
-    """The training guide's first ``composer train`` line (the offline CPU example) runs as written."""
+def test_training_example_runs(tmp_path, monkeypatch, capsys):
+    """The training guide's first ``composer train`` line (the offline CPU example) runs as written (``run_here``)."""
     guide = ROOT / "docs" / "usage" / "training.md"
     argv = next(argv for block in fenced_blocks(guide, "bash") for argv in commands(block)
                 if argv[:2] == ["composer", "train"])[1:]
     argv[argv.index("--out") + 1] = str(tmp_path / "run")
-    result = subprocess.run([sys.executable, "-m", "composer", *argv], capture_output=True, text=True,
-                            env={**ENV, "COMPOSER_CACHE": str(tmp_path / "cache")}, cwd=tmp_path)
-    assert result.returncode == 0, result.stderr[-3000:]
+    code, _, stderr = run_here(argv, tmp_path, monkeypatch, capsys, COMPOSER_CACHE=str(tmp_path / "cache"))
+    assert code == 0, stderr[-3000:]
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["val_loss"] > 0 and summary["tokens"] > 0 and summary["tokens_per_s"] > 0
 
