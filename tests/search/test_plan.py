@@ -12,6 +12,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import optuna
@@ -121,11 +122,10 @@ def _workers_by_study(storage: str) -> dict[str, set]:
 
 @pytest.mark.slow  # real training in spawned workers: 275 s / 478 s on 2 cores at load 7 (minutes idle)
 def test_the_1node_recipe_runs_with_two_workers_in_one_study(tmp_path):
+    """The search's own process is this one (its workers are spawned processes all the same): a further process
+    would only import torch and Lightning once more."""
     out = tmp_path / "out"
-    run = subprocess.run([sys.executable, "-m", "composer", "search", "--recipe", str(RECIPES["1node"]), *SMOKE,
-                          "--workers", "2", "--out", str(out)], capture_output=True, text=True, timeout=600,
-                         env={**os.environ, "WANDB_SILENT": "true"})
-    assert run.returncode == 0, run.stderr[-3000:]
+    assert main(["search", "--recipe", str(RECIPES["1node"]), *SMOKE, "--workers", "2", "--out", str(out)]) == 0
     assert json.loads((out / "best.json").read_text())["answer"] is not None
     workers = _workers_by_study(f"sqlite:///{out / 'study.db'}")
     assert len(workers) == 2  # rung 0 and rung 1
@@ -133,16 +133,27 @@ def test_the_1node_recipe_runs_with_two_workers_in_one_study(tmp_path):
 
 
 @pytest.mark.slow  # real training in spawned workers: 275 s / 478 s on 2 cores at load 7 (minutes idle)
-def test_the_multihost_recipe_shares_its_study_with_a_second_process(tmp_path):
+def test_the_multihost_recipe_shares_its_study_with_a_second_process(tmp_path, capsys):
     """Two processes as two hosts: the same recipe and storage (a journal file standing in for PostgreSQL), each its
     own --out; together they train each rung's candidates once, in the recipe's named studies."""
     storage = str(tmp_path / "study.log")
-    hosts = [subprocess.Popen([sys.executable, "-m", "composer", "search", "--recipe", str(RECIPES["multihost"]),
-                               *SMOKE, "--workers", "1", "--storage", storage, "--out", str(tmp_path / f"host{i}")],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              env={**os.environ, "WANDB_SILENT": "true"}) for i in range(2)]
-    results = [host.communicate(timeout=600) for host in hosts]
-    assert all(host.returncode == 0 for host in hosts), [err[-2000:] for _, err in results]
+    argv = ["search", "--recipe", str(RECIPES["multihost"]), *SMOKE, "--workers", "1", "--storage", storage]
+    # host 1 in its own process, host 0 in this one (a third process would only import torch again) once host 1
+    # has written its config.json, past its imports: from there the two race for the trials as two hosts would
+    other = subprocess.Popen([sys.executable, "-m", "composer", *argv, "--out", str(tmp_path / "host1")],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env={**os.environ, "WANDB_SILENT": "true"})
+    try:
+        deadline = time.monotonic() + 300
+        while not (tmp_path / "host1" / "config.json").exists() and other.poll() is None and \
+                time.monotonic() < deadline:
+            time.sleep(0.1)
+        here = main([*argv, "--out", str(tmp_path / "host0")])
+        said = capsys.readouterr()
+        results = [(said.out, said.err), other.communicate(timeout=600)]
+    finally:
+        other.kill()
+    assert (here, other.returncode) == (0, 0), [err[-2000:] for _, err in results]
     workers = _workers_by_study(storage)
     study = SearchConfig.from_recipe(RECIPES["multihost"]).study
     assert set(workers) == {study, f"{study}-rung1"}
