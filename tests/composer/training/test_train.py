@@ -150,26 +150,31 @@ def test_resumed_run_reproduces_the_uninterrupted_losses(tmp_path, monkeypatch):
     assert summary["val_loss"] == pytest.approx(reference_summary["val_loss"], rel=1e-5)
 
 
-def run_cli(out: Path, *extra: str, launcher: tuple[str, ...] = (sys.executable, "-m", "composer")) -> dict:
+def run_cli(out: Path, *extra: str, launcher: tuple[str, ...] | None = (sys.executable, "-m", "composer")) -> dict:
+    """``composer train`` with the shared flags, by ``launcher`` (None: in this process): its summary."""
     argv = [
         "train", "--arch", FAST["arch"], "--preset", FAST["preset"], "--seq-len", "64", "--batch-size", "8",
         "--max-documents", "200", "--val-batches", "4", "--tokens", str(10 * 512), "--wandb", "off",
         "--log-interval", "1", "--precision", "32-true", "--out", str(out), *extra,  # equality needs fp32
     ]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    result = subprocess.run([*launcher, *argv], capture_output=True, text=True, env=env, timeout=600)
-    assert result.returncode == 0, result.stderr[-4000:]
+    if launcher is None:
+        assert main(argv) == 0
+    else:
+        env = {**os.environ, "OMP_NUM_THREADS": "1"}
+        result = subprocess.run([*launcher, *argv], capture_output=True, text=True, env=env, timeout=600)
+        assert result.returncode == 0, result.stderr[-4000:]
     return json.loads((out / "summary.json").read_text())
 
 
 @pytest.fixture(scope="module")
 def one_process(tmp_path_factory) -> tuple[dict, dict[int, float]]:
     """The single-process run (8 sequences a step) that the multi-process tests below must follow: run once for
-    them all (its own cache directory, as each test's)."""
+    them all (its own cache directory, as each test's), in this process (a process of its own would only import
+    torch and Lightning again, ~10 s)."""
     out = tmp_path_factory.mktemp("one-process")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("COMPOSER_CACHE", str(out / "cache"))
-        summary = run_cli(out / "single", "--devices", "1", "--accelerator", "cpu")
+        summary = run_cli(out / "single", "--devices", "1", "--accelerator", "cpu", launcher=None)
     return summary, train_losses(out / "single")
 
 
@@ -305,9 +310,8 @@ def test_sigterm_saves_the_step_just_finished_and_resume_completes(tmp_path):
     assert saved is not None and "SIGTERM: saved" in err, err[-2000:]
     step = checkpoint_step(saved)
     assert 0 < step < 4000
-    resumed = subprocess.run([*argv[:-2], "--tokens", str((step + 2) * 512), "--out", str(out), "--resume"],
-                             capture_output=True, text=True, env=env, timeout=300)
-    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    # the resume in this process (a second one would only import torch and Lightning again, ~10 s)
+    assert main([*argv[3:-2], "--tokens", str((step + 2) * 512), "--out", str(out), "--resume"]) == 0
     first, second = trained_steps(out)  # the resumed run logs beside the first, not over it
     assert first[0] == 0 and first[-1] <= step - 1
     assert second == [step, step + 1], f"the resumed run trained steps {second}, not the two after step {step}"
