@@ -228,18 +228,21 @@ def test_multi_objective_writes_a_pareto_front(tmp_path):
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
-def test_two_workers_share_one_storage(tmp_path, request, backend):
-    from conftest import run_cli
-
+def test_two_workers_share_one_storage(tmp_path, request, backend, monkeypatch, capsys):
+    """The search in this process (its two workers are spawned processes all the same), sharing one storage."""
     storage = None if backend == "sqlite" else request.getfixturevalue("postgres_url")
     log = tmp_path / "trained.log"
     argv = ["search", "--evaluator", TOY, "--budget", "smoke", "--trials", "10", "--workers", "2", "--sampler",
             "tpe", "--wandb", "off", "--out", str(tmp_path / "out"), "--json"]
     if storage:
         argv += ["--storage", storage]
-    result = run_cli(*argv, env={"TOY_EVAL_LOG": str(log), "TOY_EVAL_DELAY": "0.3"})
-    assert result.returncode == 0, result.stderr[-3000:]
-    rows = json.loads(result.stdout)
+    monkeypatch.setenv("TOY_EVAL_LOG", str(log))
+    monkeypatch.setenv("TOY_EVAL_DELAY", "0.3")
+    capsys.readouterr()
+    code = main(argv)
+    said = capsys.readouterr()
+    assert code == 0, said.err[-3000:]
+    rows = json.loads(said.out)
     assert rows and rows[0]["score"] > 0
     study = optuna.load_study(study_name=json.loads((tmp_path / "out" / "best.json").read_text())["study"],
                               storage=storage or f"sqlite:///{tmp_path / 'out' / 'study.db'}")
