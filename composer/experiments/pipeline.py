@@ -428,13 +428,19 @@ class Pipeline:
         return run_replicates(plan, echo=self.echo, after=measure)
 
     def finished(self, models: dict[str, str]) -> dict[tuple[str, int], dict[str, Any]]:
-        """Summaries of a train stage that ran earlier (``--stages compare``); every run must have finished."""
+        """Summaries of a train stage that ran earlier (``--stages compare``); every run must have finished. A run
+        without a current recall record is measured now, as the train stage would have measured it."""
         summaries = {}
-        for replicate in self.plan(models):
+        plan = self.plan(models)
+        for replicate in plan:
             summary = finished_summary(replicate)
             if summary is None:
                 raise ConfigError(f"{replicate.out / 'summary.json'} does not exist; run the train stage first")
             summaries[(replicate.name, replicate.seed)] = summary
+        if self.config.recall_sequences:  # a run trained before recall was recorded, or killed before measuring
+            measure = pipeline_recall.RecallMeasurer(self.config.recall_sequences, self.echo)
+            for replicate in plan:
+                measure(replicate, summaries[(replicate.name, replicate.seed)])
         return summaries
 
     def eval_identity(self) -> dict[str, Any]:

@@ -134,6 +134,17 @@ def test_a_resumed_pipeline_measures_only_the_runs_without_a_record(trained, tmp
     assert all(row["recall"]["seeds"] == list(SEEDS) for row in rows)
 
 
+def test_the_compare_stage_alone_measures_a_run_without_a_record(trained, tmp_path):
+    """``--stages compare`` on runs trained before recall was recorded: the table must not come out without it."""
+    out = copy_of(trained, tmp_path)
+    old = runs(out)[0]
+    (old / RECORD).unlink()
+    assert main(["pipeline", "--recipe", str(trained[0]), "--out", str(out), "--stages", "compare"]) == 0
+    assert (old / RECORD).is_file()
+    rows = json.loads((out / "comparison.json").read_text())["models"]
+    assert all(row["recall"]["seeds"] == list(SEEDS) for row in rows)
+
+
 def test_recall_sequences_0_measures_nothing_and_shows_no_recall(trained, tmp_path):
     out = copy_of(trained, tmp_path)
     for run in runs(out):
