@@ -123,7 +123,7 @@ def target_tokens_of(ladder: Ladder, target: str | None) -> tuple[int, int | Non
 
 def promote(rows: list[dict], keep: int, by: str = "score", target_tokens: int | None = None,
             target_trunk_tokens: int | None = None, hedge: int = 0, z: float = 1.0,
-            fit_from: float = 0.0, known: str = "best", pool=None) -> list[dict]:
+            fit_from: float = 0.0, known: str = "best", pool=None, model_of=None) -> list[dict]:
     """The rows that go on to the next rung (``rows`` is a leaderboard, best first), and the best known layout
     when it is not among them (the floor; ``known="all"``: every known layout, best first).
 
@@ -136,7 +136,11 @@ def promote(rows: list[dict], keep: int, by: str = "score", target_tokens: int |
     of the highest attention shares not yet chosen, highest first: late learners, which a rung on fewer tokens
     than the target ranks too low. ``pool``: a test of
     a new row; the best ``keep`` rows that pass it go on too, by the same ranking (the answer's pool under
-    ``--min-recall``: promoted by loss alone, the AMSD search's rung 2 kept 1 pattern with attention of 6)."""
+    ``--min-recall``: promoted by loss alone, the AMSD search's rung 2 kept 1 pattern with attention of 6).
+    ``model_of``: the model the next rung trains for a row; a row whose model a better row (or a known layout)
+    already stands for is left out (:func:`distinct_models`), so two patterns grown to one model take one place."""
+    if model_of is not None:
+        rows = distinct_models(rows, model_of)
     forecasts = {}
     if by == "forecast":
         from search.forecast import could_be_best, forecast_rung
@@ -166,3 +170,19 @@ def promote(rows: list[dict], keep: int, by: str = "score", target_tokens: int |
         if row["pattern"] not in {other["pattern"] for other in chosen}:
             chosen.append(row)
     return chosen
+
+
+def distinct_models(rows: list[dict], model_of) -> list[dict]:
+    """``rows`` (best first) with one row per model ``model_of`` names: a known layout's row stands for its model
+    wherever it ranks; otherwise the best row does. The AMSD search's rung 2 spent two of its 8 places on
+    ``SADDSM`` and ``SDDASM``, one model at the target once their attention is kept."""
+    by_known = {model_of(row): row for row in rows if row.get("known")}
+    seen: set[str] = set()
+    kept = []
+    for row in rows:
+        model = model_of(row)
+        if model in seen or (model in by_known and by_known[model] is not row):
+            continue
+        seen.add(model)
+        kept.append(row)
+    return kept

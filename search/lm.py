@@ -292,6 +292,7 @@ class LanguageModelEvaluator:
         self.heartbeat: Callable[[dict[str, Any]], None] | None = None
         self._run_context: dict[str, Any] = {}
         self.known = dict(known or {})  # searched pattern -> published family: trained in its own layout at a target
+        self._model_keys: dict[str, str] = {}  # searched pattern -> the model trained for it (model_key)
         # searched pattern -> the rate the rungs chose for it, recorded with its promotion: a confirmation, and a rung
         # that continues a trunk, train there even where the kept trunks that also say it are gone (deleted to free
         # disk, or the study moved)
@@ -308,6 +309,15 @@ class LanguageModelEvaluator:
         from search.known import layout_at_target
 
         return layout_at_target(pattern, self.spec.extrapolate_to, self.known.get(pattern), self.attention_at_target)[0]
+
+    def model_key(self, pattern: str) -> str:
+        """The model this evaluator trains for ``pattern`` (:meth:`trained_pattern`): two 6-layer patterns grown to
+        one model at the target (``SADDSM`` and ``SDDASM`` both become ``SDDSMSDDSMASDDSMSDDSM`` with their attention
+        kept) are trained once and share its score (``search.engine.trial_of_same_model``); the AMSD search trained
+        that model twice at rung 1 and twice again at rung 2 before this."""
+        if pattern not in self._model_keys:  # growing a pattern costs ~0.1 s; the engine asks for every trial
+            self._model_keys[pattern] = self.trained_pattern(pattern)
+        return self._model_keys[pattern]
 
     def train_config(self, pattern: str, lr: float, seed: int, out: str):
         """The ``composer train`` settings of one of the candidate's runs."""

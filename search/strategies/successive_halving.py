@@ -16,7 +16,7 @@ from composer.errors import ConfigError
 from search.config import SearchConfig, budget_definition_digest
 from search.engine import Stage
 from search.evidence_record import Evidence, IncomparableEvidence, attach, of
-from search.fidelity import get_ladder, promote, rung_budget, target_tokens_of
+from search.fidelity import distinct_models, get_ladder, promote, rung_budget, target_tokens_of
 from search.leaderboard import failures
 from search.lm import CONFIRM_NAME, confirm_budget, get_lm_budget, measured_seed_noise, stage_setting
 from search.progress import stage_label
@@ -73,8 +73,10 @@ class SuccessiveHalving(Strategy):
         below = done[-1].rows
         step = ladder.rungs[index]
         target_tokens, target_trunk = target_tokens_of(ladder, config.target)
+        grown_to = get_lm_budget(rung.budget).extrapolate_to if config.evaluator == "lm" else None
+        model_of = same_model_at(config, rung.budget)
         promoted = promote(below, step.keep, step.promote_by, target_tokens, target_trunk, step.hedge,
-                           fit_from=step.fit_from, known=step.known, pool=recall_pool(config))
+                           fit_from=step.fit_from, known=step.known, pool=recall_pool(config), model_of=model_of)
         promoted.sort(key=lambda row: not row.get("known"))  # the floor first: a deadline drops new patterns
         # a rung that continues the trunks of the rung below trains each at that rung's rate; the rate goes with the
         # promotion so that a candidate whose trunk is gone trains there from scratch (search.lm), by the same
@@ -91,7 +93,11 @@ class SuccessiveHalving(Strategy):
                     + ", ".join(row["pattern"] + (f" ({row['known']})" if row.get("known") else "")
                                 + (f" {row['forecast']['mean']:.3f}" if row.get("forecast") else "")
                                 for row in promoted))
-        grown_to = get_lm_budget(rung.budget).extrapolate_to if config.evaluator == "lm" else None
+        if model_of is not None:
+            distinct = {row["trial"] for row in distinct_models(below, model_of)}
+            twins = [row["pattern"] for row in below if row["trial"] not in distinct]
+            if twins:
+                announce += f"; {', '.join(twins)} left out (the same model at {grown_to} as a better candidate)"
         if grown_to and config.attention_at_target == "keep":
             announce += f"; new patterns grown to {grown_to} with their attention layers kept, not repeated"
         stage = Stage(index, done[0].stage.space, len(promoted), rung.study_name, first, only_first=True)
@@ -131,6 +137,21 @@ class SuccessiveHalving(Strategy):
             add_confirmed_seeds(config, answer, confirmed)
         weigh_tradeoffs(config, answer, probed, measured_seed_noise(answered_config.evaluator, answered_config.budget))
         return answer
+
+
+def same_model_at(config: SearchConfig, budget: str):
+    """How the rung at ``budget`` names the model it trains for a promoted row, when it grows the patterns to a
+    target's size (else None: each pattern is its own model): the layout ``search.known.layout_at_target`` gives it,
+    as the rung's evaluator trains it (``LanguageModelEvaluator.trained_pattern``)."""
+    grown_to = get_lm_budget(budget).extrapolate_to if config.evaluator == "lm" else None
+    if grown_to is None:
+        return None
+    from search.known import layout_at_target
+
+    def model_of(row: dict[str, Any]) -> str:
+        return layout_at_target(row["pattern"], grown_to, row.get("known"), config.attention_at_target)[0]
+
+    return model_of
 
 
 def recall_pool(config: SearchConfig):

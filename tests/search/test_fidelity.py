@@ -63,6 +63,28 @@ def test_under_min_recall_the_patterns_that_can_recall_are_promoted_as_deep_as_t
     assert not pool({"pattern": "SMSAMS", "target_pattern": "SMSMSMSMSMSMSMSM"})  # judged on the model at the target
 
 
+def test_two_patterns_grown_to_one_model_take_one_place_and_train_once():
+    """The AMSD search with its attention kept trained ``SADDSM`` and ``SDDASM`` at rung 1 and promoted both to
+    rung 2: at demo-4m both are ``SDDSMSDDSMASDDSMSDDSM``, so one model took two of the rung's 8 places."""
+    from search.fidelity import distinct_models
+    from search.strategies.successive_halving import same_model_at
+
+    grown = LanguageModelEvaluator("rung-cpu-2", attention_at_target="keep")
+    assert grown.model_key("SADDSM") == grown.model_key("SDDASM") == "SDDSMSDDSMASDDSMSDDSM"
+    assert LanguageModelEvaluator("rung-cpu-0").model_key("SADDSM") == "SADDSM"  # not grown: itself
+    config = SearchConfig(primitives="AMSD", attention_at_target="keep", budget="cpu")
+    model_of = same_model_at(config, "rung-cpu-2@demo-4m")
+    assert same_model_at(config, "rung-cpu-0") is None
+    rows = [{"pattern": p, "known": None, "trial": i} for i, p in enumerate(("SDDDDM", "SADDSM", "SDDASM", "SDDADM"))]
+    rows.append({"pattern": "SMSAMS", "known": "nemotron-h", "trial": 4})
+    assert [r["pattern"] for r in promote(rows, 3)] == ["SDDDDM", "SADDSM", "SDDASM", "SMSAMS"]
+    assert [r["pattern"] for r in promote(rows, 3, model_of=model_of)] == ["SDDDDM", "SADDSM", "SDDADM", "SMSAMS"]
+    # a known layout stands for its model wherever it ranks: a new pattern that is the same model is left out
+    same_as_known = {"SDDDDM": "X", "SADDSM": "Y", "SDDASM": "Z", "SDDADM": "X", "SMSAMS": "Y"}
+    assert [r["pattern"] for r in distinct_models(rows, lambda row: same_as_known[row["pattern"]])] == [
+        "SDDDDM", "SDDASM", "SMSAMS"]
+
+
 def test_ladders_and_settings_are_checked_before_anything_trains():
     assert LADDERS["cpu"].rungs[-1].budget == "rung-cpu-2"
     with pytest.raises(ConfigError, match="rung 0 keeps every candidate"):
