@@ -182,6 +182,9 @@ def quiet_lightning():
             logger.setLevel(level)
 
 
+# checkpoints spread over a trunk in training (TrunkStore.running): a search killed during a candidate loses at most
+# an eighth of the trunk's steps (on the CPU ladder's last rung, about 2 of its 20 minutes), for 8 saves of ~60 MB
+TRUNK_SAVES = 8
 CONFIRM_NAME = re.compile(r"confirm(\d+):(.+)")
 
 
@@ -240,12 +243,13 @@ def stage_setting(config: Any) -> Setting:
                    config.tokenizer)
 
 
-def interrupted_message(pattern: str) -> str:
+def interrupted_message(pattern: str, continues: bool = False) -> str:
     """What a search stopped during a candidate tells the user: how to resume the search. Training's own hint (a
     checkpoint and ``--resume``) would name the candidate's temporary directory and a flag ``composer search``
     does not take."""
     return (f"composer search stopped while training candidate {pattern}; to resume it, re-run the same command "
-            "with the same --out: finished candidates are kept in its study, this one trains again from its start")
+            "with the same --out: finished candidates are kept in its study, this one "
+            + ("continues from its trunk's last checkpoint" if continues else "trains again from its start"))
 
 
 def checked_source(data: str | None, text_field: str = "text") -> str | None:
@@ -293,6 +297,7 @@ class LanguageModelEvaluator:
         self._run_context: dict[str, Any] = {}
         self.known = dict(known or {})  # searched pattern -> published family: trained in its own layout at a target
         self._model_keys: dict[str, str] = {}  # searched pattern -> the model trained for it (model_key)
+        self._running: list[Path] = []  # this candidate's trunks in training (TrunkStore.running): gone once it scores
         # searched pattern -> the rate the rungs chose for it, recorded with its promotion: a confirmation, and a rung
         # that continues a trunk, train there even where the kept trunks that also say it are gone (deleted to free
         # disk, or the study moved)
@@ -355,9 +360,13 @@ class LanguageModelEvaluator:
             config = self.train_config(pattern, lr, seed, out)
             try:
                 if self.spec.keeps_trunk or self.spec.continues:  # checked: wsd, warmup in steps
-                    start = (self.trunks.find(self.trunk_key(pattern, lr, seed), trunk_steps(config))
-                             if self.spec.continues else None)
-                    branch = train_continued(config, out, start_from=start, callbacks=callbacks)
+                    key = self.trunk_key(pattern, lr, seed)
+                    start = self.trunks.find(key, trunk_steps(config)) if self.spec.continues else None
+                    running = self.trunks.running(key, trunk_steps(config))  # outlives a kill, unlike `work`
+                    if running is not None:
+                        self._running.append(running)
+                    branch = train_continued(config, out, start_from=start, callbacks=callbacks, trunk_dir=running,
+                                             trunk_saves=TRUNK_SAVES)
                     summary = branch.summary
                     extra = {"trunk": branch.trunk, "trunk_tokens": branch.trunk_step * config.batch_size
                              * config.seq_len, "trained_tokens": branch.trained_tokens,
@@ -420,12 +429,19 @@ class LanguageModelEvaluator:
                 **({"text_field": self.text_field} if self.text_field != "text" else {})}  # default: keys as before
 
     def __call__(self, pattern: str, seed: int, report: Report) -> Evaluation:
-        """The candidate's evaluation; stopped mid-training, it says how to resume the search before it exits."""
+        """The candidate's evaluation; stopped mid-training, it says how to resume the search before it exits and
+        leaves its trunks in training for the resumed search to continue; otherwise (scored, or failed) they go."""
+        self._running = []
         try:
-            return self._evaluate(pattern, seed)
+            evaluation = self._evaluate(pattern, seed)
         except (KeyboardInterrupt, SystemExit):  # Ctrl-C (Lightning makes it exit 1) or SIGTERM (143) mid-training
-            print(interrupted_message(pattern), file=sys.stderr, flush=True)
+            print(interrupted_message(pattern, bool(self._running)), file=sys.stderr, flush=True)
             raise
+        except BaseException:
+            self.trunks.discard_running(self._running)
+            raise
+        self.trunks.discard_running(self._running)
+        return evaluation
 
     def _evaluate(self, pattern: str, seed: int) -> Evaluation:
         """Every rate at the first seed, further seeds at the chosen rate (the module docstring says why); a budget

@@ -8,11 +8,14 @@ everything that makes two runs the same run except their budget (``LanguageModel
 
 Layout: ``trunks/<digest of the key without the rate>/lr-<rate>/step-<N>.ckpt``, with the key beside it in
 ``key.json``. Each checkpoint is written to a temporary name and renamed, so a killed search never leaves a
-half-written trunk that a resumed one would continue.
+half-written trunk that a resumed one would continue. A run's trunk trains under
+``trunks/<digest>/running/lr-<rate>-to-<step>/`` with a checkpoint every eighth of it, so a search killed during a
+candidate continues that run from its last checkpoint; the folder goes once the candidate has scored.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -56,6 +59,22 @@ class TrunkStore:
         trunks = [path for path in list_checkpoints(folder / f"lr-{key['lr']:g}")
                   if max_step is None or checkpoint_step(path) <= max_step]
         return max(trunks, key=checkpoint_step, default=None)
+
+    def running(self, key: dict[str, Any], stable: int) -> Path | None:
+        """Where ``key``'s run at this rate trains its trunk to step ``stable``, so that a search killed during it
+        continues from the trunk's last checkpoint (``composer.training.continuation.train_continued``); None
+        without a root. Not a kept trunk: :meth:`rates` and :meth:`find` do not see it, and the candidate's
+        evaluation removes it once it has scored (:meth:`discard_running`)."""
+        folder = self._folder(key)
+        return None if folder is None else folder / "running" / f"lr-{key['lr']:g}-to-{stable}"
+
+    @staticmethod
+    def discard_running(directories: list[Path]) -> None:
+        """Remove the trunks :meth:`running` gave, once what they trained is kept or no longer needed."""
+        for directory in directories:
+            shutil.rmtree(directory, ignore_errors=True)
+            with contextlib.suppress(OSError):
+                directory.parent.rmdir()  # the key's "running" folder, once empty
 
     def keep(self, key: dict[str, Any], checkpoint: str | Path) -> Path | None:
         """A copy of ``checkpoint`` as ``key``'s trunk at this rate (written whole, then renamed into place)."""

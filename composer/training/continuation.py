@@ -71,9 +71,16 @@ def check_continuable(config: TrainConfig) -> None:
 
 
 def train_continued(config: TrainConfig, work: str | Path, start_from: str | Path | None = None,
-                    save_on_sigterm: bool = False, callbacks: Sequence[Any] = ()) -> Branch:
+                    save_on_sigterm: bool = False, callbacks: Sequence[Any] = (),
+                    trunk_dir: str | Path | None = None, trunk_saves: int | None = None) -> Branch:
     """Train ``config`` (a ``wsd`` run) as a trunk and a cooldown branch under ``work``, the trunk continued
-    from the checkpoint ``start_from`` (a trunk of the same run at fewer steps) when one is given."""
+    from the checkpoint ``start_from`` (a trunk of the same run at fewer steps) when one is given.
+
+    ``trunk_dir``: where the trunk trains (default ``work/trunk``), for a caller that keeps it past a killed
+    process: a checkpoint of this run found there (further than ``start_from``, not past the cooldown) is
+    continued instead of training those steps again, and ``trunk_saves`` spreads that many checkpoints over the
+    trunk (at most 1/``trunk_saves`` of it is lost to a kill; a search's candidate used to lose all of it).
+    Each is a trunk of the same run, which :func:`train_continued` already continues step for step."""
     from composer.training.run import train
 
     check_continuable(config)
@@ -84,15 +91,22 @@ def train_continued(config: TrainConfig, work: str | Path, start_from: str | Pat
     if started > stable:
         raise ConfigError(f"a trunk of {started} steps cannot continue into a run whose cooldown starts at step "
                           f"{stable}: continue a shorter trunk, or train this budget fresh")
-    if start_from is not None and started == stable:
+    trunk_dir = Path(trunk_dir) if trunk_dir is not None else work / "trunk"
+    interrupted = interrupted_trunk(trunk_dir, started, stable)
+    if interrupted is None and start_from is not None and started == stable:
         trunk = Path(start_from)
+    elif interrupted is not None and checkpoint_step(interrupted) == stable:
+        trunk = interrupted  # killed in the cooldown: only the branch trains again
     else:
-        trunk_dir = work / "trunk"
-        if start_from is not None:
-            _place(start_from, trunk_dir / "checkpoints")
+        if interrupted is None:
+            shutil.rmtree(trunk_dir / "checkpoints", ignore_errors=True)  # another run's, or one it went past
+            if start_from is not None:
+                _place(start_from, trunk_dir / "checkpoints")
+        every = max(1, stable // trunk_saves) if trunk_saves else 10**9
         train(dataclasses.replace(config, out=str(trunk_dir), tokens=stable * tokens_per_step, schedule="constant",
-                                  val_tokens=config.curve_tokens, checkpoint_interval=10**9, keep_checkpoints=1),
-              resume=start_from is not None, save_on_sigterm=save_on_sigterm, callbacks=callbacks)
+                                  val_tokens=config.curve_tokens, checkpoint_interval=every, keep_checkpoints=1),
+              resume=start_from is not None or interrupted is not None, save_on_sigterm=save_on_sigterm,
+              callbacks=callbacks)
         trunk = latest_checkpoint(trunk_dir / "checkpoints")
         if trunk is None or checkpoint_step(trunk) != stable:
             raise RuntimeError(f"the trunk run in {trunk_dir} did not save its step {stable}")
@@ -102,6 +116,15 @@ def train_continued(config: TrainConfig, work: str | Path, start_from: str | Pat
                     resume=True, save_on_sigterm=save_on_sigterm, callbacks=callbacks)
     return Branch(summary=summary, trunk=trunk, trunk_step=stable, started_from_step=started,
                   trained_tokens=(summary["steps"] - started) * tokens_per_step)
+
+
+def interrupted_trunk(trunk_dir: Path, started: int, stable: int) -> Path | None:
+    """The checkpoint a killed run left in ``trunk_dir`` that this run can continue: past ``started`` (the trunk it
+    was given) and not past ``stable`` (its cooldown's start); None when there is none."""
+    found = latest_checkpoint(trunk_dir / "checkpoints") if (trunk_dir / "checkpoints").is_dir() else None
+    if found is None or not started < checkpoint_step(found) <= stable:
+        return None
+    return found
 
 
 def _place(checkpoint: str | Path, directory: Path) -> None:

@@ -145,6 +145,34 @@ def test_a_rung_that_continues_trains_only_the_tokens_it_adds_and_equals_a_fresh
     assert longer.score == fresh("AMSA", 0, _no_report).score
 
 
+def test_a_candidate_stopped_in_its_trunk_continues_it_when_the_search_runs_again(tmp_path, monkeypatch, capsys):
+    """A search stopped during a candidate at a rung with trunks used to train it again from its start (the AMSD
+    search lost 8 of a rung-2 run's 20 minutes to a SIGTERM). Its trunk now trains in the search's store with a
+    checkpoint every eighth; run again, the candidate continues from the last one and scores what an unstopped
+    run scores, and once scored it leaves no trunk in training behind."""
+    import composer.training.continuation as continuation
+    from tests.composer.training.preempt import signal_at_step
+
+    trunks = tmp_path / "trunks"
+    LanguageModelEvaluator(SHORT, "tiny", trunks=trunks)("AMSA", 0, _no_report)  # keeps its trunk at step 13
+    with monkeypatch.context() as stopping:
+        signal_at_step(stopping, step=22, signum=signal.SIGTERM)
+        with pytest.raises(SystemExit):
+            LanguageModelEvaluator(LONG, "tiny", trunks=trunks)("AMSA", 0, _no_report)
+    assert "this one continues from its trunk's last checkpoint" in capsys.readouterr().err
+    left = [path.name for path in trunks.glob("*/running/*/checkpoints/step-*.ckpt")]
+    assert left == ["step-00000020.ckpt"]  # 32 trunk steps saved every 4; stopped after 22
+    continued_from = []
+    real = continuation.interrupted_trunk
+    monkeypatch.setattr(continuation, "interrupted_trunk",
+                        lambda *args: continued_from.append(real(*args)) or continued_from[-1])
+    again = LanguageModelEvaluator(LONG, "tiny", trunks=trunks)("AMSA", 0, _no_report)
+    assert [path.name for path in continued_from] == ["step-00000020.ckpt"]
+    assert not list(trunks.glob("*/running")), "a scored candidate leaves no trunk in training"
+    fresh = LanguageModelEvaluator(dataclasses.replace(LONG, lrs=(again.details["lr"],), continues=False), "tiny")
+    assert again.score == fresh("AMSA", 0, _no_report).score
+
+
 def test_without_a_kept_trunk_a_continuing_rung_trains_its_whole_grid(tmp_path):
     """No store (an evaluator outside a search), or nothing kept for the pattern: every rate, from scratch."""
     result = LanguageModelEvaluator(LONG, "tiny", trunks=tmp_path / "empty")("AMSA", 0, _no_report)

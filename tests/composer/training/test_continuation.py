@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import lightning as L
 import pytest
 
 from composer.errors import ConfigError
@@ -61,3 +62,45 @@ def test_a_longer_trunk_cannot_continue_into_a_shorter_run(tmp_path):
     assert trunk_steps(config(16)) == 12 < longer.trunk_step
     with pytest.raises(ConfigError, match="cannot continue"):
         train_continued(config(16), tmp_path / "short", start_from=longer.trunk)
+
+
+class KillAt(L.Callback):
+    """A kill (SIGKILL, a lost node) after optimizer step ``step``."""
+
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+    def on_train_batch_end(self, trainer, *_) -> None:
+        if trainer.global_step == self.step:
+            raise RuntimeError(f"killed after step {self.step}")
+
+
+class Steps(L.Callback):
+    """The optimizer steps a run trains, in order."""
+
+    def __init__(self) -> None:
+        self.steps: list[int] = []
+
+    def on_train_batch_end(self, trainer, *_) -> None:
+        self.steps.append(trainer.global_step)
+
+
+def test_a_trunk_killed_in_training_continues_from_its_last_checkpoint(tmp_path):
+    """A search killed during a candidate used to train its run again from step 0 (the AMSD search lost 8 of 20
+    minutes of a rung-2 run). With ``trunk_dir`` and ``trunk_saves`` the trunk trains where a kill leaves it and
+    saves every eighth; the retry continues from the last save and scores exactly what an unkilled run scores."""
+    whole = train_continued(config(40), tmp_path / "whole")
+    trunk_dir = tmp_path / "kept-trunk"
+    with pytest.raises(RuntimeError, match="killed after step 20"):
+        train_continued(config(40), tmp_path / "a", trunk_dir=trunk_dir, trunk_saves=8, callbacks=[KillAt(20)])
+    left = sorted(path.name for path in (trunk_dir / "checkpoints").iterdir())
+    assert left == ["step-00000018.ckpt"], left  # every 30 // 8 = 3 steps, the newest kept
+    trained = Steps()
+    again = train_continued(config(40), tmp_path / "b", trunk_dir=trunk_dir, trunk_saves=8, callbacks=[trained])
+    assert trained.steps[0] == 19, "the retry trains from the kill's last checkpoint, not from step 0"
+    assert again.summary["val_loss"] == whole.summary["val_loss"]
+    assert again.summary["val_fingerprint"] == whole.summary["val_fingerprint"]
+    # a trunk of another run (past this one's cooldown start) is not continued
+    shorter = train_continued(config(16), tmp_path / "c", trunk_dir=trunk_dir, trunk_saves=8)
+    assert shorter.trunk_step == 12 and shorter.started_from_step == 0
+    assert shorter.summary["val_loss"] == train_continued(config(16), tmp_path / "d").summary["val_loss"]
