@@ -43,7 +43,7 @@ HOST = socket.gethostname()
 # the exception a data source or tokenizer fails with (composer.data.errors.DataError), as a fail_reason begins
 DATA_FAILURE = "DataError"
 # user attributes of a trial that mean "no training happened here"
-_NOT_EVALUATED = ("cached_from", "skip_reason", "worker_died")
+_NOT_EVALUATED = ("cached_from", "same_model_as", "skip_reason", "worker_died")
 # what an enqueued trial was told (search.known, search.fidelity) and its retry must know too
 _CARRIED_ON_RETRY = ("known", "known_fit", "promoted_from")
 # how a reaped trial's fail_reason ends when its retry was promised (requeue_orphaned_retries looks for it)

@@ -109,6 +109,16 @@ def test_patterns_the_evaluator_trains_as_one_model_are_trained_once_and_share_i
     assert twin.user_attrs["pattern"] in ("AM", "MA") and twin.user_attrs["seconds"] == 0.0
 
 
+def test_a_twin_is_free_it_does_not_take_a_trained_candidates_place_in_the_budget(tmp_path, monkeypatch):
+    """``--trials 4`` over 3-layer AM patterns whose evaluator drops M: 8 patterns, 4 models (AAA, two A's, one A,
+    none). Counted as an evaluation, a twin took a place in the budget and a model was never trained."""
+    log = tmp_path / "trained.txt"
+    monkeypatch.setenv("TOY_EVAL_LOG", str(log))
+    monkeypatch.setenv("TOY_EVAL_DROP", "M")
+    run_search(config(tmp_path, sampler="brute", trials=4, layers=3), echo=lambda _: None)
+    assert sorted(pattern.count("A") for pattern in trained(log)) == [0, 1, 2, 3], trained(log)
+
+
 def test_interrupted_search_resumes_without_losing_or_repeating_trials(tmp_path, monkeypatch):
     log = tmp_path / "trained.log"
     monkeypatch.setenv("TOY_EVAL_LOG", str(log))
