@@ -187,10 +187,11 @@ class SearchEta:
         self._run: tuple | None = None  # (stage, candidate, run) of the last report
         self._trained = 0  # tokens that run had trained at its last report
         self._pending = 0.0  # the held-out scoring of that run, done once the next one starts
+        self.fixed_seconds = 0.0  # later work timed in seconds, not FLOPs: the recall probe (_after_rungs)
 
     def plan(self, index: int, stage_config, stage) -> None:
         """Stage ``index`` (its settings and its ``search.engine.Stage``) starts: what it and the later stages ask."""
-        self.stages, self.whole = None, False
+        self.stages, self.whole, self.fixed_seconds = None, False, 0.0
         config = self.config or stage_config
         try:
             from search.engine import known_names
@@ -216,6 +217,7 @@ class SearchEta:
                     below = rung_budget(ladder, j - 1, config.target) if j else None
                     works.append(stage_work(rung_budget(ladder, j, config.target), candidates, patterns,
                                             config.widths, below, attention, known))
+                works += self._after_rungs(config, ladder, candidates, patterns, known, attention)
                 self.stages, self.whole = works, True
             else:
                 count = self.strategy.stage_count(config) if self.strategy is not None else 1
@@ -224,6 +226,30 @@ class SearchEta:
                 self.whole = index == count - 1  # the last stage: its time left is the search's
         except Exception:  # not an lm budget (a user's evaluator): the stage is estimated from its reports
             self.stages, self.whole = None, False
+
+    def _after_rungs(self, config, ladder, finalists: int, patterns: list[str], known: dict[str, str],
+                     attention: str) -> list[StageWork]:
+        """What follows the rungs: the confirmation's runs (``--confirm-seeds``: the best new and the best known
+        finalist, a run per further seed), and the recall probe of every finalist (``--min-recall`` on a ladder
+        that probes) in ``fixed_seconds``: its models are not the rungs', so it is timed by ``search.plan``'s
+        per-finalist figure, not by the FLOP rate. The AMSD search's rungs said "search eta ~17 min" with the
+        probe of 8 finalists and 4 confirmation runs, about 2 hours, still to come."""
+        works = []
+        if getattr(config, "probes_recall", False):
+            import torch
+
+            from search.plan import CPU_CORES_MEASURED, PROBE_SECONDS_2CPU
+
+            self.fixed_seconds = finalists * PROBE_SECONDS_2CPU * CPU_CORES_MEASURED / max(1, torch.get_num_threads())
+        if getattr(config, "confirm_seeds", 1) > 1:
+            from search.fidelity import rung_budget
+            from search.lm import confirm_budget
+            from search.strategies.successive_halving import last_rung_seeds
+
+            last = rung_budget(ladder, len(ladder.rungs) - 1, config.target)
+            budget = confirm_budget(last, config.confirm_seeds - last_rung_seeds(config))
+            works.append(stage_work(budget, 2, patterns, config.widths, attention=attention, known=known))
+        return works
 
     @staticmethod
     def _representative(config) -> str:
@@ -263,7 +289,7 @@ class SearchEta:
         stage_left = (per_token * (length - trained + scored) + (runs - run) * per_token * (length + scored)
                       + max(0, work.candidates - candidate) * work.runs * work.run_work)
         later = sum(stage.work for stage in self.stages[1:])
-        return stage_left / speed, (stage_left + later) / speed if self.whole else None
+        return stage_left / speed, (stage_left + later) / speed + self.fixed_seconds if self.whole else None
 
 
 class SearchProgress:

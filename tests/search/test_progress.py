@@ -116,6 +116,30 @@ def test_a_heartbeat_line_names_the_rung_the_candidate_its_tokens_and_the_etas()
     assert lines[-1].startswith("rung 1 of 0-2 [  4/9] MMAAMMMMAAMMMAM  run 1/2")
 
 
+def test_the_search_eta_of_the_rungs_counts_the_recall_probe_and_the_confirmation_after_them():
+    """The AMSD search under --min-recall and --confirm-seeds 3 said "search eta ~17 min" in its last rung with the
+    probe of 8 finalists and 4 confirmation runs, about 2 hours, still to come."""
+    import torch
+
+    from search.plan import CPU_CORES_MEASURED, PROBE_SECONDS_2CPU
+
+    def search_left(**settings) -> float:
+        clock = Clock()
+        config = SearchConfig(wandb="off", **settings)
+        eta = SearchEta(config, get_strategy(config.strategy), now=clock)
+        eta.plan(2, rung_config(config, 2), rung_stage(config, 2, PROMOTED[:4]))
+        eta.update(2, 1, 4, report(PROMOTED[0], 1, 1, 100_352 + 2048, 499_712, 2048, 1000.0))
+        clock.t += 10
+        return eta.update(2, 1, 4, report(PROMOTED[0], 1, 1, 100_352 + 12_288, 499_712, 2048, 1000.0))[1]
+
+    plain = search_left()
+    probed = search_left(min_recall="known")
+    assert probed - plain == pytest.approx(4 * PROBE_SECONDS_2CPU * CPU_CORES_MEASURED / torch.get_num_threads())
+    confirmed = search_left(confirm_seeds=3)
+    # 2 finalists x 2 more seeds from scratch (500K tokens each) against the rung's 4 continued from 100K tokens
+    assert 0.8 < (confirmed - plain) / plain < 2.0, (plain, confirmed)
+
+
 def flops(pattern: str, widths: str) -> float:
     from composer.accounting import analyze
     from composer.presets import resolve_architecture
