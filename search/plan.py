@@ -65,7 +65,6 @@ GPU_RUN_FIXED_S = 1.0  # a rung-gpu-0 run of 491,520 tokens took 1.12 s, ~0.15 s
 # the cpu ladder on 2 idle cores (default_search_timed-2026-11-28.json): stage_work's FLOPs / the rung's wall time
 CPU_FLOPS_PER_CORE = {"search": 85.0e9 / 2, "target": 131.0e9 / 2}
 CPU_CORES_MEASURED = 2
-PROBE_SECONDS_2CPU = 600.0  # the recall probe, per finalist on 2 CPU cores (composer search --min-recall's help)
 # primitives whose CPU paths (a scan, a chunk loop) run far below the A/M FLOP rate the CPU figure was measured on
 SLOW_ON_CPU = "SD"
 UNCERTAINTY = {"measured": (0.7, 1.5), "derived": (0.5, 2.0)}
@@ -294,7 +293,9 @@ def _halving_stages(config: SearchConfig, model: SecondsModel) -> list[StagePlan
         probe = StagePlan("recall probe", config.recall_budget,
                           f"{base_study(config)}-recall-{config.recall_budget}-{definition}", candidates=(least, most),
                           expected=expected)
-        model.stage(probe, PROBE_SECONDS_2CPU * CPU_CORES_MEASURED / model.threads)
+        from search.progress import PROBE_CORE_SECONDS
+
+        model.stage(probe, PROBE_CORE_SECONDS / model.threads)
         probe.notes.append("each finalist's mixers on MQAR, about 10 min on 2 CPU cores (not timed on a GPU)")
         stages.append(probe)
     if config.confirm_seeds > 1:  # the budget and study name confirm_plan gives it

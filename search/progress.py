@@ -92,6 +92,11 @@ def run_tokens(info: dict[str, Any]) -> int | None:
     return int(info["total_tokens"]) if info.get("total_tokens") else None
 
 
+# the recall probe (search.recall) of one finalist: about 10 min on 2 CPU cores (composer search --min-recall's
+# help), in core-seconds; not timed on a GPU. The search's eta and `composer search --plan` both use it.
+PROBE_CORE_SECONDS = 1200.0
+
+
 @dataclass(frozen=True)
 class StageWork:
     """The training one stage asks for: ``candidates`` x ``runs`` runs, each training from ``start_tokens`` (the
@@ -231,23 +236,20 @@ class SearchEta:
                      attention: str) -> list[StageWork]:
         """What follows the rungs: the confirmation's runs (``--confirm-seeds``: the best new and the best known
         finalist, a run per further seed), and the recall probe of every finalist (``--min-recall`` on a ladder
-        that probes) in ``fixed_seconds``: its models are not the rungs', so it is timed by ``search.plan``'s
-        per-finalist figure, not by the FLOP rate. The AMSD search's rungs said "search eta ~17 min" with the
+        that probes) in ``fixed_seconds``: its models are not the rungs', so it is timed by its per-finalist
+        figure (``PROBE_CORE_SECONDS``, as ``composer search --plan`` times it), not by the FLOP rate. The AMSD search's rungs said "search eta ~17 min" with the
         probe of 8 finalists and 4 confirmation runs, about 2 hours, still to come."""
         works = []
         if getattr(config, "probes_recall", False):
             import torch
 
-            from search.plan import CPU_CORES_MEASURED, PROBE_SECONDS_2CPU
-
-            self.fixed_seconds = finalists * PROBE_SECONDS_2CPU * CPU_CORES_MEASURED / max(1, torch.get_num_threads())
+            self.fixed_seconds = finalists * PROBE_CORE_SECONDS / max(1, torch.get_num_threads())
         if getattr(config, "confirm_seeds", 1) > 1:
             from search.fidelity import rung_budget
-            from search.lm import confirm_budget
-            from search.strategies.successive_halving import last_rung_seeds
+            from search.lm import confirm_budget, get_lm_budget
 
             last = rung_budget(ladder, len(ladder.rungs) - 1, config.target)
-            budget = confirm_budget(last, config.confirm_seeds - last_rung_seeds(config))
+            budget = confirm_budget(last, config.confirm_seeds - get_lm_budget(last).seeds)
             works.append(stage_work(budget, 2, patterns, config.widths, attention=attention, known=known))
         return works
 

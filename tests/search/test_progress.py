@@ -121,7 +121,7 @@ def test_the_search_eta_of_the_rungs_counts_the_recall_probe_and_the_confirmatio
     probe of 8 finalists and 4 confirmation runs, about 2 hours, still to come."""
     import torch
 
-    from search.plan import CPU_CORES_MEASURED, PROBE_SECONDS_2CPU
+    from search.progress import PROBE_CORE_SECONDS
 
     def search_left(**settings) -> float:
         clock = Clock()
@@ -134,7 +134,7 @@ def test_the_search_eta_of_the_rungs_counts_the_recall_probe_and_the_confirmatio
 
     plain = search_left()
     probed = search_left(min_recall="known")
-    assert probed - plain == pytest.approx(4 * PROBE_SECONDS_2CPU * CPU_CORES_MEASURED / torch.get_num_threads())
+    assert probed - plain == pytest.approx(4 * PROBE_CORE_SECONDS / torch.get_num_threads())
     confirmed = search_left(confirm_seeds=3)
     # 2 finalists x 2 more seeds from scratch (500K tokens each) against the rung's 4 continued from 100K tokens
     assert 0.8 < (confirmed - plain) / plain < 2.0, (plain, confirmed)
