@@ -64,7 +64,6 @@ LARGE_WIDTH = 1024  # llama-350m's d_model
 GPU_RUN_FIXED_S = 1.0  # a rung-gpu-0 run of 491,520 tokens took 1.12 s, ~0.15 s of it training
 # the cpu ladder on 2 idle cores (default_search_timed-2026-11-28.json): stage_work's FLOPs / the rung's wall time
 CPU_FLOPS_PER_CORE = {"search": 85.0e9 / 2, "target": 131.0e9 / 2}
-CPU_CORES_MEASURED = 2
 # primitives whose CPU paths (a scan, a chunk loop) run far below the A/M FLOP rate the CPU figure was measured on
 SLOW_ON_CPU = "SD"
 UNCERTAINTY = {"measured": (0.7, 1.5), "derived": (0.5, 2.0)}
