@@ -1176,7 +1176,8 @@ def test_recall_probe_variants_table():
 TRAINED_RECALL = {"128": "trained_recall_128_target-2026-11-28.json",
                   "512": "trained_recall_512_repeat50-2026-11-28.json",
                   "256": "trained_recall_256_repeat100-2026-11-28.json"}
-TRAINED_LAYOUTS = {"Llama": "llama", "SDDMDM": "SDDMDM:repeat", "Nemotron-H": "nemotron-h", "SDDMAS": "SDDMAS:keep"}
+TRAINED_LAYOUTS = {"Llama": "llama", "SDDMDM": "SDDMDM:repeat", "Nemotron-H": "nemotron-h", "SDDMAS": "SDDMAS:keep",
+                   "Samba": "samba"}
 
 
 def trained_run(cells: list[str]) -> dict:
@@ -1204,6 +1205,19 @@ def test_trained_recall_tables():
                 continue
             row = by_distance[distance]
             agree_interval(cell, row["gain"], row["gain_ci"], f"{cells[:3]} copy gain at {distance}")
+    both = results(TRAINED_RECALL["128"])["layouts"]
+    rows = table(text, "| layout | attention layers | seed")
+    assert {(TRAINED_LAYOUTS[plain(cells[0]).split()[0]], cells[2]) for cells in rows} == {
+        (layout, seed) for layout, stored in both.items() for seed in stored["seeds"]}, "every run of the 128 setting"
+    for cells in rows:  # both seeds at today's target
+        stored = both[TRAINED_LAYOUTS[plain(cells[0]).split()[0]]]
+        run, what = stored["seeds"][cells[2]], f"{cells[0]} seed {cells[2]}"
+        assert int(cells[1]) == stored["pattern"].count("A") + stored["pattern"].count("W"), what
+        agree(cells[3], run["val_loss"], f"{what} val loss")
+        random = {row["distance"]: row for row in run["recall"]["copy"] if row["kind"] == "random"}
+        for distance, cell in ((32, cells[4]), (64, cells[5])):
+            agree_interval(cell, random[distance]["gain"], random[distance]["gain_ci"], f"{what} gain at {distance}")
+        agree(cells[6].rstrip("%"), 100 * random[32]["second_loss"] / random[32]["first_loss"], f"{what} share")
     for cells in table(text, "| setting | layout | val loss"):
         run, what = trained_run(cells), f"{cells[:2]}"
         agree(cells[2], run["val_loss"], f"{what} val loss")
