@@ -162,7 +162,8 @@ def statement(measured: list[dict[str, Any]]) -> str:
         named = [f"{label}: {', '.join(name for name, verdict in verdicts.items() if verdict == key)}"
                  for key, label in (("yes", "retrieves (the second copy of a random span costs at most "
                                             f"{RETRIEVAL_SHARE:.0%} of the first's, interval and all)"),
-                                    ("no", "does not retrieve"), ("unclear", "unclear (the interval reaches both)"))
+                                    ("no", "does not retrieve"), ("unclear", "unclear (the interval reaches both)"),
+                                    (None, "not judged (no interval: fewer than 2 sequences measured)"))
                  if key in verdicts.values()]
         parts = ["**Recall:** " + "; ".join(named) + "."]
     cis = [figure["ci"] for figure in figures if figure.get("ci")]

@@ -194,3 +194,10 @@ def test_the_statement_names_models_that_retrieve_and_does_not_rank_by_overlappi
     said = statement(close)
     assert said.startswith("**No model retrieves.**") and f"more than {RETRIEVAL_SHARE:.0%}" in said
     assert "the measurement cannot order the models by it" in said
+
+
+def test_a_model_without_an_interval_is_named_as_not_judged():
+    """A model whose copy rows have no interval has no verdict: the sentence names it instead of "**Recall:** ."."""
+    text = statement([{"model": "composite", "recall": {"retrieves": None}}])
+    assert text == "**Recall:** not judged (no interval: fewer than 2 sequences measured): composite."
+
