@@ -78,9 +78,19 @@ def _rate(lr: float) -> str:
     return f"{float(mantissa):g}e{int(exponent)}"
 
 
-def evaluations_done(study: optuna.Study) -> int:
-    """Trials of ``study`` that trained their pattern: what a stage's budget and its candidate numbers count."""
-    return sum(is_evaluation(t) for t in study.get_trials(deepcopy=False, states=FINISHED))
+def evaluations_done(study: optuna.Study, promoted: frozenset[str] | None = None) -> int:
+    """A stage's finished candidates, as its lines number them (:func:`stage_done`)."""
+    return stage_done(study.get_trials(deepcopy=False, states=FINISHED), promoted)
+
+
+def stage_done(finished: list[FrozenTrial], promoted: frozenset[str] | None = None) -> int:
+    """Of a stage's ``finished`` trials: those that trained their pattern (a sampled stage's budget counts them;
+    cached answers and twins are free), or, for a stage that trains only its ``promoted`` patterns (a rung), each
+    promoted pattern with a finished trial however it was answered. A rung resumed after its promotions changed
+    numbered its candidates "[15/14]": the trial of a pattern no longer promoted still counted."""
+    if promoted is None:
+        return sum(is_evaluation(t) for t in finished)
+    return len(promoted & {t.user_attrs.get("pattern") for t in finished if "worker_died" not in t.user_attrs})
 
 
 def run_tokens(info: dict[str, Any]) -> int | None:
@@ -300,7 +310,7 @@ class SearchProgress:
 
     def __init__(self, total: int, maximize: bool, label: str = "", stream=sys.stderr, kind: str = "stage",
                  index: int = 0, eta: SearchEta | None = None, done: int = 0, every_s: float = EVERY_S,
-                 now: Callable[[], float] = time.monotonic) -> None:
+                 now: Callable[[], float] = time.monotonic, promoted: frozenset[str] | None = None) -> None:
         self.total = total
         self.maximize = maximize
         self.label = label
@@ -311,7 +321,8 @@ class SearchProgress:
         self.kind = kind  # what a stage is called in the heartbeat's ETA: "rung eta"
         self.index = index
         self.eta = eta if eta is not None else SearchEta(now=now)
-        self.done = done  # evaluations of this stage finished: the one training is number done + 1
+        self.done = done  # candidates of this stage finished (stage_done): the one training is number done + 1
+        self.promoted = promoted  # a rung's promoted patterns, the only candidates it numbers
         self.every_s = every_s
         self.now = now
         self._last: tuple[tuple, float] | None = None  # the last heartbeat line: its run and when
@@ -374,7 +385,7 @@ class SearchProgress:
     def _print(self, study: optuna.Study, trial: FrozenTrial) -> None:
         self.seen.add(trial.number)
         finished = study.get_trials(deepcopy=False, states=FINISHED)
-        done = sum(is_evaluation(t) for t in finished)  # what the budget counts: cached answers are free
+        done = stage_done(finished, self.promoted)
         self.done = done
         if self.done_before is None:
             self.done_before = done - 1

@@ -65,12 +65,13 @@ def run_stage(config: SearchConfig, stage: Stage, label: str, precision: str, de
     for pattern, attrs in stage.first:
         if "known_fit" in attrs:
             echo(f"   known layout {attrs['known']:<14} {pattern}  ({attrs.get('known_fit', '')})")
-    progress = SearchProgress(stage.trials, maximize, label, kind=kind, index=stage.index, eta=eta)
+    promoted = frozenset(pattern for pattern, _ in stage.first) if stage.only_first else None
+    progress = SearchProgress(stage.trials, maximize, label, kind=kind, index=stage.index, eta=eta, promoted=promoted)
     # one worker trains here: the evaluator's runs report while they train (issue 36: 150 s of silence before)
     live = config.workers == 1 and hasattr(evaluator, "heartbeat")
     if live:
         progress.eta.plan(stage.index, config, stage)
-        progress.done = evaluations_done(open_study(config, stage, evaluator))
+        progress.done = evaluations_done(open_study(config, stage, evaluator), promoted)
         progress.begin()
         evaluator.heartbeat = progress.heartbeat
     if config.workers == 1:

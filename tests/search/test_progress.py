@@ -140,6 +140,27 @@ def test_the_search_eta_of_the_rungs_counts_the_recall_probe_and_the_confirmatio
     assert 0.8 < (confirmed - plain) / plain < 2.0, (plain, confirmed)
 
 
+def test_a_rung_numbers_its_promoted_candidates_and_a_sampled_stage_what_it_trained():
+    """A rung resumed after its promotions changed said "[15/14]": the finished trial of a pattern no longer
+    promoted (a twin left out) still counted. A rung numbers its promoted patterns, however each was answered."""
+    import optuna
+    from optuna.trial import TrialState
+
+    from search.progress import stage_done
+
+    def trial(pattern: str, state=TrialState.COMPLETE, **attrs):
+        return optuna.trial.create_trial(state=state, value=1.0 if state == TrialState.COMPLETE else None,
+                                         user_attrs={"pattern": pattern, **attrs})
+
+    finished = [trial("SDDDDM"), trial("SDDASM"), trial("SDDDSA"), trial("SADDSM", same_model_as=1),
+                trial("SMDDDM"),
+                trial("SDDADM", TrialState.FAIL, worker_died="its worker died", fail_reason="its worker died")]
+    promoted = frozenset({"SDDDDM", "SADDSM", "SMDDDM", "SDDADM", "SADDDD"})
+    # SDDASM and SDDDSA were left out, SADDSM was answered by its twin, SDDADM's worker died (it trains again)
+    assert stage_done(finished, promoted) == 3
+    assert stage_done(finished) == 4  # a sampled stage counts what trained: the twin is free, the dead one retried
+
+
 def flops(pattern: str, widths: str) -> float:
     from composer.accounting import analyze
     from composer.presets import resolve_architecture
