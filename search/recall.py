@@ -50,7 +50,8 @@ the seed and the length, never on the pattern.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -233,6 +234,9 @@ class RecallEvaluator:
         device = "cuda" if torch.cuda.is_available() else "cpu"
         self.precision = resolve_precision(precision, device)
         self.compile = compile
+        # a search's progress lines (search.progress.SearchProgress.heartbeat), given the mixture's tokens as they
+        # train: the probe of 8 finalists, 10-20 minutes each on the CPU, ran without a line
+        self.heartbeat: Callable[[dict[str, Any]], None] | None = None
 
     def model_key(self, pattern: str) -> str:
         """What this evaluator trains for ``pattern``: its mixers alone under ``mixers_only``, so patterns that
@@ -268,16 +272,32 @@ class RecallEvaluator:
                           details={"accuracy_by_length": by_length, "protocol": "per-length",
                                    "kv_pairs": {str(n): self.spec.kv_pairs(n) for n in self.spec.lengths}})
 
+    def _reporter(self, pattern: str, lr: float, seed: int, run: int) -> Callable[[int, int], None] | None:
+        """``train_on_mixture``'s ``on_progress`` for :attr:`heartbeat`: a report as a training run's, so the
+        search's line names the pattern, its run and rate, its tokens, tokens/s and the stage's eta."""
+        if self.heartbeat is None:
+            return None
+        heartbeat, started = self.heartbeat, time.perf_counter()
+
+        def report(trained: int, total: int) -> None:
+            elapsed = time.perf_counter() - started
+            heartbeat({"pattern": pattern, "lr": lr, "seed": seed, "budget": self.budget, "run": run,
+                       "runs": len(self.spec.lrs), "tokens": trained, "total_tokens": total,
+                       "tokens_per_s": trained / elapsed if elapsed > 0 else None})
+
+        return report
+
     def _on_mixture(self, pattern: str, seed: int, report: Report) -> Evaluation:
         """Zoology's protocol at each of the budget's rates; the candidate keeps the rate it trains best at."""
         from search.mad.evaluate import CandidateFailed
         from search.recall_mixture import train_on_mixture
 
         results, failures = {}, {}
-        for lr in self.spec.lrs:
+        for run, lr in enumerate(self.spec.lrs, start=1):
             try:
                 results[lr] = train_on_mixture(pattern, self.spec, lr=lr, widths=self.widths, seed=seed,
-                                               precision=self.precision, compile=self.compile)
+                                               precision=self.precision, compile=self.compile,
+                                               on_progress=self._reporter(pattern, lr, seed, run))
             except CandidateFailed as err:
                 failures[lr] = err
         if not results:  # every rate diverged: the first failure says where, the rest are named

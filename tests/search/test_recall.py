@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -129,6 +130,22 @@ def test_composer_search_with_the_recall_evaluator_runs_at_the_smoke_budget(tmp_
     rows = json.loads((out / "leaderboard.json").read_text())
     assert rows and all(0.0 <= row["score"] <= 1.0 for row in rows)
     assert set(rows[0]["details"]["accuracy_by_length"]) == {"64", "128"}
+    lines = [line for line in capsys.readouterr().err.splitlines() if " tokens" in line and "tok/s" in line]
+    assert lines, "the probe's training shows progress lines (pattern, run and rate, tokens, tokens/s)"
+    assert re.search(r"\[  \d/2\] \w+  run 1/1 lr [\d.e-]+  [\d,]+/[\d,]+ tokens", lines[0]), lines[0]
+
+
+def test_the_probe_reports_its_tokens_as_it_trains():
+    """The AMSD search's probe of 8 finalists ran 80 minutes without a line: the evaluator now reports like a
+    training run, each step's tokens against the mixture's total, for the search's progress lines."""
+    reports = []
+    evaluator = RecallEvaluator("probe-smoke", widths="tiny")
+    evaluator.heartbeat = reports.append
+    evaluator("SDMMAM", 0, None)
+    assert {r["pattern"] for r in reports} == {"SDA"} and {r["run"] for r in reports} == {1}
+    tokens = [r["tokens"] for r in reports]
+    assert tokens == sorted(tokens) and tokens[-1] == reports[-1]["total_tokens"] > tokens[0] > 0
+    assert len(reports) == 2 * 30  # one per step: 30 at each of its 2 lengths
 
 
 def test_the_probe_trains_a_patterns_mixers_alone_so_patterns_that_differ_only_in_their_mlps_share_a_model():
