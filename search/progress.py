@@ -308,13 +308,14 @@ class SearchProgress:
     """Prints one line per finished trial (an Optuna callback, or ``poll`` for worker processes), and with
     :meth:`heartbeat` (``LanguageModelEvaluator.heartbeat``) a line every ~10 s while a candidate trains."""
 
-    def __init__(self, total: int, maximize: bool, label: str = "", stream=sys.stderr, kind: str = "stage",
+    def __init__(self, total: int, maximize: bool, label: str = "", stream=None, kind: str = "stage",
                  index: int = 0, eta: SearchEta | None = None, done: int = 0, every_s: float = EVERY_S,
                  now: Callable[[], float] = time.monotonic, promoted: frozenset[str] | None = None) -> None:
         self.total = total
         self.maximize = maximize
         self.label = label
-        self.stream = stream
+        self.stream = stream if stream is not None else sys.stderr  # the one of now: a default bound at import
+        # time kept writing to the stderr of whoever imported this module first (pytest's capture, say)
         self.started = time.time()
         self.seen: set[int] = set()
         self.done_before: int | None = None
