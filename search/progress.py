@@ -247,8 +247,9 @@ class SearchEta:
         """What follows the rungs: the confirmation's runs (``--confirm-seeds``: the best new and the best known
         finalist, a run per further seed), and the recall probe of every finalist (``--min-recall`` on a ladder
         that probes) in ``fixed_seconds``: its models are not the rungs', so it is timed by its per-finalist
-        figure (``PROBE_CORE_SECONDS``, as ``composer search --plan`` times it), not by the FLOP rate. The AMSD search's rungs said "search eta ~17 min" with the
-        probe of 8 finalists and 4 confirmation runs, about 2 hours, still to come."""
+        figure (``PROBE_CORE_SECONDS``, as ``composer search --plan`` times it), not by the FLOP rate. The AMSD
+        search's rungs said "search eta ~17 min" with the probe of 8 finalists and 4 confirmation runs, about 2
+        hours, still to come."""
         works = []
         if getattr(config, "probes_recall", False):
             import torch

@@ -121,7 +121,7 @@ def train_continued(config: TrainConfig, work: str | Path, start_from: str | Pat
 def interrupted_trunk(trunk_dir: Path, started: int, stable: int) -> Path | None:
     """The checkpoint a killed run left in ``trunk_dir`` that this run can continue: past ``started`` (the trunk it
     was given) and not past ``stable`` (its cooldown's start); None when there is none."""
-    found = latest_checkpoint(trunk_dir / "checkpoints") if (trunk_dir / "checkpoints").is_dir() else None
+    found = latest_checkpoint(trunk_dir / "checkpoints")  # None where the folder does not exist
     if found is None or not started < checkpoint_step(found) <= stable:
         return None
     return found

@@ -10,6 +10,7 @@ short is the last, and the answer says what it left unscored. Every rung's recor
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any
 
 from composer.errors import ConfigError
@@ -148,10 +149,11 @@ def same_model_at(config: SearchConfig, budget: str):
         return None
     from search.known import layout_at_target
 
-    def model_of(row: dict[str, Any]) -> str:
-        return layout_at_target(row["pattern"], grown_to, row.get("known"), config.attention_at_target)[0]
+    @functools.cache  # growing a pattern takes ~0.1 s, and the promotion and its announcement both ask
+    def grown(pattern: str, known: str | None) -> str:
+        return layout_at_target(pattern, grown_to, known, config.attention_at_target)[0]
 
-    return model_of
+    return lambda row: grown(row["pattern"], row.get("known"))
 
 
 def recall_pool(config: SearchConfig):
