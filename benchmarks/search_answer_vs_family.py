@@ -18,7 +18,11 @@ the answer with fewer attention layers at the target, say), through the same sta
 Its losses then pair seed by seed with the answer's (``details.losses`` in the search's ``leaderboard.json``, the
 last rung's score at the search's seed and the confirmation's seeds), and the script prints ``answer - family``
 with its paired t interval. Each finished stage is written to ``<work>/family.json`` as it ends, so a killed run
-keeps what it trained and a rerun trains only what is missing (trunks in ``<work>/trunks``).
+keeps what it trained and a rerun trains only what is missing (trunks in ``<work>/trunks``). ``--train-only``
+trains the family while the search still runs (nothing of the family depends on the search's answer), so the
+comparison waits on neither. Each stage keeps the trained models' recall where the budget measures it
+(``recall``, ``trained_recall``: rung-cpu-2 does), and the output sets each side's serving cost at the target
+(``cost``: cache per sequence at 4K and 32K) beside its losses.
 
     python benchmarks/search_answer_vs_family.py runs/sh-amsd-recall --family samba \\
         [--answer PATTERN] [--work runs/sh-amsd-recall/families/samba] [--json out.json]
@@ -93,6 +97,15 @@ def family_fit(config, family: str) -> str:
     return family_at_depth(family, config.layers).pattern
 
 
+def serving_cost_at_target(config, trained: str) -> dict:
+    """The analytic serving cost of the model trained at the target, as the search costs its trials
+    (``search.cost.serving_cost``), so the family's cache at 32K sits beside the answer's ``cost`` in its units."""
+    from composer.presets import get_preset
+    from search.cost import serving_cost
+
+    return serving_cost(get_preset(config.report_target).arch.with_pattern(trained))
+
+
 def train_family(config, family: str, work: Path, echo=print, layout: str | None = None) -> dict:
     """The family (or ``layout``, named ``family``) through the search's rungs at the target's size and its
     confirmation, a record per stage in ``work/family.json`` (kept across runs: a stage already there is not
@@ -132,6 +145,7 @@ def train_family(config, family: str, work: Path, echo=print, layout: str | None
         if layout and trained != layout:
             raise ConfigError(f"--layout {layout} grows to {trained} at {config.report_target}: give a layout of the "
                               "target's size")
+        record["cost"] = serving_cost_at_target(config, trained)
         echo(f"{family} {name}: {trained} at {budget}, seed {seed} ...")
         started = time.perf_counter()
         result = evaluator(fit, seed, None)
@@ -139,7 +153,9 @@ def train_family(config, family: str, work: Path, echo=print, layout: str | None
         losses = {str(k): float(v) for k, v in (details.get("losses") or {seed: result.score}).items()}
         record["stages"][name] = {"budget": budget, "pattern": trained, "seed": seed, "score": result.score,
                                   "lr": details.get("lr"), "losses": losses,
-                                  "seconds": time.perf_counter() - started}
+                                  "seconds": time.perf_counter() - started,
+                                  # each seed's trained-model recall where the budget measures it (rung-cpu-2 does)
+                                  **{key: details[key] for key in ("recall", "trained_recall") if key in details}}
         atomic_write_json(record_path, record)
         echo(f"{family} {name}: loss {result.score:.4f} at lr {details.get('lr')} "
              f"({record['stages'][name]['seconds'] / 60:.1f} min)")
@@ -161,9 +177,10 @@ def compare(out: Path, family: str, answer: str | None, work: Path, echo=print, 
     mine, theirs = answer_losses(row, config.seed), family_losses(record, last_rung)
     paired = paired_difference(mine, theirs)
     return {"search": str(out), "answer": {"pattern": row["pattern"], "target_pattern": row.get("target_pattern"),
-                                           "losses": mine, "lr": row.get("lr")},
+                                           "losses": mine, "lr": row.get("lr"), "cost": row.get("cost"),
+                                           "recall": (row.get("details") or {}).get("trained_recall")},
             "family": {"name": family, "fit": record["fit"], "target_pattern": record["stages"][last_rung]["pattern"],
-                       "losses": theirs, "stages": record["stages"]},
+                       "losses": theirs, "stages": record["stages"], "cost": record.get("cost")},
             "answer_minus_family": paired}
 
 
@@ -177,6 +194,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--answer", help="the pattern to compare (default: the search's best new finalist)")
     parser.add_argument("--work", help="where the family's runs go (default: <search>/families/<family>)")
     parser.add_argument("--json", help="write the comparison here")
+    parser.add_argument("--train-only", action="store_true",
+                        help="train the family's stages and stop: the search may still be running (its answer is "
+                             "read by a later run without this flag, which trains nothing again)")
     args = parser.parse_args(argv)
     from composer.layouts import FAMILIES
 
@@ -192,6 +212,10 @@ def main(argv: list[str] | None = None) -> int:
         name = args.name if args.layout else args.family
         out = Path(args.search)
         work = Path(args.work) if args.work else out / "families" / name
+        if args.train_only:
+            record = train_family(search_config(out), name, work, layout=args.layout)
+            print(f"{name}: {', '.join(record['stages'])} trained; compare once the search has finished")
+            return 0
         result = compare(out, name, args.answer, work, layout=args.layout)
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)

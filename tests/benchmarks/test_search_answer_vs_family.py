@@ -49,6 +49,12 @@ def test_samba_pairs_with_the_confirmed_answer_seed_by_seed_and_a_rerun_trains_n
     theirs = compared["family"]["losses"]
     assert paired["differences"] == pytest.approx([mine[s] - theirs[s] for s in ("0", "1", "2")])
     assert paired["ci"] is not None
+    # each side's cache at 32K, as the search costs its trials: Samba's sliding window holds a cache, and the
+    # answer's row carries the cost its trial recorded
+    assert compared["family"]["cost"]["pattern"] == samba_at_target
+    assert compared["family"]["cost"]["cache_bytes"]["32768"] > 0
+    assert compared["answer"]["cost"]["cache_bytes"]["32768"] == next(
+        row for row in board if row["pattern"] == answer)["cost"]["cache_bytes"]["32768"]
 
     again = bench.compare(out, "samba", None, tmp_path / "samba", echo=lambda _: None)
     assert len(fake.trained) == searched + 4, "a rerun trained the family again"
@@ -87,3 +93,21 @@ def test_a_layout_of_the_targets_size_is_trained_as_given_and_one_that_would_gro
         bench.compare(out, "two", None, tmp_path / "two", echo=lambda _: None, layout="SM")
     assert bench.main([str(out), "--layout", variant]) == 2
     assert "--layout needs --name" in capsys.readouterr().err
+
+
+def test_train_only_trains_the_family_before_the_search_has_an_answer(tmp_path, fake, load_benchmark, capsys):
+    # the family does not depend on the answer: trained while the search still runs, compared once it has finished
+    bench = load_benchmark("search_answer_vs_family")
+    run_search(halving(tmp_path, confirm_seeds=3), echo=lambda _: None)
+    out = tmp_path / "out"
+    best = (out / "best.json").read_text()
+    (out / "best.json").unlink()  # as if the search were still running
+    searched = len(fake.trained)
+    assert bench.main([str(out), "--family", "samba", "--train-only", "--work", str(tmp_path / "samba")]) == 0
+    assert "rung1, confirmation trained" in capsys.readouterr().out
+    assert len(fake.trained) == searched + 4
+    assert bench.main([str(out), "--family", "samba", "--work", str(tmp_path / "samba")]) == 2
+    assert "holds no finished search" in capsys.readouterr().err
+    (out / "best.json").write_text(best)
+    assert bench.main([str(out), "--family", "samba", "--work", str(tmp_path / "samba")]) == 0
+    assert len(fake.trained) == searched + 4, "the comparison trained the family again"
