@@ -495,12 +495,18 @@ def stop_when_queue_empty(study: optuna.Study, trial: FrozenTrial) -> None:
         study.stop()
 
 
-def _worker_main(config: SearchConfig, stage: Stage, worker: int, threads: int, deadline: float | None) -> None:
-    """Entry point of a spawned worker process: pin its device / threads, then run trials."""
+def _worker_main(config: SearchConfig, stage: Stage, worker: int, threads: int, deadline: float | None,
+                 heartbeat: Callable[[int], Callable[[dict], None]] | None = None) -> None:
+    """Entry point of a spawned worker process: pin its device / threads, then run trials. ``heartbeat(worker)``
+    gives the evaluator's runs a reporter (``search.progress.worker_heartbeat``), so a worker's training shows."""
     import torch
 
     torch.set_num_threads(threads)
-    run_worker(config, stage, worker, callbacks=None, deadline=deadline, enqueue=False)  # the search enqueues
+    evaluator = stage_evaluator(config, stage)
+    if heartbeat is not None and hasattr(evaluator, "heartbeat"):
+        evaluator.heartbeat = heartbeat(worker)
+    run_worker(config, stage, worker, callbacks=None, deadline=deadline, enqueue=False,  # the search enqueues
+               evaluator=evaluator)
 
 
 def worker_placement(workers: int, gpus: int, cpus: int) -> list[tuple[int | None, int]]:
@@ -520,9 +526,10 @@ def visible_gpu(index: int, visible: str | None = None) -> str:
     return entries[index] if index < len(entries) else str(index)
 
 
-def launch_workers(config: SearchConfig, stage: Stage, deadline: float | None, poll: Callable[[], None]) -> None:
+def launch_workers(config: SearchConfig, stage: Stage, deadline: float | None, poll: Callable[[], None],
+                   heartbeat: Callable[[int], Callable[[dict], None]] | None = None) -> None:
     """``config.workers`` processes (one GPU each when there are GPUs, ``worker_placement``); ``poll`` runs while
-    they work."""
+    they work. ``heartbeat``: picklable, given a worker's number it returns the reporter of that worker's runs."""
     import torch
 
     gpus = torch.cuda.device_count()
@@ -532,7 +539,8 @@ def launch_workers(config: SearchConfig, stage: Stage, deadline: float | None, p
         env_backup = os.environ.get("CUDA_VISIBLE_DEVICES")
         if gpu is not None:
             os.environ["CUDA_VISIBLE_DEVICES"] = visible_gpu(gpu, env_backup or "")
-        process = context.Process(target=_worker_main, args=(config, stage, worker, threads, deadline), daemon=False)
+        process = context.Process(target=_worker_main, args=(config, stage, worker, threads, deadline, heartbeat),
+                                  daemon=False)
         process.start()
         processes.append(process)
         if gpus:

@@ -12,6 +12,7 @@ Output directory::
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from collections.abc import Sequence
@@ -42,7 +43,7 @@ from search.evaluators import make_evaluator
 from search.evidence_record import attach
 from search.leaderboard import failures, leaderboard, write_leaderboard
 from search.plots import plot_all, plot_loss_against_recall, plot_rung_curves
-from search.progress import SearchEta, SearchProgress, evaluations_done
+from search.progress import SearchEta, SearchProgress, evaluations_done, worker_heartbeat
 from search.resume import StudyLock, reap_dead_workers
 from search.storage import GRACE_S, default_storage_url, worker_lock_path
 from search.strategies import StageRun, get_strategy
@@ -82,7 +83,8 @@ def run_stage(config: SearchConfig, stage: Stage, label: str, precision: str, de
                 evaluator.heartbeat = None
     else:
         enqueue_first(open_study(config, stage, evaluator), stage)  # before the workers race to it
-        launch_workers(config, stage, deadline, poll=lambda: progress.poll(lambda: open_study(config, stage, evaluator)))
+        launch_workers(config, stage, deadline, poll=lambda: progress.poll(lambda: open_study(config, stage, evaluator)),
+                       heartbeat=functools.partial(worker_heartbeat, label, stage.trials))
         # the retries of first patterns that failed once, here, in one process, now that the workers have ended
         run_worker(config, stage, 0, callbacks=[progress], deadline=deadline, on_bound=echo, evaluator=evaluator)
     study = open_study(config, stage, evaluator)

@@ -3,9 +3,12 @@ candidate trains, heartbeat lines say where the search is and how long it has le
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
+import pickle
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -16,7 +19,7 @@ import pytest
 
 from search.config import SearchConfig
 from search.engine import Stage
-from search.progress import SearchEta, SearchProgress, stage_label
+from search.progress import SearchEta, SearchProgress, stage_label, worker_heartbeat
 from search.run import summary_text
 from search.strategies import get_strategy
 from search.strategies.base import known_first, make_space
@@ -220,34 +223,57 @@ def test_the_search_eta_of_the_default_ladder_shrinks_as_it_trains_and_is_plausi
 
 
 @pytest.mark.slow
-def test_a_real_smoke_search_shows_a_heartbeat_before_its_first_candidate_ends(tmp_path):
-    """``composer search --budget smoke --trials 3``: a line with the rung, the candidate, its tokens and the ETAs
-    comes while the first candidate trains, before its result line. Stopped once that result is printed."""
+def test_a_workers_heartbeat_names_the_worker_its_run_and_speed_and_no_eta():
+    # a spawned worker sees only its own runs: which candidate of the stage it trains, and the search's time left,
+    # are the search process's lines to say
+    clock, lines = Clock(), Lines()
+    progress = SearchProgress(8, False, "recall probe: ", stream=lines, worker=2, now=clock)
+    progress.heartbeat(report("SADDDD", 1, 1, 1_212_416, 4_096_000, 4096, 1650.0))
+    assert lines == ["recall probe: worker 2  SADDDD  run 1/1 lr 1e-3  1,212,416/4,096,000 tokens  1,650 tok/s"]
+    clock.t += 5
+    progress.heartbeat(report("SADDDD", 1, 1, 1_220_608, 4_096_000, 4096, 1650.0))
+    assert len(lines) == 1  # within ~10 s of the same run
+    progress.heartbeat(report("SMSAMS", 1, 1, 4_096, 4_096_000, 4096, 1650.0))  # its next finalist prints at once
+    assert len(lines) == 2 and lines[-1].startswith("recall probe: worker 2  SMSAMS  run 1/1")
+    # what search.run hands launch_workers crosses a spawn, and numbers the workers from 1
+    factory = pickle.loads(pickle.dumps(functools.partial(worker_heartbeat, "rung 0 of 0-1 ", 3)))
+    assert factory(0).__self__.worker == 1 and factory(0).__self__.label == "rung 0 of 0-1 "
+
+
+def stream_search(argv: list[str], until: re.Pattern, timeout: float = 600) -> list[tuple[float, str]]:
+    """``composer search ARGV``'s stderr lines (with when each came) up to the first that ``until`` finds; the
+    search is stopped there."""
     env = {**os.environ, "WANDB_MODE": "offline", "PYTHONUNBUFFERED": "1",
            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    process = subprocess.Popen([sys.executable, "-m", "composer", "search", "--budget", "smoke", "--trials", "3",
-                                "--out", str(tmp_path / "out")], cwd=ROOT, env=env, text=True,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    process = subprocess.Popen([sys.executable, "-m", "composer", "search", *argv], cwd=ROOT, env=env, text=True,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
     seen: list[tuple[float, str]] = []
-    result = re.compile(r"rung 0 of 0-1 \[  1/3\] \S+ +score \d")
 
     def read() -> None:
         for line in process.stderr:
             seen.append((time.monotonic(), line.rstrip("\n")))
-            if result.search(line):
+            if until.search(line):
                 return
 
     reader = threading.Thread(target=read, daemon=True)
-    started = time.monotonic()
     reader.start()
-    reader.join(timeout=600)
+    reader.join(timeout=timeout)
     try:
         if process.poll() is None:
-            process.terminate()
+            os.killpg(process.pid, signal.SIGTERM)  # the search and its spawned workers
             process.wait(timeout=60)
     except subprocess.TimeoutExpired:
-        process.kill()
+        os.killpg(process.pid, signal.SIGKILL)
         process.wait()
+    return seen
+
+
+def test_a_real_smoke_search_shows_a_heartbeat_before_its_first_candidate_ends(tmp_path):
+    """``composer search --budget smoke --trials 3``: a line with the rung, the candidate, its tokens and the ETAs
+    comes while the first candidate trains, before its result line. Stopped once that result is printed."""
+    result = re.compile(r"rung 0 of 0-1 \[  1/3\] \S+ +score \d")
+    started = time.monotonic()
+    seen = stream_search(["--budget", "smoke", "--trials", "3", "--out", str(tmp_path / "out")], result)
     text = [line for _, line in seen]
     ends = [i for i, line in enumerate(text) if result.search(line)]
     assert ends, "\n".join(text[-30:])
@@ -263,50 +289,13 @@ def test_a_real_smoke_search_shows_a_heartbeat_before_its_first_candidate_ends(t
           f"{seen[ends[0]][0] - started:.0f} s")
 
 
-def test_the_estimate_counts_the_model_the_rungs_train_with_attention_kept():
-    """--attention-at-target keep trains SDDMAS at demo-4m as 21 layers with 1 attention layer, not 23 with 4."""
-    from composer.accounting import analyze
-    from composer.presets import get_preset
-    from search.known import layout_at_target
-    from search.progress import trained_flops_per_token
-
-    kept = trained_flops_per_token("SDDMAS", "search-1m", "demo-4m", 128, "keep")
-    stacked = trained_flops_per_token("SDDMAS", "search-1m", "demo-4m", 128)
-    demo = get_preset("demo-4m").arch
-    assert kept == analyze(demo.with_pattern(layout_at_target("SDDMAS", "demo-4m", None, "keep")[0]),
-                           seq_len=128).flops_per_token < stacked
-
-
-@pytest.mark.parametrize("attention", ["repeat", "keep"])
-def test_the_estimate_sizes_each_candidate_by_the_model_trained_at_the_target(attention):
-    """Issue 47: a known family trains in its own layout at the target (Nemotron-H 16 layers, 1 attention), Llama
-    stacked whatever the search's rule; only a new pattern grows by --attention-at-target. The rung's work is the
-    mean of those models, not of every pattern grown by the search's rule."""
-    from composer.accounting import analyze
-    from composer.presets import get_preset
-    from search.fidelity import get_ladder, rung_budget
-    from search.known import layout_at_target
-    from search.lm import get_lm_budget
-
-    config = SearchConfig(wandb="off", primitives="AMSD", attention_at_target=attention)
-    first = (("AMAMAM", {"known": "llama"}), ("SMSAMS", {"known": "nemotron-h"}), ("SDDMAS", {}))
-    stage = Stage(1, make_space(config, config.layers), len(first), "s-rung1", first, only_first=True)
-    eta = SearchEta(config, get_strategy(config.strategy))
-    eta.plan(1, rung_config(config, 1), stage)
-    spec = get_lm_budget(rung_budget(get_ladder(config.budget), 1, config.target))
-    widths = get_preset(spec.extrapolate_to).arch
-    trained = [layout_at_target(pattern, spec.extrapolate_to, attrs.get("known"), attention)[0]
-               for pattern, attrs in first]
-    assert "SMSMSMSMASMSMSMS" in trained  # Nemotron-H's own layout, not SMSAMS stacked or kept
-    expected = sum(analyze(widths.with_pattern(p), seq_len=spec.seq_len).flops_per_token for p in trained) / 3
-    assert eta.stages[0].flops_per_token == pytest.approx(expected)
-
-
-def test_a_confirmation_is_timed_as_one_run_per_seed_at_the_chosen_rate():
-    """Red before: a confirmation trains each finalist once per seed at the rate the rungs chose, but its ETA and its
-    "training: N run(s)" line counted the budget's rate grid too (3 runs for 2 seeds of rung-cpu-2)."""
-    from search.lm import confirm_budget
-    from search.progress import stage_work
-
-    work = stage_work(confirm_budget("rung-cpu-2@demo-4m", 2), 2, ["AMAMAM"], "search-1m")
-    assert work.runs == 2 and work.start_tokens == 0
+def test_a_real_two_worker_search_shows_each_workers_runs_as_they_train(tmp_path):
+    """``composer search --workers 2``: the candidates train in spawned processes, and a line of their runs (named by
+    the worker) comes before the first result; before, such a search was silent until a candidate ended. Stopped at
+    the first of the two."""
+    beat = r"rung 0 of 0-1 worker [12]  [AM]{6}  run 1/1 lr 3e-3  [\d,]+/8,192 tokens  [\d,]+ tok/s"
+    result = r"rung 0 of 0-1 \[ +\d/3\] \S+ +score \d"
+    seen = stream_search(["--budget", "smoke", "--trials", "3", "--workers", "2", "--out", str(tmp_path / "out")],
+                         re.compile(f"^{beat}$|{result}"))
+    text = [line for _, line in seen]
+    assert text and re.fullmatch(beat, text[-1]), "\n".join(text[-30:])
