@@ -17,8 +17,14 @@ every stack and draws every trained figure from a normal with its own standard e
 noise is in it. With k layouts the rank correlation can only take a few values and even a perfect agreement of 4
 layouts has a permutation p of 1/24: the report says so rather than reading a point value.
 
+A finished search whose finalists were probed (``--min-recall``) and whose last rung measured their trained models'
+recall (``recall_sequences``: the cpu ladder's rung 2 does) holds both for every finalist: ``--search OUT`` reads
+them from its ``leaderboard.json`` (the trained figure there is already averaged over the finalist's seeds, its
+interval over the held-out sequences), so the comparison needs no run of its own.
+
     python benchmarks/probe_vs_trained.py --trained runs/recall_scale/recall_scale.json \\
         --probe benchmarks/results/recall_probe-2026-11-27.json --probe runs/probe-more/runs.json
+    python benchmarks/probe_vs_trained.py --search runs/amsd-constrained
 """
 
 from __future__ import annotations
@@ -56,7 +62,7 @@ def _figure(recall: dict[str, Any]) -> dict[str, float] | None:
     row = _longest(recall.get("copy") or [])
     if row is None:
         return None
-    ci, n = row.get("ci"), row.get("n") or 2
+    ci, n = row.get("ci") or row.get("gain_ci"), row.get("n") or 2  # a search's compact report says gain_ci
     half = (ci[1] - ci[0]) / 2 if ci else 0.0
     from scipy import stats
 
@@ -80,6 +86,28 @@ def trained_figures(paths: list[Path]) -> dict[str, list[dict[str, float]]]:
             if figure is not None:
                 figures.setdefault(layout, []).append(figure)
     return figures
+
+
+def search_figures(out: Path) -> tuple[dict[str, list[dict[str, float]]], dict[str, list[float]]]:
+    """A finished search's finalists, measured both ways: pattern -> its trained figure (the seed-averaged random
+    copy gain, ``trained_recall``), and mixer stack -> its probe accuracy at the longest length (``recall``). A
+    finalist the probe did not train, or whose trained recall was not measured, is left out of the side it lacks."""
+    from scipy import stats
+
+    from search.recall import mixer_stack
+
+    trained: dict[str, list[dict[str, float]]] = {}
+    probe: dict[str, list[float]] = {}
+    for row in json.loads((out / "leaderboard.json").read_text()):
+        figure = row.get("trained_recall") or {}
+        if figure.get("value") is not None:
+            ci, n = figure.get("ci"), figure.get("sequences") or 2
+            half = (ci[1] - ci[0]) / 2 if ci else 0.0
+            trained[row["pattern"]] = [{"value": float(figure["value"]), "distance": figure.get("distance"),
+                                        "se": half / float(stats.t.ppf(0.975, max(n - 1, 1)))}]
+        if row.get("recall") is not None and row.get("recall_source") != "trained":
+            probe.setdefault(mixer_stack(row["pattern"]), []).append(float(row["recall"]))
+    return trained, probe
 
 
 def probe_accuracies(paths: list[Path]) -> dict[str, list[float]]:
@@ -186,18 +214,32 @@ def plot(result: dict[str, Any], path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--trained", action="append", required=True, type=Path,
+    parser.add_argument("--trained", action="append", default=[], type=Path,
                         help="recall_scale.json or trained_recall's runs.json (repeatable)")
-    parser.add_argument("--probe", action="append", required=True, type=Path,
+    parser.add_argument("--probe", action="append", default=[], type=Path,
                         help="a recall_vs_length report or benchmarks/results/recall_probe-*.json (repeatable)")
+    parser.add_argument("--search", type=Path,
+                        help="a finished composer search's --out whose finalists were probed and their trained "
+                             "recall measured (leaderboard.json holds both)")
     parser.add_argument("--out", type=Path, default=Path("runs/probe_vs_trained"))
     args = parser.parse_args(argv)
+    if args.search is None and not (args.trained and args.probe):
+        parser.error("give --search OUT, or both --trained and --probe")
+    if args.search is not None and not (args.search / "leaderboard.json").is_file():
+        parser.error(f"{args.search}: no leaderboard.json (give the --out of a finished composer search)")
     for path in [*args.trained, *args.probe]:
         if not path.is_file():
             parser.error(f"{path}: no such file (give a report that benchmarks/recall_scale.py, trained_recall.py "
                          "or recall_vs_length.py wrote)")
-    result = compare(trained_figures(args.trained), probe_accuracies(args.probe))
+    trained, probe = trained_figures(args.trained), probe_accuracies(args.probe)
+    if args.search is not None:
+        from_search = search_figures(args.search)
+        trained.update(from_search[0])
+        for stack, values in from_search[1].items():
+            probe.setdefault(stack, []).extend(values)
+    result = compare(trained, probe)
     result.update(trained=[str(p) for p in args.trained], probe=[str(p) for p in args.probe],
+                  search=str(args.search) if args.search is not None else None,
                   command="python benchmarks/probe_vs_trained.py " + " ".join(sys.argv[1:] if argv is None else argv))
     return finish(args.out, "probe_vs_trained", result, text_of(result), plot=plot)
 

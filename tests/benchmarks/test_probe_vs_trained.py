@@ -67,3 +67,33 @@ def test_a_stack_without_a_probe_is_named_with_its_command(load_benchmark, tmp_p
 def write(path, report):
     path.write_text(json.dumps(report))
     return path
+
+
+def test_a_finished_search_gives_both_measures_of_its_finalists(load_benchmark, tmp_path, capsys):
+    # leaderboard.json rows: the probe's accuracy at its longest length (recall) and the trained models' seed-averaged
+    # copy gain (trained_recall); a finalist the probe did not train stays off the probe's side
+    bench = load_benchmark("probe_vs_trained")
+    rows = [{"pattern": "SADDDD", "recall": 0.9, "trained_recall": {"value": 0.3, "ci": [0.29, 0.31], "sequences": 32,
+                                                                      "distance": 64}},
+            {"pattern": "SMSAMS", "recall": 0.5, "trained_recall": {"value": 0.2, "ci": [0.19, 0.21], "sequences": 32,
+                                                                      "distance": 64}},
+            {"pattern": "SDDMSM", "recall": 0.1, "trained_recall": {"value": 0.1, "ci": [0.09, 0.11], "sequences": 32,
+                                                                      "distance": 64}},
+            {"pattern": "DMDMAM", "trained_recall": {"value": 0.0, "ci": [-0.01, 0.01], "sequences": 32,
+                                                     "distance": 64}}]
+    search = tmp_path / "search"
+    search.mkdir()
+    (search / "leaderboard.json").write_text(json.dumps(rows))
+    trained, probe = bench.search_figures(search)
+    assert probe == {"SADDDD": [0.9], "SSAS": [0.5], "SDDS": [0.1]} and set(trained) == {r["pattern"] for r in rows}
+    assert trained["SADDDD"][0]["value"] == 0.3 and 0 < trained["SADDDD"][0]["se"] < 0.01
+    out = tmp_path / "out"
+    assert bench.main(["--search", str(search), "--out", str(out)]) == 0
+    result = json.loads((out / "probe_vs_trained.json").read_text())
+    assert result["n"] == 3 and result["spearman"] == 1.0 and result["ci"][0] > 0
+    assert result["missing_probe"] == [{"layout": "DMDMAM", "stack": "DDA"}]
+    try:
+        bench.main(["--search", str(tmp_path)])
+    except SystemExit as stop:
+        assert stop.code == 2
+    assert "no leaderboard.json" in capsys.readouterr().err
