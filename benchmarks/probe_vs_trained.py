@@ -104,7 +104,8 @@ def search_figures(out: Path) -> tuple[dict[str, list[dict[str, float]]], dict[s
             ci, n = figure.get("ci"), figure.get("sequences") or 2
             half = (ci[1] - ci[0]) / 2 if ci else 0.0
             trained[row["pattern"]] = [{"value": float(figure["value"]), "distance": figure.get("distance"),
-                                        "se": half / float(stats.t.ppf(0.975, max(n - 1, 1)))}]
+                                        "se": half / float(stats.t.ppf(0.975, max(n - 1, 1))),
+                                        "seeds": len(figure.get("seeds") or [0])}]  # already averaged over them
         if row.get("recall") is not None and row.get("recall_source") != "trained":
             probe.setdefault(mixer_stack(row["pattern"]), []).append(float(row["recall"]))
     return trained, probe
@@ -148,7 +149,7 @@ def compare(trained: dict[str, list[dict[str, float]]], probe: dict[str, list[fl
         rows.append({"layout": layout, "stack": stack, "probe": float(np.mean(probe[stack])),
                      "probe_seeds": probe[stack], "trained": float(np.mean([r["value"] for r in runs])),
                      "trained_se": math.sqrt(sum(r["se"] ** 2 for r in runs)) / len(runs),
-                     "trained_seeds": len(runs), "distance": runs[0]["distance"]})
+                     "trained_seeds": sum(run.get("seeds", 1) for run in runs), "distance": runs[0]["distance"]})
     result: dict[str, Any] = {"rows": rows, "missing_probe": missing, "n": len(rows)}
     if len(rows) < 3:
         result.update(spearman=None, ci=None, verdict=f"{len(rows)} layouts measured both ways: a rank correlation "
@@ -168,7 +169,7 @@ def compare(trained: dict[str, list[dict[str, float]]], probe: dict[str, list[fl
                   verdict=("the probe's ranking predicts the trained models' (interval above 0)" if predicts else
                            "the probe's ranking is not shown to predict the trained models' (interval reaches 0 or "
                            f"below; with {len(rows)} layouts even a perfect agreement has permutation p "
-                           f"{perfect_p:.3f})"))
+                           f"{perfect_p:.2g})"))
     return result
 
 

@@ -1412,3 +1412,72 @@ def test_search_default_search_retimed_on_idle_cores():
     find(text, rf"`AMAMAM` \({verdict['best_known']['score']:.4f}\)")
     readme = (ROOT / "README.md").read_text()
     find(readme, rf"it took {minutes} min {seconds} s")
+
+
+def test_search_amsd_constrained_end_to_end():
+    """The constrained AMSD search's report: the finalists' table against the stored rows, the answer's intervals
+    against Nemotron-H and Samba recomputed from the per-seed losses, the cache ratios from the accounting, and
+    the probe-against-trained Spearman from its stored rows."""
+    from composer.evidence import paired_difference
+    from composer.presets import get_preset
+    from search.cost import serving_cost
+
+    data = results("amsd_constrained_search-2026-11-28.json")
+    text = section(doc("reports/amsd-constrained-search-2026-11-28.md"), "The constrained search and its answer")
+    board = {row["pattern"]: row for row in data["leaderboard"]}
+    rows = table(text, "| pattern | at the target | loss | probe at 1,024")
+    assert [plain(cells[0]).split()[0] for cells in rows] == list(board)
+    units = {"KiB": 1024, "MiB": 1024**2}
+    for cells in rows:
+        row = board[plain(cells[0]).split()[0]]
+        agree(cells[2], row["score"], f"{cells[0]} loss")
+        agree(cells[3], row["recall"], f"{cells[0]} probe")
+        assert cells[4] == ("yes" if row["meets_min_recall"] else "no"), cells[0]
+        figure = row["trained_recall"]
+        agree_interval(cells[5], figure["value"], figure["ci"], f"{cells[0]} trained recall")
+        number, unit = cells[6].split()
+        agree(number, row["cost"]["cache_bytes"]["32768"] / units[unit], f"{cells[0]} cache")
+        agree(cells[7], row["cost"]["decode"]["decode_tokens_per_s"], f"{cells[0]} decode")
+    best = data["best"]
+    assert best["min_recall"]["eligible"] == ["SADDDD", "SADDSM", "SMSAMS", "DMDMAM"]
+    find(text, rf"lower end of the 7:1 linear layout's probe interval, {best['min_recall']['threshold']:.4f}")
+    # the answer against Nemotron-H, from the confirmed seeds' losses
+    answer, nemotron = (board[p]["evidence"]["scores"] for p in ("SADDDD", "SMSAMS"))
+    versus = paired_difference(answer, nemotron)
+    stored = best["vs_known"]
+    assert stored["answer"] == "new" and stored["best_new"]["pattern"] == "SADDDD" and stored["seeds"] == [0, 1, 2]
+    reproduced(stored["ci"], versus["ci"], "SADDDD - nemotron-h")
+    find(text, rf"beats Nemotron-H by {versus['mean']:.3f} \[{versus['ci'][0]:.3f}, {versus['ci'][1]:.3f}\]")
+    find(text, r"`SADDDD` scored " + ", ".join(f"{answer[s]:.4f}" for s in "012"))
+    # against Samba, trained through the search's rungs: its losses pair with the same answer's
+    samba = data["samba"]
+    assert samba["answer"]["losses"] == answer
+    against = paired_difference(answer, samba["family"]["losses"])
+    reproduced(samba["answer_minus_family"]["ci"], against["ci"], "SADDDD - samba")
+    find(text, rf"Against Samba: {against['mean']:.3f} \[{against['ci'][0]:.3f}, {against['ci'][1]:.3f}\]")
+    seed0 = samba["family"]["stages"]["rung2"]["trained_recall"]
+    find(doc("reports/amsd-constrained-search-2026-11-28.md"),
+         rf"\+0.061 against \+{seed0['value']:.3f} \[\+{seed0['ci'][0]:.3f}, \+{seed0['ci'][1]:.3f}\] \(seed 0\)")
+    tie = paired_difference(samba["family"]["losses"], nemotron)
+    assert tie["verdict"] == "within noise"
+    find(text, rf"Samba against Nemotron-H is -0.000 \[{tie['ci'][0]:.3f}, \+{tie['ci'][1]:.3f}\], within noise")
+    # the caches at 32K: the analytic accounting of each model at demo-4m
+    demo = get_preset("demo-4m").arch
+    cache = {name: serving_cost(demo.with_pattern(layout))["cache_bytes"]["32768"]
+             for name, layout in (("answer", board["SADDDD"]["target_pattern"]),
+                                  ("nemotron", board["SMSAMS"]["target_pattern"]),
+                                  ("samba", samba["family"]["target_pattern"]))}
+    assert cache["samba"] == samba["family"]["cost"]["cache_bytes"]["32768"]
+    goal = section(doc("reports/amsd-constrained-search-2026-11-28.md"), "The issue's goal, item by item")
+    for name, percent in (("nemotron", 2.3), ("samba", 63.6)):
+        assert round((cache["answer"] / cache[name] - 1) * 100, 1) == percent, name
+        find(goal, rf"{cache['answer'] / 2**20:.2f} MiB against {cache[name] / 2**20:.2f} MiB, \+{percent}%")
+    # the probe against the trained models' recall, over the 8 finalists
+    spearman = data["probe_vs_trained"]
+    assert spearman["n"] == 8 and spearman["ci"][0] < 0 < spearman["ci"][1]
+    from composer.evidence import spearman as rank_correlation
+
+    again = rank_correlation([r["probe"] for r in spearman["rows"]], [r["trained"] for r in spearman["rows"]])
+    reproduced(spearman["spearman"], again, "probe-trained Spearman")
+    page = doc("reports/amsd-constrained-search-2026-11-28.md")
+    find(page, rf"Spearman \*\*\+{again:.2f}, 95% bootstrap \[{spearman['ci'][0]:.2f}, \+{spearman['ci'][1]:.2f}\]\*\*")

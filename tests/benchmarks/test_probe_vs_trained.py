@@ -74,7 +74,7 @@ def test_a_finished_search_gives_both_measures_of_its_finalists(load_benchmark, 
     # copy gain (trained_recall); a finalist the probe did not train stays off the probe's side
     bench = load_benchmark("probe_vs_trained")
     rows = [{"pattern": "SADDDD", "recall": 0.9, "trained_recall": {"value": 0.3, "ci": [0.29, 0.31], "sequences": 32,
-                                                                      "distance": 64}},
+                                                                      "distance": 64, "seeds": [0, 1, 2]}},
             {"pattern": "SMSAMS", "recall": 0.5, "trained_recall": {"value": 0.2, "ci": [0.19, 0.21], "sequences": 32,
                                                                       "distance": 64}},
             {"pattern": "SDDMSM", "recall": 0.1, "trained_recall": {"value": 0.1, "ci": [0.09, 0.11], "sequences": 32,
@@ -91,6 +91,7 @@ def test_a_finished_search_gives_both_measures_of_its_finalists(load_benchmark, 
     assert bench.main(["--search", str(search), "--out", str(out)]) == 0
     result = json.loads((out / "probe_vs_trained.json").read_text())
     assert result["n"] == 3 and result["spearman"] == 1.0 and result["ci"][0] > 0
+    assert [row["trained_seeds"] for row in result["rows"]] == [3, 1, 1]  # SADDDD's figure averages its 3 seeds
     assert result["missing_probe"] == [{"layout": "DMDMAM", "stack": "DDA"}]
     try:
         bench.main(["--search", str(tmp_path)])
