@@ -62,12 +62,16 @@ def _figure(recall: dict[str, Any]) -> dict[str, float] | None:
     row = _longest(recall.get("copy") or [])
     if row is None:
         return None
-    ci, n = row.get("ci") or row.get("gain_ci"), row.get("n") or 2  # a search's compact report says gain_ci
-    half = (ci[1] - ci[0]) / 2 if ci else 0.0
+    ci = row.get("ci") or row.get("gain_ci")  # a search's compact report says gain_ci
+    return {"value": float(row["gain"]), "se": standard_error(ci, row.get("n") or 2), "distance": row["distance"]}
+
+
+def standard_error(ci: list[float] | None, n: int) -> float:
+    """The standard error behind a 95% t interval over ``n`` sequences (0 where there is no interval)."""
     from scipy import stats
 
-    return {"value": float(row["gain"]), "se": half / float(stats.t.ppf(0.975, max(n - 1, 1))),
-            "distance": row["distance"]}
+    half = (ci[1] - ci[0]) / 2 if ci else 0.0
+    return half / float(stats.t.ppf(0.975, max(n - 1, 1)))
 
 
 def trained_figures(paths: list[Path]) -> dict[str, list[dict[str, float]]]:
@@ -92,8 +96,6 @@ def search_figures(out: Path) -> tuple[dict[str, list[dict[str, float]]], dict[s
     """A finished search's finalists, measured both ways: pattern -> its trained figure (the seed-averaged random
     copy gain, ``trained_recall``), and mixer stack -> its probe accuracy at the longest length (``recall``). A
     finalist the probe did not train, or whose trained recall was not measured, is left out of the side it lacks."""
-    from scipy import stats
-
     from search.recall import mixer_stack
 
     trained: dict[str, list[dict[str, float]]] = {}
@@ -101,10 +103,8 @@ def search_figures(out: Path) -> tuple[dict[str, list[dict[str, float]]], dict[s
     for row in json.loads((out / "leaderboard.json").read_text()):
         figure = row.get("trained_recall") or {}
         if figure.get("value") is not None:
-            ci, n = figure.get("ci"), figure.get("sequences") or 2
-            half = (ci[1] - ci[0]) / 2 if ci else 0.0
             trained[row["pattern"]] = [{"value": float(figure["value"]), "distance": figure.get("distance"),
-                                        "se": half / float(stats.t.ppf(0.975, max(n - 1, 1))),
+                                        "se": standard_error(figure.get("ci"), figure.get("sequences") or 2),
                                         "seeds": len(figure.get("seeds") or [0])}]  # already averaged over them
         if row.get("recall") is not None and row.get("recall_source") != "trained":
             probe.setdefault(mixer_stack(row["pattern"]), []).append(float(row["recall"]))
