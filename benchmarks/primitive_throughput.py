@@ -13,6 +13,11 @@ relative to the reference's max abs value), so a kernel that is fast but wrong s
     python benchmarks/primitive_throughput.py                      # CPU, d 128, seq 256, batch 8
     python benchmarks/primitive_throughput.py --device cuda --d-model 2048 --seq-len 4096 --batch-size 4
     python benchmarks/primitive_throughput.py --primitives ASDW --window 64 --json
+    python benchmarks/primitive_throughput.py --preset demo-4m --seq-len 128 --batch-size 16 --threads 1
+
+Per FLOP: each row also gives GFLOP/s (the primitive's training FLOPs per token at ``--seq-len``, what
+``composer info`` counts, times tokens/s) and that rate against ``M``'s, a GEMM-bound layer and so the practical
+ceiling on this machine: a primitive at 0.5 spends twice the time per FLOP that a matmul does.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--primitives", default=REGISTRY.symbols, help="symbols to time (default: all registered)")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--preset", help="take d_model, heads, kv heads, head dim and ffn from this preset (e.g. demo-4m)")
     p.add_argument("--d-model", type=int, default=128)
     p.add_argument("--heads", type=int, default=4)
     p.add_argument("--kv-heads", type=int, default=2)
@@ -55,6 +61,12 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def make_arch(args) -> ArchConfig:
+    if args.preset:
+        from composer.presets import get_preset
+
+        widths = get_preset(args.preset).arch
+        args.d_model, args.heads, args.kv_heads = widths.d_model, widths.n_heads, widths.n_kv_heads
+        args.head_dim, args.ffn = widths.head_dim, widths.ffn_dim
     return ArchConfig(
         pattern=args.primitives, d_model=args.d_model, n_heads=args.heads, n_kv_heads=args.kv_heads,
         head_dim=args.head_dim, ffn_dim=args.ffn, vocab_size=256, max_seq_len=max(args.seq_len, 2048),
@@ -130,13 +142,18 @@ def main(argv=None) -> int:
     device = torch.device(args.device)
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
     arch = make_arch(args)
-    symbols = list(dict.fromkeys(("A", *args.primitives)))
+    symbols = list(dict.fromkeys(("A", "M", *args.primitives)))
     layers = {s: build_layer(arch, s, device, dtype) for s in symbols}
     x = torch.randn(args.batch_size, args.seq_len, args.d_model, device=device, dtype=dtype)
     tokens = args.batch_size * args.seq_len
     medians = time_round_robin(layers, x, args.steps, args.warmup, device)
+    configs = arch.primitive_configs()
+    flops = {s: REGISTRY.get(s).flops_per_token(configs[s], args.seq_len) for s in symbols}
+    rate = {s: flops[s] * tokens / medians[s] for s in symbols}  # training FLOP/s
     rows = [{"primitive": s, "name": REGISTRY.get(s).name, "median_ms": medians[s] * 1e3,
-             "tokens_per_s": tokens / medians[s], "vs_attention": medians["A"] / medians[s]} for s in symbols]
+             "tokens_per_s": tokens / medians[s], "vs_attention": medians["A"] / medians[s],
+             "flops_per_token": flops[s], "gflops_per_s": rate[s] / 1e9, "flop_rate_vs_mlp": rate[s] / rate["M"]}
+            for s in symbols]
 
     kernels = []
     if device.type == "cuda":
@@ -157,17 +174,18 @@ def main(argv=None) -> int:
 
     result = {"device": str(device), "dtype": str(dtype).removeprefix("torch."), "torch": torch.__version__,
               "threads": torch.get_num_threads(), "shape": [args.batch_size, args.seq_len, args.d_model],
-              "peer": "A (causal GQA, torch scaled_dot_product_attention)", "primitives": rows, "kernels": kernels}
+              "peer": "A (causal GQA, torch scaled_dot_product_attention); per FLOP: M (SwiGLU MLP, GEMM-bound)",
+              "preset": args.preset, "primitives": rows, "kernels": kernels}
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
     print(f"one residual layer, forward + backward, {args.batch_size} x {args.seq_len} x d {args.d_model}, "
           f"{result['dtype']} on {device} ({result['threads']} threads), torch {torch.__version__}; "
           f"peer: {result['peer']}")
-    print(f"{'primitive':<28}{'median ms':>10}{'tokens/s':>12}{'vs A':>8}")
+    print(f"{'primitive':<28}{'median ms':>10}{'tokens/s':>12}{'vs A':>8}{'GFLOP/s':>10}{'per FLOP vs M':>15}")
     for r in rows:
         print(f"{r['primitive'] + ' ' + r['name']:<28}{r['median_ms']:>10.2f}{r['tokens_per_s']:>12,.0f}"
-              f"{r['vs_attention']:>8.2f}")
+              f"{r['vs_attention']:>8.2f}{r['gflops_per_s']:>10.1f}{r['flop_rate_vs_mlp']:>15.2f}")
     for k in kernels:
         if "error" in k:
             print(f"kernel {k['primitive']}: not run ({k['error']})")

@@ -51,6 +51,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from primitives.base import CacheSpec, InitScheme, LayerCache, Primitive
+from primitives.short_conv import causal_depthwise_conv1d, conv_step
 
 try:  # optional CUDA extra: pip install "composer-hnas[cuda]" (fla's ops live in the fla-core package)
     from fla.ops.gated_delta_rule import chunk_gated_delta_rule as _fla_chunk_gated_delta_rule
@@ -350,26 +351,6 @@ def _l2_normalize(x: torch.Tensor) -> torch.Tensor:
     return (x32 * torch.rsqrt(x32.square().sum(dim=-1, keepdim=True) + _L2_EPS)).to(x.dtype)
 
 
-def _causal_depthwise_conv(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    """Causal depthwise convolution of ``[batch, seq, channels]`` with ``weight [channels, 1, width]``.
-
-    Left zero padding only: position ``t`` sees ``t - width + 1 .. t``, never a later token.
-    """
-    width = weight.shape[-1]
-    out = F.conv1d(F.pad(x.transpose(1, 2), (width - 1, 0)), weight, groups=x.shape[-1])
-    return out.transpose(1, 2)
-
-
-def _conv_step(history: torch.Tensor, new: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    """:func:`_causal_depthwise_conv` of ``new [batch, n, channels]`` continuing a sequence whose last
-    ``width - 1`` inputs are ``history`` (zeros at its start); updates ``history`` in place."""
-    width = weight.shape[-1]
-    full = torch.cat([history.to(new.dtype), new], dim=1)
-    if width > 1:
-        history.copy_(full[:, full.shape[1] - (width - 1) :])
-    return F.conv1d(full.transpose(1, 2), weight, groups=new.shape[-1]).transpose(1, 2)
-
-
 @dataclass
 class GatedDeltaNetCache(LayerCache):
     """``conv``: the last ``conv_size - 1`` inputs of the q/k/v short convolutions, ``[batch, conv_size - 1,
@@ -461,7 +442,7 @@ class GatedDeltaNet(Primitive):
         use_kernel = self._use_kernel(x)
         qkv, gate, a, b = self._project(x)
         if c.use_short_conv:
-            qkv = _causal_depthwise_conv(qkv, self._conv_weight())
+            qkv = causal_depthwise_conv1d(qkv, self._conv_weight())
         q, k, v, g, beta = self._rule_inputs(qkv, a, b)
         if use_kernel:
             o, _ = _fla_chunk_gated_delta_rule(
@@ -526,7 +507,7 @@ class GatedDeltaNet(Primitive):
         if c.use_short_conv:
             if fresh:  # a new sequence: empty convolution window
                 cache.conv.zero_()
-            qkv = _conv_step(cache.conv, qkv, self._conv_weight())
+            qkv = conv_step(cache.conv, qkv, self._conv_weight())
         q, k, v, g, beta = self._rule_inputs(qkv, a, b)
         q, k = _l2_normalize(q), _l2_normalize(k)
         if seq == 1 and not fresh:  # a decoding step: the recurrence, once
@@ -608,3 +589,11 @@ class GatedDeltaNet(Primitive):
         if c.use_short_conv:
             numbers += (c.conv_size - 1) * c.conv_dim
         return CacheSpec(fixed_bytes=numbers * dtype_bytes)
+
+    @classmethod
+    def decode_flops_per_token(cls, config: GatedDeltaNetConfig, context: int) -> int:
+        """One recurrent step, whatever the context: 2 per projection and short-convolution weight, plus per
+        head the state's read ``S^T k``, its rank-one write and the output ``S^T q``, ``2 K V`` each (the
+        ``6 K V`` of :meth:`flops_per_token`)."""
+        c = config
+        return 2 * cls._matmul_params(c) + 6 * c.n_heads * c.head_k_dim * c.head_v_dim

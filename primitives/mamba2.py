@@ -49,6 +49,7 @@ from torch import nn
 
 from primitives.base import CacheSpec, InitScheme, LayerCache, Primitive
 from primitives.mamba_ssm_triton import load_triton_kernels
+from primitives.short_conv import causal_depthwise_conv1d, conv_step
 
 # optional CUDA extra: pip install "composer-hnas[cuda]"; None where mamba_ssm's Triton kernels do not import
 _ssd_kernel, _gated_rmsnorm_kernel = load_triton_kernels() or (None, None)
@@ -159,31 +160,47 @@ def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.float64 if dtype == torch.float64 else torch.float32
 
 
-def _segsum(a: torch.Tensor) -> torch.Tensor:
-    """``out[..., i, j] = a[..., j+1] + ... + a[..., i]`` for ``j <= i``, ``-inf`` above the diagonal.
-
-    ``exp`` of it is the decay from position ``j`` to ``i``. Summing the masked values directly (rather than
-    subtracting two cumulative sums) keeps it exact when the cumulative sum is large (ssd_minimal's stable
-    form).
-    """
-    length = a.shape[-1]
-    a = a[..., None].expand(*a.shape, length)  # [..., i, j] = a[i]
-    strictly_lower = torch.ones(length, length, dtype=torch.bool, device=a.device).tril(-1)
-    sums = a.masked_fill(~strictly_lower, 0).cumsum(dim=-2)
-    lower = torch.ones(length, length, dtype=torch.bool, device=a.device).tril()
-    return sums.masked_fill(~lower, -torch.inf)
-
-
 def _intra_chunk_decay(a_cum: torch.Tensor) -> torch.Tensor:
-    """``exp(a_cum[i] - a_cum[j])`` for ``j <= i``, 0 above the diagonal: ``exp(_segsum(a))`` within a chunk.
+    """``exp(a_cum[i] - a_cum[j])`` for ``j <= i``, 0 above the diagonal: the decay from position ``j`` to ``i``
+    within a chunk.
 
-    The difference of cumulative sums is what the Triton kernels use inside a chunk; it costs one broadcast
-    subtraction where :func:`_segsum` needs a masked cumulative sum over a ``[q, q]`` copy (3x the block's
-    scan time on CPU). Chunks are short (64), so the cumulative sums stay small enough for float32.
+    The difference of cumulative sums is what the Triton kernels use inside a chunk: one broadcast subtraction,
+    masked before ``exp`` so that nothing overflows, in place on the fresh difference (no autograd here: the
+    caller, :class:`_DecayedScores`, gives the gradient). Chunks are short (64), so the cumulative sums stay
+    small enough for float32.
     """
     length = a_cum.shape[-1]
     upper = torch.ones(length, length, dtype=torch.bool, device=a_cum.device).triu(1)
-    return torch.exp((a_cum[..., :, None] - a_cum[..., None, :]).masked_fill(upper, -torch.inf))
+    return (a_cum[..., :, None] - a_cum[..., None, :]).masked_fill_(upper, -torch.inf).exp_()
+
+
+class _DecayedScores(torch.autograd.Function):
+    """``(C B^T) * decay`` within chunks, ``decay = exp(a_cum[i] - a_cum[j])`` masked causal
+    (:func:`_intra_chunk_decay`): the SSD's attention-like scores.
+
+    Why a function of its own: these ``[.., chunk, chunk]`` tensors, one per head, are the largest of the scan,
+    and on a CPU every pass over them is memory-bound. Autograd's backward of the four ops (subtract, mask, exp,
+    multiply) makes about seven passes; this one makes two and three reductions: ``g = grad * decay`` gives
+    ``C B^T``'s gradient (summed over the heads that share it), ``h = g * C B^T`` the decay's, and the
+    cumulative sums get ``h``'s row sums minus its column sums. Masked entries have ``decay = 0``, so they give
+    nothing. Runs under ``torch.compile`` (tests/primitives/test_compile.py).
+    """
+
+    @staticmethod
+    def forward(ctx, cb: torch.Tensor, a_cum: torch.Tensor) -> torch.Tensor:
+        decay = _intra_chunk_decay(a_cum)
+        ctx.save_for_backward(cb, decay)
+        return cb * decay
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        cb, decay = ctx.saved_tensors
+        g = grad * decay
+        if cb.shape == g.shape:
+            grad_cb, h = g, g * cb
+        else:  # C B^T is shared by the heads of a group: its gradient sums over them
+            grad_cb, h = g.sum_to_size(cb.shape), g.mul_(cb)
+        return grad_cb, h.sum(-1) - h.sum(-2)
 
 
 def ssd_chunked(
@@ -207,8 +224,14 @@ def ssd_chunked(
     The sequence is cut into chunks of ``min(chunk_size, seq)`` tokens (zero-padded at the end: a zero ``dt``
     neither decays nor writes the state, so padding changes nothing). Inside a chunk the output is a masked,
     decay-weighted ``(C B^T) x`` product (the "attention" form); each chunk's final state is a decay-weighted
-    ``B^T x``; states pass between chunks through the decays of whole chunks; and every position reads the
-    state that entered its chunk through ``C``.
+    ``B^T x``; states pass from chunk to chunk through the decays of whole chunks (a scaled add per chunk, as
+    the kernels do: ``ssd_minimal``'s ``(chunks+1)^2`` matrix of chunk decays cost a batched matmul of tiny
+    matrices, a concatenation and a zero fill, a sixth of the CPU scan at 2 chunks); and every position reads
+    the state that entered its chunk through ``C``.
+
+    On a CPU the scan is bound by memory traffic over the per-head ``[chunk, chunk]`` blocks, so each operand
+    is laid out once, contiguous, for the batched matmuls (not copied again by each of them), and the scores
+    are :class:`_DecayedScores`.
     """
     out_dtype = x.dtype
     f = _compute_dtype(x.dtype)
@@ -225,38 +248,42 @@ def ssd_chunked(
 
     # Layout [batch, groups, rep, chunks, q, ...] throughout, so every step below is one batched matmul;
     # B and C are shared by the rep = heads / groups heads of their group (a broadcast dimension of size 1).
-    xdt = (x * dt[..., None]).view(batch, chunks, q, groups, rep, head_dim).permute(0, 3, 4, 1, 2, 5)
-    B = B.view(batch, chunks, q, groups, 1, d_state).permute(0, 3, 4, 1, 2, 5)
-    C = C.view(batch, chunks, q, groups, 1, d_state).permute(0, 3, 4, 1, 2, 5)
+    def grouped(t: torch.Tensor, heads_in_group: int) -> torch.Tensor:
+        return t.view(batch, chunks, q, groups, heads_in_group, -1).permute(0, 3, 4, 1, 2, 5).contiguous()
+
+    xdt = grouped(x * dt[..., None], rep)
+    B, C = grouped(B, 1), grouped(C, 1)
     a = (dt * A.to(f)).view(batch, chunks, q, groups, rep).permute(0, 3, 4, 1, 2)
     a_cum = a.cumsum(dim=-1)
 
     # 1. within chunks: y_l = sum_{s<=l} (C_l . B_s) exp(a_{s+1} + ... + a_l) dt_s x_s
-    scores = (C @ B.transpose(-1, -2)) * _intra_chunk_decay(a_cum)
-    y = scores @ xdt
+    y = _DecayedScores.apply(C @ B.transpose(-1, -2), a_cum) @ xdt
 
     # Steps 2-4 carry state across chunk boundaries; a sequence of one chunk with no state in or out needs
     # none of them (every MAD task at the cpu budget: seq 32 <= chunk 64), which saves a third of the scan.
     final_state = None
     if chunks > 1 or initial_state is not None or return_final_state:
-        # 2. state at the end of each chunk from that chunk's inputs alone, as [d_state, head_dim]
+        # 2. what each chunk writes to the state from its own inputs, as [d_state, head_dim]
         decay_to_end = torch.exp(a_cum[..., -1:] - a_cum)
-        states = (B * decay_to_end[..., None]).transpose(-1, -2) @ xdt
+        written = (B * decay_to_end[..., None]).transpose(-1, -2) @ xdt
+        chunk_decay = torch.exp(a_cum[..., -1])[..., None, None]  # a whole chunk's decay
 
-        # 3. between chunks: the state entering chunk c is the decayed sum of all earlier chunks' states
-        if initial_state is None:
-            first = states.new_zeros(batch, groups, rep, 1, d_state, head_dim)
-        else:
-            first = initial_state.to(f).view(batch, groups, rep, 1, head_dim, d_state).transpose(-1, -2)
-        states = torch.cat([first, states], dim=3).flatten(-2)
-        chunk_decay = torch.exp(
-            _segsum(F.pad(a_cum[..., -1], (1, 0)))
-        )  # [b, groups, rep, chunks+1, chunks+1]
-        states = (chunk_decay @ states).unflatten(-1, (d_state, head_dim))
-        states, final_state = states[:, :, :, :-1], states[:, :, :, -1]
+        # 3. between chunks: the state entering chunk c decays through c and gains what c writes
+        state = None  # no state entering: nothing to read (chunk 0 of a fresh sequence)
+        if initial_state is not None:
+            state = initial_state.to(f).view(batch, groups, rep, head_dim, d_state).transpose(-1, -2)
+        entering = []
+        for c in range(chunks):
+            entering.append(state)
+            state = written[:, :, :, c] if state is None else state * chunk_decay[:, :, :, c] + written[:, :, :, c]
+        final_state = state
 
         # 4. what each position reads from the state entering its chunk
-        y = y + (C @ states) * torch.exp(a_cum)[..., None]
+        first = 0 if entering[0] is not None else 1
+        if first < chunks:
+            held = torch.stack(entering[first:], dim=3)
+            read = (C[:, :, :, first:] @ held) * torch.exp(a_cum[..., first:, :])[..., None]
+            y = y + read if first == 0 else torch.cat([y[:, :, :, :1], y[:, :, :, 1:] + read], dim=3)
 
     y = y.permute(0, 3, 4, 1, 2, 5)
     y = y.reshape(batch, chunks * q, heads, head_dim)[:, :seq]
@@ -303,16 +330,6 @@ def ssd_recurrent_reference(
 # -- the block's smaller pieces ------------------------------------------------------------------------------
 
 
-def causal_depthwise_conv1d(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-    """Causal depthwise convolution of ``[batch, seq, channels]`` with ``weight [channels, 1, width]``.
-
-    Position ``t`` sees ``t - width + 1 .. t`` (left zero padding), so no output depends on a later input.
-    """
-    width = weight.shape[-1]
-    out = F.conv1d(F.pad(x.transpose(1, 2), (width - 1, 0)), weight, bias, groups=x.shape[-1])
-    return out.transpose(1, 2)
-
-
 class GatedRMSNorm(nn.Module):
     """``rmsnorm(y * silu(z)) * weight`` with one RMS per ``group_size`` channels (mamba_ssm's
     ``RMSNormGated`` with ``norm_before_gate=False``), computed in at least float32."""
@@ -335,20 +352,6 @@ class GatedRMSNorm(nn.Module):
         grouped = gated.unflatten(-1, (-1, self.group_size))
         normed = grouped * torch.rsqrt(grouped.square().mean(dim=-1, keepdim=True) + self.eps)
         return (normed.flatten(-2) * self.weight).to(y.dtype)
-
-
-def conv_step(
-    history: torch.Tensor, new: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
-) -> torch.Tensor:
-    """Causal depthwise convolution of ``new [batch, n, channels]`` that continues a sequence whose last
-    ``width - 1`` inputs are ``history [batch, width - 1, channels]`` (zeros at the start of a sequence: the
-    same left padding as :func:`causal_depthwise_conv1d`). Updates ``history`` in place to the last ``width - 1``
-    inputs and returns the ``n`` outputs."""
-    width = weight.shape[-1]
-    full = torch.cat([history.to(new.dtype), new], dim=1)
-    if width > 1:
-        history.copy_(full[:, full.shape[1] - (width - 1) :])
-    return F.conv1d(full.transpose(1, 2), weight, bias, groups=new.shape[-1]).transpose(1, 2)
 
 
 @dataclass
@@ -550,3 +553,12 @@ class Mamba2(Primitive):
         c = config
         numbers = c.n_heads * c.head_dim * c.d_state + (c.d_conv - 1) * c.conv_dim
         return CacheSpec(fixed_bytes=numbers * dtype_bytes)
+
+    @classmethod
+    def decode_flops_per_token(cls, config: Mamba2Config, context: int) -> int:
+        """One recurrent step, whatever the context: 2 per projection and convolution weight, plus the state
+        update ``dt x B^T`` and the read ``state C``, ``2 * heads * head_dim * d_state`` each (as the chunked
+        count's state terms in :meth:`flops_per_token`)."""
+        c = config
+        matmul_params = c.d_model * c.in_proj_dim + c.d_inner * c.d_model + c.conv_dim * c.d_conv
+        return 2 * matmul_params + 4 * c.n_heads * c.head_dim * c.d_state

@@ -1,0 +1,100 @@
+"""The causal depthwise short convolution that ``S`` (Mamba-2) and ``D`` (Gated DeltaNet) run before their
+mixers: each channel sees its last ``width`` inputs (``width`` 4 in both), never a later one.
+
+Two forms of one computation, both ``[batch, seq, channels]`` with ``weight [channels, 1, width]`` (the layout of
+``nn.Conv1d(groups=channels)``, so the layers' state dicts stay mamba_ssm's and fla's):
+
+* :func:`causal_depthwise_conv1d`, a whole sequence (training, prefill). On a CPU it is ``width`` shifted
+  multiply-adds with a hand-written backward (:class:`_ShiftedTaps`): oneDNN's depthwise ``conv1d`` spends most
+  of a Mamba-2 layer's non-matmul time in its backward (12 ms of a 100 ms layer at demo-4m, 16 x 128 tokens,
+  one thread), and a tap is one pass over memory. Elsewhere ``F.conv1d`` (cuDNN).
+* :func:`conv_step`, the next few tokens of a sequence whose last ``width - 1`` inputs are cached (decoding).
+  One token is one multiply and one sum per channel: ``F.conv1d``'s setup alone took 75 us of a decode step's
+  layer on a CPU.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+
+class _ShiftedTaps(torch.autograd.Function):
+    """``out[t] = bias + sum_i weight[:, i] * x[t - width + 1 + i]`` (zeros before the start), by taps.
+
+    Backward: the input's gradient is the same sum run the other way (``grad`` shifted forward, each tap's
+    weight); each tap's weight gradient is the dot product, per channel, of ``grad`` with the input that tap
+    read. Runs under ``torch.compile`` (tests/primitives/test_compile.py).
+    """
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+        width, seq = weight.shape[-1], x.shape[1]
+        taps = weight[:, 0, :]
+        padded = F.pad(x, (0, 0, width - 1, 0))
+        out = x.to(_accumulate_in(x.dtype)) * taps[:, width - 1]  # bf16 sums in fp32, as F.conv1d does
+        for i in range(width - 1):
+            out.addcmul_(padded[:, i : i + seq], taps[:, i])
+        if bias is not None:
+            out.add_(bias)
+        ctx.save_for_backward(padded, weight)
+        ctx.has_bias = bias is not None
+        return out.to(x.dtype)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        padded, weight = ctx.saved_tensors
+        width, seq = weight.shape[-1], grad.shape[1]
+        taps = weight[:, 0, :]
+        grad_x = grad_weight = grad_bias = None
+        if ctx.needs_input_grad[0]:
+            ahead = F.pad(grad, (0, 0, 0, width - 1))
+            grad_x = grad.to(_accumulate_in(grad.dtype)) * taps[:, width - 1]
+            for i in range(width - 1):
+                shift = width - 1 - i
+                grad_x.addcmul_(ahead[:, shift : shift + seq], taps[:, i])
+            grad_x = grad_x.to(grad.dtype)
+        if ctx.needs_input_grad[1]:
+            grad_weight = torch.stack([(grad * padded[:, i : i + seq]).sum((0, 1)) for i in range(width)], -1)
+            grad_weight = grad_weight.unsqueeze(1)
+        if ctx.has_bias and ctx.needs_input_grad[2]:
+            grad_bias = grad.sum((0, 1))
+        return grad_x, grad_weight, grad_bias
+
+
+def _accumulate_in(dtype: torch.dtype) -> torch.dtype:
+    """Sums of taps run in at least float32 (a bf16 running sum would round at every tap)."""
+    return torch.promote_types(dtype, torch.float32)
+
+
+def causal_depthwise_conv1d(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """Causal depthwise convolution of ``x [batch, seq, channels]`` with ``weight [channels, 1, width]``.
+
+    Position ``t`` sees ``t - width + 1 .. t`` (left zero padding), so no output depends on a later input."""
+    if x.device.type == "cpu":
+        return _ShiftedTaps.apply(x, weight, bias)
+    return reference_conv1d(x, weight, bias)
+
+
+def reference_conv1d(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """:func:`causal_depthwise_conv1d` through ``F.conv1d``: what runs off the CPU, and what the taps are tested
+    against."""
+    width = weight.shape[-1]
+    out = F.conv1d(F.pad(x.transpose(1, 2), (width - 1, 0)), weight, bias, groups=x.shape[-1])
+    return out.transpose(1, 2)
+
+
+def conv_step(history: torch.Tensor, new: torch.Tensor, weight: torch.Tensor,
+              bias: torch.Tensor | None = None) -> torch.Tensor:
+    """Causal depthwise convolution of ``new [batch, n, channels]`` continuing a sequence whose last
+    ``width - 1`` inputs are ``history [batch, width - 1, channels]`` (zeros at the start of a sequence: the same
+    left padding as :func:`causal_depthwise_conv1d`). Updates ``history`` in place to the last ``width - 1``
+    inputs and returns the ``n`` outputs."""
+    width = weight.shape[-1]
+    full = torch.cat([history.to(new.dtype), new], dim=1)
+    if width > 1:
+        history.copy_(full[:, full.shape[1] - (width - 1) :])
+    if new.shape[1] == 1:  # a decoding step: per channel, the dot product of its window with its taps
+        out = (full * weight[:, 0, :].t()).sum(1, keepdim=True, dtype=_accumulate_in(new.dtype))
+        return (out if bias is None else out + bias).to(new.dtype)
+    return F.conv1d(full.transpose(1, 2), weight, bias, groups=new.shape[-1]).transpose(1, 2)

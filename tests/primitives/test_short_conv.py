@@ -1,0 +1,54 @@
+"""The short convolution's CPU taps and decode step compute what ``F.conv1d`` computes (values and gradients)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from primitives.short_conv import _ShiftedTaps, causal_depthwise_conv1d, conv_step, reference_conv1d
+
+
+@pytest.mark.parametrize("width", [1, 2, 4])
+@pytest.mark.parametrize("with_bias", [True, False])
+def test_taps_equal_conv1d_values_and_gradients(width, with_bias):
+    torch.manual_seed(0)
+    x = torch.randn(3, 11, 6, dtype=torch.float64, requires_grad=True)
+    weight = torch.randn(6, 1, width, dtype=torch.float64, requires_grad=True)
+    bias = torch.randn(6, dtype=torch.float64, requires_grad=True) if with_bias else None
+    inputs = [t for t in (x, weight, bias) if t is not None]
+    out, expected = causal_depthwise_conv1d(x, weight, bias), reference_conv1d(x, weight, bias)
+    torch.testing.assert_close(out, expected, rtol=1e-12, atol=1e-12)
+    grad = torch.randn_like(out)
+    for got, want in zip(torch.autograd.grad(out, inputs, grad), torch.autograd.grad(expected, inputs, grad)):
+        torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+    assert torch.autograd.gradcheck(lambda *t: _ShiftedTaps.apply(t[0], t[1], t[2] if with_bias else None),
+                                    (x[:, :5], weight, bias if with_bias else torch.zeros(6, dtype=torch.float64)))
+
+
+def test_a_later_input_never_reaches_an_earlier_output():
+    x = torch.randn(2, 9, 4, requires_grad=True)
+    out = causal_depthwise_conv1d(x, torch.randn(4, 1, 4))
+    (grad,) = torch.autograd.grad(out[:, 5].sum(), x)
+    assert grad[:, 6:].abs().max() == 0 and grad[:, 2:6].abs().min() > 0
+
+
+def test_bf16_sums_in_fp32_as_conv1d_does():
+    torch.manual_seed(0)
+    x, weight, bias = torch.randn(2, 40, 8), torch.randn(8, 1, 4), torch.randn(8)
+    exact = reference_conv1d(x.double(), weight.double(), bias.double())
+    out = causal_depthwise_conv1d(x.bfloat16(), weight.bfloat16(), bias.bfloat16())
+    assert out.dtype == torch.bfloat16
+    torch.testing.assert_close(out.double(), exact, rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.parametrize("steps", [[1] * 7, [3, 1, 1, 2]])
+def test_decode_steps_continue_the_whole_sequence(steps):
+    torch.manual_seed(0)
+    x, weight, bias = torch.randn(2, sum(steps), 5), torch.randn(5, 1, 4), torch.randn(5)
+    history = torch.zeros(2, 3, 5)
+    outputs, start = [], 0
+    for n in steps:
+        outputs.append(conv_step(history, x[:, start : start + n], weight, bias))
+        start += n
+    torch.testing.assert_close(torch.cat(outputs, dim=1), reference_conv1d(x, weight, bias))
+    torch.testing.assert_close(history, x[:, -3:])
