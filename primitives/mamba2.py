@@ -327,6 +327,32 @@ def ssd_recurrent_reference(
     return (y, state) if return_final_state else y
 
 
+def ssd_step(
+    x: torch.Tensor,
+    dt: torch.Tensor,
+    A: torch.Tensor,
+    B: torch.Tensor,
+    C: torch.Tensor,
+    D: torch.Tensor | None,
+    state: torch.Tensor,
+) -> torch.Tensor:
+    """One token of :func:`ssd_recurrent_reference`, writing ``state [batch, heads, head_dim, d_state]`` in
+    place: a decoding step. ``x`` ``[batch, heads, head_dim]``, ``dt`` ``[batch, heads]`` (after softplus),
+    ``B``, ``C`` ``[batch, groups, d_state]``; returns ``y [batch, heads, head_dim]``.
+
+    The reference's loop body with the heads of a group as a broadcast dimension (no copies of ``B`` and ``C``
+    per head) and the read as one batched matrix-vector product: a decoding step costs its ops' dispatch, not
+    their arithmetic, on a CPU."""
+    batch, heads, head_dim = x.shape
+    groups, d_state = B.shape[-2:]
+    grouped = state.view(batch, groups, heads // groups, head_dim, d_state)
+    grouped.mul_(torch.exp(dt * A).view(batch, groups, -1, 1, 1))
+    xdt = (x * dt[..., None]).view(batch, groups, -1, head_dim, 1)
+    grouped.addcmul_(xdt, B.view(batch, groups, 1, 1, d_state))
+    y = (grouped @ C.view(batch, groups, 1, d_state, 1)).view(batch, heads, head_dim)
+    return y if D is None else y.addcmul_(x, D[:, None])
+
+
 # -- the block's smaller pieces ------------------------------------------------------------------------------
 
 
@@ -349,8 +375,9 @@ class GatedRMSNorm(nn.Module):
             )
         f = _compute_dtype(y.dtype)
         gated = y.to(f) * F.silu(z.to(f))
-        grouped = gated.unflatten(-1, (-1, self.group_size))
-        normed = grouped * torch.rsqrt(grouped.square().mean(dim=-1, keepdim=True) + self.eps)
+        if self.group_size == gated.shape[-1]:  # one group (n_groups 1): F.rms_norm's fused op and backward
+            return F.rms_norm(gated, (self.group_size,), self.weight.to(f), self.eps).to(y.dtype)
+        normed = F.rms_norm(gated.unflatten(-1, (-1, self.group_size)), (self.group_size,), eps=self.eps)
         return (normed.flatten(-2) * self.weight).to(y.dtype)
 
 
@@ -463,18 +490,18 @@ class Mamba2(Primitive):
         f = _compute_dtype(u.dtype)
         A = -torch.exp(self.A_log.to(f))
         dt = F.softplus(dt.to(f) + self.dt_bias.to(f))
-        if seq == 1 and not fresh:  # a decoding step: the recurrence, once
-            y, state = ssd_recurrent_reference(
-                x.to(f), dt, A, B.to(f), C.to(f), D=self.D.to(f), initial_state=cache.ssm.to(f),
-                return_final_state=True,
-            )
-            y = y.to(u.dtype)
+        if seq == 1 and not fresh:  # a decoding step: the recurrence, once, on the cached state in place
+            state = cache.ssm if cache.ssm.dtype == f else cache.ssm.to(f)
+            y = ssd_step(x[:, 0].to(f), dt[:, 0], A, B[:, 0].to(f), C[:, 0].to(f), self.D.to(f), state)
+            if state is not cache.ssm:
+                cache.ssm.copy_(state)
+            y = y.to(u.dtype).unsqueeze(1)
         else:
             initial = None if fresh else cache.ssm
             y, state = ssd_chunked(
                 x, dt, A, B, C, c.chunk_size, D=self.D, initial_state=initial, return_final_state=True
             )
-        cache.ssm.copy_(state)
+            cache.ssm.copy_(state)
         y = self.norm(y.reshape(batch, seq, c.d_inner), z)
         return self.out_proj(y)
 

@@ -95,6 +95,7 @@ def conv_step(history: torch.Tensor, new: torch.Tensor, weight: torch.Tensor,
     if width > 1:
         history.copy_(full[:, full.shape[1] - (width - 1) :])
     if new.shape[1] == 1:  # a decoding step: per channel, the dot product of its window with its taps
-        out = (full * weight[:, 0, :].t()).sum(1, keepdim=True, dtype=_accumulate_in(new.dtype))
+        total = _accumulate_in(new.dtype)
+        out = (full * weight[:, 0, :].t()).sum(1, keepdim=True, dtype=None if total == new.dtype else total)
         return (out if bias is None else out + bias).to(new.dtype)
     return F.conv1d(full.transpose(1, 2), weight, bias, groups=new.shape[-1]).transpose(1, 2)

@@ -23,6 +23,7 @@ from primitives.gated_deltanet import (
     GatedDeltaNetConfig,
     gated_delta_rule_chunked,
     gated_delta_rule_recurrent_reference,
+    gated_delta_rule_step,
 )
 from primitives.registry import REGISTRY
 
@@ -63,6 +64,18 @@ def test_chunked_rule_equals_recurrence(seq, chunk_size):
     )
     torch.testing.assert_close(o, expected, rtol=1e-10, atol=1e-10)
     torch.testing.assert_close(final_state, expected_state, rtol=1e-10, atol=1e-10)
+
+
+def test_the_decoding_step_is_the_recurrence_on_the_state_in_place():
+    inputs = rule_inputs(seq=6)
+    initial = torch.randn(2, 3, 4, 5, dtype=torch.float64)
+    expected, expected_state = gated_delta_rule_recurrent_reference(**inputs, initial_state=initial,
+                                                                    return_final_state=True)
+    state = initial.clone()
+    outputs = [gated_delta_rule_step(*(inputs[name][:, t] for name in ("q", "k", "v", "g", "beta")), state)
+               for t in range(6)]
+    torch.testing.assert_close(torch.stack(outputs, dim=1), expected, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(state, expected_state, rtol=1e-12, atol=1e-12)
 
 
 def test_recurrence_is_the_papers_gated_delta_rule():

@@ -14,7 +14,7 @@ from composer.model import build_model
 from composer.presets import get_preset
 from primitives import mamba2
 from primitives.base import InitScheme
-from primitives.mamba2 import Mamba2, Mamba2Config, ssd_chunked, ssd_recurrent_reference
+from primitives.mamba2 import Mamba2, Mamba2Config, ssd_chunked, ssd_recurrent_reference, ssd_step
 
 TINY = get_preset("tiny").arch
 
@@ -55,6 +55,16 @@ def test_chunked_scan_equals_recurrence(seq, chunk_size):
     # without a state in or out (the one-chunk shortcut when seq <= chunk_size)
     expected = ssd_recurrent_reference(**inputs)
     torch.testing.assert_close(ssd_chunked(**inputs, chunk_size=chunk_size), expected, rtol=1e-10, atol=1e-10)
+
+
+def test_the_decoding_step_is_the_recurrence_on_the_state_in_place():
+    inputs = ssd_inputs(seq=6)
+    expected, expected_state = ssd_recurrent_reference(**inputs, return_final_state=True)
+    state = torch.zeros(2, 4, 3, 5, dtype=torch.float64)
+    ys = [ssd_step(inputs["x"][:, t], inputs["dt"][:, t], inputs["A"], inputs["B"][:, t], inputs["C"][:, t],
+                   inputs["D"], state) for t in range(6)]
+    torch.testing.assert_close(torch.stack(ys, dim=1), expected, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(state, expected_state, rtol=1e-12, atol=1e-12)
 
 
 def test_chunked_scan_carries_state_across_calls():
