@@ -57,6 +57,17 @@ def test_chunked_scan_equals_recurrence(seq, chunk_size):
     torch.testing.assert_close(ssd_chunked(**inputs, chunk_size=chunk_size), expected, rtol=1e-10, atol=1e-10)
 
 
+def test_the_cpu_scan_in_slices_of_the_batch_equals_the_recurrence(monkeypatch):
+    monkeypatch.setattr(mamba2, "_CPU_SCAN_BLOCK_BYTES", 1)  # one sequence per slice
+    inputs = ssd_inputs(batch=3, seq=11)
+    state = torch.randn(3, 4, 3, 5, dtype=torch.float64)
+    expected, expected_state = ssd_recurrent_reference(**inputs, initial_state=state, return_final_state=True)
+    y, final_state = ssd_chunked(**inputs, chunk_size=4, initial_state=state, return_final_state=True)
+    torch.testing.assert_close(y, expected, rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(final_state, expected_state, rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(ssd_chunked(**inputs, chunk_size=4), ssd_recurrent_reference(**inputs))
+
+
 def test_the_decoding_step_is_the_recurrence_on_the_state_in_place():
     inputs = ssd_inputs(seq=6)
     expected, expected_state = ssd_recurrent_reference(**inputs, return_final_state=True)
