@@ -68,7 +68,8 @@ def make_arch(args) -> ArchConfig:
         args.d_model, args.heads, args.kv_heads = widths.d_model, widths.n_heads, widths.n_kv_heads
         args.head_dim, args.ffn = widths.head_dim, widths.ffn_dim
     return ArchConfig(
-        pattern=args.primitives, d_model=args.d_model, n_heads=args.heads, n_kv_heads=args.kv_heads,
+        pattern="".join(dict.fromkeys(("A", "M", *args.primitives))),  # the peers are always built
+        d_model=args.d_model, n_heads=args.heads, n_kv_heads=args.kv_heads,
         head_dim=args.head_dim, ffn_dim=args.ffn, vocab_size=256, max_seq_len=max(args.seq_len, 2048),
         options={"W": {"window": args.window}} if "W" in args.primitives else {},
     )

@@ -25,6 +25,22 @@ def test_taps_equal_conv1d_values_and_gradients(width, with_bias):
                                     (x[:, :5], weight, bias if with_bias else torch.zeros(6, dtype=torch.float64)))
 
 
+def test_taps_in_slices_of_the_batch_equal_conv1d(monkeypatch):
+    from primitives import short_conv
+
+    monkeypatch.setattr(short_conv, "_CPU_BLOCK_BYTES", 1)  # one sequence per slice
+    torch.manual_seed(0)
+    x = torch.randn(3, 7, 5, dtype=torch.float64, requires_grad=True)
+    weight = torch.randn(5, 1, 4, dtype=torch.float64, requires_grad=True)
+    bias = torch.randn(5, dtype=torch.float64, requires_grad=True)
+    out, expected = causal_depthwise_conv1d(x, weight, bias), reference_conv1d(x, weight, bias)
+    torch.testing.assert_close(out, expected)
+    grad = torch.randn_like(out)
+    for got, want in zip(torch.autograd.grad(out, (x, weight, bias), grad),
+                         torch.autograd.grad(expected, (x, weight, bias), grad)):
+        torch.testing.assert_close(got, want)
+
+
 def test_a_later_input_never_reaches_an_earlier_output():
     x = torch.randn(2, 9, 4, requires_grad=True)
     out = causal_depthwise_conv1d(x, torch.randn(4, 1, 4))
