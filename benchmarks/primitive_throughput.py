@@ -14,6 +14,13 @@ relative to the reference's max abs value), so a kernel that is fast but wrong s
     python benchmarks/primitive_throughput.py --device cuda --d-model 2048 --seq-len 4096 --batch-size 4
     python benchmarks/primitive_throughput.py --primitives ASDW --window 64 --json
     python benchmarks/primitive_throughput.py --preset demo-4m --seq-len 128 --batch-size 16 --threads 1
+    python benchmarks/primitive_throughput.py --preset demo-4m --decode --threads 1 --json   # decode steps too
+
+``--decode`` also times one decoding step of each layer (``forward_cached`` of one token through its inference
+cache, no gradients) at batch 1 and 64 after a ``--decode-context``-token prompt, with the layer's decode FLOPs
+per token where the primitive counts them (``decode_flops_per_token``) and the rate per FLOP against ``M``'s.
+A batch-1 step is bound by its ops' dispatch, not their arithmetic, so its rate per FLOP is far below a GEMM's
+for every primitive; the column says by how much.
 
 Per FLOP: each row also gives GFLOP/s (the primitive's training FLOPs per token at ``--seq-len``, what
 ``composer info`` counts, times tokens/s) and that rate against ``M``'s, a GEMM-bound layer and so the practical
@@ -56,6 +63,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--decode", action="store_true", help="also time one decoding step per layer (see above)")
+    p.add_argument("--decode-batch-sizes", default="1,64")
+    p.add_argument("--decode-context", type=int, default=1_024)
     p.add_argument("--json", action="store_true")
     return p.parse_args(argv)
 
@@ -118,6 +128,45 @@ def time_round_robin(layers: dict[str, ResidualLayer], x: torch.Tensor, steps: i
     return {name: statistics.median(t) for name, t in times.items()}
 
 
+@torch.no_grad()
+def time_decode(layers: dict[str, ResidualLayer], d_model: int, batch: int, context: int, steps: int,
+                warmup: int, device, dtype) -> dict[str, float]:
+    """Median seconds of one decoding step (one token, ``forward_cached`` at position ``context``) per layer, its
+    cache holding a ``context``-token prompt; steps interleaved round-robin across the layers."""
+    caches, x = {}, torch.randn(batch, 1, d_model, device=device, dtype=dtype)
+    for name, layer in layers.items():
+        cache = layer.primitive.init_cache(batch, context + warmup + steps + 1, device, dtype)
+        layer.forward_cached(torch.randn(batch, context, d_model, device=device, dtype=dtype), cache, 0)
+        caches[name] = cache
+    times: dict[str, list[float]] = {name: [] for name in layers}
+    for i in range(warmup + steps):
+        for name in (list(layers) if i % 2 == 0 else list(reversed(layers))):
+            sync(device)
+            start = time.perf_counter()
+            layers[name].forward_cached(x, caches[name], context + i)
+            sync(device)
+            if i >= warmup:
+                times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
+def decode_rows(layers, arch, args, device, dtype) -> list[dict]:
+    """:func:`time_decode` at each ``--decode-batch-sizes``, with the rate per FLOP against ``M``'s."""
+    configs, rows = arch.primitive_configs(), []
+    for batch in (int(b) for b in args.decode_batch_sizes.split(",")):
+        medians = time_decode(layers, arch.d_model, batch, args.decode_context, args.steps, args.warmup, device,
+                              dtype)
+        counts = {s: getattr(REGISTRY.get(s), "decode_flops_per_token", None) for s in layers}
+        flops = {s: count(configs[s], args.decode_context) if count else None for s, count in counts.items()}
+        for s, seconds in medians.items():
+            rate = flops[s] * batch / seconds if flops[s] else None
+            mlp_rate = flops["M"] * batch / medians["M"] if flops.get("M") else None
+            rows.append({"primitive": s, "batch": batch, "context": args.decode_context, "step_ms": seconds * 1e3,
+                         "decode_flops_per_token": flops[s], "gflops_per_s": rate / 1e9 if rate else None,
+                         "flop_rate_vs_mlp": rate / mlp_rate if rate and mlp_rate else None})
+    return rows
+
+
 def agreement(reference: ResidualLayer, kernel: ResidualLayer, x: torch.Tensor) -> dict[str, float]:
     """Relative max error of the kernel's output and input gradient against the reference, same weights."""
     kernel.load_state_dict(reference.state_dict())
@@ -156,6 +205,7 @@ def main(argv=None) -> int:
              "flops_per_token": flops[s], "gflops_per_s": rate[s] / 1e9, "flop_rate_vs_mlp": rate[s] / rate["M"]}
             for s in symbols]
 
+    decode = decode_rows(layers, arch, args, device, dtype) if args.decode else []
     kernels = []
     if device.type == "cuda":
         for symbol in symbols:
@@ -176,7 +226,7 @@ def main(argv=None) -> int:
     result = {"device": str(device), "dtype": str(dtype).removeprefix("torch."), "torch": torch.__version__,
               "threads": torch.get_num_threads(), "shape": [args.batch_size, args.seq_len, args.d_model],
               "peer": "A (causal GQA, torch scaled_dot_product_attention); per FLOP: M (SwiGLU MLP, GEMM-bound)",
-              "preset": args.preset, "primitives": rows, "kernels": kernels}
+              "preset": args.preset, "primitives": rows, "decode": decode, "kernels": kernels}
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
@@ -187,6 +237,14 @@ def main(argv=None) -> int:
     for r in rows:
         print(f"{r['primitive'] + ' ' + r['name']:<28}{r['median_ms']:>10.2f}{r['tokens_per_s']:>12,.0f}"
               f"{r['vs_attention']:>8.2f}{r['gflops_per_s']:>10.1f}{r['flop_rate_vs_mlp']:>15.2f}")
+    if decode:
+        print(f"\none decoding step per layer after {args.decode_context:,} tokens (no gradients); per FLOP: "
+              f"decode FLOPs per token x batch / step time, against M's")
+        print(f"{'primitive':<12}{'batch':>6}{'step ms':>10}{'GFLOP/s':>10}{'per FLOP vs M':>15}")
+        for r in decode:
+            rate = "-" if r["gflops_per_s"] is None else f"{r['gflops_per_s']:.2f}"
+            ratio = "-" if r["flop_rate_vs_mlp"] is None else f"{r['flop_rate_vs_mlp']:.2f}"
+            print(f"{r['primitive']:<12}{r['batch']:>6}{r['step_ms']:>10.3f}{rate:>10}{ratio:>15}")
     for k in kernels:
         if "error" in k:
             print(f"kernel {k['primitive']}: not run ({k['error']})")
