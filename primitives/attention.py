@@ -189,3 +189,14 @@ class GroupedQueryAttention(Primitive):
     @classmethod
     def inference_cache(cls, config: AttentionConfig, dtype_bytes: int = 2) -> CacheSpec:
         return CacheSpec(bytes_per_token=2 * config.n_kv_heads * config.head_dim * dtype_bytes)
+
+    @classmethod
+    def decode_flops_per_token(cls, config: AttentionConfig, context: int) -> int:
+        """The projections (2 per weight) and, per query head, scores and weighted values over the cached keys
+        and the new one: ``4 * heads * head_dim * keys``. The part that grows with the context."""
+        return 2 * cls.param_count(config) + 4 * config.n_heads * config.head_dim * cls._decode_keys(config, context)
+
+    @classmethod
+    def _decode_keys(cls, config: AttentionConfig, context: int) -> int:
+        """Keys one decoding step attends to after ``context`` cached tokens: all of them and its own."""
+        return context + 1

@@ -177,6 +177,36 @@ class Primitive(nn.Module, ABC):
         """Memory one layer keeps per sequence during generation; none by default (e.g. an MLP)."""
         return CacheSpec()
 
+    # The four below are what composer.costmodel needs to carry a layer to a device: FLOPs and bytes moved per
+    # phase (training, prefill, decode). Their defaults fit a layer without token mixing (M); a mixer overrides
+    # what it reads from its context.
+    @classmethod
+    def forward_flops_per_token(cls, config: Any, seq_len: int) -> int:
+        """Forward FLOPs per token at ``seq_len``: a prefill of a ``seq_len``-token prompt, per token. Training
+        is counted as 3x the forward (:meth:`flops_per_token`), so the default is a third of that."""
+        return cls.flops_per_token(config, seq_len) // 3
+
+    @classmethod
+    def decode_flops_per_token(cls, config: Any, context: int) -> int:
+        """FLOPs of one decoding step of one sequence whose cache holds ``context`` tokens: 2 per weight the
+        token uses (every matmul once), by default; a mixer adds the work of reading its cache or state."""
+        return 2 * cls.active_param_count(config)
+
+    @classmethod
+    def weight_bytes(cls, config: Any, dtype_bytes: int = 2, tokens: int | None = None) -> int:
+        """Bytes of weights one pass over ``tokens`` tokens reads (one decoding step of a batch, or a whole
+        training step): every weight, by default. ``tokens`` matters to a sparse layer (``E``), which reads only
+        the experts its tokens are routed to; ``None`` is every weight."""
+        return cls.param_count(config) * dtype_bytes
+
+    @classmethod
+    def decode_cache_bytes(cls, config: Any, context: int, dtype_bytes: int = 2) -> int:
+        """Cache bytes one decoding step of one sequence reads and writes when the cache holds ``context``
+        tokens, from :meth:`inference_cache`: the keys and values still in the window read (``bytes_at``) and
+        the new token's written; a fixed state read and written whole. 0 for a stateless layer."""
+        spec = cls.inference_cache(config, dtype_bytes)
+        return spec.bytes_at(context) + spec.bytes_per_token + spec.fixed_bytes
+
     # -- incremental decoding (see the module docstring) --------------------------------------------------
     def init_cache(
         self,

@@ -168,3 +168,16 @@ class MoESwiGLU(Primitive):
     def flops_per_token(cls, config: MoEConfig, seq_len: int) -> int:
         # Only the top_k experts a token is routed to (and the router) do work for it: 6 FLOPs per active weight.
         return 6 * cls.active_param_count(config)
+
+    @classmethod
+    def weight_bytes(cls, config: MoEConfig, dtype_bytes: int = 2, tokens: int | None = None) -> int:
+        """The router and the experts ``tokens`` tokens are routed to: with balanced routing each expert is
+        missed by all of them with probability ``(1 - top_k / n_experts) ** tokens``, so one decoding step at
+        batch 1 reads ``top_k`` experts and a large batch all of them."""
+        c = config
+        expert = 3 * c.d_model * c.expert_ffn_dim
+        if tokens is None:
+            touched = float(c.n_experts)
+        else:
+            touched = c.n_experts * (1.0 - (1.0 - c.top_k / c.n_experts) ** max(tokens, 0))
+        return round((c.d_model * c.n_experts + touched * expert) * dtype_bytes)

@@ -110,6 +110,23 @@ class ParallelPrimitive(Primitive):
                          window=growing[0].window if growing else None)
 
     @classmethod
+    def forward_flops_per_token(cls, config: ParallelConfig, seq_len: int) -> int:
+        return sum(b.forward_flops_per_token(c, seq_len) for b, c in cls._pairs(config))
+
+    @classmethod
+    def decode_flops_per_token(cls, config: ParallelConfig, context: int) -> int:
+        return sum(b.decode_flops_per_token(c, context) for b, c in cls._pairs(config))
+
+    @classmethod
+    def weight_bytes(cls, config: ParallelConfig, dtype_bytes: int = 2, tokens: int | None = None) -> int:
+        scales = len(cls.branch_classes) * config.d_model * dtype_bytes
+        return sum(b.weight_bytes(c, dtype_bytes, tokens) for b, c in cls._pairs(config)) + scales
+
+    @classmethod
+    def decode_cache_bytes(cls, config: ParallelConfig, context: int, dtype_bytes: int = 2) -> int:
+        return sum(b.decode_cache_bytes(c, context, dtype_bytes) for b, c in cls._pairs(config))
+
+    @classmethod
     def _pairs(cls, config: ParallelConfig):
         return zip(cls.branch_classes, config.branches, strict=True)
 

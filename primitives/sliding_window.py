@@ -134,3 +134,9 @@ class SlidingWindowAttention(GroupedQueryAttention):
     def inference_cache(cls, config: SlidingWindowConfig, dtype_bytes: int = 2) -> CacheSpec:
         per_token = GroupedQueryAttention.inference_cache(config, dtype_bytes).bytes_per_token
         return CacheSpec(bytes_per_token=per_token, window=config.window)
+
+    @classmethod
+    def _decode_keys(cls, config: SlidingWindowConfig, context: int) -> int:
+        """``A``'s decode FLOPs over at most ``window`` keys (the new token's own included): flat once the
+        context fills the window."""
+        return min(context + 1, config.window)

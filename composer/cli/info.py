@@ -36,6 +36,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--format", choices=FORMATS, dest="notation",
                         help="print the architecture in another engine's notation instead: megatron "
                              "(--hybrid-override-pattern and widths), hf (layer_types) or fla (attn layers)")
+    parser.add_argument("--device", metavar="DEVICE",
+                        help="also predict training tokens/s and decode ms per token (batch 1 and 64, 4K context) "
+                             "on DEVICE with the cost model (cpu, h100, h200: composer/costmodel/constants.json)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(handler=run)
 
@@ -49,8 +52,13 @@ def run(args: argparse.Namespace) -> int:
         print_json(converted) if args.json else print(format_text(converted))
         return 0
     stats = analyze(arch, seq_len=args.seq_len, cache_dtype_bytes=DTYPE_BYTES[args.cache_dtype])
+    cost = None
+    if args.device is not None:
+        from composer.costmodel import serving_summary
+
+        cost = serving_summary(arch, args.device, train_seq_len=args.seq_len)
     if args.json:
-        print_json({"preset": widths, **stats.to_dict(), "arch": arch.to_dict()})
+        print_json({"preset": widths, **stats.to_dict(), **(cost_json(cost) if cost else {}), "arch": arch.to_dict()})
         return 0
     counts = ", ".join(f"{symbol} {n} ({REGISTRY.get(symbol).name})" for symbol, n in stats.counts.items())
     tied = "tied" if arch.tie_embeddings else "untied"
@@ -69,6 +77,7 @@ def run(args: argparse.Namespace) -> int:
                             f"seq len {stats.seq_len})"),
             ("KV cache/token", f"{stats.kv_cache_bytes_per_token:,} bytes ({args.cache_dtype})"),
             ("cache/sequence", f"{human(stats.cache_bytes_per_sequence, 'B')} at seq len {stats.seq_len}"),
+            *(cost_rows(cost) if cost else []),
         ]
     )
     if len(stats.per_primitive) > 1 or any(p["state_bytes"] or p["window"] for p in stats.per_primitive.values()):
@@ -89,3 +98,35 @@ def cache_text(p: dict) -> str:
     if p["state_bytes"]:
         parts.append(f"state {human(p['state_bytes'], 'B')}")
     return ", ".join(parts) or "none"
+
+
+def cost_json(cost: dict) -> dict:
+    """The cost model's figures for ``--json``: ``device``, ``context``, ``train_tokens_per_s`` (at ``train_batch``
+    x ``train_seq_len``), ``prefill_tokens_per_s`` and ``decode_ms_per_token`` keyed by batch, and the constants
+    used with their sources (``cost_constants``, ``cost_sources``)."""
+    renamed = {"constants": "cost_constants", "sources": "cost_sources", "description": "device_description"}
+    return {renamed.get(key, key): value for key, value in cost.items()}
+
+
+def cost_rows(cost: dict) -> list[tuple[str, str]]:
+    """The predicted rows under the analytic ones, and which constants made them (the kinds of their sources)."""
+    decode = ", ".join(f"{ms:,.2f} ms/token at batch {b} ({cost['decode_bound'][b]} bound)"
+                       for b, ms in cost["decode_ms_per_token"].items())
+    prefill = ", ".join(f"{tps:,.0f} tokens/s at batch {b}" for b, tps in cost["prefill_tokens_per_s"].items())
+    kinds: dict[str, int] = {}
+    for constant in cost["constants"].values():
+        source = cost["sources"][constant["source"]]
+        kind = source["kind"] + (f" ({source['status']})" if source.get("status") else "")
+        kinds[kind] = kinds.get(kind, 0) + 1
+    threads = f", {cost['threads']} thread{'s' * (cost['threads'] != 1)}" if cost.get("threads") else ""
+    return [
+        ("device", f"{cost['device']}: {cost['description']} ({cost['precision']}{threads}); predicted by the "
+                   f"cost model"),
+        ("train (model)", f"{cost['train_tokens_per_s']:,.0f} tokens/s at {cost['train_batch']} x "
+                          f"{cost['train_seq_len']}"),
+        ("prefill (model)", f"{prefill}, {cost['context']:,}-token prompt"),
+        ("decode (model)", f"{decode}, after {cost['context']:,} tokens"),
+        ("constants", ", ".join(f"{n} {kind}" for kind, n in kinds.items())
+                      + " (--json lists each with its source)"),
+    ]
+

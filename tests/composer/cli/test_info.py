@@ -86,3 +86,35 @@ def test_every_primitive_reports_its_own_cache_or_state(capsys):
     for recurrent in set("SD") & set(per):
         assert per[recurrent]["state_bytes"] > 0 and per[recurrent]["kv_bytes_per_token"] == 0
     assert data["state_bytes_per_sequence"] == sum(p["state_bytes"] * p["layers"] for p in per.values())
+
+
+# -- --device: the cost model's predictions beside the accounting (composer/costmodel) -------------------------
+def test_device_json_carries_the_predictions_keyed_by_batch_and_their_sources(capsys):
+    data = run_json(capsys, "info", "SADDDD", "--preset", "llama-3.2-1b", "--device", "h200")
+    assert data["device"] == "h200" and data["context"] == 4096 and data["params"] > 0  # beside the accounting
+    assert data["train_tokens_per_s"] > 0 and (data["train_batch"], data["train_seq_len"]) == (8, 2048)
+    assert set(data["decode_ms_per_token"]) == {"1", "64"} == set(data["prefill_tokens_per_s"])
+    assert 0 < data["decode_ms_per_token"]["1"] < data["decode_ms_per_token"]["64"]
+    sources = data["cost_sources"]
+    assert data["cost_constants"] and all(c["source"] in sources for c in data["cost_constants"].values())
+    assert sources[data["cost_constants"]["h200.peak_flops"]["source"]]["kind"] == "datasheet"
+
+
+def test_device_context_is_capped_by_the_models_max_seq_len(capsys):
+    data = run_json(capsys, "info", "AMSD", "--preset", "demo-4m", "--device", "cpu")  # max_seq_len 2048
+    assert data["context"] == 2048 and data["threads"] == 1
+
+
+def test_device_text_rows_follow_the_accounting(capsys):
+    assert main(["info", "AAMMMM", "--preset", "llama-3.2-1b", "--device", "h100"]) == 0
+    out = capsys.readouterr().out
+    assert out.index("cache/sequence") < out.index("train (model)") < out.index("decode (model)")
+    assert "ms/token at batch 1" in out and "ms/token at batch 64" in out and "after 4,096 tokens" in out
+    assert main(["info", "AAMMMM", "--preset", "llama-3.2-1b"]) == 0
+    assert "(model)" not in capsys.readouterr().out  # without --device: unchanged
+
+
+def test_an_unknown_device_is_a_usage_error_naming_the_choices(capsys):
+    assert main(["info", "AM", "--preset", "tiny", "--device", "tpu"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown device 'tpu'; choose one of: cpu, h100, h200" in err and err.count("\n") == 1

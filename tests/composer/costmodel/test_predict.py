@@ -1,0 +1,67 @@
+"""``composer.costmodel.predict``: step times from work and constants, and what ``composer info --device`` shows."""
+
+from __future__ import annotations
+
+import pytest
+
+from composer.costmodel import parse_table, predict, predict_decode, predict_train, serving_summary, step_work
+from composer.errors import ConfigError
+from composer.presets import get_preset
+
+
+def arch(pattern: str, preset: str = "demo-4m"):
+    return get_preset(preset).arch.with_pattern(pattern)
+
+
+def test_a_step_is_the_roofline_plus_ops_summed_over_units(table, box):
+    a = arch("SAMM")
+    expected = sum(u.layers * (max(u.flops / (box.peak * 0.5), u.bytes / (box.bandwidth * 0.5)) + 10 * box.op_cost)
+                   for u in step_work(a, "decode", 2, 300, 4))
+    prediction = predict(a, "box", "decode", batch=2, length=300, table=table)
+    assert prediction.seconds == pytest.approx(expected)
+    assert prediction.ms_per_token == pytest.approx(1e3 * expected) and prediction.tokens_per_s == 2 / expected
+    assert {name.split(".")[1] for name in prediction.constants} == {"peak_flops", "bandwidth", "efficiency",
+                                                                     "op_cost_s"}
+
+
+def test_the_ops_of_a_chunked_scan_grow_with_its_chunks(box):
+    table = box.table(per_chunk=5)
+    units = {u.key: u for u in predict(arch("SM"), "box", "prefill", batch=1, length=64 * 6, table=table).units}
+    assert units["S"].ops == 10 + 5 * (6 - 1) and units["M"].ops == 10
+
+
+@pytest.mark.parametrize("device", ["box", "cpu", "h200"])
+def test_decode_grows_with_the_context_for_attention_and_not_for_fixed_state(table, device):
+    table = table if device == "box" else None
+
+    def ms(pattern, context):
+        return predict_decode(arch(pattern, "llama-3.2-1b"), device, context=context, batch=8, table=table).ms_per_token
+
+    assert ms("(AM)x4", 256) < ms("(AM)x4", 4096) < ms("(AM)x4", 32768)
+    assert ms("(SM)x2(DM)x2", 256) == ms("(SM)x2(DM)x2", 4096) == ms("(SM)x2(DM)x2", 32768)
+
+
+def test_more_bandwidth_serves_a_memory_bound_decode_faster():
+    a = arch("(AM)x16", "llama-3.2-1b")
+    h100, h200 = (predict_decode(a, d, context=4096, batch=64) for d in ("h100", "h200"))
+    assert h200.ms_per_token < h100.ms_per_token
+
+
+def test_a_larger_training_batch_amortises_the_ops(table):
+    small, large = (predict_train(arch("AMSD"), "box", batch=b, seq_len=64, table=table) for b in (1, 64))
+    assert large.tokens_per_s > small.tokens_per_s
+
+
+def test_the_serving_summary_caps_the_context_and_lists_its_sources(table):
+    summary = serving_summary(arch("AMSD"), "box", table=table)  # demo-4m: max_seq_len 2048
+    assert summary["context"] == 2048 and summary["device"] == "box"
+    assert set(summary["decode_ms_per_token"]) == set(summary["prefill_tokens_per_s"]) == {"1", "64"}
+    assert summary["decode_ms_per_token"]["64"] > summary["decode_ms_per_token"]["1"] > 0
+    assert (summary["train_batch"], summary["train_seq_len"]) == (4, 64)
+    assert {c["source"] for c in summary["constants"].values()} <= set(summary["sources"])
+
+
+def test_a_key_the_device_has_no_constant_for_is_one_line(raw_table):
+    del raw_table["devices"]["box"]["efficiency"]["decode"]["E"]
+    with pytest.raises(ConfigError, match="no decode efficiency for 'E'"):
+        predict_decode(arch("EM"), "box", context=64, table=parse_table(raw_table))
