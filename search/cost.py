@@ -10,7 +10,10 @@ tokens/s at 128 tokens says nothing about decoding. So every trial records, for 
   ``state_bytes`` (fixed state: Mamba-2, Gated DeltaNet) and ``cache_bytes`` per sequence at ``COST_LENGTHS``
   (4K and 32K tokens: KV, sliding windows and fixed states together, bf16; ``composer.accounting``). Analytic,
   so ``--max-kv BYTES@LENGTH`` filters a candidate before it trains;
-* for the finalists only, decode tokens/s measured by ``composer bench-inference``'s code (``measure_decode``).
+* for the finalists and known layouts of the final ranking, what they cost measured on the machine the search
+  runs on: training and prefill tokens/s, decode ms per token at batch 1 and 64, peak memory
+  (``search.measured_cost``; searches written before it carry ``cost["decode"]``, decode tokens/s at batch 1
+  after 1,024 tokens by :func:`measure_decode`, which ``benchmarks/finalist_costs.py`` still uses).
 
 ``--max-kv`` with ``--min-recall`` can ask for the impossible: a pattern stacked to the target repeats its
 attention layers with it (at demo-4m every ``AMSD`` pattern with one ``A`` in 6 holds 2 or more, 16 MiB at 32K),
@@ -194,21 +197,5 @@ def measure_decode(arch, context: int = 1_024, new_tokens: int = 32, device: str
             "device": str(device), "threads": torch.get_num_threads()}
 
 
-def add_decode_speed(rows: list[dict[str, Any]], target: str, echo=None) -> None:
-    """Measure each row's decode tokens/s on its model at ``target`` (``row["target_pattern"]``) into
-    ``row["cost"]["decode"]``: the finalists of a search, a handful of seconds each on a CPU at demo-4m."""
-    from composer.pattern import layers
-    from composer.presets import get_preset
-
-    widths = get_preset(target).arch
-    for row in rows:
-        pattern = row.get("target_pattern")
-        if not pattern:
-            continue
-        if echo is not None:
-            echo(f"   decode speed of {row['pattern']} at {target} ({len(layers(pattern))} layers) ...")
-        row["cost"] = {**(row.get("cost") or {}), "decode": measure_decode(widths.with_pattern(pattern))}
-
-
-__all__ = ["COST_LENGTHS", "MAX_PATTERNS_CHECKED", "add_decode_speed", "first_within", "keeps_every_token",
+__all__ = ["COST_LENGTHS", "MAX_PATTERNS_CHECKED", "first_within", "keeps_every_token",
            "max_kv_holding", "measure_decode", "over_max_kv", "parse_max_kv", "recall_under_max_kv", "serving_cost"]

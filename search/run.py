@@ -7,6 +7,7 @@ Output directory::
     leaderboard.json / .csv       one row per scored pattern, best first (rank, pattern, score, params, ...)
     best.json                     the winner, with the study and stage it came from
     failures.json                 failed and skipped trials with their reasons
+    measured_cost.json            the finalists' and known layouts' measured cost at the target (search.measured_cost)
     *.png                         optimisation history, score vs attention share, per-layer frequency, Pareto
 """
 
@@ -25,7 +26,6 @@ from composer.files import atomic_write_json, make_output_dir
 from search.config import SearchConfig
 from search.cost import (
     MAX_PATTERNS_CHECKED,
-    add_decode_speed,
     first_within,
     max_kv_holding,
     parse_max_kv,
@@ -42,6 +42,7 @@ from search.engine import (
 from search.evaluators import make_evaluator
 from search.evidence_record import attach
 from search.leaderboard import failures, leaderboard, write_leaderboard
+from search.measured_cost import add_measured_cost, cost_grid
 from search.plots import plot_all, plot_loss_against_recall, plot_rung_curves
 from search.progress import SearchEta, SearchProgress, evaluations_done, worker_heartbeat
 from search.resume import StudyLock, reap_dead_workers
@@ -221,9 +222,6 @@ def run_search(config: SearchConfig, echo=print, notes: Sequence[str] = ()) -> d
                 m["pattern"] + (f" ({m['known']})" if m.get("known") else "") + f": {m['reason']}" for m in missing))
     answer = strategy.answer(config, done, stopped, deadline is not None and time.time() >= deadline)
     study, rows = answer.study, answer.rows
-    if config.strategy == "successive-halving" and any(row.get("rung") for row in rows):  # finalists at the target
-        echo("measuring the finalists' decode speed (batch 1, 1,024-token prompt, 32 new tokens)")
-        add_decode_speed(rows, config.report_target, echo)
     first = done[0].stage.first
     ranked = rows if answer.eligible is None else answer.eligible  # the rows an answer may come from
     from search.lm import measured_seed_noise, stage_setting
@@ -242,6 +240,10 @@ def run_search(config: SearchConfig, echo=print, notes: Sequence[str] = ()) -> d
     if first and ranked and comparison["best_known"] is None:  # known layouts entered, none in the final ranking
         comparison["floor_missing"] = ("no known layout was scored in the ranking the answer comes from: see "
                                        + " and ".join(["failures.json", *answer.files]))
+    if config.strategy == "successive-halving" and any(row.get("rung") for row in rows):  # ranked at the target
+        # what each finalist and known layout costs on this machine, beside the known layout the answer weighs
+        add_measured_cost(rows, config.report_target, cost_grid(answered.budget), out, comparison["best_known"],
+                          echo)
     extra = {"study": study.study_name, "evaluator": config.evaluator, "budget": config.budget,
              "strategy": config.strategy, "direction": evaluator.direction, "precision": precision,
              "answer": comparison["answer"], "recommended": comparison["recommended"], "vs_known": comparison,

@@ -28,23 +28,97 @@ def format_table(rows: list[dict[str, Any]], limit: int = 10) -> str:
     return "\n".join(lines)
 
 
+def cost_columns(row: dict[str, Any]) -> str:
+    """A row's pattern, its model at the target and that model's analytic cost: parameters, cache per sequence at
+    4K and 32K tokens, fixed state (search.cost)."""
+    cost = row["cost"]
+    trained = row.get("target_pattern") or row["pattern"]
+    shown = trained if len(trained) <= 22 else compact_pattern(trained)[:22]
+    return (f"{row['pattern']:<20} {shown:<22} {cost['params'] / 1e6:>7.2f}M  "
+            + "  ".join(f"{format_bytes(cost['cache_bytes'][str(n)]):>10}" for n in COST_LENGTHS)
+            + f"  {format_bytes(cost['state_bytes']):>10}")
+
+
+COST_HEADER = (f"{'pattern':<20} {'at target':<22} {'params':>8}  "
+               + "  ".join(f"{f'cache@{n // 1024}K':>10}" for n in COST_LENGTHS) + f"  {'state':>10}")
+
+
 def cost_table(rows: list[dict[str, Any]]) -> str:
-    """The finalists' serving cost on their models at the target: layers, parameters, cache per sequence at
-    4K and 32K tokens, fixed state, decode tokens/s (search.cost)."""
-    header = (f"{'pattern':<20} {'at target':<22} {'params':>8}  " + "  ".join(f"{f'cache@{n // 1024}K':>10}"
-              for n in COST_LENGTHS) + f"  {'state':>10}  {'decode tok/s':>12}")
-    lines = ["serving cost of the finalists, on their models at the target (bf16 cache, batch 1):", header]
+    """The finalists' serving cost as searches written before the measured cost printed it (``cost["decode"]``:
+    decode tokens/s at batch 1 after 1,024 tokens), so that ``composer report`` still reads them."""
+    lines = ["serving cost of the finalists, on their models at the target (bf16 cache, batch 1):",
+             f"{COST_HEADER}  {'decode tok/s':>12}"]
     for row in rows:
-        cost = row.get("cost") or {}
-        if not cost:
+        if not row.get("cost"):
             continue
-        trained = row.get("target_pattern") or row["pattern"]
-        shown = trained if len(trained) <= 22 else compact_pattern(trained)[:22]
-        decode = (cost.get("decode") or {}).get("decode_tokens_per_s")
-        lines.append(f"{row['pattern']:<20} {shown:<22} {cost['params'] / 1e6:>7.2f}M  "
-                     + "  ".join(f"{format_bytes(cost['cache_bytes'][str(n)]):>10}" for n in COST_LENGTHS)
-                     + f"  {format_bytes(cost['state_bytes']):>10}  "
-                     + (f"{decode:>12,.0f}" if decode else f"{'-':>12}"))
+        decode = (row["cost"].get("decode") or {}).get("decode_tokens_per_s")
+        lines.append(cost_columns(row) + "  " + (f"{decode:>12,.0f}" if decode else f"{'-':>12}"))
+    return "\n".join(lines)
+
+
+def _number(value: float) -> str:
+    """Three significant figures, thousands grouped: 31,517, 95.7, 0.688."""
+    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
+
+
+def _with_ratio(value: dict[str, Any] | None, ratio: float | None) -> str:
+    """A measured figure's median, ``~`` where its repeats spread over the noise threshold, and its ratio to the
+    best known layout's."""
+    if not value:
+        return "-"
+    noisy = "~" if value.get("noisy") else ""
+    return f"{_number(value['median'])}{noisy}" + (f" {ratio:.2f}x" if ratio is not None else "")
+
+
+def noisy_figures(record: dict[str, Any]) -> str:
+    """The noisy figures of a measured record, short: ``train 22%, b1@512 41%``."""
+    named = [("train", record["train_tokens_per_s"]), ("prefill", record["prefill_tokens_per_s"])]
+    named += [(f"b{batch}@{context}", value) for batch, by_context in record["decode_ms_per_token"].items()
+              for context, value in by_context.items()]
+    return ", ".join(f"{what} {value['spread']:.0%}" for what, value in named if value.get("noisy"))
+
+
+def measured_cost_table(rows: list[dict[str, Any]]) -> str:
+    """Every measured row's analytic cost and what it measured at the target (search.measured_cost): training
+    tokens/s and ms per decode step at batch 1 and at the large batch after the longest context, each with its
+    ratio to the best known layout; the device, threads and decode path in the heading, the noisy figures
+    after."""
+    from search.measured_cost import threads_text
+
+    measured = [row for row in rows if "measured" in (row.get("cost") or {})]
+    first = next((row["cost"]["measured"] for row in measured if "error" not in row["cost"]["measured"]), None)
+    said = next((row["cost"]["vs_best_known"] for row in measured if "vs_best_known" in row["cost"]), None)
+    against = f"x: over the best known layout, {said['name']} {said['pattern']}" if said else "no known layout measured"
+    lines = [f"serving cost at the target (cache: analytic, bf16, one sequence; the rest measured; {against}):"]
+    if first is None:
+        lines.append("measured nothing: " + "; ".join(f"{row['pattern']}: {row['cost']['measured']['error']}"
+                                                      for row in measured))
+        return "\n".join(lines)
+    decode = first["decode_ms_per_token"]
+    large = max(decode, key=int)
+    context = max(decode["1"], key=int)
+    train = first["train_tokens_per_s"]
+    lines.append(f"measured on {first['device']} ({first['device_name']}), {threads_text(first['threads'])}: training "
+                 f"{first['train_dtype']} at {train['batch']} x {train['seq_len']} tokens, decode path "
+                 f"{first['decode_path']}, ms per decode step after {int(context):,} tokens")
+    lines.append(f"{COST_HEADER}  {'train tok/s':>14}  {'decode ms b1':>13}  {f'decode ms b{large}':>14}")
+    noisy = []
+    for row in measured:
+        record = row["cost"]["measured"]
+        if "error" in record:
+            lines.append(cost_columns(row) + f"  not measured: {record['error']}")
+            continue
+        ratios = row["cost"].get("vs_best_known") or {}
+        steps = record["decode_ms_per_token"]
+        by_ratio = ratios.get("decode_ms_per_token") or {}
+        cells = [_with_ratio(record["train_tokens_per_s"], ratios.get("train_tokens_per_s")),
+                 _with_ratio(steps.get("1", {}).get(context), by_ratio.get("1", {}).get(context)),
+                 _with_ratio(steps.get(large, {}).get(context), by_ratio.get(large, {}).get(context))]
+        lines.append(cost_columns(row) + f"  {cells[0]:>14}  {cells[1]:>13}  {cells[2]:>14}")
+        spread = noisy_figures(record)
+        noisy += [f"{row['pattern']} {spread}"] if spread else []
+    lines.append(f"noisy (~: the repeats spread over {first['noisy_spread']:.0%} of their median; decode as "
+                 f"bBATCH@CONTEXT): " + ("; ".join(noisy) or "none"))
     return "\n".join(lines)
 
 
@@ -131,7 +205,10 @@ def trained_recall_line(rows: list[dict[str, Any]]) -> str | None:
 def summary_text(result: dict[str, Any]) -> str:
     best = result["best"]
     lines = [format_table(result["leaderboard"]), ""]
-    if any((row.get("cost") or {}).get("decode") for row in result["leaderboard"]):
+    costs = [row.get("cost") or {} for row in result["leaderboard"]]
+    if any("measured" in cost for cost in costs):
+        lines += [measured_cost_table(result["leaderboard"]), ""]
+    elif any(cost.get("decode") for cost in costs):  # a search written before the measured cost
         lines += [cost_table(result["leaderboard"]), ""]
     recall_line = trained_recall_line(result["leaderboard"])
     if recall_line:

@@ -8,4 +8,6 @@
   text, without lm-eval.
 * :mod:`composer.evaluation.bench_inference`: prefill and decode throughput and cache memory of presets and
   patterns (``composer bench-inference``).
+* :mod:`composer.evaluation.bench_cost`: what a model costs where it runs: training and prefill tokens/s, decode
+  ms per token at batch 1 and 64, peak memory, with repeats and spread (a search's finalists and known layouts).
 """

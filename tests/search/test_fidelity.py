@@ -136,11 +136,19 @@ def test_rungs_train_the_promoted_patterns_and_the_last_ranks_them_at_the_target
     for row in final:  # trained at the last rung's target (tiny's size), at the better of two rates
         assert row["details"].get("trained_pattern", row["pattern"]) == grown[row["pattern"]]
         assert set(row["details"]["lr_sweep"]) == {"0.001", "0.003"} and row["lr"] in (1e-3, 3e-3)
-    for row in final:  # the finalists' serving cost, on their models at the target, with a measured decode speed
+    best_known = json.loads((out / "best.json").read_text())["vs_known"]["best_known"]
+    for row in final:  # the serving cost of the finalists and known layouts, on their models at the target, measured
         cost = row["cost"]
         assert cost["pattern"] == row["target_pattern"] == grown[row["pattern"]]
         assert cost["cache_bytes"]["32768"] >= cost["cache_bytes"]["4096"] > 0
-        assert cost["decode"]["decode_tokens_per_s"] > 0 and cost["decode"]["context"] == 1024
+        measured = cost["measured"]  # at the last rung's shape: 8 x 64 tokens, decode after 64 and 512
+        assert measured["train_tokens_per_s"]["seq_len"] == 64 and measured["train_tokens_per_s"]["median"] > 0
+        assert {b: sorted(c, key=int) for b, c in measured["decode_ms_per_token"].items()} == {
+            "1": ["64", "512"], "64": ["64", "512"]}
+        assert cost["vs_best_known"]["pattern"] == best_known["pattern"]
+        assert "decode" not in cost  # the old figure, kept readable for searches written before
+    assert json.loads((out / "measured_cost.json").read_text()).keys() == {f"tiny:{row['target_pattern']}"
+                                                                            for row in final}
     # the last rung measured each finalist's trained model (issue 48): per seed, and the seed-averaged figure, the
     # random copy gain at the longest distance of its 64-token context over rung-smoke-1's 4 held-out sequences
     for row in final:
@@ -171,10 +179,16 @@ def test_a_finished_search_run_again_trains_nothing(finished, monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("a finished rung was trained again")
 
+    def measure_again(*args, **kwargs):
+        raise AssertionError("a finished search's cost was measured again")
+
     monkeypatch.setattr(LanguageModelEvaluator, "train_once", refuse)
+    monkeypatch.setattr("search.measured_cost.measure_row", measure_again)
     again = run_search(SearchConfig(**SMOKE, out=finished["out"]), echo=lambda _: None)
     assert [(r["pattern"], r["score"]) for r in again["leaderboard"]] == \
         [(r["pattern"], r["score"]) for r in finished["leaderboard"]]
+    assert [r["cost"]["measured"] for r in again["leaderboard"]] == \
+        [r["cost"]["measured"] for r in finished["leaderboard"]]
 
 
 def test_a_finished_search_run_again_with_min_recall_reads_the_trained_recall_and_trains_no_probe(finished,

@@ -37,6 +37,6 @@ def finished_search(tmp_path_factory) -> Path:
                           attention_at_target="keep", confirm_seeds=3, out=str(out))
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(LanguageModelEvaluator, "train_once", train_once)
-        patch.setattr(search_run, "add_decode_speed", lambda rows, target, echo: None)  # real models: seconds each
+        patch.setattr(search_run, "add_measured_cost", lambda *args, **kwargs: None)  # real models: seconds each
         search_run.run_search(config, echo=lambda _: None)
     return out

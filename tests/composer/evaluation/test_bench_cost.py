@@ -1,0 +1,112 @@
+"""composer.evaluation.bench_cost: a model's measured training, prefill and decode cost and its peak memory."""
+
+from __future__ import annotations
+
+import types
+
+import pytest
+import torch
+
+from composer.evaluation import bench_cost
+from composer.evaluation.bench_cost import (
+    CPU_MEMORY_METHOD,
+    CostGrid,
+    DecodePath,
+    cpu_allocation_peak,
+    figure,
+    largest_batch,
+    measure_cost,
+    measure_decode_step,
+    tensor_bytes,
+)
+from composer.model import build_model
+from composer.presets import get_preset
+
+TINY = get_preset("tiny").arch.with_pattern("AMSM")
+# small enough to take a fraction of a second: 2 x 16 training tokens, decode at 16 and 32 tokens, batch 1 and 4
+GRID = CostGrid(train_batch=2, seq_len=16, long_factor=2, large_batch=4, train_repeats=2, prefill_repeats=2,
+                decode_repeats=2, min_repeat_seconds=0.0)
+
+
+def test_the_record_has_every_figure_with_its_repeats_and_spread():
+    threads = torch.get_num_threads()
+    record = measure_cost(TINY, GRID, "cpu")
+    assert torch.get_num_threads() == threads  # the process's threads given back
+    assert record["device"] == "cpu" and record["dtype"] == record["train_dtype"] == "fp32"
+    assert record["threads"] == 1 and record["device_name"]  # one thread unless the grid says otherwise
+    assert record["decode_path"] == "eager InferenceCache, fp32"  # the CPU's fastest path, named
+    train = record["train_tokens_per_s"]
+    assert (train["batch"], train["seq_len"], train["repeats"]) == (2, 16, 2)
+    assert record["prefill_tokens_per_s"]["context"] == 16
+    decode = record["decode_ms_per_token"]
+    assert {batch: set(by_context) for batch, by_context in decode.items()} == {"1": {"16", "32"}, "4": {"16", "32"}}
+    for value in [train, record["prefill_tokens_per_s"], *(v for by in decode.values() for v in by.values())]:
+        assert 0 < value["min"] <= value["median"] <= value["max"] and value["repeats"] == 2
+        assert value["spread"] == pytest.approx((value["max"] - value["min"]) / value["median"])
+        assert value["noisy"] == (value["spread"] > record["noisy_spread"])
+    assert len(record["noisy"]) == sum(value["noisy"] for value in [train, record["prefill_tokens_per_s"],
+                                                                    *(v for by in decode.values() for v in by.values())])
+    memory = record["peak_memory_bytes"]
+    assert memory["method"] == CPU_MEMORY_METHOD and memory["decode_at"] == {"batch": 4, "context": 32}
+    weights = tensor_bytes(build_model(TINY))
+    assert memory["train"] > weights and memory["decode"] > weights  # gradients and activations; the cache
+    assert record["grid"]["seq_len"] == 16 and record["seconds"] > 0
+
+
+def test_the_cpu_cuts_the_training_batch_and_contexts_stop_at_the_models_length():
+    grid = CostGrid(train_batch=16, seq_len=128)
+    assert grid.cpu_train_batch() == 8  # at most 1,024 tokens a step on the CPU
+    assert CostGrid(train_batch=4, seq_len=128).cpu_train_batch() == 4
+    assert grid.contexts(2048) == (128, 1024)
+    assert CostGrid(train_batch=1, seq_len=256).contexts(1024) == (256, 1023)  # room for the decoded token
+    assert CostGrid(train_batch=1, seq_len=2048).contexts(1024) == (1023,)
+
+
+def test_decode_at_a_large_batch_is_milliseconds_per_step_not_per_sequence(monkeypatch):
+    """A fake clock advanced 1 ms per sequence by each step: a step of 4 sequences reads 4 ms (the latency each
+    sequence sees per token), not 1 ms."""
+    now = [0.0]
+    monkeypatch.setattr(bench_cost, "time", types.SimpleNamespace(perf_counter=lambda: now[0]))
+    model = build_model(TINY).eval()
+    real = model.next_token_logits
+
+    def step(ids, cache):
+        now[0] += 1e-3 * ids.shape[0]
+        return real(ids, cache)
+
+    monkeypatch.setattr(model, "next_token_logits", step)
+    path = DecodePath.for_device(torch.device("cpu"), "fp32")
+    for batch in (1, 4):
+        value, peak = measure_decode_step(model, batch, 16, GRID, torch.device("cpu"), path, "fp32", profile=False)
+        assert value["median"] == pytest.approx(batch) and peak is None
+
+
+def test_the_cpu_peak_counts_what_a_step_allocates_at_once():
+    def step():
+        held = torch.ones(1_000_000)  # 4 MB live together with the next
+        again = torch.ones(250_000)
+        del held, again
+
+    peak = cpu_allocation_peak(step)
+    assert 5_000_000 <= peak < 5_200_000
+
+
+def test_the_large_batch_is_halved_until_its_cache_takes_a_quarter_of_the_free_memory():
+    from composer.accounting import analyze
+
+    one = analyze(TINY, seq_len=33, cache_dtype_bytes=4).cache_bytes_per_sequence  # one sequence's cache
+    assert largest_batch(TINY, 64, 33, "fp32", None) == 64  # free memory unknown: as asked
+    assert largest_batch(TINY, 64, 33, "fp32", 4 * 64 * one) == 64
+    assert largest_batch(TINY, 64, 33, "fp32", 4 * 20 * one) == 16
+    assert largest_batch(TINY, 64, 33, "fp32", one) == 1
+    assert figure([3.0, 1.0, 2.0]) == {"median": 2.0, "min": 1.0, "max": 3.0, "repeats": 3, "spread": 1.0,
+                                       "noisy": True}
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="the CUDA-graph decode path needs a CUDA device")
+def test_on_cuda_the_decode_step_is_a_cuda_graph_and_memory_is_the_allocators():
+    record = measure_cost(TINY, GRID, "cuda")
+    assert record["device"] == "cuda" and record["dtype"] == "bf16"
+    assert record["decode_path"].startswith("CUDA graph of the decode step"), record["decode_path"]
+    assert record["peak_memory_bytes"]["method"].startswith("cuda: torch.cuda.max_memory_allocated")
+    assert record["peak_memory_bytes"]["decode"] > 0 and record["train_tokens_per_s"]["batch"] == 2
