@@ -9,6 +9,15 @@
 #   bash benchmarks/gpu_check.sh --recall-scale [ARGS]  # issue 50's recall and scale run: one device call
 #                                                       # (docs/gpu.md, "Recall and scale run"; ARGS go to
 #                                                       # benchmarks/recall_scale.py, e.g. --parts b)
+#   bash benchmarks/gpu_check.sh --cost                 # decode and training timings for the cost model: one call
+#
+# The cost run (--cost): benchmarks/finalist_costs.py measures the constrained search's answer (SADDDD grown with
+#   its attention kept), Nemotron-H's, Llama's and Samba's layouts (COST_LAYOUTS) at llama-350m, then llama-3.2-1b
+#   (COST_TARGETS), each within the budget left: training tokens/s at COST_TRAIN_BATCH (8) x 4,096, prefill, and ms
+#   per decode step at batch 1 and 64 after 4,096 and 8,191 tokens through a CUDA graph of the step
+#   (composer.evaluation.bench_cost), every figure beside the cost model's prediction for this GPU (h100 or h200,
+#   from its name). It writes $OUT/<target>/finalist_costs.json (rewritten after every model) and cost.log to $OUT
+#   (default runs/gpu-cost); GPU_CHECK_BUDGET (default 500 s). GPU_CHECK_DRY_RUN=1: tiny models on the CPU.
 #
 # The recall and scale run (--recall-scale): benchmarks/recall_scale.py within GPU_CHECK_BUDGET (default 520 s):
 #   part a, demo-4m models trained alike for 30M tokens at context 512 and scored by their own recall, then part
@@ -86,10 +95,13 @@ if [[ ${1-} == --recall-scale ]]; then
     MODE=recall
     RECALL_ARGS=("${@:2}") # passed on to benchmarks/recall_scale.py (--parts b, --layouts-b ...)
 elif (($# > 1)); then
-    die "one argument at most (--quick or --recall-scale ARGS...), got $#: $*"
+    die "one argument at most (--quick, --cost or --recall-scale ARGS...), got $#: $*"
 elif (($# == 1)); then
-    [[ $1 == --quick ]] || die "unknown argument '$1': the options are --quick and --recall-scale (see this script's header)"
-    MODE=quick
+    case $1 in
+    --quick) MODE=quick ;;
+    --cost) MODE=cost ;;
+    *) die "unknown argument '$1': the options are --quick, --cost and --recall-scale (see this script's header)" ;;
+    esac
 fi
 DRY_RUN=${GPU_CHECK_DRY_RUN:-0}
 export PYTHONUNBUFFERED=1 # a part killed at its limit still leaves its last lines in its log
@@ -123,6 +135,9 @@ if [[ $MODE == quick ]]; then
 elif [[ $MODE == recall ]]; then
     OUT=${OUT:-runs/recall-scale}
     BUDGET=${GPU_CHECK_BUDGET:-520}
+elif [[ $MODE == cost ]]; then
+    OUT=${OUT:-runs/gpu-cost}
+    BUDGET=${GPU_CHECK_BUDGET:-500}
 else
     OUT=${OUT:-runs/gpu-check}
     BUDGET=${GPU_CHECK_BUDGET:-570}
@@ -135,6 +150,10 @@ if [[ $MODE == recall ]]; then
     WORK=$(cd "$WORK" && pwd)
     rm -f "$OUT"/recall_scale.{json,md,log} "$OUT/recall_scale-files.tar.gz"
     exec > >(tee "$OUT/recall_scale.log") 2>&1
+elif [[ $MODE == cost ]]; then
+    WORK=$OUT
+    rm -rf "$OUT"/cost.log "$OUT"/*/finalist_costs.json
+    exec > >(tee "$OUT/cost.log") 2>&1
 elif [[ $MODE == quick ]]; then
     # the runs stay out of $OUT: the device tool brings back 8 files of it, and these are hundreds
     WORK=${GPU_CHECK_WORK:-$(mktemp -d "${TMPDIR:-/tmp}/gpu-check-quick.XXXXXX")} || die "cannot create a work directory"
@@ -569,10 +588,35 @@ recall_check() {
     "$PY" benchmarks/recall_scale.py "${args[@]}" "${RECALL_ARGS[@]}"
 }
 
+# -- the cost run (issue 58): benchmarks/finalist_costs.py at two sizes, one device call --------------------------
+cost_check() {
+    local layouts target left device=h200 seq_len=4096 batch=${COST_TRAIN_BATCH:-8}
+    read -r -a layouts <<<"${COST_LAYOUTS:-SADDDD:keep nemotron-h:SMSAMS llama:AMAMAM samba:SMWMSM}"
+    read -r -a targets <<<"${COST_TARGETS:-llama-350m llama-3.2-1b}"
+    if [[ $DRY_RUN == 1 ]]; then
+        device=cpu seq_len=32 batch=2 targets=(tiny)
+    elif nvidia-smi -L | grep -q H100; then
+        device=h100
+    fi
+    for target in "${targets[@]}"; do
+        left=$((DEADLINE - SECONDS))
+        if ((left < 60)); then
+            echo "gpu_check: no time for $target ($left s left): a second call runs it: COST_TARGETS=$target bash benchmarks/gpu_check.sh --cost"
+            continue
+        fi
+        echo "gpu_check: $PY benchmarks/finalist_costs.py --target $target --seq-len $seq_len --train-batch $batch --device-here $device ${layouts[*]} (limit $left s)"
+        timeout --kill-after=10 "$left" "$PY" benchmarks/finalist_costs.py --target "$target" --seq-len "$seq_len" \
+            --train-batch "$batch" --device-here "$device" "${layouts[@]}" --out "$OUT/$target" \
+            || echo "gpu_check: $target stopped (status $?): $OUT/$target/finalist_costs.json keeps the models it finished"
+    done
+}
+
 if [[ $MODE == quick ]]; then
     quick_check
 elif [[ $MODE == recall ]]; then
     recall_check
+elif [[ $MODE == cost ]]; then
+    cost_check
 else
     full_check
 fi

@@ -35,7 +35,7 @@ def script_env(**settings: str) -> dict[str, str]:
 
 
 @pytest.mark.skipif(torch.cuda.is_available() or shutil.which("nvidia-smi") is not None, reason="a GPU machine")
-@pytest.mark.parametrize("args", [[], ["--quick"], ["--recall-scale"]])
+@pytest.mark.parametrize("args", [[], ["--quick"], ["--recall-scale"], ["--cost"]])
 def test_without_cuda_it_stops_with_one_line_and_exit_2(tmp_path, args):
     result = subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True,
                             env=script_env(OUT=str(tmp_path)), timeout=60)
@@ -48,8 +48,20 @@ def test_an_unknown_argument_is_one_line_and_exit_2(tmp_path):
     result = subprocess.run(["bash", str(SCRIPT), "--quik"], capture_output=True, text=True,
                             env=script_env(OUT=str(tmp_path), GPU_CHECK_DRY_RUN="1"), timeout=60)
     assert (result.returncode, result.stderr.strip()) == (
-        2, "gpu_check: unknown argument '--quik': the options are --quick and --recall-scale (see this script's "
-           "header)")
+        2, "gpu_check: unknown argument '--quik': the options are --quick, --cost and --recall-scale (see this "
+           "script's header)")
+
+
+def test_the_cost_run_measures_every_layout_beside_the_model_on_the_cpu_dry_run(tmp_path):
+    """``--cost`` (issue 58: the decode timings the cost model is checked against on a GPU), at tiny settings."""
+    result = subprocess.run(["bash", str(SCRIPT), "--cost"], capture_output=True, text=True, timeout=240,
+                            env=script_env(OUT=str(tmp_path), GPU_CHECK_DRY_RUN="1", COST_LAYOUTS="SADD:keep AMAM"))
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    saved = json.loads((tmp_path / "tiny" / "finalist_costs.json").read_text())
+    assert [row["entry"] for row in saved["rows"]] == ["SADD:keep", "AMAM"]
+    for row in saved["rows"]:
+        assert row["measured"]["decode_ms_per_token"]["64"] and row["predicted_here"]["decode_ms_per_token"]["64"]
+    assert "SADD" in (tmp_path / "cost.log").read_text()
 
 
 def test_the_script_parses():
