@@ -15,11 +15,23 @@ Typical use::
     logits = model(prompt, cache=cache).logits          # prefill: logits of every prompt position
     logits = model(next_token, cache=cache).logits      # one decoding step
     tokens = model.generate(prompt, max_new_tokens=64)  # or the whole loop
+
+Decoding as it is served: :func:`compile_decode_step` returns a :class:`DecodeStep`, a drop-in for
+``model.next_token_logits`` on single tokens that runs :meth:`ComposerModel.decode_step
+<composer.model.ComposerModel.decode_step>` (every shape fixed, the position a tensor) compiled: Inductor on the
+CPU, CUDA graphs on CUDA. A decoding step at small batch costs its dispatched ops, not its arithmetic (about 80 a
+layer), and compiling fuses them; its ``path`` names what runs, for the caller to print. Prefill stays eager::
+
+    step = compile_decode_step(model)
+    logits = model.next_token_logits(prompt, cache)     # prefill, eager
+    logits = step(next_token[:, None], cache)           # one compiled decoding step; cache.pos advances
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+import time
+import warnings
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Protocol
 
 import torch
@@ -103,6 +115,122 @@ class InferenceCache:
         )
 
 
+# -- the decoding step as it is served -------------------------------------------------------------------------
+
+EAGER = "eager"
+COMPILED_CPU = "compiled (inductor, cpu)"
+CUDA_GRAPHS = "cuda graphs (reduce-overhead)"
+# Each batch size, cache length and dtype is a graph of its own (static shapes), and every model shares the one
+# code object dynamo caches them on (ComposerModel.decode_step): a benchmark's grid of two models passes the
+# default limit of 8, past which a fullgraph compile raises. Raised to this once a step is compiled.
+RECOMPILE_LIMIT = 64
+
+
+class DecodeStep:
+    """One decoding step of ``model``: ``step(token_ids [batch, 1], cache) -> logits [batch, vocab]``, advancing
+    ``cache.pos`` by one, as :meth:`ComposerModel.next_token_logits
+    <composer.model.ComposerModel.next_token_logits>` does for one token. Built by :func:`compile_decode_step`.
+
+    ``path`` names what runs (:data:`EAGER`, :data:`COMPILED_CPU`, :data:`CUDA_GRAPHS`); where compiling fails
+    (no C++ compiler, an Inductor error) the step warns once and decodes eagerly from then on, and ``path``
+    says so and why. ``compile_s``: the wall time of the first compiled call (compilation and one step; see
+    :meth:`warm_up`). A CUDA-graphs step's cache tensors are marked as static addresses (the graph writes them
+    in place); its logits are copied out of the graph's memory, which the next replay overwrites."""
+
+    def __init__(self, model, compiled: Callable | None = None, path: str = EAGER) -> None:
+        self.model = model
+        self.path = path
+        self.compile_s: float | None = None
+        self._compiled = compiled
+        self._cuda_graphs = path == CUDA_GRAPHS
+        self._static_cache: InferenceCache | None = None
+
+    @property
+    def compiled(self) -> bool:
+        """Whether the step runs compiled (not eager, not fallen back)."""
+        return self._compiled is not None
+
+    def __call__(self, token_ids: torch.Tensor, cache: InferenceCache) -> torch.Tensor:
+        if token_ids.dim() != 2 or token_ids.shape[1] != 1:
+            raise ValueError(f"a decoding step takes token_ids [batch, 1], got shape {tuple(token_ids.shape)}")
+        cache.check(token_ids.shape[0], 1)
+        pos = torch.tensor(cache.pos, dtype=torch.long, device=token_ids.device)
+        logits = self._run(token_ids, cache, pos) if self.compiled else None
+        if logits is None:  # eager, or the compiled step has just fallen back
+            logits = self.model.decode_step(token_ids, cache, pos)
+        cache.pos += 1
+        return logits
+
+    def warm_up(self, batch: int, max_len: int, dtype: torch.dtype | None = None) -> float:
+        """Compile (and, for CUDA graphs, record) the step for caches of ``batch`` x ``max_len`` in ``dtype`` on a
+        scratch cache, so that timed decoding does not include it; returns the seconds it took. A step compiles
+        once per such shape: a cache of the same shape later reuses the graph."""
+        device = next(self.model.parameters()).device
+        cache = self.model.init_cache(batch, max_len, device=device, dtype=dtype)
+        token = torch.zeros(batch, 1, dtype=torch.long, device=device)
+        started = time.perf_counter()
+        for _ in range(3 if self._cuda_graphs else 1):  # cudagraph trees: a warmup run, then the recording
+            cache.pos = 0
+            self(token, cache)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        return time.perf_counter() - started
+
+    def _run(self, token_ids: torch.Tensor, cache: InferenceCache, pos: torch.Tensor) -> torch.Tensor | None:
+        """The compiled step; ``None`` after falling back to eager (the cache untouched: a compilation fails
+        before its graph runs)."""
+        if self._cuda_graphs:
+            self._mark_static(cache)
+            torch.compiler.cudagraph_mark_step_begin()
+        first = self.compile_s is None
+        started = time.perf_counter()
+        try:
+            logits = self._compiled(token_ids, cache, pos)
+        except Exception as err:  # noqa: BLE001 (any compiler failure: decode eagerly, and say why)
+            self._fall_back(err)
+            return None
+        if first:
+            self.compile_s = time.perf_counter() - started
+        return logits.clone() if self._cuda_graphs else logits
+
+    def _mark_static(self, cache: InferenceCache) -> None:
+        """Tell the CUDA graphs that ``cache``'s tensors keep their addresses: mutated inputs that are not static
+        would keep the step out of the graph. A new cache is re-recorded, not recompiled."""
+        if cache is not self._static_cache:
+            for layer in cache.layers:
+                for tensor in [] if layer is None else layer.tensors():
+                    torch._dynamo.mark_static_address(tensor, guard=False)
+            self._static_cache = cache
+
+    def _fall_back(self, err: Exception) -> None:
+        first_line = str(err).strip().splitlines()[0] if str(err).strip() else ""
+        reason = f"{type(err).__name__}: {first_line}"[:200]
+        warnings.warn(f"compiled decoding step failed, decoding eagerly: {reason}", RuntimeWarning, stacklevel=3)
+        self.path = f"{EAGER} (compile failed: {reason})"
+        self._compiled = None
+        self._cuda_graphs = False
+
+    def __repr__(self) -> str:
+        return f"DecodeStep(path={self.path!r})"
+
+
+def compile_decode_step(model, enabled: bool = True) -> DecodeStep:
+    """``model``'s decoding step as it is served (:class:`DecodeStep`): on CUDA through
+    ``torch.compile(mode="reduce-overhead")``, which captures the step as CUDA graphs (a small model's step is
+    kernel launches, state-spaces/mamba issue 90); elsewhere ``torch.compile(fullgraph=True)`` with Inductor,
+    which fuses a step's ~80 small ops a layer. ``dynamic=False``: one graph per batch size and cache shape, for
+    every position (:meth:`ComposerModel.decode_step <composer.model.ComposerModel.decode_step>` takes it as a
+    tensor). Compilation is lazy: the first call (or :meth:`DecodeStep.warm_up`) pays it. ``enabled=False``
+    gives the eager step, so a ``--compile`` flag is one argument."""
+    if not enabled:
+        return DecodeStep(model)
+    torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, RECOMPILE_LIMIT)
+    if next(model.parameters()).device.type == "cuda":
+        compiled = torch.compile(model.decode_step, mode="reduce-overhead", fullgraph=True, dynamic=False)
+        return DecodeStep(model, compiled, CUDA_GRAPHS)
+    return DecodeStep(model, torch.compile(model.decode_step, fullgraph=True, dynamic=False), COMPILED_CPU)
+
+
 # -- sampling -------------------------------------------------------------------------------------------------
 
 
@@ -156,12 +284,15 @@ def stream(
     cache: InferenceCache | None = None,
     generator: torch.Generator | None = None,
     vocab_limit: int | None = None,
+    decode: Callable[[torch.Tensor, InferenceCache], torch.Tensor] | None = None,
 ) -> Iterator[torch.Tensor]:
     """The generation loop as it runs: yields the next token of every sequence (``[batch]``) as soon as it is
     drawn, for callers that show text while it is generated (``composer generate``). ``input_ids`` is
     ``[batch, seq]``; the other arguments as in :meth:`ComposerModel.generate
     <composer.model.ComposerModel.generate>`. ``vocab_limit``: ids from there on are never drawn (the rows
-    ``composer train`` pads the vocabulary with, which no tokenizer decodes)."""
+    ``composer train`` pads the vocabulary with, which no tokenizer decodes). ``decode``: the step that feeds
+    each drawn token (a :class:`DecodeStep`; default ``model.next_token_logits``, eager); the prompt is always
+    prefilled by ``model.next_token_logits``."""
     if input_ids.dim() != 2 or input_ids.shape[1] == 0:
         raise ValueError(f"input_ids must be [batch, seq] with seq >= 1, got shape {tuple(input_ids.shape)}")
     if max_new_tokens < 0:
@@ -179,8 +310,9 @@ def stream(
     finished = torch.zeros(batch, dtype=torch.bool, device=input_ids.device)
 
     step_input = input_ids
+    decode = model.next_token_logits if decode is None else decode
     for step in range(max_new_tokens):
-        logits = model.next_token_logits(step_input, cache)
+        logits = (model.next_token_logits if step == 0 else decode)(step_input, cache)
         if vocab_limit is not None and vocab_limit < logits.shape[-1]:
             logits[:, vocab_limit:] = -torch.inf
         token = sample_next(logits, temperature, top_k, top_p, generator)

@@ -66,6 +66,11 @@ class ResidualLayer(nn.Module):
         """The same residual for new tokens at ``start_pos ..``, the primitive reading and updating ``cache``."""
         return x + self.primitive.forward_cached(self.norm(x), cache, start_pos)
 
+    def decode_step(self, x: torch.Tensor, cache: LayerCache | None, pos: torch.Tensor) -> torch.Tensor:
+        """The residual of one decoding token at position ``pos`` (a tensor), with fixed shapes
+        (:meth:`Primitive.decode_step <primitives.base.Primitive.decode_step>`)."""
+        return x + self.primitive.decode_step(self.norm(x), cache, pos)
+
 
 class ComposerModel(nn.Module):
     """A causal language model whose layers follow ``arch.pattern``.
@@ -161,6 +166,20 @@ class ComposerModel(nn.Module):
         on the last position only."""
         h = self.hidden_states(input_ids, cache)[:, -1:]
         return self.logits_and_loss(h, None)[0][:, -1]
+
+    def decode_step(self, token_ids: torch.Tensor, cache: InferenceCache, pos: torch.Tensor) -> torch.Tensor:
+        """Logits ``[batch, vocab]`` of the token after ``token_ids [batch, 1]``, fed at position ``pos`` (a 0-d
+        int64 tensor on the model's device) through ``cache``: :meth:`next_token_logits` of one token, with
+        every shape fixed and the position a tensor, so that ``torch.compile`` builds one graph for all
+        positions and a CUDA graph can replay it (:func:`composer.inference.compile_decode_step`).
+
+        It neither reads nor advances ``cache.pos`` (a Python int, which a compiled step would bake in): the
+        caller passes ``pos == cache.pos``, checks that the token fits, and advances ``cache.pos`` after."""
+        with torch.no_grad():  # the cache is written in place; it must not join an autograd graph
+            h = self.tok_embeddings(token_ids)
+            for layer, layer_cache in zip(self.layers, cache.layers, strict=True):
+                h = layer.decode_step(h, layer_cache, pos)
+            return self.logits_and_loss(h, None)[0][:, -1]
 
     def generate(
         self,

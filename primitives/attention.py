@@ -5,6 +5,8 @@ otherwise torch's ``scaled_dot_product_attention`` (which picks its own fused CP
 
 Decoding (:class:`KVCache`): keys (already rotated) and values preallocated for ``max_len`` tokens, ``n_kv_heads``
 wide; prefill runs the training kernel on the prompt, later tokens attend over the cache with SDPA.
+:meth:`~GroupedQueryAttention.decode_step` is the static-shape step a compiled decoder runs: it writes at the
+position given as a tensor and attends over the whole preallocated cache, the keys after it masked out.
 """
 
 from __future__ import annotations
@@ -17,7 +19,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from primitives.base import CacheSpec, InitScheme, LayerCache, Primitive, check_cache_range
-from primitives.rope import RopeScaling, inverse_frequencies, rotary_cos_sin, rotary_split_qkv
+from primitives.rope import (
+    RopeScaling,
+    inverse_frequencies,
+    rotary_cos_sin,
+    rotary_cos_sin_at,
+    rotary_split_qkv,
+)
 
 try:  # optional CUDA extra: pip install "composer-hnas[cuda]"
     from flash_attn import flash_attn_func
@@ -111,10 +119,12 @@ class GroupedQueryAttention(Primitive):
 
     def _project(self, x: torch.Tensor, start_pos: int = 0) -> tuple[torch.Tensor, ...]:
         """Rotated q, rotated k and v ``[batch, seq, heads, head_dim]`` of tokens at ``start_pos ..``."""
+        return self._rotated_qkv(x, *rotary_cos_sin(self.inv_freq, x.shape[1], x.dtype, start_pos))
+
+    def _rotated_qkv(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor, ...]:
         c = self.config
         batch, seq, _ = x.shape
         qkv = self.wqkv(x).view(batch, seq, c.n_heads + 2 * c.n_kv_heads, c.head_dim)
-        cos, sin = rotary_cos_sin(self.inv_freq, seq, x.dtype, start_pos)
         return rotary_split_qkv(qkv, cos, sin, c.n_heads, c.n_kv_heads)
 
     # -- incremental decoding -----------------------------------------------------------------------------
@@ -143,6 +153,28 @@ class GroupedQueryAttention(Primitive):
                 mask["attn_mask"] = positions[None, :] <= positions[start_pos:, None]
             out = self._sdpa(q, keys, values, **mask)
         return self.wo(out.reshape(batch, n, c.n_heads * c.head_dim))
+
+    def decode_step(self, x: torch.Tensor, cache: KVCache, pos: torch.Tensor) -> torch.Tensor:
+        """:meth:`forward_cached` of one token at ``pos`` (a tensor) with fixed shapes: its key and value written
+        at index ``pos`` and attention over all ``max_len`` cached keys, those after ``pos`` masked out (stale or
+        zero), rather than over a slice whose length is the position. Masked keys cost their share of the
+        arithmetic, which a step at batch 1 does not notice; the range is the caller's to check."""
+        index = pos.reshape(1)
+        visible = torch.arange(cache.k.shape[1], device=x.device) <= index
+        return self._decode_over_cache(x, cache, pos, index, visible)
+
+    def _decode_over_cache(self, x: torch.Tensor, cache: KVCache, pos: torch.Tensor, index: torch.Tensor,
+                           visible: torch.Tensor) -> torch.Tensor:
+        """One token at ``pos``: its key and value stored at cache index ``index`` (``[1]``), then attention over
+        the cached keys where ``visible`` (``[cache length]``, boolean). ``A``'s and ``W``'s step alike."""
+        c = self.config
+        batch = x.shape[0]
+        q, k, v = self._rotated_qkv(x, *rotary_cos_sin_at(self.inv_freq, pos, x.dtype))
+        cache.k[:, index] = k.to(cache.k.dtype)  # index_put_: in place, and reinplaced by Inductor
+        cache.v[:, index] = v.to(cache.v.dtype)
+        keys, values = cache.k.to(q.dtype), cache.v.to(q.dtype)
+        out = self._sdpa(q, keys, values, attn_mask=visible.view(1, 1, 1, -1))
+        return self.wo(out.reshape(batch, 1, c.n_heads * c.head_dim))
 
     def _attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         """Causal attention over ``[batch, seq, heads, head_dim]`` tensors, returned in the same layout."""

@@ -10,7 +10,7 @@ accounting and extrapolation can reason about multi-billion parameter models wit
 * ``param_count``, ``flops_per_token``, ``inference_cache``: analytic accounting from the config alone;
 * ``reset_parameters``: its own initialisation (a global init must never overwrite e.g. Mamba's dt init);
 * ``no_weight_decay``: which of its parameters the optimiser must not decay (norms, biases, SSM A/D, ...);
-* ``init_cache`` / ``forward_cached``: incremental decoding (below).
+* ``init_cache`` / ``forward_cached`` / ``decode_step``: incremental decoding (below).
 
 Incremental decoding. ``forward(x)`` is the training path and stays free of any cache logic. Generation uses two
 more methods, which every primitive with an inference cache implements:
@@ -27,10 +27,18 @@ more methods, which every primitive with an inference cache implements:
   prefill is one call with the whole prompt, run in the chunked (parallel) form, and decoding is one call per
   token (or a few) with the recurrent form. The caller tracks ``start_pos`` (one counter for all layers, see
   ``composer.inference.InferenceCache``); ``start_pos + n`` must not exceed the cache's ``max_len``.
+* ``decode_step(x, cache, pos)`` is ``forward_cached`` of one token ``x [batch, 1, d_model]`` continuing a
+  started sequence, with the position a tensor (0-d or ``[1]``, int64, on ``x``'s device) and every shape
+  fixed: what ``torch.compile`` and CUDA graphs need to build one step for all positions (a Python int
+  position is a constant to them, so each new token would recompile, and a captured graph could not move on).
+  ``A`` writes at ``pos`` and attends over its whole preallocated cache, later keys masked; ``W`` writes slot
+  ``pos % slots``; ``S`` and ``D`` ignore ``pos`` (their state carries the context); ``E`` gathers its
+  routed experts' weights instead of sorting tokens by expert. The sequence starts with a prefill (or at
+  ``pos`` 0 on a fresh or reset cache); the range is the caller's to check (a check would read ``pos``).
 
-The defaults below fit a stateless primitive: no cache, and ``forward_cached`` is ``forward``. A primitive whose
-``inference_cache`` declares memory but that does not implement the pair refuses to decode rather than
-silently forgetting its context.
+The defaults below fit a stateless primitive: no cache, and ``forward_cached`` and ``decode_step`` are
+``forward``. A primitive whose ``inference_cache`` declares memory but that does not implement them refuses to
+decode rather than silently forgetting its context.
 """
 
 from __future__ import annotations
@@ -223,6 +231,12 @@ class Primitive(nn.Module, ABC):
     def forward_cached(self, x: torch.Tensor, cache: LayerCache | None, start_pos: int) -> torch.Tensor:
         """``forward`` of the new tokens ``x`` at positions ``start_pos ..``, reading and updating ``cache``."""
         self._refuse_if_stateful("forward_cached")
+        return self(x)
+
+    def decode_step(self, x: torch.Tensor, cache: LayerCache | None, pos: torch.Tensor) -> torch.Tensor:
+        """``forward_cached`` of one token ``x [batch, 1, d_model]`` at position ``pos``, a tensor, with fixed
+        shapes (module docstring): the step a compiled decoder runs."""
+        self._refuse_if_stateful("decode_step")
         return self(x)
 
     def _refuse_if_stateful(self, method: str) -> None:

@@ -546,13 +546,21 @@ class GatedDeltaNet(Primitive):
         """The layer continuing from ``cache``: the chunked rule from the cached state for several tokens (a
         prompt), one step of the recurrence for a single token. PyTorch forms on every device (fla's kernel
         serves the training forward)."""
+        return self._continue(x, cache, fresh=start_pos == 0)
+
+    def decode_step(self, x: torch.Tensor, cache: GatedDeltaNetCache, pos: torch.Tensor) -> torch.Tensor:
+        """One token continuing a started sequence: :meth:`forward_cached`'s recurrent step. ``pos`` is not read:
+        the state carries the context, so the step is the same at every position."""
+        return self._continue(x, cache, fresh=False)
+
+    def _continue(self, x: torch.Tensor, cache: GatedDeltaNetCache, fresh: bool) -> torch.Tensor:
+        """:meth:`forward_cached`, ``fresh`` for a new sequence (``start_pos == 0``)."""
         c = self.config
         batch, seq, _ = x.shape
         if batch != cache.state.shape[0]:
             raise ValueError(
                 f"batch of {batch} sequences for an inference cache allocated for {cache.state.shape[0]}"
             )
-        fresh = start_pos == 0
         qkv, gate, a, b = self._project(x)
         if c.use_short_conv:
             if fresh:  # a new sequence: empty convolution window

@@ -31,7 +31,8 @@ like one batch of 8. Padding tokens are routed and counted like any other token 
 
 Dispatch sorts the ``tokens * top_k`` assignments by expert and runs one matmul pair per expert on a contiguous
 slice (no per-token Python loop); outputs are un-sorted with ``index_copy`` and summed per token with a reshape,
-which is deterministic on CUDA, unlike ``index_add_``'s atomics.
+which is deterministic on CUDA, unlike ``index_add_``'s atomics. A decoding step
+(:meth:`~MoESwiGLU.decode_step`) gathers each token's experts' weights instead (static shapes).
 """
 
 from __future__ import annotations
@@ -117,9 +118,7 @@ class MoESwiGLU(Primitive):
         tokens = x.reshape(-1, c.d_model)
         logits = self.router(tokens)
         probs = logits.float().softmax(dim=-1)
-        weights, experts = probs.topk(c.top_k, dim=-1)  # [tokens, top_k], best first
-        if c.norm_topk_prob:
-            weights = weights / weights.sum(dim=-1, keepdim=True)
+        weights, experts = self._route(probs)
         counts = torch.bincount(experts.flatten(), minlength=c.n_experts)
         self.aux_loss = self._aux_loss(logits, probs, counts)
         return self._dispatch(tokens, weights, experts, counts).view_as(x)
@@ -141,6 +140,26 @@ class MoESwiGLU(Primitive):
         per_assignment = torch.empty_like(grouped).index_copy_(0, order, grouped)
         per_assignment = per_assignment.view(n_tokens, top_k, -1) * weights.to(grouped.dtype).unsqueeze(-1)
         return per_assignment.sum(dim=1)
+
+    def decode_step(self, x: torch.Tensor, cache: None, pos: torch.Tensor) -> torch.Tensor:
+        """The layer on a decoding step's tokens with static shapes: each token's ``top_k`` experts' weights
+        gathered and applied by batched matmuls (gpt-fast's MoE decode), where :meth:`forward` splits the
+        tokens by expert counts that are data (a compiled step would break its graph or recompile on them).
+        A step reads ``top_k`` experts per token, as :meth:`forward` does at batch 1; a large batch gathers
+        copies, which a step of a few tokens can afford. No auxiliary loss: decoding does not train."""
+        c = self.config
+        tokens = x.reshape(-1, c.d_model)
+        weights, experts = self._route(self.router(tokens).float().softmax(dim=-1))
+        hidden = swiglu((self.w13[experts] @ tokens[:, None, :, None]).squeeze(-1))  # [tokens, top_k, 2 ffn]
+        out = (self.w2[experts] @ hidden.unsqueeze(-1)).squeeze(-1)  # [tokens, top_k, d_model]
+        return (out * weights.to(out.dtype).unsqueeze(-1)).sum(dim=1).view_as(x)
+
+    def _route(self, probs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Each token's ``top_k`` experts (best first) and their weights, from the router's probabilities."""
+        weights, experts = probs.topk(self.config.top_k, dim=-1)  # [tokens, top_k]
+        if self.config.norm_topk_prob:
+            weights = weights / weights.sum(dim=-1, keepdim=True)
+        return weights, experts
 
     def _aux_loss(self, logits: torch.Tensor, probs: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
         c = self.config

@@ -135,13 +135,21 @@ class ParallelPrimitive(Primitive):
         return ParallelCache(tuple(b.init_cache(batch, max_len, device, dtype) for b in self.branches))
 
     def forward_cached(self, x: torch.Tensor, cache: LayerCache | None, start_pos: int) -> torch.Tensor:
+        out = sum(scale(branch.forward_cached(x, branch_cache, start_pos))
+                  for branch, scale, branch_cache in self._with_caches(cache))
+        self._collect_aux_loss()
+        return out
+
+    def decode_step(self, x: torch.Tensor, cache: LayerCache | None, pos: torch.Tensor) -> torch.Tensor:
+        return sum(scale(branch.decode_step(x, branch_cache, pos))
+                   for branch, scale, branch_cache in self._with_caches(cache))
+
+    def _with_caches(self, cache: LayerCache | None):
+        """``(branch, scale, branch's cache)`` triples of a decoding call."""
         if not isinstance(cache, ParallelCache):
             raise TypeError(f"{self.symbol} decodes with the ParallelCache its init_cache returns, got "
                             f"{type(cache).__name__}")
-        out = sum(scale(branch.forward_cached(x, branch_cache, start_pos))
-                  for branch, scale, branch_cache in zip(self.branches, self.scales, cache.branches, strict=True))
-        self._collect_aux_loss()
-        return out
+        return zip(self.branches, self.scales, cache.branches, strict=True)
 
 
 _CLASSES: dict[tuple[type[Primitive], ...], type[ParallelPrimitive]] = {}

@@ -56,6 +56,22 @@ def rotary_cos_sin(
     ``start .. start + seq_len - 1`` (a decoding step's positions; the same values the full sequence's table
     holds there)."""
     positions = torch.arange(start, start + seq_len, device=inv_freq.device, dtype=torch.float32)
+    return _cos_sin(positions, inv_freq, dtype)
+
+
+def rotary_cos_sin_at(
+    inv_freq: torch.Tensor, positions: torch.Tensor, dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`rotary_cos_sin` at ``positions``, an integer tensor (a decoding step's ``pos``: 0-d or ``[n]``),
+    shape ``[n, 1, head_dim]``, the same values. Why a tensor: a compiled decoding step specialises on every
+    Python int it sees, so a position passed as an int would recompile at every token (and a CUDA graph could
+    not replay it)."""
+    return _cos_sin(positions.reshape(-1).to(device=inv_freq.device, dtype=torch.float32), inv_freq, dtype)
+
+
+def _cos_sin(
+    positions: torch.Tensor, inv_freq: torch.Tensor, dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor]:
     angles = torch.outer(positions, inv_freq)
     angles = torch.cat((angles, angles), dim=-1).unsqueeze(1)
     return angles.cos().to(dtype), angles.sin().to(dtype)

@@ -13,6 +13,8 @@ search sequence length there, e.g. ``{"W": {"window": 32}}``, for ``W`` to diffe
 
 Decoding (:class:`RingKVCache`): keys and values of the last ``min(window, max_len)`` tokens in a ring buffer,
 position ``p`` in slot ``p % slots``; the cache never grows past the window however long the generation.
+:meth:`~SlidingWindowAttention.decode_step`, the static-shape step, writes slot ``pos % slots`` and attends over
+the whole ring, the slots not yet written masked out.
 
 Kernels: flash-attn with ``window_size=(window - 1, 0)`` when it is installed and the tensors are CUDA fp16/bf16
 (the same automatic choice as ``A``); otherwise torch SDPA with a banded causal boolean mask. (torch's
@@ -118,6 +120,16 @@ class SlidingWindowAttention(GroupedQueryAttention):
             cache.k[:, index] = k[:, n - kept :].to(cache.k.dtype)
             cache.v[:, index] = v[:, n - kept :].to(cache.v.dtype)
         return self.wo(out.reshape(batch, n, c.n_heads * c.head_dim))
+
+    def decode_step(self, x: torch.Tensor, cache: RingKVCache, pos: torch.Tensor) -> torch.Tensor:
+        """:meth:`forward_cached` of one token at ``pos`` (a tensor) with fixed shapes: its key and value in slot
+        ``pos % slots``, then attention over the whole ring. Slots fill in order, so slot ``s`` holds a token
+        once ``pos >= s``, and every token the ring holds is in the window (``slots <= window``): the slots
+        after ``pos`` are the only ones masked out."""
+        slots = cache.k.shape[1]
+        index = pos.reshape(1) % slots
+        visible = torch.arange(slots, device=x.device) <= pos.reshape(1)
+        return self._decode_over_cache(x, cache, pos, index, visible)
 
     @classmethod
     def flops_per_token(cls, config: SlidingWindowConfig, seq_len: int) -> int:

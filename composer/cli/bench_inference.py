@@ -46,6 +46,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--dtype", default="fp32", help="weights and cache dtype: fp32 (default), bf16 or fp16 "
                                                         "(float32, bfloat16, float16 also work)")
     parser.add_argument("--device", default="auto", help="auto (CUDA when available), cpu, cuda, cuda:1, ...")
+    parser.add_argument("--compile", action="store_true",
+                        help="decode through the compiled step, as it is served: Inductor on the CPU, CUDA graphs "
+                             "on CUDA (composer.inference.compile_decode_step; compiled in the untimed warmup, "
+                             "once per batch size and cache length; eager where compiling fails, with a warning)")
     parser.add_argument("--no-baseline", action="store_true", help="skip the matched Llama pattern")
     parser.add_argument("--seed", default="0", metavar="S", help="seed of the weights and token ids (default 0)")
     parser.add_argument("--out", default=DEFAULT_OUT, metavar="DIR",
@@ -95,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         arch, widths = resolve_spec(args.spec, args.preset, DEFAULT_WIDTHS)
     grid = BenchGrid(batch_sizes=batch_sizes, context_lengths=contexts, new_tokens=new_tokens, dtype=dtype,
-                     repeats=repeats, seed=seed)
+                     repeats=repeats, seed=seed, compile=args.compile)
     out = make_output_dir(args.out)
     quiet = args.json
     progress = None if quiet else (lambda line: print(f"measuring {line}", file=sys.stderr, flush=True))
@@ -134,6 +138,8 @@ def _title(data: dict, label: str) -> str:
 def print_report(result: dict) -> None:
     print(f"device {result['device_name']} ({result['threads']} threads), {result['dtype']}, "
           f"{result['new_tokens']} new tokens, median of {result['repeats']} after a warmup; random token ids")
+    paths = dict.fromkeys(r["decode_path"] for r in result["results"])
+    print(f"decode: {', '.join(paths)}")
     print()
     print(_title(result, "pattern"))
     _rows_table(result["results"])

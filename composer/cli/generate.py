@@ -47,6 +47,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--tokenizer", help="tokenizer name or path, 'bytes' for the byte tokenizer (default: the "
                                             "one saved with the model)")
     parser.add_argument("--device", default="auto", help="auto (CUDA when available), cpu, cuda, cuda:1, ...")
+    parser.add_argument("--compile", action="store_true",
+                        help="decode through the compiled step: Inductor on the CPU, CUDA graphs on CUDA "
+                             "(compiled before the prompt, not timed; eager where compiling fails, with a warning)")
     parser.add_argument("--json", action="store_true",
                         help="print one JSON object (prompt, completion, token ids, timing) instead of streaming")
     parser.set_defaults(handler=run)
@@ -116,11 +119,13 @@ def stream_tokens(
     eos: int | None = None,
     generator=None,
     vocab_limit: int | None = None,
+    decode=None,
 ) -> Iterator[int]:
     """Yield up to ``max_new_tokens`` token ids continuing ``prompt_ids`` (one sequence), one at a time, with
     the model's inference cache: the same steps and draws as :meth:`ComposerModel.generate` with the same
     ``generator``, stopping after ``eos`` (yielded). ``vocab_limit``: ids from there on (the embedding rows
-    ``composer train`` pads the vocabulary with, which no tokenizer decodes) are never drawn."""
+    ``composer train`` pads the vocabulary with, which no tokenizer decodes) are never drawn. ``decode``: the
+    decoding step (a :class:`~composer.inference.DecodeStep`; default the model's eager one)."""
     import torch
 
     from composer.inference import stream
@@ -130,7 +135,7 @@ def stream_tokens(
     device = next(model.parameters()).device
     prompt = torch.tensor([prompt_ids], dtype=torch.long, device=device)
     for token in stream(model, prompt, max_new_tokens, temperature, top_k, top_p, eos, generator=generator,
-                        vocab_limit=vocab_limit):
+                        vocab_limit=vocab_limit, decode=decode):
         yield int(token[0])
 
 
@@ -175,12 +180,24 @@ class StreamDecoder:
         return piece
 
 
+def compiled_step(model, cache_len: int):
+    """The compiled decoding step (:func:`~composer.inference.compile_decode_step`), compiled for the cache
+    ``stream`` allocates (``cache_len``: the prompt and every new token but the last) before the clock starts,
+    and the seconds that took (``None`` where compiling failed and the step decodes eagerly)."""
+    from composer.inference import compile_decode_step
+
+    step = compile_decode_step(model)
+    seconds = step.warm_up(1, cache_len)
+    return step, seconds if step.compiled else None
+
+
 def generate_text(args: argparse.Namespace, out=None, err=None) -> dict[str, Any]:
     """Run ``composer generate`` for parsed ``args``; streams to ``out`` unless ``args.json``. Returns the
     JSON object."""
     import torch
 
     from composer.data.tokenizer import load_tokenizer_for
+    from composer.inference import EAGER
 
     out = sys.stdout if out is None else out
     err = sys.stderr if err is None else err
@@ -218,6 +235,7 @@ def generate_text(args: argparse.Namespace, out=None, err=None) -> dict[str, Any
                      f"tokens and the prompt takes {len(prompt_ids):,}")
         max_new = room
     generator = torch.Generator(device=device).manual_seed(seed)
+    step, compile_s = compiled_step(model, len(prompt_ids) + max_new - 1) if args.compile else (None, None)
 
     decoder = StreamDecoder(tokenizer)
     ids: list[int] = []
@@ -226,7 +244,7 @@ def generate_text(args: argparse.Namespace, out=None, err=None) -> dict[str, Any
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     started = time.perf_counter()
     for token in stream_tokens(model, prompt_ids, max_new, temperature, top_k, top_p, tokenizer.eos_id,
-                               generator, vocab_limit=tokenizer.vocab_size):
+                               generator, vocab_limit=tokenizer.vocab_size, decode=step):
         if first is None:
             sync()
             first = time.perf_counter()
@@ -264,6 +282,8 @@ def generate_text(args: argparse.Namespace, out=None, err=None) -> dict[str, Any
         "decode_tokens_per_s": decode_rate,
         "tokens_per_s": len(ids) / total if total > 0 else None,
         "total_s": total,
+        "decode_path": EAGER if step is None else step.path,
+        "compile_s": compile_s,
         "notes": notes,
     }
     if not args.json:
@@ -272,8 +292,9 @@ def generate_text(args: argparse.Namespace, out=None, err=None) -> dict[str, Any
         for note in notes:
             print(f"note: {note}", file=err)
         rate = f"{decode_rate:.1f} tokens/s decoding" if decode_rate is not None else "no decoding step"
-        print(f"[{len(ids)} tokens in {total:.2f} s: {rate}, first token after {ttft * 1000:.0f} ms "
-              f"({len(prompt_ids)}-token prompt); stopped at {stop}]", file=err)
+        compiled = f", compiled in {compile_s:.1f} s before" if compile_s is not None else ""
+        print(f"[{len(ids)} tokens in {total:.2f} s: {rate} ({result['decode_path']}{compiled}), first token after "
+              f"{ttft * 1000:.0f} ms ({len(prompt_ids)}-token prompt); stopped at {stop}]", file=err)
     return result
 
 

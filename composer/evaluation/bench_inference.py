@@ -13,6 +13,10 @@ For each (batch size, context length) of a grid, on random token ids and a model
   analyze(arch, seq_len=context + new_tokens, cache_dtype_bytes=...).cache_bytes_per_sequence`` of
   :mod:`composer.accounting`, the figure ``composer info`` reports.
 
+The decode runs eagerly through ``model.next_token_logits``, or with ``BenchGrid.compile`` through the compiled
+step of :func:`~composer.inference.compile_decode_step` (Inductor on the CPU, CUDA graphs on CUDA; compiled in the
+warmup run, one graph per batch size and cache length); each row's ``decode_path`` names which ran.
+
 One untimed warmup run, then the median of ``repeats`` timed runs. The same grid is measured for the Llama
 pattern (``(AM)xN``) whose non-embedding parameters are closest to the architecture's own
 (:func:`scaling.matching.matched_baselines` with the architecture as reference), and the ratios
@@ -31,6 +35,7 @@ import torch
 
 from composer.accounting import DTYPE_BYTES, analyze
 from composer.config import ArchConfig
+from composer.inference import EAGER, DecodeStep, compile_decode_step
 from composer.precision import torch_dtype
 
 
@@ -43,6 +48,7 @@ class BenchGrid:
     dtype: str = "fp32"  # fp32, bf16 or fp16 (composer.precision.parse_dtype's short names)
     repeats: int = 3
     seed: int = 0
+    compile: bool = False  # decode through compile_decode_step's compiled step
 
 
 def _sync(device: torch.device) -> None:
@@ -57,8 +63,9 @@ def build_bench_model(arch: ArchConfig, device: torch.device, dtype: str) -> tor
 
 
 @torch.no_grad()
-def measure(model, batch: int, context: int, grid: BenchGrid, device: torch.device) -> dict[str, Any]:
-    """One grid point (see module doc)."""
+def measure(model, batch: int, context: int, grid: BenchGrid, device: torch.device,
+            decode: DecodeStep | None = None) -> dict[str, Any]:
+    """One grid point (see module doc); ``decode``: the decoding step (default ``model.next_token_logits``)."""
     arch: ArchConfig = model.arch
     max_len = context + grid.new_tokens
     cuda = device.type == "cuda"
@@ -69,6 +76,7 @@ def measure(model, batch: int, context: int, grid: BenchGrid, device: torch.devi
     device_bytes = torch.cuda.memory_allocated(device) - before if cuda else None
     generator = torch.Generator().manual_seed(grid.seed + 7919 * batch + context)
     prompt = torch.randint(0, arch.vocab_size, (batch, context), generator=generator).to(device)
+    step = model.next_token_logits if decode is None else decode
 
     def run_once() -> tuple[float, float]:
         cache.reset()
@@ -78,11 +86,11 @@ def measure(model, batch: int, context: int, grid: BenchGrid, device: torch.devi
         _sync(device)
         first = time.perf_counter()
         for _ in range(grid.new_tokens):
-            token = model.next_token_logits(token[:, None], cache).argmax(-1)
+            token = step(token[:, None], cache).argmax(-1)
         _sync(device)
         return first - started, time.perf_counter() - first
 
-    run_once()  # warmup: kernels, allocator, caches
+    run_once()  # warmup: kernels, allocator, caches, and a compiled step's compilation
     times = [run_once() for _ in range(grid.repeats)]
     prefill_s = statistics.median(t for t, _ in times)
     decode_s = statistics.median(t for _, t in times)
@@ -104,6 +112,7 @@ def measure(model, batch: int, context: int, grid: BenchGrid, device: torch.devi
         "cache_bytes_analytic": analytic,
         "cache_bytes_ratio": allocated / analytic if analytic else None,
         "beyond_max_seq_len": max_len > arch.max_seq_len,
+        "decode_path": EAGER if decode is None else decode.path,
     }
     if device_bytes is not None:
         row["cache_bytes_device"] = device_bytes
@@ -113,11 +122,12 @@ def measure(model, batch: int, context: int, grid: BenchGrid, device: torch.devi
 
 def bench_arch(model, grid: BenchGrid, device: torch.device, progress=None) -> list[dict[str, Any]]:
     rows = []
+    decode = compile_decode_step(model) if grid.compile else None
     for batch in grid.batch_sizes:
         for context in grid.context_lengths:
             if progress is not None:
                 progress(f"{model.arch.compact}: batch {batch}, context {context}")
-            rows.append(measure(model, batch, context, grid, device))
+            rows.append(measure(model, batch, context, grid, device, decode))
     return rows
 
 
@@ -158,6 +168,7 @@ def run_bench(
         "dtype": grid.dtype,
         "new_tokens": grid.new_tokens,
         "repeats": grid.repeats,
+        "compile": grid.compile,
         "batch_sizes": list(grid.batch_sizes),
         "context_lengths": list(grid.context_lengths),
         **describe_arch(arch, widths),

@@ -1,6 +1,8 @@
 """Generation with the inference cache (composer/inference.py): prefill + decode logits equal the full forward's
 on every primitive and on a pattern of all six; generate() is the argmax rollout, batched, reproducibly sampled,
-continuable and resettable; the allocated cache is the analytic cache of composer/accounting.py."""
+continuable and resettable; the allocated cache is the analytic cache of composer/accounting.py; the static-shape
+decoding step (ComposerModel.decode_step, DecodeStep) equals the cached forward, and falls back to eager where
+compiling fails (the compiled step itself: tests/composer/test_compiled_decode.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ import torch
 
 from composer.accounting import analyze
 from composer.config import ArchConfig
-from composer.inference import InferenceCache, sample_next
+from composer.inference import EAGER, InferenceCache, compile_decode_step, sample_next, stream
 from composer.model import build_model
 
 WINDOW, CHUNK, VOCAB = 8, 16, 96
@@ -199,3 +201,60 @@ def test_the_cached_path_computes_no_gradients_and_runs_under_inference_mode():
         torch.testing.assert_close(model.generate(ids, 4, temperature=0, cache=cache), expected, rtol=0, atol=0)
         inside = model.init_cache(2, 12)
         torch.testing.assert_close(model.generate(ids, 4, temperature=0, cache=inside), expected, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16-cache"])
+def test_decode_step_with_a_tensor_position_equals_next_token_logits(dtype):
+    """The model's static-shape step, position as a tensor, against the cached forward, 14 tokens at batch 2
+    after a 5-token prompt (past W's window: its ring wraps). It leaves ``cache.pos`` to its caller."""
+    model = tiny_model(ALL_SIX + "[AS]")
+    ids = torch.randint(0, VOCAB, (2, 19))
+    caches = [model.init_cache(2, 24, dtype=dtype) for _ in range(2)]
+    with torch.no_grad():
+        for cache in caches:
+            model(ids[:, :5], cache=cache)
+        for pos in range(5, ids.shape[1]):
+            token = ids[:, pos : pos + 1]
+            expected = model.next_token_logits(token, caches[0])
+            logits = model.decode_step(token, caches[1], torch.tensor(pos))
+            assert caches[1].pos == pos
+            caches[1].pos += 1
+            tolerance = {"rtol": 1e-4, "atol": 1e-5} if dtype == torch.float32 else {"rtol": 0, "atol": 2e-2}
+            torch.testing.assert_close(logits, expected, **tolerance, msg=f"position {pos}")
+
+
+def test_the_eager_decode_step_advances_the_cache_and_streams_the_greedy_rollout():
+    model = tiny_model(ALL_SIX)
+    step = compile_decode_step(model, enabled=False)
+    assert step.path == EAGER and not step.compiled
+    ids = torch.randint(0, VOCAB, (2, 9))
+    out = torch.stack(list(stream(model, ids, 12, temperature=0, decode=step)), dim=1)
+    torch.testing.assert_close(out, model.generate(ids, 12, temperature=0), rtol=0, atol=0)
+    cache = model.init_cache(2, 10)
+    model(ids, cache=cache)
+    with pytest.raises(ValueError, match=r"\[batch, 1\]"):
+        step(ids[:, :2], cache)
+    step(ids[:, :1], cache)
+    assert cache.pos == 10
+    with pytest.raises(ValueError, match="do not fit"):
+        step(ids[:, :1], cache)
+
+
+def test_a_step_that_fails_to_compile_warns_once_and_decodes_eagerly(monkeypatch):
+    """Where Inductor cannot compile (no C++ compiler, an Inductor error) the step decodes eagerly, says why in
+    its ``path`` and warns once; the cache is not advanced twice."""
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("InductorError: no C++ compiler found\nmore detail")
+
+    monkeypatch.setattr(torch, "compile", lambda fn, **kwargs: broken)
+    model = tiny_model(ALL_SIX)
+    step = compile_decode_step(model)
+    assert step.compiled
+    ids = torch.randint(0, VOCAB, (2, 9))
+    with pytest.warns(RuntimeWarning, match="decoding eagerly: RuntimeError: InductorError: no C\\+\\+ compiler") as caught:
+        out = torch.stack(list(stream(model, ids, 6, temperature=0, decode=step)), dim=1)
+    assert sum(issubclass(w.category, RuntimeWarning) for w in caught) == 1
+    assert not step.compiled and step.compile_s is None
+    assert step.path == "eager (compile failed: RuntimeError: InductorError: no C++ compiler found)"
+    torch.testing.assert_close(out, model.generate(ids, 6, temperature=0), rtol=0, atol=0)

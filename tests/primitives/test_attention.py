@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-
 import pytest
 import torch
 
 from primitives.attention import AttentionConfig, GroupedQueryAttention
 from primitives.base import InitScheme
-from primitives.rope import RopeScaling, apply_rotary, inverse_frequencies, rotary_cos_sin
+from primitives.rope import RopeScaling, apply_rotary, inverse_frequencies, rotary_cos_sin, rotary_cos_sin_at
 
 
 @pytest.mark.parametrize("n_kv_heads", [1, 2, 4])
@@ -28,6 +27,18 @@ def test_rope_rotation_is_relative():
     rq = apply_rotary(q.expand(1, 20, 1, 16), cos, sin)[0, :, 0]
     rk = apply_rotary(k.expand(1, 20, 1, 16), cos, sin)[0, :, 0]
     torch.testing.assert_close(rq[5] @ rk[2], rq[15] @ rk[12], atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_rope_at_a_tensor_position_is_the_tables_row_there(dtype):
+    """A decoding step's cos/sin from its position as a tensor (0-d or [1]) are exactly the prefill table's."""
+    inv_freq = inverse_frequencies(16, 500_000.0, RopeScaling())
+    table = rotary_cos_sin(inv_freq, 3000, dtype)
+    for pos in (0, 7, 2999):
+        for position in (torch.tensor(pos), torch.tensor([pos])):
+            at = rotary_cos_sin_at(inv_freq, position, dtype)
+            for row, full in zip(at, table, strict=True):
+                torch.testing.assert_close(row, full[pos : pos + 1], rtol=0, atol=0)
 
 
 def test_llama3_scaling_matches_transformers():

@@ -1,5 +1,6 @@
 """Incremental decoding of every primitive: ``init_cache`` + ``forward_cached`` (prefill, then a few tokens at a
-time, then one token at a time) computes what ``forward`` computes on the whole sequence, and the cache it
+time, then one token at a time) computes what ``forward`` computes on the whole sequence, the static-shape
+``decode_step`` (the position a tensor) what ``forward_cached`` computes token by token, and the cache it
 allocates is the analytic ``inference_cache`` of primitives/base.py."""
 
 from __future__ import annotations
@@ -151,3 +152,34 @@ def test_a_primitive_with_a_declared_cache_but_no_decoding_refuses_to_decode():
         primitive.init_cache(1, 4)
     with pytest.raises(NotImplementedError, match="forward_cached"):
         primitive.forward_cached(torch.zeros(1, 1, 8), None, 0)
+    with pytest.raises(NotImplementedError, match="decode_step"):
+        primitive.decode_step(torch.zeros(1, 1, 8), None, torch.tensor(0))
+
+
+def fill_with_noise(cache) -> None:
+    """Garbage in every cached tensor: what a reused cache holds past its new prompt, and what a step over the
+    whole preallocated cache must mask out."""
+    for t in [] if cache is None else cache.tensors():
+        t.copy_(torch.randn_like(t, dtype=torch.float32))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16-cache"])
+@pytest.mark.parametrize(("symbol", "options"), VARIANTS, ids=IDS)
+def test_decode_step_with_a_tensor_position_equals_forward_cached(symbol, options, dtype):
+    """Prefill 5 tokens, then 14 single tokens through each path on its own cache (past W's window of 8, so the
+    ring wraps; A's cache is longer than the tokens fed, its tail noise)."""
+    primitive = make(symbol, **options)
+    x = torch.randn(BATCH, 19, primitive.config.d_model)
+    prefill = 5
+    with torch.no_grad():
+        caches = [primitive.init_cache(BATCH, 24, dtype=dtype) for _ in range(2)]
+        for cache in caches:
+            fill_with_noise(cache)
+            primitive.forward_cached(x[:, :prefill], cache, 0)
+        cached, stepped = [], []
+        for pos in range(prefill, x.shape[1]):
+            token = x[:, pos : pos + 1]
+            cached.append(primitive.forward_cached(token, caches[0], pos))
+            stepped.append(primitive.decode_step(token, caches[1], torch.tensor(pos)))
+    tolerance = {"rtol": 1e-4, "atol": 1e-5} if dtype == torch.float32 else {"rtol": 0, "atol": 1e-2}
+    torch.testing.assert_close(torch.cat(stepped, dim=1), torch.cat(cached, dim=1), **tolerance)

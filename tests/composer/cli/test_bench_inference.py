@@ -65,6 +65,19 @@ def test_bf16_cache_is_half_the_fp32_one(tmp_path, capsys):
     assert bf16["cache_bytes"] == bf16["cache_bytes_analytic"] == fp32["cache_bytes"] // 2
 
 
+def test_compile_decodes_through_the_compiled_step_and_names_it(tmp_path, capsys, monkeypatch):
+    """``--compile``: each row's decode_path names the compiled step (torch.compile stubbed out here: compiling
+    is tests/composer/test_compiled_decode.py's; the plumbing is this test's), the default says eager."""
+    monkeypatch.setattr("torch.compile", lambda fn, **kwargs: fn)
+    argv = ["AMSDWM", "--preset", "tiny", "--batch-sizes", "1,2", "--context-lengths", "8", "--new-tokens", "3",
+            "--repeats", "1", "--no-baseline"]
+    compiled = bench_json(capsys, tmp_path, *argv, "--compile")
+    assert compiled["compile"] and {r["decode_path"] for r in compiled["results"]} == {"compiled (inductor, cpu)"}
+    assert all(r["decode_tokens_per_s"] > 0 for r in compiled["results"])
+    eager = bench_json(capsys, tmp_path, *argv)
+    assert not eager["compile"] and {r["decode_path"] for r in eager["results"]} == {"eager"}
+
+
 def test_trained_model_directory_and_human_output(tmp_path, capsys):
     arch, _ = resolve_architecture("AMWM", "tiny", "tiny")
     directory = export_weights(build_model(arch).state_dict(), arch, tmp_path / "model")
@@ -72,6 +85,7 @@ def test_trained_model_directory_and_human_output(tmp_path, capsys):
                  "--new-tokens", "2", "--repeats", "1", "--out", str(tmp_path / "b")]) == 0
     out = capsys.readouterr().out
     assert "AMWM" in out and "analytic" in out and "Llama" in out and "bench_inference.png" in out
+    assert "decode: eager" in out
     data = json.loads((tmp_path / "b" / "bench_inference.json").read_text())
     assert data["model"] == str(directory) and data["widths"] == "tiny"
 

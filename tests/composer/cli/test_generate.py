@@ -59,6 +59,24 @@ def test_sampling_json_equals_model_generate_with_the_same_seed(tmp_path, capsys
     assert data["tokenizer"] == "bytes" and data["pattern"] == "AMDMEM"
 
 
+def test_compile_generates_the_same_tokens_through_the_compiled_step(tmp_path, capsys, monkeypatch):
+    """``--compile``: the decoding step compiled before the clock starts, named in the JSON and on stderr, the
+    greedy tokens unchanged (torch.compile stubbed out: tests/composer/test_compiled_decode.py compiles)."""
+    directory, model = model_dir(tmp_path, "AMDMEM")
+    monkeypatch.setattr("torch.compile", lambda fn, **kwargs: fn)
+    argv = ["generate", "--model", str(directory), "--prompt", PROMPT, "--max-new-tokens", "12",
+            "--temperature", "0"]
+    assert main([*argv, "--compile", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["token_ids"] == model.generate(prompt_ids(), 12, temperature=0, eos=256).tolist()
+    assert data["decode_path"] == "compiled (inductor, cpu)" and data["compile_s"] > 0
+    assert main([*argv, "--compile"]) == 0
+    assert "(compiled (inductor, cpu), compiled in" in capsys.readouterr().err
+    assert main([*argv, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["decode_path"] == "eager" and data["compile_s"] is None
+
+
 def test_padded_vocabulary_rows_are_never_drawn(tmp_path, capsys):
     directory, _ = model_dir(tmp_path, "(AM)x2", vocab=320)  # 257 rounded up to 64, as composer train does
     argv = ["generate", "--model", str(directory), "--prompt", "ab", "--max-new-tokens", "60", "--temperature",
