@@ -134,8 +134,10 @@ class DecodeStep:
     ``path`` names what runs (:data:`EAGER`, :data:`COMPILED_CPU`, :data:`CUDA_GRAPHS`); where compiling fails
     (no C++ compiler, an Inductor error) the step warns once and decodes eagerly from then on, and ``path``
     says so and why. ``compile_s``: the wall time of the first compiled call (compilation and one step; see
-    :meth:`warm_up`). A CUDA-graphs step's cache tensors are marked as static addresses (the graph writes them
-    in place); its logits are copied out of the graph's memory, which the next replay overwrites."""
+    :meth:`warm_up`). The position is one tensor on the model's device, refilled before each step (no host to
+    device copy to wait for). A CUDA-graphs step's cache tensors and position are marked as static addresses
+    (the graph writes the cache in place); its logits are copied out of the graph's memory, which the next
+    replay overwrites; where Inductor skips the graphs after all, ``path`` says so."""
 
     def __init__(self, model, compiled: Callable | None = None, path: str = EAGER) -> None:
         self.model = model
@@ -144,6 +146,7 @@ class DecodeStep:
         self._compiled = compiled
         self._cuda_graphs = path == CUDA_GRAPHS
         self._static_cache: InferenceCache | None = None
+        self._pos: torch.Tensor | None = None
 
     @property
     def compiled(self) -> bool:
@@ -154,7 +157,7 @@ class DecodeStep:
         if token_ids.dim() != 2 or token_ids.shape[1] != 1:
             raise ValueError(f"a decoding step takes token_ids [batch, 1], got shape {tuple(token_ids.shape)}")
         cache.check(token_ids.shape[0], 1)
-        pos = torch.tensor(cache.pos, dtype=torch.long, device=token_ids.device)
+        pos = self._position(cache.pos, token_ids.device)
         logits = self._run(token_ids, cache, pos) if self.compiled else None
         if logits is None:  # eager, or the compiled step has just fallen back
             logits = self.model.decode_step(token_ids, cache, pos)
@@ -183,6 +186,7 @@ class DecodeStep:
             self._mark_static(cache)
             torch.compiler.cudagraph_mark_step_begin()
         first = self.compile_s is None
+        skips = _cudagraph_skips() if self._cuda_graphs else 0
         started = time.perf_counter()
         try:
             logits = self._compiled(token_ids, cache, pos)
@@ -191,7 +195,18 @@ class DecodeStep:
             return None
         if first:
             self.compile_s = time.perf_counter() - started
+        if self._cuda_graphs and _cudagraph_skips() > skips:  # compiled, but run outside CUDA graphs
+            self.path = "compiled (inductor, cuda; cuda graphs skipped: TORCH_LOGS=perf_hints says why)"
         return logits.clone() if self._cuda_graphs else logits
+
+    def _position(self, pos: int, device: torch.device) -> torch.Tensor:
+        """``pos`` as the step's 0-d int64 tensor: one per step object, filled in place (a kernel on CUDA,
+        where ``torch.tensor(pos, device=...)`` would be a copy from the host the CPU waits for)."""
+        if self._pos is None or self._pos.device != device:
+            self._pos = torch.zeros((), dtype=torch.long, device=device)
+            if self._cuda_graphs:
+                torch._dynamo.mark_static_address(self._pos, guard=False)
+        return self._pos.fill_(pos)
 
     def _mark_static(self, cache: InferenceCache) -> None:
         """Tell the CUDA graphs that ``cache``'s tensors keep their addresses: mutated inputs that are not static
@@ -212,6 +227,11 @@ class DecodeStep:
 
     def __repr__(self) -> str:
         return f"DecodeStep(path={self.path!r})"
+
+
+def _cudagraph_skips() -> int:
+    """How many times Inductor has run a compiled graph outside CUDA graphs (in this process)."""
+    return torch._dynamo.utils.counters["inductor"]["cudagraph_skips"]
 
 
 def compile_decode_step(model, enabled: bool = True) -> DecodeStep:
