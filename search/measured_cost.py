@@ -33,13 +33,15 @@ from composer.files import atomic_write_json
 STORE = "measured_cost.json"  # in --out: {"<target>:<target pattern>": record}
 
 
-def cost_grid(budget: str):
-    """The :class:`~composer.evaluation.bench_cost.CostGrid` of an ``lm`` budget: its batch and sequence length."""
+def cost_grid(budget: str, compile: bool = False):
+    """The :class:`~composer.evaluation.bench_cost.CostGrid` of an ``lm`` budget: its batch and sequence length.
+    ``compile`` (``composer search --compile``): on the CPU the decode step is timed compiled, the fastest path
+    there, at 20-50 s of compiling per shape at demo-4m; a default search times it eagerly, in seconds."""
     from composer.evaluation.bench_cost import CostGrid
     from search.lm import get_lm_budget
 
     spec = get_lm_budget(budget)
-    return CostGrid(train_batch=spec.batch_size, seq_len=spec.seq_len)
+    return CostGrid(train_batch=spec.batch_size, seq_len=spec.seq_len, compile_decode=compile)
 
 
 def read_store(out: Path | None) -> dict[str, Any]:

@@ -242,7 +242,7 @@ def run_search(config: SearchConfig, echo=print, notes: Sequence[str] = ()) -> d
                                        + " and ".join(["failures.json", *answer.files]))
     if config.strategy == "successive-halving" and any(row.get("rung") for row in rows):  # ranked at the target
         # what each finalist and known layout costs on this machine, beside the known layout the answer weighs
-        add_measured_cost(rows, config.report_target, cost_grid(answered.budget), out, comparison["best_known"],
+        add_measured_cost(rows, config.report_target, cost_grid(answered.budget, bool(config.compile)), out, comparison["best_known"],
                           echo)
     extra = {"study": study.study_name, "evaluator": config.evaluator, "budget": config.budget,
              "strategy": config.strategy, "direction": evaluator.direction, "precision": precision,

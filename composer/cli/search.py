@@ -142,8 +142,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         parser.add_argument("--" + old, dest=name, new=FLAG_NAMES[name], action=RenamedFlag, type=FLAGS[name][0],
                             default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     add("compile", "--compile", dest="compile", action="store_true", default=None,
-        help="torch.compile every candidate (pays off on GPUs; on CPU compiling costs more than a cpu-budget candidate "
-        "trains)")
+        help="torch.compile every candidate, and time the finalists' decode step compiled (pays off on GPUs; on CPU "
+        "compiling costs more than a cpu-budget candidate trains)")
     add("prune", "--no-prune", dest="prune", action="store_false", default=None,
         help="do not stop unpromising trials early")
     add("known", "--no-known", dest="known", action="store_false", default=None,

@@ -25,10 +25,12 @@ the CPU). This module measures, on one architecture with random weights (speed d
   of the allocations and frees the torch profiler records during one step (``profile_memory``), named in
   ``method``.
 
-The decode step runs the way it is served: on CUDA captured once as a CUDA graph and replayed (per-kernel launch
-overhead dominates a small model's decode step, state-spaces/mamba issue 90), falling back to eager where capture
-fails (the record's ``decode_path`` says which and why); on the CPU eagerly through
-:class:`~composer.inference.InferenceCache` in fp32, the fastest path the project has there.
+The decode step runs the way it is served: on CUDA the static step (``ComposerModel.decode_step``) captured once
+as a CUDA graph and replayed (per-kernel launch overhead dominates a small model's decode step, state-spaces/mamba
+issue 90), falling back to eager where capture fails (the record's ``decode_path`` says which and why). On the CPU
+eagerly through :class:`~composer.inference.InferenceCache` in fp32 by default; with ``CostGrid.compile_decode``
+the step compiled by Inductor (``composer.inference.compile_decode_step``), the fastest path the project has there
+(2.7x eager for the 34-layer answer at batch 1, demo-4m) but 20-50 s of compiling per batch size and context.
 
 Each figure carries its repeats, ``min``, ``max`` and ``spread`` (``(max - min) / median``); the record's
 ``noisy`` lists the figures whose spread is over ``NOISY_SPREAD``.
@@ -81,6 +83,10 @@ class CostGrid:
     # spread 30-1,257% around their median)
     threads: int | None = 1
     seed: int = 0
+    # on the CPU, decode through the compiled static step (composer.inference.compile_decode_step), the fastest
+    # path there (2.7x eager for the 34-layer answer at batch 1): off by default, as each batch size and cache
+    # length compiles for 20-50 s at demo-4m, more than a search's whole measurement
+    compile_decode: bool = False
 
     def contexts(self, max_seq_len: int) -> tuple[int, ...]:
         """The decode contexts: ``seq_len`` and ``long_factor`` times it, each leaving room for the decoded token
@@ -322,9 +328,16 @@ def eager_step(model, cache, ids: torch.Tensor, position: int) -> Callable[[], t
 
 
 def cuda_graph_step(model, cache, ids: torch.Tensor, position: int) -> Callable[[], torch.Tensor]:
-    """The decode step at ``position`` captured as a CUDA graph (after warmup on a side stream, as
-    ``torch.cuda.graphs`` asks); each call replays it. ``ids`` is the graph's static input."""
-    step = eager_step(model, cache, ids, position)
+    """The static decoding step (:meth:`ComposerModel.decode_step <composer.model.ComposerModel.decode_step>`:
+    fixed shapes, the position a tensor) captured as a CUDA graph after warmup on a side stream, as
+    ``torch.cuda.graphs`` asks; each call replays it. The graph a server would replay at every position, captured
+    without a compiler: a cold ``torch.compile`` of a deep model's step (``composer.inference.compile_decode_step``)
+    would cost more than a GPU lease's whole measurement. ``ids`` and the position are its static inputs."""
+    pos = torch.full((), position, dtype=torch.long, device=ids.device)
+
+    def step() -> torch.Tensor:
+        return model.decode_step(ids, cache, pos).argmax(-1)
+
     side = torch.cuda.Stream(device=ids.device)
     side.wait_stream(torch.cuda.current_stream(ids.device))
     with torch.cuda.stream(side):
@@ -332,9 +345,8 @@ def cuda_graph_step(model, cache, ids: torch.Tensor, position: int) -> Callable[
             step()
     torch.cuda.current_stream(ids.device).wait_stream(side)
     graph = torch.cuda.CUDAGraph()
-    cache.pos = position
     with torch.cuda.graph(graph):
-        out = model.next_token_logits(ids, cache).argmax(-1)
+        out = step()
 
     def replay() -> torch.Tensor:
         graph.replay()
@@ -343,21 +355,45 @@ def cuda_graph_step(model, cache, ids: torch.Tensor, position: int) -> Callable[
     return replay
 
 
+def compiled_cpu_step(model, cache, ids: torch.Tensor, position: int, decoder) -> Callable[[], torch.Tensor]:
+    """The decode step at ``position`` through ``decoder`` (``composer.inference.compile_decode_step``: Inductor,
+    one graph for every position), compiled by a first call before the clock starts."""
+
+    def step() -> torch.Tensor:
+        cache.pos = position
+        return decoder(ids, cache).argmax(-1)
+
+    step()
+    return step
+
+
 @dataclass
 class DecodePath:
-    """How decode steps run on this device: ``cuda graph`` or eager; ``name`` goes into the record."""
+    """How decode steps run on this device: a CUDA graph of the static step, the step compiled by Inductor (CPU,
+    ``compile``), or eager; ``name`` goes into the record."""
 
     graphs: bool
     name: str
     failure: str | None = None
+    decoder: Any = None  # the compiled step (composer.inference.DecodeStep) on the CPU with compile
 
     @classmethod
-    def for_device(cls, device: torch.device, dtype: str) -> DecodePath:
+    def for_device(cls, device: torch.device, dtype: str, compile: bool = False, model=None) -> DecodePath:
         if device.type == "cuda":
-            return cls(True, f"CUDA graph of the decode step (InferenceCache, {dtype})")
+            return cls(True, f"CUDA graph of the static decode step ({dtype})")
+        if compile and model is not None:
+            from composer.inference import compile_decode_step
+
+            return cls(False, f"compiled (inductor, cpu), {dtype}", decoder=compile_decode_step(model))
         return cls(False, f"eager InferenceCache, {dtype}")
 
     def build(self, model, cache, ids: torch.Tensor, position: int) -> Callable[[], torch.Tensor]:
+        if self.decoder is not None:
+            step = compiled_cpu_step(model, cache, ids, position, self.decoder)
+            if not self.decoder.compiled:  # it fell back: the record says so
+                self.name = f"{self.decoder.path}, {self.name.rsplit(', ', 1)[-1]}"
+                self.decoder = None
+            return step
         if self.graphs and self.failure is None:
             try:
                 return cuda_graph_step(model, cache, ids, position)
@@ -456,7 +492,7 @@ def _measure_cost(arch: ArchConfig, grid: CostGrid, device: torch.device) -> dic
         train["target_batch"] = grid.train_batch
     model = model.to(torch_dtype(dtype)).eval()
     prefill = measure_prefill(model, grid, device)
-    path = DecodePath.for_device(device, dtype)
+    path = DecodePath.for_device(device, dtype, compile=grid.compile_decode, model=model)
     large = largest_batch(arch, grid.large_batch, contexts[-1] + 1, dtype, free_memory_bytes(device))
     decode, decode_peak, large = measure_decode_grid(model, grid, contexts, large, device, path, dtype)
     record = {**machine(device, grid), "dtype": dtype, "train_dtype": "bf16 autocast, fp32 weights" if cuda else dtype,
