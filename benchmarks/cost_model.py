@@ -329,18 +329,29 @@ class Unit:
                 return step
 
             return self._rotate([head_step(m) for m in self.modules])
-        x = torch.randn(batch, seq, self.arch.d_model, generator=gen).requires_grad_(True)
+        # Every copy forward, then every copy backward in reverse, each on its own input, as the layers of a model
+        # train: a layer's backward reads the activations its forward saved long before, from memory. Forward and
+        # backward of one layer back to back read them from cache, and a deep S/D stack then trained 30-50% slower
+        # than the single layers predicted (validate, 2026-11-29). One call is every copy: seconds per layer are
+        # the call's over ``layers_per_call``.
+        inputs = [torch.randn(batch, seq, self.arch.d_model, generator=gen).requires_grad_(True)
+                  for _ in self.modules]
         grad = torch.randn(batch, seq, self.arch.d_model, generator=gen)
 
-        def layer_step(module: nn.Module) -> Callable[[], None]:
-            def step() -> None:
+        def stack_step() -> None:
+            outputs = []
+            for module, x in zip(self.modules, inputs, strict=True):
                 module.zero_grad(set_to_none=True)
                 x.grad = None
-                module(x).backward(grad)
+                outputs.append(module(x))
+            for out in reversed(outputs):
+                out.backward(grad)
 
-            return step
+        return stack_step
 
-        return self._rotate([layer_step(m) for m in self.modules])
+    def layers_per_call(self, phase: str) -> int:
+        """How many layers one call of ``phase`` runs: every copy for a layer's training step, else one."""
+        return len(self.modules) if phase == "train" and self.key != "head" else 1
 
     def optimizer_call(self) -> Callable[[], None]:
         def optimizer_step(module: nn.Module) -> Callable[[], None]:
@@ -472,7 +483,8 @@ def cmd_fit(args: argparse.Namespace, argv: list[str] | None) -> int:
                 shape_key = "head_train" if (key, phase) == ("head", "train") else phase
                 for batch, tokens in per_phase["train" if phase == "optimizer" else shape_key]:
                     n = steps if phase != "decode" else max(steps, 4 if args.quick else 16)
-                    seconds = statistics.median(timed(unit.call(phase, batch, tokens), n, warmup))
+                    call = unit.call(phase, batch, tokens)
+                    seconds = statistics.median(timed(call, n, warmup)) / unit.layers_per_call(phase)
                     timings.append({"preset": preset, "key": key, "phase": phase, "batch": batch, "tokens": tokens,
                                     "seconds": seconds, "steps": n})
                     log(f"  {preset:<11} {key:<5} {phase:<9} {batch:>2} x {tokens:<4} {1e3 * seconds:9.3f} ms")

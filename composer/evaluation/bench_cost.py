@@ -76,7 +76,8 @@ class CostGrid:
     train_repeats: int = 3
     prefill_repeats: int = 3
     decode_repeats: int = 5
-    min_repeat_seconds: float = 0.01  # a timed repeat makes as many calls as fill this (repeat_seconds)
+    min_repeat_seconds: float = 0.05  # a timed repeat makes as many calls as fill this (repeat_seconds): at 0.01
+    # batch-1 decode repeats of a demo-4m model (~5 ms a step) spread 15-42% on idle cores
     max_train_tokens: int | None = 1_024  # on the CPU, tokens per training step at most (the batch is cut)
     # CPU threads (None: the process's). One: the cost model's microbenchmarks run on one, and on a machine whose
     # other cores are busy 2 threads wait on each other (a smoke search's 2 threads on 2 cores, one busy: repeats
