@@ -1481,3 +1481,88 @@ def test_search_amsd_constrained_end_to_end():
     reproduced(spearman["spearman"], again, "probe-trained Spearman")
     page = doc("reports/amsd-constrained-search-2026-11-28.md")
     find(page, rf"Spearman \*\*\+{again:.2f}, 95% bootstrap \[{spearman['ci'][0]:.2f}, \+{spearman['ci'][1]:.2f}\]\*\*")
+
+
+# ------------------------------------------------------------------------ reports/layout-cost-cpu-2026-11-29.md
+
+
+def test_layout_cost_on_the_cpu():
+    """Issue 58's report: the per-primitive rates (before and after), the decode steps, the answer's batch-1 decode,
+    the layouts' measured cost with the model's prediction beside it, and the cost model's errors."""
+    from composer.presets import get_preset
+    from primitives.registry import REGISTRY
+
+    text = doc("reports/layout-cost-cpu-2026-11-29.md")
+    data = results("cpu_cost-2026-11-29.json")
+    # the primitive table: means of two rounds, per FLOP against M with composer info's counts at seq 128
+    widths = get_preset("demo-4m").arch.with_pattern("AMSDW").replace(options={"W": {"window": 64}})  # the bench's
+    configs = widths.primitive_configs()
+    train_flops = {s: REGISTRY.get(s).flops_per_token(configs[s], 128) for s in "AMSDW"}
+    decode_flops = {s: REGISTRY.get(s).decode_flops_per_token(configs[s], 1_024) for s in "AMSDW"}
+    runs = data["primitive_throughput"]["runs"]
+    for symbol in "AMSDW":
+        cells = []
+        for phase in ("before", "after"):
+            rows = [{r["primitive"]: r for r in run["primitives"]} for run in runs[phase]]
+            ms = np.mean([r[symbol]["median_ms"] for r in rows])
+            rate = np.mean([(train_flops[symbol] / r[symbol]["median_ms"]) / (train_flops["M"] / r["M"]["median_ms"])
+                            for r in rows])
+            cells.append(f"{ms:.1f} \\| {rate:.2f}")
+        find(text, rf"\| `{symbol}` \| {train_flops[symbol] / 1e6:.2f}M \| {cells[0]} \| {cells[1]} \|")
+        steps = [np.mean([next(r["step_ms"] for r in run["decode"] if r["primitive"] == symbol and r["batch"] == batch)
+                          for run in runs[phase]]) for batch in (1, 64) for phase in ("before", "after")]
+        find(text, rf"\| `{symbol}` \| {decode_flops[symbol] / 1e3:.0f}K \| " + r" \| ".join(f"{s:.3f}" for s in steps))
+    # the answer's decode at batch 1, before / eager / compiled
+    decode = data["decode_batch1"]["runs"]
+    means = {(pattern, tree): np.mean([decode[f"b1_{tree}_{pattern}_{i}"]["ms_per_token"] for i in (1, 2)])
+             for pattern in ("SDDDDS", "SMSMSM") for tree in ("base", "main", "mainc")}
+    assert all(decode[f"b1_mainc_{p}_{i}"]["decode_path"] == "compiled (inductor, cpu)"
+               for p in ("SDDDDS", "SMSMSM") for i in (1, 2))
+    for label, tree in (("before \\(18903ae, eager\\)", "base"), ("after, eager", "main"),
+                        ("after, compiled \\(`--compile`\\)", "mainc")):
+        answer, nemotron = means["SDDDDS", tree], means["SMSMSM", tree]
+        find(text, rf"\| {label} \| {answer:.2f} \| {1e3 / answer:.1f} \| {nemotron:.2f} \| {1e3 / nemotron:.1f} \| "
+                   rf"{nemotron / answer:.2f}x \|")
+    speedup = means["SDDDDS", "base"] / means["SDDDDS", "mainc"]
+    find(text, rf"met by the compiled step: {speedup:.1f}x")
+    find(text, rf"The eager path alone gives {means['SDDDDS', 'base'] / means['SDDDDS', 'main']:.2f}x")
+    # the layouts at demo-4m: measured medians, ratios to the answer, the CPU model's prediction
+    costs = data["finalist_costs"]["result"]
+    first = costs["rows"][0]["measured"]
+    for row in costs["rows"]:
+        measured, predicted = row["measured"], row["predicted_here"]
+        train = measured["train_tokens_per_s"]["median"]
+        b1, b64 = (measured["decode_ms_per_token"][b]["1024"]["median"] for b in ("1", "64"))
+        find(text, rf"`{row['at_target']}` \| {row['n_layers']} \| [^|]+ \| {train:,.0f} "
+                   rf"\({train / first['train_tokens_per_s']['median']:.2f}x\) \[{predicted['train_tokens_per_s']:,.0f}\] "
+                   rf"\| {b1:.2f} \({b1 / first['decode_ms_per_token']['1']['1024']['median']:.2f}x\) "
+                   rf"\[{predicted['decode_ms_per_token']['1']['1024']:.2f}\] \| {b64:.2f}")
+    # the H200 predictions at 350M and 1B
+    for key in ("h200@llama-350m", "h200@llama-3.2-1b"):
+        answer = costs["predicted"][key][0]
+        assert answer["pattern"] == "SADDDD" and answer["at_target"].count("A") == 1
+        find(text, rf"{answer['train_tokens_per_s']:,.0f} \(1.00x\) \| {answer['decode_ms_per_token']['1']:.2f} \(1.00x\)")
+    # the cost model's CPU validation and the GPU leave-one-out
+    validation = results("cost_model_validation-2026-11-29.json")
+    for row in validation["rows"]:
+        error = row["train_tokens_per_s_predicted"] / row["train_tokens_per_s"] - 1
+        find(text, rf"{row['train_tokens_per_s']:,.0f} \| {row['train_tokens_per_s_predicted']:,.0f} \| "
+                   + re.escape(f"{error * 100:+.0f}%"))
+    errors = validation["errors"]
+    find(text, rf"Training: median error {errors['train_tokens_per_s']['median_abs'] * 100:.1f}%, worst "
+               rf"{errors['train_tokens_per_s']['worst_abs'] * 100:.1f}%")
+    find(text, rf"Decode at batch 1: median error {errors['decode_ms_per_token']['median_abs'] * 100:.1f}%, worst "
+               rf"{errors['decode_ms_per_token']['worst_abs'] * 100:.1f}%")
+    first_fit = data["cost_model_first_fit"]
+    find(text, rf"in-sample {first_fit['fit_error']['train']['median_abs'] * 100:.1f}%, validation "
+               rf"{first_fit['validation_errors']['train_tokens_per_s']['median_abs'] * 100:.1f}%")
+    fit = results("cost_model_fit-2026-11-29.json")
+    find(text, rf"in-sample error to {fit['fit_error']['train']['median_abs'] * 100:.1f}%")
+    loo = results("cost_model_gpu_loo-2026-11-29.json")["groupings"]
+    assert loo["grouped"]["errors"]["n"] == 20 and loo["grouped"]["constants_fitted"] == 4
+    find(text, rf"Median error {loo['grouped']['errors']['median_abs'] * 100:.1f}%, worst "
+               rf"{loo['grouped']['errors']['worst_abs'] * 100:.1f}%")
+    find(text, rf"{loo['one']['errors']['median_abs'] * 100:.1f}% median, {loo['one']['errors']['worst_abs'] * 100:.1f}% worst")
+    seconds = data["search_measurement_seconds"]["min_repeat_seconds_0.01"]
+    assert math.isclose(sum(v for k, v in seconds.items() if k != "total"), seconds["total"], abs_tol=0.15)
+    find(text, rf"took {seconds['total']:.1f} s in all on idle cores")
