@@ -116,8 +116,11 @@ def test_a_model_that_copies_gains_and_a_model_without_context_does_not(models, 
     for row in oracle["copy"]:
         assert row["n"] == 32 and row["gain"] > 1.0 and row["gain_ci"][0] > 0, row
         assert math.isclose(row["gain"], row["first_loss"] - row["second_loss"], abs_tol=1e-9)
-    for row in bigram["copy"]:  # the same tokens after the same previous token: exactly no gain
-        assert row["gain"] == pytest.approx(0.0, abs=1e-9) and row["gain_ci"][0] <= 0 <= row["gain_ci"][1], row
+    for row in bigram["copy"]:  # the same tokens after the same previous token: no gain but float rounding
+        # (a CPU with AVX-512 sums a position's log-softmax in another order: 1.7e-9 nats, its interval excluding 0)
+        noise = 1e-7
+        assert row["gain"] == pytest.approx(0.0, abs=noise), row
+        assert row["gain_ci"][0] <= noise and row["gain_ci"][1] >= -noise, row
         assert row["first_loss"] > 1.0
     # random printable bytes are unpredictable without a copy: far above the text spans for the bigram model
     assert bigram["copy"][2]["first_loss"] > bigram["copy"][0]["first_loss"] + 1.0
