@@ -1565,4 +1565,15 @@ def test_layout_cost_on_the_cpu():
     find(text, rf"{loo['one']['errors']['median_abs'] * 100:.1f}% median, {loo['one']['errors']['worst_abs'] * 100:.1f}% worst")
     seconds = data["search_measurement_seconds"]["min_repeat_seconds_0.01"]
     assert math.isclose(sum(v for k, v in seconds.items() if k != "total"), seconds["total"], abs_tol=0.15)
-    find(text, rf"took {seconds['total']:.1f} s in all on idle cores")
+    find(text, rf"took {seconds['total']:.1f} s in all \(2.2-4.1 s each\)")
+    # the default search re-timed: its wall time, its rungs and its answer, the same as the stored 2026-11-28 run
+    retimed = data["default_search_retimed"]
+    minutes, rest = divmod(round(retimed["wall_seconds"]), 60)
+    find(text, rf"It took {minutes} min {rest} s\*\* \(rungs 4.6 \+ 11.8 \+ 6.2 min\)")
+    assert retimed["rungs_line"].endswith("1: 9 at rung-cpu-1 (11.8 min); 2: 4 at rung-cpu-2 (6.2 min)")
+    before = results("default_search_timed-2026-11-28.json")["best"]["vs_known"]
+    assert (retimed["answer"], retimed["best_new"], retimed["difference"], retimed["ci"]) == (
+        before["answer"], before["best_new"]["pattern"], before["difference"], before["ci"])
+    find(text, rf"took {sum(retimed['measurement_seconds']):.1f} s \(2.8-3.3 s each\)")
+    find(text, rf"`AMAMMM` against Llama's `AMAMAM` \+{retimed['difference']:.4f} \[{retimed['ci'][0]:.4f}, "
+               rf"\+{retimed['ci'][1]:.4f}\]")
