@@ -95,7 +95,7 @@ def measure(entries: list[str], target: str, seq_len: int = 128, measured: bool 
             contexts = list(row["measured"]["decode_ms_per_token"]["1"])
             row["predicted_here"] = {
                 "device": device_here,
-                "train_tokens_per_s": _predicted_train(arch, device_here, grid, row["measured"]),
+                "train_tokens_per_s": _predicted_train(arch, device_here, row["measured"]),
                 "decode_ms_per_token": {
                     batch: {context: _predicted_decode(arch, device_here, int(batch), int(context))
                             for context in contexts}
@@ -106,7 +106,8 @@ def measure(entries: list[str], target: str, seq_len: int = 128, measured: bool 
     return rows
 
 
-def _predicted_train(arch, device: str, grid, measured: dict[str, Any]) -> float:
+def _predicted_train(arch, device: str, measured: dict[str, Any]) -> float:
+    """The model's training tokens/s at the shape ``measured`` ran (the CPU cuts the batch)."""
     from composer.costmodel import predict_train
 
     shape = measured["train_tokens_per_s"]
@@ -181,8 +182,8 @@ def predicted_table(rows: list[dict[str, Any]], device: str, preset: str) -> str
              "|---|---|---|---|---|---|---|"]
     for row in rows:
         label = f"`{row['pattern']}`" + (f" ({row['name']})" if row["name"] else "")
-        decode = [f"{row['decode_ms_per_token'][b]:.2f}{_ratio(row['decode_ms_per_token'][b], first['decode_ms_per_token'][b])}"
-                  for b in ("1", "64")]
+        ms, first_ms = row["decode_ms_per_token"], first["decode_ms_per_token"]
+        decode = [f"{ms[b]:.2f}{_ratio(ms[b], first_ms[b])}" for b in ("1", "64")]
         lines.append(f"| {label} | {row['n_layers']} | {row['params'] / 1e6:.0f}M | "
                      f"{format_bytes(row['cache_bytes_32k'])} | {row['train_tokens_per_s']:,.0f}"
                      f"{_ratio(row['train_tokens_per_s'], first['train_tokens_per_s'])} | {decode[0]} | {decode[1]} |")

@@ -153,14 +153,15 @@ def time_decode(layers: dict[str, ResidualLayer], d_model: int, batch: int, cont
 def decode_rows(layers, arch, args, device, dtype) -> list[dict]:
     """:func:`time_decode` at each ``--decode-batch-sizes``, with the rate per FLOP against ``M``'s."""
     configs, rows = arch.primitive_configs(), []
+    # None where the primitives predate the count (a tree from before the cost model, timed for comparison)
+    counts = {s: getattr(REGISTRY.get(s), "decode_flops_per_token", None) for s in layers}
+    flops = {s: count(configs[s], args.decode_context) if count else None for s, count in counts.items()}
     for batch in (int(b) for b in args.decode_batch_sizes.split(",")):
         medians = time_decode(layers, arch.d_model, batch, args.decode_context, args.steps, args.warmup, device,
                               dtype)
-        counts = {s: getattr(REGISTRY.get(s), "decode_flops_per_token", None) for s in layers}
-        flops = {s: count(configs[s], args.decode_context) if count else None for s, count in counts.items()}
+        mlp_rate = flops["M"] * batch / medians["M"] if flops.get("M") else None
         for s, seconds in medians.items():
             rate = flops[s] * batch / seconds if flops[s] else None
-            mlp_rate = flops["M"] * batch / medians["M"] if flops.get("M") else None
             rows.append({"primitive": s, "batch": batch, "context": args.decode_context, "step_ms": seconds * 1e3,
                          "decode_flops_per_token": flops[s], "gflops_per_s": rate / 1e9 if rate else None,
                          "flop_rate_vs_mlp": rate / mlp_rate if rate and mlp_rate else None})

@@ -13,7 +13,7 @@ tokens/s at 128 tokens says nothing about decoding. So every trial records, for 
 * for the finalists and known layouts of the final ranking, what they cost measured on the machine the search
   runs on: training and prefill tokens/s, decode ms per token at batch 1 and 64, peak memory
   (``search.measured_cost``; searches written before it carry ``cost["decode"]``, decode tokens/s at batch 1
-  after 1,024 tokens by :func:`measure_decode`, which ``benchmarks/finalist_costs.py`` still uses).
+  after 1,024 tokens, which ``composer report`` still prints).
 
 ``--max-kv`` with ``--min-recall`` can ask for the impossible: a pattern stacked to the target repeats its
 attention layers with it (at demo-4m every ``AMSD`` pattern with one ``A`` in 6 holds 2 or more, 16 MiB at 32K),
@@ -180,22 +180,5 @@ def max_kv_holding(cache: int, max_kv: str) -> str:
     return f"{math.ceil(cache / 2**20 * 10) / 10:g}MiB@{max_kv.partition('@')[2]}"
 
 
-def measure_decode(arch, context: int = 1_024, new_tokens: int = 32, device: str | None = None) -> dict[str, Any]:
-    """Decode tokens/s of ``arch`` (random weights: speed does not depend on them) after a ``context``-token
-    prompt, batch 1, through the inference cache: ``composer bench-inference``'s measurement, one repeat."""
-    import torch
-
-    from composer.evaluation.bench_inference import BenchGrid, bench_arch, build_bench_model
-
-    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    arch = arch.replace(max_seq_len=max(arch.max_seq_len, context + new_tokens))
-    grid = BenchGrid(batch_sizes=(1,), context_lengths=(context,), new_tokens=new_tokens, dtype="fp32", repeats=1,
-                     seed=0)
-    model = build_bench_model(arch, device, grid.dtype)
-    row = bench_arch(model, grid, device, None)[0]
-    return {"decode_tokens_per_s": row["decode_tokens_per_s"], "context": context, "new_tokens": new_tokens,
-            "device": str(device), "threads": torch.get_num_threads()}
-
-
 __all__ = ["COST_LENGTHS", "MAX_PATTERNS_CHECKED", "first_within", "keeps_every_token",
-           "max_kv_holding", "measure_decode", "over_max_kv", "parse_max_kv", "recall_under_max_kv", "serving_cost"]
+           "max_kv_holding", "over_max_kv", "parse_max_kv", "recall_under_max_kv", "serving_cost"]

@@ -383,9 +383,9 @@ class DecodePath:
         if device.type == "cuda":
             return cls(True, f"CUDA graph of the static decode step ({dtype})")
         if compile and model is not None:
-            from composer.inference import compile_decode_step
+            from composer.inference import COMPILED_CPU, compile_decode_step
 
-            return cls(False, f"compiled (inductor, cpu), {dtype}", decoder=compile_decode_step(model))
+            return cls(False, f"{COMPILED_CPU}, {dtype}", decoder=compile_decode_step(model))
         return cls(False, f"eager InferenceCache, {dtype}")
 
     def build(self, model, cache, ids: torch.Tensor, position: int) -> Callable[[], torch.Tensor]:

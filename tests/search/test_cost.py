@@ -13,7 +13,6 @@ from composer.presets import get_preset
 from search.config import SearchConfig
 from search.cost import (
     keeps_every_token,
-    measure_decode,
     over_max_kv,
     parse_max_kv,
     recall_under_max_kv,
@@ -201,9 +200,3 @@ def test_a_search_that_keeps_attention_at_the_target_trains_what_stacking_puts_o
         run_search(SearchConfig(**common, out=str(tmp_path / "stacked")), echo=lambda _: None)
     assert not (tmp_path / "stacked").exists()
     assert log.read_text().split() == trained
-
-
-def test_decode_speed_is_measured_through_the_cache():
-    tiny = get_preset("tiny").arch.with_pattern("AMSM")
-    measured = measure_decode(tiny, context=64, new_tokens=4)
-    assert measured["decode_tokens_per_s"] > 0 and measured["context"] == 64
