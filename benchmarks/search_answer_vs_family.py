@@ -97,19 +97,31 @@ def family_fit(config, family: str) -> str:
     return family_at_depth(family, config.layers).pattern
 
 
-def serving_cost_at_target(config, trained: str) -> dict:
-    """The analytic serving cost of the model trained at the target, as the search costs its trials
-    (``search.cost.serving_cost``), so the family's cache at 32K sits beside the answer's ``cost`` in its units."""
+def serving_cost_at_target(widths: str, trained: str) -> dict:
+    """The analytic serving cost of the model trained at the target (at preset ``widths``), as the search costs its
+    trials (``search.cost.serving_cost``), so the family's cache at 32K sits beside the answer's ``cost``."""
     from composer.presets import get_preset
     from search.cost import serving_cost
 
-    return serving_cost(get_preset(config.report_target).arch.with_pattern(trained))
+    return serving_cost(get_preset(widths).arch.with_pattern(trained))
 
 
 def train_family(config, family: str, work: Path, echo=print, layout: str | None = None) -> dict:
     """The family (or ``layout``, named ``family``) through the search's rungs at the target's size and its
     confirmation, a record per stage in ``work/family.json`` (kept across runs: a stage already there is not
     trained again)."""
+    fit = layout or family_fit(config, family)
+    return train_stages(config, family, fit, work, known={} if layout else {fit: family}, expect=layout, echo=echo)
+
+
+def train_stages(config, name: str, fit: str, work: Path, *, known: dict[str, str] | None = None,
+                 attention: str = "repeat", depth: int | None = None, expect: str | None = None,
+                 echo=print) -> dict:
+    """``fit`` (a pattern of the search's depth, or a layout) trained as the search trains a finalist: its rungs at
+    the target's size and its confirmation, a record per stage in ``work/family.json`` (kept across runs: a stage
+    already there is not trained again). ``known``: ``fit`` -> the family it stands for; ``attention`` and
+    ``depth``: how ``fit`` grows to the target (``search.known.model_at_target``); ``expect``: the layout ``fit``
+    must become there (a layout of the target's size, trained as given)."""
     from search.evaluators import make_evaluator
     from search.fidelity import get_ladder
     from search.lm import confirm_budget, get_lm_budget
@@ -117,11 +129,9 @@ def train_family(config, family: str, work: Path, echo=print, layout: str | None
 
     record_path = work / "family.json"
     record = json.loads(record_path.read_text()) if record_path.is_file() else {}
-    fit = layout or family_fit(config, family)
-    known = {} if layout else {fit: family}
-    if record and (record.get("family"), record.get("fit")) != (family, fit):
+    if record and (record.get("family"), record.get("fit")) != (name, fit):
         raise ConfigError(f"{record_path} holds {record.get('family')}: pass another --work")
-    record.update(family=family, fit=fit, stages=record.get("stages", {}))
+    record.update(family=name, fit=fit, stages=record.get("stages", {}))
     work.mkdir(parents=True, exist_ok=True)
     rungs = len(get_ladder(config.budget).rungs)
     stages = []
@@ -133,32 +143,35 @@ def train_family(config, family: str, work: Path, echo=print, layout: str | None
         last, trained = rung_config(config, rungs - 1), last_rung_seeds(config)  # its seeds follow the rung's
         stages.append(("confirmation", confirm_budget(last.budget, config.confirm_seeds - trained),
                        config.seed + trained))
-    for name, budget, seed in stages:
-        if name in record["stages"]:
-            echo(f"{family} {name}: done before ({record['stages'][name]['losses']})")
+    for stage, budget, seed in stages:
+        if stage in record["stages"]:
+            echo(f"{name} {stage}: done before ({record['stages'][stage]['losses']})")
             continue
         chosen = record["stages"].get(last_rung_name(config), {}).get("lr")  # the confirmation's rate
         evaluator = make_evaluator("lm", budget, config.widths, config.data, config.tokenizer, config.precision,
-                                   config.compile, str(work / "trunks"), known=known,
-                                   chosen_rates={fit: chosen} if chosen else None)
+                                   config.compile, str(work / "trunks"), known=known or {},
+                                   chosen_rates={fit: chosen} if chosen else None, attention_at_target=attention,
+                                   depth_at_target=depth)
         trained = evaluator.trained_pattern(fit)
-        if layout and trained != layout:
-            raise ConfigError(f"--layout {layout} grows to {trained} at {config.report_target}: give a layout of the "
+        widths = evaluator.widths_of(trained)
+        if expect and trained != expect:
+            raise ConfigError(f"--layout {expect} grows to {trained} at {config.report_target}: give a layout of the "
                               "target's size")
-        record["cost"] = serving_cost_at_target(config, trained)
-        echo(f"{family} {name}: {trained} at {budget}, seed {seed} ...")
+        record["cost"] = serving_cost_at_target(widths, trained)
+        record["widths"] = widths
+        echo(f"{name} {stage}: {trained} at {widths}, {budget}, seed {seed} ...")
         started = time.perf_counter()
         result = evaluator(fit, seed, None)
         details = result.details or {}
         losses = {str(k): float(v) for k, v in (details.get("losses") or {seed: result.score}).items()}
-        record["stages"][name] = {"budget": budget, "pattern": trained, "seed": seed, "score": result.score,
-                                  "lr": details.get("lr"), "losses": losses,
-                                  "seconds": time.perf_counter() - started,
-                                  # each seed's trained-model recall where the budget measures it (rung-cpu-2 does)
-                                  **{key: details[key] for key in ("recall", "trained_recall") if key in details}}
+        record["stages"][stage] = {"budget": budget, "pattern": trained, "widths": widths, "seed": seed,
+                                   "score": result.score, "lr": details.get("lr"), "losses": losses,
+                                   "seconds": time.perf_counter() - started,
+                                   # each seed's trained-model recall where the budget measures it (rung-cpu-2 does)
+                                   **{key: details[key] for key in ("recall", "trained_recall") if key in details}}
         atomic_write_json(record_path, record)
-        echo(f"{family} {name}: loss {result.score:.4f} at lr {details.get('lr')} "
-             f"({record['stages'][name]['seconds'] / 60:.1f} min)")
+        echo(f"{name} {stage}: loss {result.score:.4f} at lr {details.get('lr')} "
+             f"({record['stages'][stage]['seconds'] / 60:.1f} min)")
     return record
 
 

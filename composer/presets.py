@@ -106,10 +106,33 @@ PRESETS: dict[str, Preset] = {preset.name: preset for preset in _PRESETS}
 
 
 def get_preset(name: str) -> Preset:
-    try:
+    """A named preset, or ``NAME:dD``: NAME's widths scaled to ``d_model = D`` (``composer.widths``: how a pattern
+    grown at a chosen depth reaches the target's size)."""
+    if name in PRESETS:
         return PRESETS[name]
-    except KeyError:
-        raise ConfigError(f"unknown preset {name!r}; choose one of: {', '.join(PRESETS)}") from None
+    from composer.widths import SCALED_NAME, scale_widths
+
+    scaled = SCALED_NAME.fullmatch(str(name))
+    if scaled and scaled.group("base") in PRESETS:
+        base = PRESETS[scaled.group("base")]
+        arch = scale_widths(base.arch, int(scaled.group("d_model")))
+        return Preset(name=name, arch=arch, description=f"{base.name}'s widths scaled to d_model {arch.d_model}",
+                      source=f"{base.source}; widths scaled by composer.widths")
+    raise ConfigError(f"unknown preset {name!r}; choose one of: {', '.join(PRESETS)} (or NAME:dD, NAME's widths at "
+                      "d_model D)") from None
+
+
+def scaled_name(base: str, d_model: int) -> str:
+    """The preset name of ``base``'s widths at ``d_model`` (``base`` itself where nothing is scaled)."""
+    return base if get_preset(base).arch.d_model == d_model else f"{base}:d{d_model}"
+
+
+def base_name(name: str) -> str:
+    """The named preset a scaled preset comes from (``demo-4m:d256`` -> ``demo-4m``); a plain name unchanged."""
+    from composer.widths import SCALED_NAME
+
+    match = SCALED_NAME.fullmatch(name)
+    return match.group("base") if match else name
 
 
 def family_architecture(spec: str, base: ArchConfig) -> ArchConfig | None:

@@ -63,7 +63,8 @@ from composer.accounting import analyze, layer_params, non_embedding_params
 from composer.config import ArchConfig
 from composer.errors import ConfigError
 from composer.pattern import MAX_LAYERS, compact_pattern, layers, n_layers, parse_pattern, runs
-from composer.presets import PRESETS, get_preset
+from composer.presets import PRESETS, get_preset, scaled_name
+from composer.widths import scale_widths, width_quantum, widths_table
 
 METHODS = ("stack", "stretch", "auto")
 ATTENTION_RULES = ("repeat", "keep")
@@ -92,6 +93,7 @@ class Extrapolation:
     arch: ArchConfig
     attention: str = "repeat"  # ATTENTION_RULES: how the pattern's full-attention layers grew
     kept_attention: tuple[str, ...] = ()  # the layers ``keep`` placed at the middles (empty: grown as a whole)
+    depth: int | None = None  # grown to this many layers by width (grow_to_depth), None: by depth at the widths
 
     @property
     def compact(self) -> str:
@@ -137,6 +139,8 @@ class Extrapolation:
             "relative_error": self.relative_error,
             "bound": self.bound,
             "attention": self.attention,
+            "depth": self.depth,
+            "widths": widths_table(self.arch),
             "arch": self.arch.to_dict(),
         }
 
@@ -317,3 +321,115 @@ def place_at_middles(pattern: str, inserted: list[str]) -> str:
     positions = set(segment_middles(total, len(inserted)))
     rest, placed = iter(layers(pattern)), iter(inserted)
     return "".join(next(placed) if i in positions else next(rest) for i in range(total))
+
+
+DEPTH_WIDTH_RANGE = 8
+"""``grow_to_depth`` looks for ``d_model`` up to this many times the target's (and down to one quantum)."""
+
+
+def pattern_at_depth(pattern: str, depth: int, attention: str = "repeat", kept: list[str] | None = None) -> str:
+    """``pattern`` at exactly ``depth`` layers, its order kept: stacked whole, then a remainder copy whose runs
+    share the layers left by largest remainder (every run kept while the remainder has room for them all).
+    ``kept`` (``attention="keep"``: the pattern's full-attention layers) are taken out, the rest grown to
+    ``depth - len(kept)`` and the kept layers placed at the middles, as :func:`extrapolate` does. A pattern that
+    already has ``depth`` layers and repeats its attention is returned as given: a layout (a family's at that
+    depth, say) is trained as written."""
+    source = parse_pattern(pattern)
+    if not isinstance(depth, int) or isinstance(depth, bool) or depth < 1:
+        raise ConfigError(f"depth must be a positive number of layers, got {depth!r}")
+    _check_depth(depth, "the grown pattern")
+    kept = list(kept or []) if attention == "keep" else []
+    if not kept and n_layers(source) == depth:
+        return source
+    rest = [token for token in layers(source) if token not in kept] if kept else layers(source)
+    if not rest:  # attention only: grown as a whole
+        kept, rest = [], layers(source)
+    room = depth - len(kept)
+    if room < 1:
+        raise ConfigError(f"--depth {depth} leaves no room beside the {len(kept)} attention layer(s) {attention!r} "
+                          "keeps: give a larger depth or --attention repeat")
+    repeats, remainder = divmod(room, len(rest))
+    grown = "".join(rest) * repeats + _remainder_copy(runs("".join(rest)), remainder)
+    return place_at_middles(grown, kept) if kept else grown
+
+
+def _remainder_copy(pattern_runs: list[tuple[str, int]], n: int) -> str:
+    """``n`` layers of a pattern given by its runs, each run's share ``n * h / total`` by largest remainder, runs
+    kept at one layer at least while ``n`` holds them all (so a partial copy still has each primitive)."""
+    if n == 0:
+        return ""
+    total = sum(h for _, h in pattern_runs)
+    exact = [Fraction(n * h, total) for _, h in pattern_runs]
+    floor_at = 1 if n >= len(pattern_runs) else 0
+    counts = [max(floor_at, math.floor(x)) for x in exact]
+    order = sorted(range(len(exact)), key=lambda g: (-(exact[g] - math.floor(exact[g])), g))
+    while sum(counts) < n:
+        for g in order:
+            if sum(counts) < n and counts[g] < math.ceil(exact[g]) + floor_at:
+                counts[g] += 1
+    while sum(counts) > n:  # the floor of one layer overshot: take from the largest surplus
+        g = max(range(len(counts)), key=lambda i: (counts[i] - exact[i], -i))
+        counts[g] -= 1
+    return _expand([(symbol, c) for (symbol, _), c in zip(pattern_runs, counts) if c > 0])
+
+
+def grow_to_depth(
+    pattern: str,
+    target: str,
+    depth: int,
+    *,
+    attention: str = "repeat",
+    target_params: int | None = None,
+) -> Extrapolation:
+    """Grow ``pattern`` to the size of preset ``target`` at ``depth`` layers, by width.
+
+    The pattern is first laid out at ``depth`` layers (:func:`pattern_at_depth`, ``attention`` as in
+    :func:`extrapolate`); then ``d_model`` is the multiple of the width quantum whose model comes nearest the
+    target's non-embedding parameters, every width scaled with it (``composer.widths``: heads in whole key/value
+    groups, the MLP's width in quanta). Embeddings are left out of the match, as everywhere in growth, so a wider
+    model carries a larger embedding (``vocab * d_model``) beside the same non-embedding size.
+    """
+    if attention not in ATTENTION_RULES:
+        raise ConfigError(f"attention must be one of {', '.join(ATTENTION_RULES)}, got {attention!r}")
+    target_arch, target_name = resolve_target(target)
+    source = parse_pattern(pattern)
+    goal = non_embedding_params(target_arch) if target_params is None else target_params
+    kept = full_attention_layers(target_arch.with_pattern(source)) if attention == "keep" else []
+    grown = pattern_at_depth(source, depth, attention, kept)
+    quantum = width_quantum(target_arch)
+
+    def size_at(d_model: int) -> int:
+        return non_embedding_params(scale_widths(target_arch, d_model).with_pattern(grown))
+
+    candidates = range(quantum, DEPTH_WIDTH_RANGE * target_arch.d_model + 1, quantum)
+    # size grows with d_model (up to the heads' rounding): bisect to the first width at or above the goal, then
+    # take the nearest of it and its neighbours
+    low, high = 0, len(candidates) - 1
+    while low < high:
+        middle = (low + high) // 2
+        low, high = (middle + 1, high) if size_at(candidates[middle]) < goal else (low, middle)
+    near = candidates[max(0, low - 2):low + 3]
+    d_model = min(near, key=lambda d: (abs(size_at(d) - goal), d))
+    if d_model in (candidates[0], candidates[-1]) and size_at(d_model) != goal:
+        raise ConfigError(f"{compact_pattern(grown)} cannot reach {target_name or 'the target'}'s size at {depth} "
+                          f"layers within d_model {candidates[0]}-{candidates[-1]}: choose a depth nearer its own")
+    arch = scale_widths(target_arch, d_model).with_pattern(grown)
+    step_bound = max(abs(size_at(d_model + quantum) - size_at(d_model)), abs(size_at(d_model) - size_at(
+        max(quantum, d_model - quantum)))) // 2
+    return Extrapolation(
+        pattern=grown,
+        source_pattern=source,
+        method="depth",
+        rounding="nearest",
+        scale=d_model / target_arch.d_model,
+        repeats=0,
+        target=scaled_name(target_name, d_model) if target_name else None,
+        source_non_embedding_params=non_embedding_params(target_arch.with_pattern(source)),
+        target_non_embedding_params=goal,
+        non_embedding_params=non_embedding_params(arch),
+        bound=step_bound,
+        arch=arch,
+        attention=attention,
+        kept_attention=tuple(kept),
+        depth=depth,
+    )

@@ -29,7 +29,8 @@ SCORE_SETTINGS_NAMED = ("evaluator", "budget", "strategy", "layers", "primitives
                         "precision")
 # ... and the rest, as a digest (a default run and one with another --data used to share a study and its scores)
 SCORE_SETTINGS_DIGESTED = ("widths", "target", "data", "tokenizer", "min_share", "max_share", "max_params", "max_kv",
-                           "known", "prune", "compile", "depth", "attention_at_target", "text_field")
+                           "known", "prune", "compile", "depth", "attention_at_target", "text_field",
+                           "depth_at_target", "max_latency", "min_throughput", "cost_device")
 
 # the key of the budget's definition digest in a study's stored score settings (budget_definition_digest)
 BUDGET_DEFINITION = "budget_definition"
@@ -145,6 +146,15 @@ class SearchConfig:
     # how a searched pattern's attention layers grow to the target (scaling.extrapolate.ATTENTION_RULES): "repeat"
     # with the pattern, or "keep" their number; the model the rungs at the target train and --max-kv measures
     attention_at_target: str = "repeat"
+    # how many layers every model at the target has (a number, or a family's name for its own depth there): widths
+    # scaled to the target's size (search.known.model_at_target); None grows by depth at the target's widths
+    depth_at_target: int | str | None = None
+    # the most decode ms per token at batch 1 and the least training tokens/s of a candidate's model at the target
+    # ("known": no worse than the known layouts), on the machine the search runs on or, with cost_device, a
+    # device of the cost model (cpu, h100, h200); search.cost.limits
+    max_latency: str | None = None
+    min_throughput: str | None = None
+    cost_device: str | None = None
     # successive halving: the answer must recall at least this much at the probe's longest length (a fraction, or
     # "known": as much as the best known layout with attention); the finalists are probed with `recall_budget`
     min_recall: float | str | None = None
@@ -209,6 +219,15 @@ class SearchConfig:
         if self.attention_at_target not in ATTENTION_RULES:
             raise ConfigError(f"--attention-at-target must be one of {', '.join(ATTENTION_RULES)}, got "
                               f"{self.attention_at_target!r}")
+        if self.depth_at_target is not None:
+            self.growth  # an unknown family, or a depth no model reaches the target's size at: one error now
+        from search.cost.limits import CostLimits, check_device
+
+        limits = CostLimits.of(self)  # a malformed limit is one error now
+        check_device(self.cost_device)
+        if self.cost_device is not None and not limits.active:
+            raise ConfigError("--cost-device says where --max-latency and --min-throughput are costed: give one of "
+                              "them, or drop it")
         if self.max_kv is not None:
             from search.cost import parse_max_kv
 
@@ -375,6 +394,14 @@ class SearchConfig:
     @property
     def multi_objective(self) -> bool:
         return len(self.objectives) > 1
+
+    @property
+    def growth(self):
+        """How a searched pattern becomes its model at the target (``search.known.Growth``): the one rule every
+        stage, the plan and the answer grow it by."""
+        from search.known import Growth, depth_at_target
+
+        return Growth(self.attention_at_target, depth_at_target(self.depth_at_target, self.report_target))
 
     @property
     def final_depth(self) -> int:

@@ -220,6 +220,9 @@ def make_objective(config: SearchConfig, stage: Stage, evaluator: Evaluator, stu
     learns_from_pruned = config.sampler_name != "gp"
     known = known_names(stage)
     max_kv = parse_max_kv(config.max_kv) if config.max_kv else None
+    from search.cost.limits import limit_check
+
+    over_cost = limit_check(config)  # --max-latency / --min-throughput: None when neither is given
     stopped_by: list[DataError] = []  # the data error that stopped the study (raise_data_error)
 
     def objective(trial: optuna.Trial):
@@ -231,19 +234,25 @@ def make_objective(config: SearchConfig, stage: Stage, evaluator: Evaluator, stu
             raise optuna.TrialPruned("no promotion was waiting")
         pattern = stage.space.suggest(trial)
         search_stats = analyze(widths.with_pattern(pattern))
-        at_target = pattern_at_target(pattern, config.report_target, known.get(pattern), config.attention_at_target)
-        target_arch = target.with_pattern(at_target)
+        target_arch = config.growth.arch(pattern, config.report_target, known.get(pattern))
+        at_target = target_arch.pattern
         cost = serving_cost(target_arch)
         trial.set_user_attr("pattern", pattern)
         trial.set_user_attr("params", search_stats.params)
         trial.set_user_attr("non_embedding_params", search_stats.non_embedding_params)
         trial.set_user_attr("kv_cache_bytes_per_token", cost["kv_bytes_per_token"])
         trial.set_user_attr("target_pattern", at_target)
+        if target_arch.d_model != target.d_model:  # grown at --depth-at-target: its own widths
+            trial.set_user_attr("target_widths", config.growth.model(pattern, config.report_target,
+                                                                     known.get(pattern))[1])
         trial.set_user_attr("cost", cost)
         # one read of the storage per trial: earlier results answer repeats, failures and penalties
         history = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL))
         reason = stage.space.violation(pattern, search_stats.non_embedding_params) or (
             over_max_kv(target_arch, max_kv) if max_kv else None)
+        if reason is None and over_cost is not None:  # measured or modeled: only where nothing cheaper refused it
+            reason, figures = over_cost(target_arch)
+            trial.set_user_attr("limit_cost", figures)
         if reason:
             trial.set_user_attr("skip_reason", reason)
             if not learns_from_pruned:
@@ -333,16 +342,16 @@ def raise_data_error(objective: Callable) -> None:
         raise stopped_by[0]
 
 
-def pattern_at_target(pattern: str, target: str, known: str | None = None, attention: str = "repeat") -> str:
+def pattern_at_target(pattern: str, target: str, known: str | None = None, attention="repeat") -> str:
     """The model ``pattern`` becomes at ``target``, as the rungs at the target's size and ``composer transfer``
     train it: grown to its size by the project's extrapolator, or a published family (``known``) in its own
     layout (``search.known.layout_at_target``). The KV-cache objective and the serving cost are measured on this
     model, not on the searched layers at the target's widths: those understated attention-heavy patterns
     (``AMAMAM`` at demo-4m: 768 bytes per token for the 6 layers, 2,304 for the 18-layer stack that is trained).
-    ``attention``: ``--attention-at-target``."""
-    from search.known import layout_at_target
+    ``attention``: ``--attention-at-target``, or the search's whole ``search.known.Growth`` (its depth as well)."""
+    from search.known import as_growth
 
-    return layout_at_target(pattern, target, known, attention)[0]
+    return as_growth(attention).layout(pattern, target, known)
 
 
 def known_names(stage: Stage) -> dict[str, str]:
@@ -355,7 +364,7 @@ def stage_evaluator(config: SearchConfig, stage: Stage) -> Evaluator:
     return make_evaluator(config.evaluator, config.budget, config.widths, config.data, config.tokenizer,
                           config.precision, config.compile, config.trunks, known=known_names(stage),
                           chosen_rates=chosen_rates(stage), attention_at_target=config.attention_at_target,
-                          text_field=config.text_field)
+                          text_field=config.text_field, depth_at_target=config.growth.depth)
 
 
 def chosen_rates(stage: Stage) -> dict[str, float]:

@@ -158,3 +158,80 @@ def known_layouts(n_layers: int, primitives: list[str]) -> tuple[list[KnownLayou
             seen[layout.pattern] = layout.name
             chosen.append(layout)
     return chosen, left_out
+
+
+def depth_at_target(spec: int | str | None, target: str) -> int | None:
+    """``--depth-at-target``'s value as a number of layers: a number, or a published family's name for that
+    family's own depth at ``target`` (its layout at the target's size, ``composer.presets.family_architecture``:
+    Nemotron-H is 13 layers at ``demo-4m``, 26 at ``llama-3.2-1b``), so a layout can be compared at a family's
+    depth. None: grown by depth at the target's widths, as before."""
+    from composer.errors import ConfigError
+    from composer.presets import family_architecture, get_preset
+
+    if spec is None or isinstance(spec, int):
+        return spec
+    text = str(spec).strip()
+    if text.isdigit():
+        return int(text)
+    if text in FAMILIES:
+        return family_architecture(text, get_preset(target).arch).n_layers
+    raise ConfigError(f"--depth {spec!r} is neither a number of layers nor a family ({', '.join(FAMILIES)}): "
+                      "give e.g. --depth 16 or --depth nemotron-h")
+
+
+@functools.lru_cache(maxsize=256)
+def model_at_target(pattern: str, target: str, known: str | None = None, attention: str = "repeat",
+                    depth: int | None = None) -> tuple[str, str, str]:
+    """The model ``pattern`` becomes at preset ``target``: ``(layout, widths, how)``, ``widths`` a preset name.
+
+    Without ``depth``, :func:`layout_at_target` at the target's widths. With ``depth``, the layout has ``depth``
+    layers and the widths are scaled until it weighs what the target does (``scaling.extrapolate.grow_to_depth``,
+    a scaled preset such as ``demo-4m:d280``): a new pattern is laid out at that depth with ``attention``'s rule; a
+    published family (``known``) in its own layout at that depth; so every layout of a search is compared at one
+    depth and one size, and only its mixers and their order differ."""
+    from scaling.extrapolate import grow_to_depth
+
+    if depth is None:
+        layout, how = layout_at_target(pattern, target, known, attention)
+        return layout, target, how
+    if known in FAMILIES:
+        grown = grow_to_depth(family_at_depth(known, depth).pattern, target, depth)
+        how = f"{known}'s own layout at {depth} layers"
+    else:
+        grown = grow_to_depth(pattern, target, depth, attention=attention if known is None else "repeat")
+        how = f"laid out at {depth} layers" + (f" with its {len(grown.kept_attention)} attention layer(s) unrepeated"
+                                               if grown.kept_attention else "")
+    return grown.pattern, grown.target, f"{how}, widths scaled to d_model {grown.arch.d_model} to the target's size"
+
+
+@dataclass(frozen=True)
+class Growth:
+    """How a searched pattern becomes the model trained and costed at a target: its attention rule (``repeat``
+    or ``keep``, ``--attention-at-target``) and its depth there (None: by depth at the target's widths; N: N
+    layers, widths scaled, ``--depth-at-target``). One value travels from the search's config to every place that
+    grows a pattern (its trials' cost and cache, the rungs' training, the plan, the answer), so they cannot
+    disagree on the model."""
+
+    attention: str = "repeat"
+    depth: int | None = None
+
+    def model(self, pattern: str, target: str, known: str | None = None) -> tuple[str, str, str]:
+        """``(layout, widths, how)``: :func:`model_at_target` under this rule."""
+        return model_at_target(pattern, target, known, self.attention, self.depth)
+
+    def layout(self, pattern: str, target: str, known: str | None = None) -> str:
+        return self.model(pattern, target, known)[0]
+
+    def arch(self, pattern: str, target: str, known: str | None = None):
+        """The grown model's :class:`~composer.config.ArchConfig`: its layout at its widths."""
+        from composer.presets import get_preset
+
+        layout, widths, _ = self.model(pattern, target, known)
+        return get_preset(widths).arch.with_pattern(layout)
+
+
+def as_growth(rule: str | Growth | None) -> Growth:
+    """``rule`` as a :class:`Growth`: an attention rule's name (``repeat``, ``keep``) grows by depth."""
+    if isinstance(rule, Growth):
+        return rule
+    return Growth(rule or "repeat")

@@ -47,6 +47,10 @@ def leaderboard(study: optuna.Study, maximize: bool, known: dict[str, str] | Non
             "seconds": attrs.get("seconds"),
             "details": attrs.get("details", {}),
         }
+        if attrs.get("target_widths"):  # grown at --depth-at-target: the preset its model's widths are
+            row["target_widths"] = attrs["target_widths"]
+        if attrs.get("limit_cost"):  # its figures under --max-latency / --min-throughput (search.cost.limits)
+            row["limit_cost"] = attrs["limit_cost"]
         if len(trial.values) > 1:
             row["objectives"] = list(trial.values)
             row["pareto"] = trial.number in pareto

@@ -275,7 +275,7 @@ class LanguageModelEvaluator:
                  tokenizer: str | None = None, precision: str = "auto", compile: bool = False,
                  trunks: str | Path | None = None, known: dict[str, str] | None = None,
                  chosen_rates: dict[str, float] | None = None, attention_at_target: str = "repeat",
-                 text_field: str = "text") -> None:
+                 text_field: str = "text", depth_at_target: int | None = None) -> None:
         from composer.training import TrainConfig
         from composer.training.run import resolve_precision
 
@@ -303,6 +303,10 @@ class LanguageModelEvaluator:
         # disk, or the study moved)
         self.chosen_rates = dict(chosen_rates or {})
         self.attention_at_target = attention_at_target  # how a new pattern's attention grows to extrapolate_to
+        # None: grown by depth at the target's widths; N: every model at extrapolate_to has N layers, its widths
+        # scaled to the target's size (search.known.model_at_target)
+        self.depth_at_target = depth_at_target
+        self._trained_widths: dict[str, str] = {}  # trained layout -> the preset it trains at, where not self.widths
         self._held_out = None  # composer.evaluation.loading.HeldOutCache: recall's held-out text, read once
 
     def trained_pattern(self, pattern: str) -> str:
@@ -311,9 +315,17 @@ class LanguageModelEvaluator:
         ``search.known.layout_at_target``)."""
         if self.spec.extrapolate_to is None:
             return pattern
-        from search.known import layout_at_target
+        from search.known import model_at_target
 
-        return layout_at_target(pattern, self.spec.extrapolate_to, self.known.get(pattern), self.attention_at_target)[0]
+        layout, widths, _ = model_at_target(pattern, self.spec.extrapolate_to, self.known.get(pattern),
+                                            self.attention_at_target, self.depth_at_target)
+        if widths != self.widths:
+            self._trained_widths[layout] = widths
+        return layout
+
+    def widths_of(self, trained: str) -> str:
+        """The preset a trained layout trains at: the target's, or its widths scaled at ``depth_at_target``."""
+        return self._trained_widths.get(trained, self.widths)
 
     def model_key(self, pattern: str) -> str:
         """The model this evaluator trains for ``pattern`` (:meth:`trained_pattern`): two 6-layer patterns grown to
@@ -331,7 +343,7 @@ class LanguageModelEvaluator:
         spec = self.spec
         optional = {"warmup": spec.warmup} if spec.warmup is not None else {}
         return TrainConfig(
-            arch=pattern, preset=self.widths, data=self.data, text_field=self.text_field, tokenizer=self.tokenizer,
+            arch=pattern, preset=self.widths_of(pattern), data=self.data, text_field=self.text_field, tokenizer=self.tokenizer,
             tokens=spec.tokens,
             seq_len=spec.seq_len, batch_size=spec.batch_size, lr=lr, seed=seed, wandb="off", out=out,
             val_batches=20, val_tokens=spec.val_tokens, log_interval=10**9, checkpoint_interval=10**9,
@@ -423,7 +435,7 @@ class LanguageModelEvaluator:
     def trunk_key(self, trained: str, lr: float, seed: int) -> dict[str, Any]:
         """Everything that makes two runs' trunks the same run, whatever their token budgets."""
         spec = self.spec
-        return {"pattern": trained, "widths": self.widths, "data": self.data, "tokenizer": self.tokenizer,
+        return {"pattern": trained, "widths": self.widths_of(trained), "data": self.data, "tokenizer": self.tokenizer,
                 "seq_len": spec.seq_len, "batch_size": spec.batch_size, "warmup": spec.warmup, "lr": lr,
                 "seed": seed, "precision": self.precision, "compile": self.compile,
                 **({"text_field": self.text_field} if self.text_field != "text" else {})}  # default: keys as before
@@ -503,7 +515,7 @@ class LanguageModelEvaluator:
         chosen = runs[lr]
         details: dict[str, Any] = {
             "lr": lr, "val_ppl": math.exp(score), "tokens_per_s": chosen.tokens_per_s,
-            "tokens": self.spec.tokens, "widths": self.widths,
+            "tokens": self.spec.tokens, "widths": self.widths_of(trained),
             "trained_tokens": sum(run.trained_tokens or 0 for run in runs.values()),
         }
         if chosen.curve:

@@ -228,7 +228,7 @@ def _trained_patterns(patterns, known, spec, config) -> list[str]:
 
     if not spec.extrapolate_to:
         return list(patterns)
-    return [pattern_at_target(p, spec.extrapolate_to, known.get(p), config.attention_at_target) for p in patterns]
+    return [pattern_at_target(p, spec.extrapolate_to, known.get(p), config.growth) for p in patterns]
 
 
 def _lm_stage(name, budget, study, candidates, expected, config, patterns, known, below, model: SecondsModel,
@@ -237,8 +237,7 @@ def _lm_stage(name, budget, study, candidates, expected, config, patterns, known
     from search.progress import stage_work
 
     spec = get_lm_budget(budget)
-    work = stage_work(budget, max(candidates[1], 1), patterns, config.widths, below, config.attention_at_target,
-                      known)
+    work = stage_work(budget, max(candidates[1], 1), patterns, config.widths, below, config.growth, known)
     runs = work.runs + (1 if extra_run and spec.extend_edge and len(spec.lrs) > 1 and not work.start_tokens else 0)
     plan = StagePlan(name, budget, study, spec.extrapolate_to or config.widths, work.budget_tokens, work.start_tokens,
                      spec.seq_len, spec.batch_size, len(spec.lrs), spec.seeds, (work.runs, runs), candidates,

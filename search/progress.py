@@ -144,11 +144,12 @@ def trained_flops_per_token(pattern: str, widths: str, extrapolate_to: str | Non
     try:
         from composer.accounting import analyze
         from composer.presets import resolve_architecture
-        from search.engine import pattern_at_target
+        from search.known import as_growth
 
-        at = extrapolate_to or widths
-        trained = pattern_at_target(pattern, extrapolate_to, known, attention) if extrapolate_to else pattern
-        arch, _ = resolve_architecture(trained, at, at)
+        if extrapolate_to:
+            arch = as_growth(attention).arch(pattern, extrapolate_to, known)
+        else:
+            arch, _ = resolve_architecture(pattern, widths, widths)
         return float(analyze(arch, seq_len=seq_len).flops_per_token)
     except Exception:  # a pattern or preset the accounting does not know: the estimate falls back to tokens
         return None
@@ -218,7 +219,7 @@ class SearchEta:
 
             patterns = [pattern for pattern, _ in stage.first] or [self._representative(config)]
             known = known_names(stage)  # sized in their own layouts at the target, as the rungs train them
-            attention = getattr(config, "attention_at_target", "repeat")
+            attention = getattr(config, "growth", None) or getattr(config, "attention_at_target", "repeat")
             candidates = min(stage.trials, stage.space.size)
             name = getattr(self.strategy, "name", None)
             from search.fidelity import get_ladder, rung_budget

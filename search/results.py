@@ -159,14 +159,17 @@ def answer_of(out: str | Path) -> dict[str, Any]:
         "lr": row.get("lr"),
         "lr_at": ", ".join(str(setting[key]) for key in ("preset", "budget") if setting.get(key)) or None,
         "attention_at_target": config.get("attention_at_target") or "repeat",
+        "depth_at_target": config.get("depth_at_target"),
         "evaluator": best.get("evaluator") or config.get("evaluator"),
         "study": best.get("study"),
     }
 
 
-def grown_answer(answer: dict[str, Any], preset: str) -> tuple[str, str]:
+def grown_answer(answer: dict[str, Any], preset: str, depth: int | str | None = None) -> tuple[str, str, str]:
     """The model ``answer`` (:func:`answer_of`) is at ``preset``, grown as the search grew it to its target
-    (``search.known.layout_at_target`` under its ``--attention-at-target``), and how it was made."""
-    from search.known import layout_at_target
+    (``search.known.model_at_target`` under its ``--attention-at-target``, at ``depth`` layers where given):
+    ``(layout, widths, how)``, ``widths`` the preset it trains at."""
+    from search.known import depth_at_target, model_at_target
 
-    return layout_at_target(answer["pattern"], preset, answer["known"], answer["attention_at_target"])
+    return model_at_target(answer["pattern"], preset, answer["known"], answer["attention_at_target"],
+                           depth_at_target(depth, preset))

@@ -7,11 +7,13 @@ Output directory::
     leaderboard.json / .csv       one row per scored pattern, best first (rank, pattern, score, params, ...)
     best.json                     the winner, with the study and stage it came from
     failures.json                 failed and skipped trials with their reasons
-    measured_cost.json            the finalists' and known layouts' measured cost at the target (search.measured_cost)
+    measured_cost.json            the finalists' and known layouts' measured cost at the target (search.cost.measured)
     *.png                         optimisation history, score vs attention share, per-layer frequency, Pareto
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import functools
 import json
@@ -42,7 +44,9 @@ from search.engine import (
 from search.evaluators import make_evaluator
 from search.evidence_record import attach
 from search.leaderboard import failures, leaderboard, write_leaderboard
-from search.measured_cost import add_measured_cost, cost_grid
+from search.cost.front import cost_standing, plot_loss_against_cost
+from search.cost.limits import CostLimits, check_known_limits, eligible_at_known_cost
+from search.cost.measured import add_measured_cost, cost_grid
 from search.plots import plot_all, plot_loss_against_recall, plot_rung_curves
 from search.progress import SearchEta, SearchProgress, evaluations_done, worker_heartbeat
 from search.resume import StudyLock, reap_dead_workers
@@ -123,14 +127,15 @@ def check_recall_under_max_kv(config: SearchConfig, echo) -> None:
     length = config.recall_length
     limit, at = parse_max_kv(config.max_kv)
     patterns = make_space(config, config.layers).enumerate()
-    found = recall_under_max_kv(patterns, config.report_target, (limit, at), length, config.attention_at_target)
+    found = recall_under_max_kv(patterns, config.report_target, (limit, at), length, config.growth)
     if found is None or found["fit_and_keep"]:
         return
     cheapest = found["cheapest_keeping"]
     fix = (f"raise --max-kv to {max_kv_holding(cheapest[1], config.max_kv)} (the least any such pattern holds: "
            f"{cheapest[0]})" if cheapest else "add attention (A) or a window (W) to --primitives")
     if cheapest and config.attention_at_target == "repeat":  # stacking repeats the attention: keeping it may fit
-        kept = recall_under_max_kv(patterns, config.report_target, (limit, at), length, "keep")
+        kept = recall_under_max_kv(patterns, config.report_target, (limit, at), length,
+                                   dataclasses.replace(config.growth, attention="keep"))
         if kept and kept["fit_and_keep"]:
             fix += (f", or pass --attention-at-target keep ({kept['fit_and_keep']:,} patterns with attention then "
                     f"fit)")
@@ -155,8 +160,7 @@ def check_limits_admit(config: SearchConfig) -> None:
         return
     patterns = [pattern for pattern in space.enumerate() if space.violation(pattern) is None]
     max_kv = parse_max_kv(config.max_kv) if config.max_kv else None
-    found = first_within(patterns, config.widths, config.report_target, config.max_params, max_kv,
-                         config.attention_at_target)
+    found = first_within(patterns, config.widths, config.report_target, config.max_params, max_kv, config.growth)
     if found is None or found["fits"] or found["smallest"] is None:
         return
     among = f"none of the {found['patterns']:,} patterns" + (" within the shares" if space.min_share
@@ -169,11 +173,22 @@ def check_limits_admit(config: SearchConfig) -> None:
     cache, pattern = found["least_cache"]
     fix = f"raise --max-kv to {max_kv_holding(cache, config.max_kv)}"
     if config.attention_at_target == "repeat" and first_within(patterns, config.widths, config.report_target,
-                                                               config.max_params, max_kv, "keep")["fits"]:
+                                                               config.max_params, max_kv,
+                                                               dataclasses.replace(config.growth, attention="keep")
+                                                               )["fits"]:
         fix += " or pass --attention-at-target keep (stacking repeats the attention layers)"
     raise ConfigError(f"--max-kv {config.max_kv} admits {among}{' and --max-params' if config.max_params else ''}: "
                       f"the least, {pattern}, holds {format_bytes(cache)} on its model at {config.report_target}; "
                       f"{fix}")
+
+
+def no_eligible_note(summary: dict[str, Any]) -> str:
+    """Why no finalist may be the answer: the known cost limits' reason where --min-recall left some, else
+    --min-recall's."""
+    recall = summary.get("min_recall") or {}
+    if "cost_limits" in summary and (not recall or recall.get("eligible")):
+        return f"no finalist meets the cost limits: {summary['cost_limits']['why']}"
+    return "no finalist meets --min-recall: " + str(recall.get("why") or summary.get("recall_probe", {}).get("not_run"))
 
 
 def run_search(config: SearchConfig, echo=print, notes: Sequence[str] = ()) -> dict[str, Any]:
@@ -190,6 +205,7 @@ def run_search(config: SearchConfig, echo=print, notes: Sequence[str] = ()) -> d
                                text_field=config.text_field)
     check_limits_admit(config)
     check_recall_under_max_kv(config, echo)
+    check_known_limits(config)
     for line in notes:
         echo(line)
     make_output_dir(out)
@@ -223,6 +239,9 @@ def run_search(config: SearchConfig, echo=print, notes: Sequence[str] = ()) -> d
     answer = strategy.answer(config, done, stopped, deadline is not None and time.time() >= deadline)
     study, rows = answer.study, answer.rows
     first = done[0].stage.first
+    answer.eligible, at_known_cost = eligible_at_known_cost(rows, answer.eligible, CostLimits.of(config))
+    if at_known_cost is not None:
+        answer.summary["cost_limits"] = at_known_cost
     ranked = rows if answer.eligible is None else answer.eligible  # the rows an answer may come from
     from search.lm import measured_seed_noise, stage_setting
 
@@ -232,9 +251,7 @@ def run_search(config: SearchConfig, echo=print, notes: Sequence[str] = ()) -> d
     # its setting is theirs (search.verdict)
     comparison = compare_with_known(ranked, maximize, measured_seed_noise(answered.evaluator, answered.budget))
     if answer.eligible is not None and not answer.eligible:
-        comparison.update(answer=None, recommended=None,
-                          note="no finalist meets --min-recall: " + str(answer.summary.get("min_recall", {}).get(
-                              "why") or answer.summary.get("recall_probe", {}).get("not_run")))
+        comparison.update(answer=None, recommended=None, note=no_eligible_note(answer.summary))
     if answer.stopped_early is not None:
         comparison["stopped_early"] = answer.stopped_early
     if first and ranked and comparison["best_known"] is None:  # known layouts entered, none in the final ranking
@@ -242,8 +259,11 @@ def run_search(config: SearchConfig, echo=print, notes: Sequence[str] = ()) -> d
                                        + " and ".join(["failures.json", *answer.files]))
     if config.strategy == "successive-halving" and any(row.get("rung") for row in rows):  # ranked at the target
         # what each finalist and known layout costs on this machine, beside the known layout the answer weighs
-        add_measured_cost(rows, config.report_target, cost_grid(answered.budget, bool(config.compile)), out, comparison["best_known"],
-                          echo)
+        add_measured_cost(rows, config.report_target, cost_grid(answered.budget, bool(config.compile)), out,
+                          comparison["best_known"], echo)
+        standing = cost_standing(rows, comparison)  # dominates the best known layout, or wins on loss only
+        if standing is not None:
+            comparison["at_equal_cost"] = standing
     extra = {"study": study.study_name, "evaluator": config.evaluator, "budget": config.budget,
              "strategy": config.strategy, "direction": evaluator.direction, "precision": precision,
              "answer": comparison["answer"], "recommended": comparison["recommended"], "vs_known": comparison,
@@ -259,9 +279,13 @@ def run_search(config: SearchConfig, echo=print, notes: Sequence[str] = ()) -> d
                                               (answer.summary.get("front") or {}).get("patterns")))
     if "rungs.json" in answer.files:
         plots += plot_rung_curves(answer.files["rungs.json"], out)
+    cost_plot = plot_loss_against_cost(rows, out / "loss_vs_cost.png", comparison.get("recommended"))
+    if cost_plot is not None:
+        plots.append(cost_plot)
     log_summary(config, study.study_name, rows, plots)
     return {"leaderboard": rows, "best": rows[0], "plots": [str(p) for p in plots], "study": study.study_name,
             "storage": config.storage or default_storage_url(out), "out": str(out), "precision": precision,
             "vs_known": comparison, "rungs": answer.files.get("rungs.json"),
-            **{key: answer.summary[key] for key in ("min_recall", "front", "recall_probe", "confirmation")
+            **{key: answer.summary[key] for key in ("min_recall", "front", "recall_probe", "confirmation",
+                                                    "cost_limits")
                if key in answer.summary}}

@@ -79,11 +79,11 @@ def noisy_figures(record: dict[str, Any]) -> str:
 
 
 def measured_cost_table(rows: list[dict[str, Any]]) -> str:
-    """Every measured row's analytic cost and what it measured at the target (search.measured_cost): training
+    """Every measured row's analytic cost and what it measured at the target (search.cost.measured): training
     tokens/s and ms per decode step at batch 1 and at the large batch after the longest context, each with its
     ratio to the best known layout; the device, threads and decode path in the heading, the noisy figures
     after."""
-    from search.measured_cost import threads_text
+    from search.cost.measured import threads_text
 
     measured = [row for row in rows if "measured" in (row.get("cost") or {})]
     first = next((row["cost"]["measured"] for row in measured if "error" not in row["cost"]["measured"]), None)
@@ -237,6 +237,12 @@ def summary_text(result: dict[str, Any]) -> str:
                      + "".join(f"; {r['pattern']} not counted: {r['reason']}" for r in confirmed.get("refused") or []))
     if said.get("best_known") and said.get("best_new"):
         lines += verdict_lines(said)
+    if said.get("at_equal_cost"):  # dominates the best known layout, or wins on loss only (search.cost.front)
+        lines.append(f"at equal cost (measured on {said['at_equal_cost']['measured_on']}): "
+                     f"{said['at_equal_cost']['line']}")
+    limits = result.get("cost_limits")
+    if limits and limits.get("eligible") is not None:
+        lines.append(f"cost limits {limits['why']}: eligible {', '.join(limits['eligible']) or 'none'}")
     scored = f"a known layout ({best['known']})" if best.get("known") else "a new pattern"
     recommended = said.get("recommended", best["pattern"]) or "none (no answer, above)"
     if best.get("trained_recall"):

@@ -65,6 +65,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
              "the middles of the grown model (Nemotron-H's placement), the other layers grown to the rest of the size",
     )
     parser.add_argument(
+        "--depth", metavar="N|FAMILY", default=None,
+        help="grow to exactly N layers (or a family's own depth at the target, e.g. nemotron-h) by width: d_model, "
+             "heads and the MLP's width scaled together until the model weighs the target's size (composer.widths); "
+             "default: by depth at the target's widths (the search's --depth-at-target with --from-search)",
+    )
+    parser.add_argument(
         "--baselines", action="store_true",
         help="also list the matched baselines (Llama, Sandwich, striped 1:2, random) at the target widths",
     )
@@ -129,6 +135,8 @@ def searched(args: argparse.Namespace) -> dict | None:
     if args.attention is None:
         args.attention, changed = search_growth(answer["pattern"], answer["attention_at_target"], args.from_search)
         why += f" {answer['attention_at_target']}" + (f"; {changed}" if changed else "")
+    if args.depth is None and answer.get("depth_at_target") is not None:
+        args.depth = str(answer["depth_at_target"])
     return {"out": answer["out"], "answer": answer["answer"], "pattern": answer["pattern"], "known": answer["known"],
             "attention": args.attention, "attention_from": why}
 
@@ -140,11 +148,18 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("give --target PRESET, the preset to grow the pattern to (composer presets lists them)")
     source = searched(args)
     target_params = None if args.params is None else parse_count(args.params)
-    result = extrapolate(
-        args.pattern, args.target, method=args.method, target_params=target_params, rounding=args.rounding,
-        attention=args.attention,
-    )
-    check_grown(result, args.pattern, args.target, args.params is not None)
+    if args.depth is not None:
+        from scaling.extrapolate import grow_to_depth
+        from search.known import depth_at_target
+
+        result = grow_to_depth(args.pattern, args.target, depth_at_target(args.depth, args.target),
+                               attention=args.attention, target_params=target_params)
+    else:
+        result = extrapolate(
+            args.pattern, args.target, method=args.method, target_params=target_params, rounding=args.rounding,
+            attention=args.attention,
+        )
+        check_grown(result, args.pattern, args.target, args.params is not None)
     data = result.to_dict()
     if source is not None:
         data["from_search"] = source
@@ -157,7 +172,10 @@ def run(args: argparse.Namespace) -> int:
         return 0
     kept = result.kept_attention
     grown = "".join(token for token in layers(result.source_pattern) if token not in kept)
-    if result.method == "stack":
+    if result.method == "depth":
+        how = (f"depth: {grown} laid out at {result.depth} layers, widths scaled x{result.scale:.3f} to the "
+               f"target's size ({result.target})")
+    elif result.method == "stack":
         remainder = result.scale - result.repeats
         how = f"stack: {result.repeats} x {grown} + remainder stretched x{remainder:.4f}"
     else:
@@ -176,6 +194,8 @@ def run(args: argparse.Namespace) -> int:
             ("compact", result.compact),
             ("method", f"{how}, rounding {result.rounding}"),
             ("layers", f"{result.n_layers}: {counts}"),
+            ("widths", ", ".join(f"{key} {value}" for key, value in data["widths"].items())
+             + (f" (preset {result.target})" if result.target else "")),
             ("params", f"{data['params']:,} ({human(data['params'])})"),
             ("non-embedding", f"{result.non_embedding_params:,} ({human(result.non_embedding_params)})"),
             ("target", f"{target:,} non-embedding ({origin})"),

@@ -49,10 +49,21 @@ FLAGS = {
                     "sequence of LENGTH tokens may hold on the model at --target; candidates over it are skipped "
                     "before they train. Units in any case: KB/MB/GB are powers of 1,000 (10MB: 10,000,000 bytes), "
                     "KiB/MiB/GiB powers of 1,024; a length's K is 1,024 tokens"),
+    "max_latency": (str, "MS or known: the most decode milliseconds per token at batch 1 of a candidate's model at "
+                         "the target (known: no slower than the known layouts); measured on this machine, or modeled "
+                         "with --cost-device; candidates over it are skipped before they train"),
+    "min_throughput": (str, "TOK_S or known: the least training tokens/s of a candidate's model at the target (known: "
+                            "no slower to train than the known layouts); as --max-latency"),
+    "cost_device": (str, "where --max-latency and --min-throughput are costed: cpu, h100 or h200 through the cost "
+                         "model (composer info --device); default: measured on the machine the search runs on"),
     "attention_at_target": (str, "repeat (default): a searched pattern's attention layers are stacked with it to "
                                  "the target's size; keep: the model at the target keeps as many attention layers "
                                  "as the pattern has, at the middles of its depth (Nemotron-H's placement), so a "
                                  "pattern with one attention layer holds one layer's KV cache at any depth"),
+    "depth_at_target": (str, "N or a family's name (e.g. nemotron-h: its own depth at the target): every model at the "
+                             "target has exactly N layers, its widths (d_model, heads, MLP) scaled to the target's "
+                             "size, so layouts compare at one depth and only their mixers differ (default: grown by "
+                             "depth at the target's widths)"),
     "precision": (str, "auto (default: bf16 where the GPU or CPU computes it natively, else fp32), fp32, bf16 "
                        "(autocast, fp32 weights; 32-true and bf16-mixed, composer train's names, also work)"),
     "workers": (int, "local worker processes, trials evaluated concurrently (spread over the GPUs; CPU threads "
@@ -74,8 +85,9 @@ RENAMED = {"widths": "widths"}  # old flag -> the field it sets
 GROUPS = {
     "advanced: search algorithm": ("depth", "sampler", "objectives", "evaluator", "timeout", "seed", "prune", "known"),
     "advanced: ladder and budget": ("min_recall", "recall_budget", "confirm_seeds", "attention_at_target",
-                                    "precision", "compile"),
-    "advanced: constraints": ("min_share", "max_share", "max_params", "max_kv"),
+                                    "depth_at_target", "precision", "compile"),
+    "advanced: constraints": ("min_share", "max_share", "max_params", "max_kv", "max_latency", "min_throughput",
+                              "cost_device"),
     "advanced: data": ("text_field", "tokenizer"),
     "distributed and storage": ("storage", "study", "wandb"),
 }

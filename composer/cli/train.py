@@ -127,6 +127,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         help="train a finished composer search's answer (DIR is its --out): best.json's recommended "
                         "pattern grown to --preset by the search's --attention-at-target rule, at the rate the "
                         "search chose for it unless --lr is given")
+    parser.add_argument("--depth", metavar="N|FAMILY",
+                        help="grow --arch PATTERN (or the --from-search answer) to --preset's size at exactly N layers "
+                        "(or a family's own depth there, e.g. nemotron-h) by width: d_model, heads and the MLP's width "
+                        "scaled together (composer extrapolate --depth shows the model first)")
+    parser.add_argument("--attention", choices=("repeat", "keep"),
+                        help="with --depth: how the pattern's attention layers grow (repeat, the default; keep: as many "
+                        "as the pattern has, at the middles); --from-search takes the search's rule")
     for field in dataclasses.fields(TrainConfig):
         flag = "--" + field.name.replace("_", "-")
         kind = _scalar_type(str(field.type))
@@ -152,9 +159,30 @@ def config_from_args(args: argparse.Namespace, notes: list[str] | None = None) -
         config = TrainConfig(**{k: v for k, v in given.items() if v is not None})
     if getattr(args, "from_search", None):
         return from_search(config, args, notes.append)
+    if getattr(args, "depth", None) is not None:
+        return at_depth(config, args, notes.append)
+    if getattr(args, "attention", None) is not None:
+        raise ConfigError("--attention says how a pattern grows: give it with --depth N (or use --from-search)")
     if config.preset is None and config.init_from is None and config.arch not in PRESETS:
         notes.append(default_preset_note(DEFAULT_PRESET, f"the widths of --arch {config.arch}"))
     return config
+
+
+def at_depth(config: TrainConfig, args: argparse.Namespace, say) -> TrainConfig:
+    """``config`` training ``--arch PATTERN`` grown to ``--preset``'s size at ``--depth`` layers, by width
+    (``scaling.extrapolate.grow_to_depth``): the preset becomes the scaled one (``demo-4m:d280``)."""
+    from scaling.extrapolate import grow_to_depth
+    from search.known import depth_at_target
+
+    if config.preset is None or config.arch in PRESETS:
+        raise ConfigError("--depth grows --arch PATTERN to --preset's size: give both (e.g. --arch SADDDD --preset "
+                          "demo-4m --depth 16)")
+    grown = grow_to_depth(config.arch, config.preset, depth_at_target(args.depth, config.preset),
+                          attention=args.attention or "repeat")
+    say(f"--depth {args.depth}: {config.arch} at {grown.n_layers} layers, {compact_pattern(grown.pattern)}, widths "
+        f"d_model {grown.arch.d_model} (preset {grown.target}), {grown.non_embedding_params:,} non-embedding "
+        f"parameters against {config.preset}'s {grown.target_non_embedding_params:,}")
+    return dataclasses.replace(config, arch=grown.pattern, preset=grown.target)
 
 
 def from_search(config: TrainConfig, args: argparse.Namespace, say) -> TrainConfig:
@@ -169,7 +197,8 @@ def from_search(config: TrainConfig, args: argparse.Namespace, say) -> TrainConf
         raise ConfigError("--from-search needs --preset, the size to train the search's answer at (e.g. --preset "
                           "llama-3.2-1b; composer presets lists them)")
     answer = answer_of(args.from_search)
-    pattern, how = grown_answer(answer, config.preset)
+    depth = getattr(args, "depth", None) or answer.get("depth_at_target")
+    pattern, widths, how = grown_answer(answer, config.preset, depth)
     rule = answer["attention_at_target"]
     name = f" ({answer['known']})" if answer["known"] else ""
     say(f"from search {answer['out']}: answer {answer['answer'] or '-'}, {answer['pattern']}{name}; at "
@@ -186,7 +215,7 @@ def from_search(config: TrainConfig, args: argparse.Namespace, say) -> TrainConf
     else:
         say(f"lr {config.lr:g}: the search chose no rate (its {answer['evaluator']} evaluator has none); --lr sets one")
         lr = config.lr
-    return dataclasses.replace(config, arch=pattern, lr=lr)
+    return dataclasses.replace(config, arch=pattern, preset=widths, lr=lr)
 
 
 def run(args: argparse.Namespace) -> int:

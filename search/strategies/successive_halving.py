@@ -147,11 +147,11 @@ def same_model_at(config: SearchConfig, budget: str):
     grown_to = get_lm_budget(budget).extrapolate_to if config.evaluator == "lm" else None
     if grown_to is None:
         return None
-    from search.known import layout_at_target
+    growth = config.growth
 
     @functools.cache  # growing a pattern takes ~0.1 s, and the promotion and its announcement both ask
     def grown(pattern: str, known: str | None) -> str:
-        return layout_at_target(pattern, grown_to, known, config.attention_at_target)[0]
+        return growth.layout(pattern, grown_to, known)
 
     return lambda row: grown(row["pattern"], row.get("known"))
 

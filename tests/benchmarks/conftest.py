@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ def load_benchmark(monkeypatch):
     def load(name: str):
         spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
         module = importlib.util.module_from_spec(spec)
+        monkeypatch.setitem(sys.modules, name, module)  # as an import does: a dataclass looks its module up there
         spec.loader.exec_module(module)
         return module
 

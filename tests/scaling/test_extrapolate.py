@@ -226,3 +226,43 @@ def test_a_window_is_grown_with_the_other_layers_not_kept():
 def test_an_unknown_attention_rule_is_refused():
     with pytest.raises(ConfigError, match="attention must be one of repeat, keep, got 'drop'"):
         extrapolate("SDDMAS", "demo-4m", attention="drop")
+
+
+# -- growth to a chosen depth, by width ---------------------------------------------------------------------------
+
+from scaling.extrapolate import grow_to_depth, pattern_at_depth  # noqa: E402
+
+
+@pytest.mark.parametrize("depth", [12, 16, 26, 34])
+def test_growth_to_a_depth_has_that_depth_and_the_targets_size_within_a_width_step(depth):
+    grown = grow_to_depth("SADDDD", "demo-4m", depth, attention="keep")
+    assert grown.n_layers == depth and grown.depth == depth
+    assert grown.pattern.count("A") == 1  # keep: one attention layer whatever the depth
+    assert abs(grown.difference) <= grown.bound  # half the larger size step of a width quantum either side
+    # at demo-4m's 2 key/value groups of 32 a head more moves Gated DeltaNet's width too: steps of up to 23%
+    assert abs(grown.relative_error) < 0.1
+    at_1b = grow_to_depth("SADDDD", "llama-3.2-1b", depth * 2, attention="keep")
+    assert abs(at_1b.relative_error) < 0.02  # 64-wide steps among 2,000+ are fine
+    assert grown.target == f"demo-4m:d{grown.arch.d_model}" or grown.arch.d_model == 192
+
+
+def test_a_shallower_model_is_wider_and_a_deeper_one_thinner():
+    widths = [grow_to_depth("SMSAMS", "llama-3.2-1b", depth).arch.d_model for depth in (12, 26, 52)]
+    assert widths[0] > widths[1] > widths[2]
+
+
+def test_a_layout_of_that_depth_is_trained_as_written():
+    layout = "SMSMSMSMASMSMSMS"
+    assert pattern_at_depth(layout, 16) == layout
+    assert grow_to_depth(layout, "demo-4m", 16).pattern == layout
+
+
+def test_pattern_at_depth_keeps_the_patterns_order_and_every_primitive():
+    assert pattern_at_depth("AAMMMM", 14) == "AAMMMMAAMMMMAM"
+    assert pattern_at_depth("SADDDD", 16, "keep", ["A"]) == "SDDDDSDDADDSDDDD"
+    assert sorted(set(pattern_at_depth("SDDMSM", 4))) == ["D", "M", "S"]
+
+
+def test_a_depth_that_leaves_no_room_is_one_error():
+    with pytest.raises(ConfigError, match="no room"):
+        grow_to_depth("AAMMMM", "demo-4m", 2, attention="keep")

@@ -18,7 +18,8 @@ import pytest
 from composer.accounting import analyze
 from composer.errors import ConfigError
 from composer.presets import get_preset
-from search import engine, measured_cost
+from search import engine
+from search.cost import measured as measured_cost
 from search import run as search_run
 from search.config import SCORE_SETTINGS_DIGESTED, SearchConfig, budget_definition_digest
 from search.engine import Stage, make_objective, open_study, pattern_at_target
@@ -95,9 +96,12 @@ def rungs_of(out: str | Path) -> list[dict]:
 def test_every_setting_that_changes_a_score_changes_the_study_name(setting):
     other = {"widths": "tiny", "target": "llama-350m", "data": "other.jsonl", "tokenizer": "gpt2",
              "min_share": {"A": 0.2}, "max_share": {"A": 0.5}, "max_params": 10**6, "max_kv": "64MiB@32K", "known": False,
-             "prune": False, "compile": True, "depth": 12, "attention_at_target": "keep", "text_field": "body"}
+             "prune": False, "compile": True, "depth": 12, "attention_at_target": "keep", "text_field": "body",
+             "depth_at_target": 16, "max_latency": "5", "min_throughput": "known", "cost_device": "h200"}
     assert set(other) == set(SCORE_SETTINGS_DIGESTED)
     base = {"data": "other.jsonl"} if setting == "text_field" else {}  # a text field is one of --data's
+    if setting == "cost_device":  # says where the limits are costed: one of them with it
+        base = {"max_latency": "5"}
     default = SearchConfig(precision="fp32", **base)
     assert SearchConfig(precision="fp32", **base, **{setting: other[setting]}).study_name != default.study_name
 

@@ -183,7 +183,7 @@ def test_a_finished_search_run_again_trains_nothing(finished, monkeypatch):
         raise AssertionError("a finished search's cost was measured again")
 
     monkeypatch.setattr(LanguageModelEvaluator, "train_once", refuse)
-    monkeypatch.setattr("search.measured_cost.measure_row", measure_again)
+    monkeypatch.setattr("search.cost.measured.measure_row", measure_again)
     again = run_search(SearchConfig(**SMOKE, out=finished["out"]), echo=lambda _: None)
     assert [(r["pattern"], r["score"]) for r in again["leaderboard"]] == \
         [(r["pattern"], r["score"]) for r in finished["leaderboard"]]

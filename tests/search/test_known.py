@@ -155,3 +155,30 @@ def test_kept_attention_grows_new_patterns_only_and_the_rungs_at_the_target_trai
     assert LanguageModelEvaluator("rung-cpu-2", attention_at_target="keep").trained_pattern("SDDMAS") == kept
     assert LanguageModelEvaluator("rung-cpu-2").trained_pattern("SDDMAS").count("A") == 4
     assert LanguageModelEvaluator("rung-cpu-0", attention_at_target="keep").trained_pattern("SDDMAS") == "SDDMAS"
+
+
+def test_one_growth_rule_gives_every_layout_one_depth_and_the_targets_size():
+    """model_at_target at a depth: a new pattern and a family laid out at N layers, widths scaled to the target's
+    size; without a depth, the growth by depth as before (the target's widths)."""
+    from composer.accounting import non_embedding_params
+    from composer.presets import get_preset
+    from search.known import Growth, depth_at_target, layout_at_target, model_at_target
+
+    target = non_embedding_params(get_preset("demo-4m").arch)
+    for pattern, known in (("SADDDD", None), ("SMSAMS", "nemotron-h"), ("AMAMAM", "llama")):
+        arch = Growth("keep", 34).arch(pattern, "demo-4m", known)
+        assert arch.n_layers == 34 and abs(non_embedding_params(arch) / target - 1) < 0.1
+    layout, widths, how = model_at_target("SMSAMS", "demo-4m", "nemotron-h", "keep", 34)
+    assert layout == FAMILIES["nemotron-h"].generator(34) and widths == "demo-4m:d120" and "own layout" in how
+    assert model_at_target("SADDDD", "demo-4m", None, "keep") == (
+        *layout_at_target("SADDDD", "demo-4m", None, "keep")[:1], "demo-4m",
+        layout_at_target("SADDDD", "demo-4m", None, "keep")[1])
+    assert depth_at_target("nemotron-h", "llama-3.2-1b") == 26 and depth_at_target("16", "demo-4m") == 16
+
+
+def test_a_depth_that_is_neither_a_number_nor_a_family_is_refused_by_the_search_config():
+    from composer.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="neither a number of layers nor a family"):
+        SearchConfig(evaluator="lm", budget="smoke", depth_at_target="deep")
+    assert SearchConfig(evaluator="lm", budget="smoke", depth_at_target="8").growth.depth == 8

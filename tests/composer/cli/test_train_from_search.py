@@ -25,6 +25,23 @@ def _isolated(tmp_path, monkeypatch):
     monkeypatch.delenv("WANDB_API_KEY", raising=False)
 
 
+def fake_training(monkeypatch) -> dict:
+    """``composer.training.run.train`` replaced by one that keeps the config it was given (``seen["config"]``) and
+    prints the run's notes as training's start does, without training."""
+    import composer.training.run as training_run
+
+    seen = {}
+
+    def fake_train(config, resume=False, callbacks=()):
+        seen["config"] = config
+        for callback in callbacks:
+            callback.on_train_start(None)
+        return {"pattern": config.arch}
+
+    monkeypatch.setattr(training_run, "train", fake_train)
+    return seen
+
+
 def answer(out: Path) -> dict:
     best = json.loads((out / "best.json").read_text())
     row = next(r for r in json.loads((out / "leaderboard.json").read_text()) if r["pattern"] == best["recommended"])
@@ -41,17 +58,7 @@ def test_the_fixture_search_answers_with_a_new_pattern_whose_growth_depends_on_t
 
 def test_from_search_at_1b_is_the_answer_grown_by_the_search_rule_at_its_rate(finished_search, monkeypatch, capsys):
     """At llama-3.2-1b (not trained here: the config train() receives and the architecture it builds from it)."""
-    import composer.training.run as training_run
-
-    seen = {}
-
-    def fake_train(config, resume=False, callbacks=()):
-        seen["config"] = config
-        for callback in callbacks:
-            callback.on_train_start(None)
-        return {"pattern": config.arch}
-
-    monkeypatch.setattr(training_run, "train", fake_train)
+    seen = fake_training(monkeypatch)
     assert main(["train", "--from-search", str(finished_search), "--preset", "llama-3.2-1b", "--out", "unused"]) == 0
     said = answer(finished_search)
     config = seen["config"]
@@ -136,3 +143,36 @@ def test_extrapolate_from_search_grows_the_answer_by_the_search_rule(finished_se
                  "repeat", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["pattern"] == layout_at_target(said["pattern"], "llama-3.2-1b")[0]
     assert main(["extrapolate", "AM", "--from-search", str(finished_search), "--target", "tiny"]) == 2
+
+
+def test_from_search_at_a_depth_trains_the_answer_at_that_depth_at_the_widths_that_size_it(
+        finished_search, monkeypatch, capsys):
+    """``--depth``: the answer laid out at N layers by the search's rule, at the scaled preset (extrapolate --depth
+    shows the same model)."""
+    seen = fake_training(monkeypatch)
+    assert main(["train", "--from-search", str(finished_search), "--preset", "demo-4m", "--depth", "12",
+                 "--out", "unused"]) == 0
+    config = seen["config"]
+    arch, widths = resolve_architecture(config.arch, config.preset, "tiny")
+    assert arch.n_layers == 12 and widths.startswith("demo-4m:d")
+    shown = json.loads(_extrapolate_json(capsys, "--from-search", str(finished_search), "--target", "demo-4m",
+                                         "--depth", "12"))
+    assert (shown["pattern"], shown["target"]) == (config.arch, config.preset)
+    assert shown["widths"]["d_model"] == arch.d_model
+
+
+def test_train_depth_grows_a_pattern_to_the_presets_size_and_refuses_without_one(monkeypatch, capsys):
+    seen = fake_training(monkeypatch)
+    assert main(["train", "--arch", "SADDDD", "--preset", "demo-4m", "--depth", "16", "--attention", "keep",
+                 "--out", "unused"]) == 0
+    assert (seen["config"].arch, seen["config"].preset) == ("SDDDDSDDADDSDDDD", "demo-4m:d280")
+    assert "--depth 16: SADDDD at 16 layers" in capsys.readouterr().err
+    assert main(["train", "--arch", "SADDDD", "--depth", "16", "--out", "unused"]) == 2
+    err = capsys.readouterr().err
+    assert "give both" in err and err.strip().count("\n") == 0
+
+
+def _extrapolate_json(capsys, *argv) -> str:
+    capsys.readouterr()
+    assert main(["extrapolate", *argv, "--json"]) == 0
+    return capsys.readouterr().out

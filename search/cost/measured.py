@@ -113,15 +113,16 @@ def add_measured_cost(rows: list[dict[str, Any]], target: str, grid, out: Path |
         pattern = row.get("target_pattern")
         if not pattern:
             continue
-        key = f"{target}:{pattern}"
+        at = row.get("target_widths") or target  # its own widths where grown at --depth-at-target
+        key = f"{at}:{pattern}"
         reused = reusable(store.get(key), here, wanted)
-        record = store[key] if reused else measure_row(pattern, target, grid)
+        record = store[key] if reused else measure_row(pattern, at, grid)
         if not reused and "error" not in record and out is not None:
             store[key] = record
             atomic_write_json(Path(out) / STORE, store)
         row["cost"] = {**(row.get("cost") or {}), "measured": record}
         if echo is not None:
-            echo(progress_line(row, record, target, reused))
+            echo(progress_line(row, record, at, reused))
     add_ratios(rows, best_known)
 
 

@@ -12,7 +12,7 @@ tokens/s at 128 tokens says nothing about decoding. So every trial records, for 
   so ``--max-kv BYTES@LENGTH`` filters a candidate before it trains;
 * for the finalists and known layouts of the final ranking, what they cost measured on the machine the search
   runs on: training and prefill tokens/s, decode ms per token at batch 1 and 64, peak memory
-  (``search.measured_cost``; searches written before it carry ``cost["decode"]``, decode tokens/s at batch 1
+  (``search.cost.measured``; searches written before it carry ``cost["decode"]``, decode tokens/s at batch 1
   after 1,024 tokens, which ``composer report`` still prints).
 
 ``--max-kv`` with ``--min-recall`` can ask for the impossible: a pattern stacked to the target repeats its
@@ -124,17 +124,16 @@ def recall_under_max_kv(patterns: list[str], target: str, max_kv: tuple[int, int
     those keep every token of ``length`` (:func:`keeps_every_token`), and the least cache a pattern that keeps
     them holds at the limit's length (None when none does). None when there are too many patterns to check."""
     from composer.accounting import analyze
-    from composer.presets import get_preset
-    from search.known import layout_at_target
+    from search.known import as_growth
 
     if len(patterns) > MAX_PATTERNS_CHECKED:
         return None
-    widths = get_preset(target).arch
+    growth = as_growth(attention)
     limit, at = max_kv
     fit = keeping = 0
     cheapest = None
     for pattern in patterns:
-        stats = analyze(widths.with_pattern(layout_at_target(pattern, target, None, attention)[0]), seq_len=at)
+        stats = analyze(growth.arch(pattern, target), seq_len=at)
         cache, keeps = stats.cache_bytes_per_sequence, _keeps_every_token(stats, length)
         fit += cache <= limit
         keeping += cache <= limit and keeps
@@ -153,11 +152,11 @@ def first_within(patterns: list[str], widths: str, target: str, max_params: int 
     --max-params -5 skipped every candidate it proposed, without end)."""
     from composer.accounting import analyze
     from composer.presets import get_preset
-    from search.known import layout_at_target
+    from search.known import as_growth
 
     if len(patterns) > MAX_PATTERNS_CHECKED:
         return None
-    at_widths, at_target = get_preset(widths).arch, get_preset(target).arch
+    at_widths, growth = get_preset(widths).arch, as_growth(attention)
     smallest = least = None  # (params, pattern) of all; (cache, pattern) of those within max_params
     for pattern in patterns:
         params = analyze(at_widths.with_pattern(pattern)).non_embedding_params
@@ -166,7 +165,7 @@ def first_within(patterns: list[str], widths: str, target: str, max_params: int 
             continue
         if max_kv is None:
             return {"fits": pattern}
-        grown = at_target.with_pattern(layout_at_target(pattern, target, None, attention)[0])
+        grown = growth.arch(pattern, target)
         cache = analyze(grown, seq_len=max_kv[1]).cache_bytes_per_sequence
         if cache <= max_kv[0]:
             return {"fits": pattern}

@@ -1,4 +1,4 @@
-"""search.measured_cost: every finalist's and known layout's measured cost at the target, its ratios to the best
+"""search.cost.measured: every finalist's and known layout's measured cost at the target, its ratios to the best
 known layout, kept across a resume; and the summary's table of it (search.summary)."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from composer.evaluation.bench_cost import machine
-from search import measured_cost
-from search.measured_cost import STORE, add_measured_cost, add_ratios, cost_grid
+from search.cost import measured as measured_cost
+from search.cost.measured import STORE, add_measured_cost, add_ratios, cost_grid
 from search.summary import summary_text
 
 GRID = cost_grid("rung-smoke-1")  # the smoke ladder's last rung: 8 x 64 tokens

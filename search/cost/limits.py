@@ -1,0 +1,287 @@
+"""Latency and throughput a candidate's model must meet before it trains: ``--max-latency``, ``--min-throughput``.
+
+Why: a layout that wins on loss at equal parameters can still lose where users pay, in decode latency and
+training throughput (the constrained ``AMSD`` search's 34-layer answer decoded at 0.24x Nemotron-H's tokens/s on
+the CPU). The field's latency-aware searches rank on the loss-cost front (Nemotron-Flash, Jet-Nemotron); these
+limits let a search answer *at equal cost*, as ``--max-kv`` lets it answer at equal cache.
+
+Each figure belongs to the candidate's model at the target (``search.known.Growth``, as ``--max-kv``'s cache):
+
+* ``decode_ms``: one decode step at batch 1, milliseconds per token;
+* ``train_tokens_per_s``: training tokens per second.
+
+Where they come from (``--cost-device``):
+
+* not given: **measured on the machine the search runs on** (``composer.evaluation.bench_cost``, one thread, the
+  model's random weights: speed does not depend on them), decode after the last rung's context, training at its
+  batch and length (what the finalists' cost table measures again, with more repeats), each the fastest of its
+  repeats: other work on the machine only slows a repeat. A few seconds per model,
+  once: figures are kept in ``--out/limit_cost.json``, so a resumed search reads them back. Measured figures carry
+  the machine's noise: a candidate within that noise of the limit may fall either side of it on a busy machine;
+* ``cpu``, ``h100``, ``h200``: **modeled** (``composer.costmodel``, its constants' sources in its table): decode
+  after 4,096 tokens, training at the device's own shape; deterministic, and the only way to ask about a GPU from a
+  CPU. The GPUs' decode constants are assumed, not fitted (docs/reports/layout-cost-cpu-2026-11-29.md).
+
+A limit is a number (``5`` ms, ``2000`` tokens/s) or ``known``: as good as the best known layout. Which known
+layout is best is decided by loss after the last rung, so before training ``known`` admits a candidate no worse
+than *some* known layout (the slowest decode and the lowest throughput among those the search trains: one worse
+than all of them cannot match the best, whichever it is), and after the last rung a finalist is eligible to be the
+answer only when it is no worse than the best known layout itself (:func:`meets_known`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+from composer.errors import ConfigError
+from composer.files import atomic_write_json
+
+STORE = "limit_cost.json"
+MODEL_CONTEXT = 4_096  # the decode context of a modeled figure (composer info's)
+FIGURES = {"decode_ms": "decode ms per token at batch 1", "train_tokens_per_s": "training tokens/s"}
+KNOWN = "known"
+
+
+def parse_limit(value: Any, flag: str) -> str | float | None:
+    """``known``, a positive number, or None; anything else one ``ConfigError`` naming the flag."""
+    if value is None:
+        return None
+    if isinstance(value, str) and value.strip().lower() == KNOWN:
+        return KNOWN
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = float("nan")
+    if not number > 0 or number == float("inf"):
+        unit = "ms per token" if flag == "--max-latency" else "tokens/s"
+        raise ConfigError(f"{flag} must be 'known' or a positive number ({unit}), got {value!r}")
+    return number
+
+
+@dataclasses.dataclass(frozen=True)
+class CostLimits:
+    """A search's latency and throughput limits and the device their figures come from (None: measured here)."""
+
+    max_latency: str | float | None = None
+    min_throughput: str | float | None = None
+    device: str | None = None
+
+    @classmethod
+    def of(cls, config) -> CostLimits:
+        return cls(parse_limit(config.max_latency, "--max-latency"),
+                   parse_limit(config.min_throughput, "--min-throughput"), config.cost_device)
+
+    @property
+    def active(self) -> bool:
+        return self.max_latency is not None or self.min_throughput is not None
+
+    @property
+    def asks_known(self) -> bool:
+        return KNOWN in (self.max_latency, self.min_throughput)
+
+    def where(self) -> str:
+        return f"modeled on {self.device}" if self.device else "measured here"
+
+
+def check_device(device: str | None) -> None:
+    """``--cost-device`` names a device of the cost model's table, or is not given."""
+    if device is None:
+        return
+    from composer.costmodel import device_names
+
+    if device not in device_names():
+        raise ConfigError(f"--cost-device {device!r} is not in the cost model's table: one of "
+                          f"{', '.join(device_names())}, or leave it out to measure on this machine")
+
+
+class CostFigures:
+    """Each model's figures on the limits' device, computed once: measured ones kept in ``out/STORE``."""
+
+    def __init__(self, limits: CostLimits, grid, out: str | Path | None = None) -> None:
+        self.limits = limits
+        self.grid = grid  # the measured figures' shape (search.cost.measured.cost_grid of the last rung)
+        self.path = Path(out) / STORE if out is not None else None
+        self._known: dict[str, Any] | None = None
+
+    def _store(self) -> dict[str, Any]:
+        if self.path is None or not self.path.is_file():
+            return {}
+        try:
+            data = json.loads(self.path.read_text())
+        except (OSError, json.JSONDecodeError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def of(self, arch) -> dict[str, Any]:
+        """``{"decode_ms", "train_tokens_per_s", "source"}`` of ``arch`` (a model at the target)."""
+        if self.limits.device is not None:
+            return modeled(arch, self.limits.device)
+        key = f"{arch.d_model}:{arch.pattern}:{self.grid.seq_len}x{self.grid.train_batch}"
+        store = self._store()
+        if key in store:
+            return store[key]
+        figures = measured(arch, self.grid)
+        if self.path is not None:
+            atomic_write_json(self.path, {**self._store(), key: figures})
+        return figures
+
+
+def modeled(arch, device: str) -> dict[str, Any]:
+    from composer.costmodel import predict_decode, predict_train
+
+    return {"decode_ms": predict_decode(arch, device, context=min(MODEL_CONTEXT, arch.max_seq_len - 1)).ms_per_token,
+            "train_tokens_per_s": predict_train(arch, device).tokens_per_s,
+            "source": f"cost model, {device}, decode after {MODEL_CONTEXT:,} tokens"}
+
+
+def measured(arch, grid) -> dict[str, Any]:
+    """Decode at batch 1 after the grid's context and training tokens/s, on this machine (one thread)."""
+    from composer.evaluation.bench_cost import measure_cost
+
+    small = dataclasses.replace(grid, long_factor=1, large_batch=1, prefill_repeats=1)
+    record = measure_cost(arch, small)
+    decode = record["decode_ms_per_token"]["1"]
+    context = min(decode, key=int)
+    # the fastest repeat: other work on the machine only ever slows a repeat, so the best one is the least
+    # contaminated figure of what the model costs (timeit's reasoning); the finalists' table prints medians
+    return {"decode_ms": decode[context]["min"], "train_tokens_per_s": record["train_tokens_per_s"]["max"],
+            "source": f"measured on {record.get('device_name') or record['device']}, {record['threads']} thread(s), "
+                      f"decode after {int(context):,} tokens"}
+
+
+def resolved(limits: CostLimits, known: dict[str, dict[str, Any]]) -> dict[str, tuple[float, str]]:
+    """Each limit as ``(value, what it is)``; ``known`` before training: the most lenient known layout's figure
+    (the module docstring), ``known`` mapping a known layout's name to its figures. A ``known`` limit without known
+    layouts is left out: a later stage trains promotions, each checked at the first (``check_known_limits`` refuses
+    a search without known layouts)."""
+    said: dict[str, tuple[float, str]] = {}
+    for figure, limit, pick in (("decode_ms", limits.max_latency, max),
+                                ("train_tokens_per_s", limits.min_throughput, min)):
+        if limit is None:
+            continue
+        if limit != KNOWN:
+            said[figure] = (float(limit), f"{limit:g}")
+            continue
+        if not known:  # a stage of promotions (known layouts are not entered again): they passed at the first
+            continue
+        name = pick(known, key=lambda n: known[n][figure])
+        said[figure] = (known[name][figure], f"known: no worse than {name}'s {known[name][figure]:,.4g}, the most "
+                                             "lenient known layout before the rungs tell which is best")
+    return said
+
+
+def check_known_limits(config) -> None:
+    """Refuse ``known`` limits in a search that enters no known layout (``--no-known``): nothing to compare with."""
+    if CostLimits.of(config).asks_known and not config.known:
+        raise ConfigError("--max-latency/--min-throughput known compare with the known layouts, which --no-known "
+                          "leaves out: give a number, or drop --no-known")
+
+
+def violation(figures: dict[str, Any], limits: dict[str, tuple[float, str]]) -> str | None:
+    """Why a model's figures break a limit (one line), or None."""
+    for figure, (value, what) in limits.items():
+        mine = figures[figure]
+        over = mine > value if figure == "decode_ms" else mine < value
+        if over:
+            flag = "--max-latency" if figure == "decode_ms" else "--min-throughput"
+            return (f"{FIGURES[figure]} {mine:,.4g} ({figures['source']}) is {'over' if figure == 'decode_ms' else 'under'} "
+                    f"{flag} {what}")
+    return None
+
+
+def meets_known(figures: dict[str, Any], best_known: dict[str, Any], limits: CostLimits) -> bool:
+    """After the last rung: a finalist may be the answer under a ``known`` limit only at no more decode latency /
+    no less throughput than the best known layout's own figures (numeric limits were applied before training)."""
+    if limits.max_latency == KNOWN and figures["decode_ms"] > best_known["decode_ms"]:
+        return False
+    if limits.min_throughput == KNOWN and figures["train_tokens_per_s"] < best_known["train_tokens_per_s"]:
+        return False
+    return True
+
+
+
+
+def limits_grid(config):
+    """The measured figures' shape: the last rung's batch and length for an ``lm`` ladder (what its finalists'
+    cost table measures), the budget's own for one ``lm`` budget, else 16 x 128."""
+    from composer.evaluation.bench_cost import CostGrid
+    from search.cost.measured import cost_grid
+
+    if config.evaluator == "lm":
+        try:
+            if config.strategy == "successive-halving":
+                from search.strategies.successive_halving import last_rung_budget
+
+                return cost_grid(last_rung_budget(config).name)
+            return cost_grid(config.budget)
+        except ConfigError:
+            pass
+    return CostGrid(train_batch=16, seq_len=128)
+
+
+def limit_check(config):
+    """A search's check of a model at the target against its cost limits: ``check(arch) -> (reason, figures)``
+    (reason None when it passes), or None when the search sets none. ``known`` limits are resolved on the first
+    check, from the known layouts the search's space can express, grown as the search grows them."""
+    limits = CostLimits.of(config)
+    if not limits.active:
+        return None
+    figures = CostFigures(limits, limits_grid(config), config.out)
+    resolved_limits: dict[str, tuple[float, str]] = {}
+    asked: list[bool] = []
+
+    def check(arch) -> tuple[str | None, dict[str, Any]]:
+        if not asked:
+            asked.append(True)
+            resolved_limits.update(resolved(limits, known_figures(config, figures) if limits.asks_known else {}))
+        mine = figures.of(arch)
+        return violation(mine, resolved_limits), mine
+
+    return check
+
+
+def known_figures(config, figures: CostFigures) -> dict[str, dict[str, Any]]:
+    """The figures of every known layout the search trains (``search.known.known_layouts``), at the target."""
+    if not config.known:
+        return {}
+    from composer.pattern import layers
+    from search.known import known_layouts
+
+    offered = layers(config.primitives) if config.primitives else []
+    layouts, _ = known_layouts(config.layers, offered)
+    growth = config.growth
+    return {layout.name: figures.of(growth.arch(layout.pattern, config.report_target, layout.name))
+            for layout in layouts}
+
+
+def eligible_at_known_cost(rows: list[dict[str, Any]], eligible: list[dict[str, Any]] | None,
+                           limits: CostLimits) -> tuple[list[dict[str, Any]] | None, dict[str, Any] | None]:
+    """After the last rung, under a ``known`` limit: the rows the answer may come from (of ``eligible``, or of every
+    row) whose figures are no worse than the best known layout's (``rows`` ranked best first), each row marked
+    ``meets_cost_limits``; and what the summary says. ``(eligible, None)`` unchanged where no ``known`` limit is
+    set or no known layout has figures."""
+    if not limits.asks_known:
+        return eligible, None
+    known = next((row for row in rows if row.get("known") and row.get("limit_cost")), None)
+    if known is None:
+        return eligible, {"why": "no known layout was costed: the known limits could not be checked after the rungs"}
+    for row in rows:
+        figures = row.get("limit_cost")
+        row["meets_cost_limits"] = bool(row.get("known")) or (figures is not None and meets_known(
+            figures, known["limit_cost"], limits))
+    pool = eligible if eligible is not None else rows
+    kept = [row for row in pool if row["meets_cost_limits"]]
+    said = {"best_known": {"name": known["known"], "pattern": known["pattern"], **known["limit_cost"]},
+            "limits": {"max_latency": limits.max_latency, "min_throughput": limits.min_throughput,
+                       "where": limits.where()},
+            "why": (f"known: no worse than the best known layout, {known['known']} ({known['limit_cost']['source']})"),
+            "eligible": [row["pattern"] for row in kept]}
+    return kept, said
+
+
+__all__ = ["CostFigures", "CostLimits", "FIGURES", "KNOWN", "MODEL_CONTEXT", "STORE", "check_device",
+           "check_known_limits", "eligible_at_known_cost", "known_figures", "limit_check", "limits_grid", "measured",
+           "meets_known", "modeled", "parse_limit", "resolved", "violation"]

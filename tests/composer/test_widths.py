@@ -1,0 +1,35 @@
+"""composer.widths: a preset's widths scaled to another d_model, and the NAME:dD presets that name them."""
+
+import pytest
+
+from composer.accounting import non_embedding_params
+from composer.errors import ConfigError
+from composer.presets import base_name, get_preset, scaled_name
+from composer.widths import scale_widths, width_quantum
+
+
+def test_every_width_follows_d_model_in_the_kernels_steps():
+    demo = get_preset("demo-4m").arch  # d 192, 6 heads of 32 in 2 key/value groups, ffn 768
+    wide = scale_widths(demo, 288)
+    assert (wide.d_model, wide.head_dim, wide.n_kv_heads, wide.n_heads, wide.ffn_dim) == (288, 32, 3, 9, 1152)
+    thin = scale_widths(demo, 96)
+    assert (thin.n_kv_heads, thin.n_heads, thin.ffn_dim) == (1, 3, 384)  # the query group (3) is kept
+    one_b = get_preset("llama-3.2-1b").arch
+    assert width_quantum(one_b) == 64 and width_quantum(demo) == 8
+    assert scale_widths(one_b, 1536).n_heads == 24 and scale_widths(one_b, 1536).ffn_dim == 6144
+    assert scale_widths(demo, 192) is demo
+
+
+def test_a_width_off_the_quantum_is_refused_with_the_step():
+    with pytest.raises(ConfigError, match="multiple of 64"):
+        scale_widths(get_preset("llama-3.2-1b").arch, 2000)
+
+
+def test_a_scaled_preset_is_a_preset_every_command_takes():
+    preset = get_preset("demo-4m:d280")
+    assert preset.arch.d_model == 280 and preset.arch.vocab_size == 512
+    assert non_embedding_params(preset.arch) > non_embedding_params(get_preset("demo-4m").arch)
+    assert scaled_name("demo-4m", 280) == "demo-4m:d280" and scaled_name("demo-4m", 192) == "demo-4m"
+    assert base_name("demo-4m:d280") == "demo-4m" and base_name("tiny") == "tiny"
+    with pytest.raises(ConfigError, match="NAME:dD"):
+        get_preset("nope:d256")

@@ -1,0 +1,99 @@
+"""search.cost.limits: --max-latency / --min-throughput on a candidate's model at the target, before it trains, and
+``known`` against the best known layout after the rungs."""
+
+from __future__ import annotations
+
+import pytest
+
+from composer.errors import ConfigError
+from composer.presets import get_preset
+from search.config import SearchConfig
+from search.cost.limits import (
+    CostFigures,
+    CostLimits,
+    eligible_at_known_cost,
+    limit_check,
+    modeled,
+    parse_limit,
+    resolved,
+    violation,
+)
+
+
+@pytest.mark.parametrize("value", ["fast", "-3", "0", "inf", ""])
+def test_a_limit_that_is_neither_known_nor_a_positive_number_is_one_error(value):
+    with pytest.raises(ConfigError, match="--max-latency must be 'known' or a positive number"):
+        parse_limit(value, "--max-latency")
+    with pytest.raises(ConfigError, match="--max-latency"):
+        SearchConfig(max_latency=value)
+
+
+def test_the_config_refuses_what_cannot_be_costed():
+    with pytest.raises(ConfigError, match="--cost-device 'tpu' is not in the cost model"):
+        SearchConfig(max_latency="5", cost_device="tpu")
+    with pytest.raises(ConfigError, match="give one of them"):
+        SearchConfig(cost_device="h200")
+    from search.cost.limits import check_known_limits
+
+    with pytest.raises(ConfigError, match="--no-known"):
+        check_known_limits(SearchConfig(min_throughput="known", known=False))
+    assert CostLimits.of(SearchConfig(max_latency="known", min_throughput="2e3")) == CostLimits("known", 2000.0)
+
+
+def test_modeled_figures_follow_the_model_a_deeper_thinner_model_decodes_slower():
+    """The cost model on H200 at 1B: the 73-layer stack of thin layers against Nemotron-H's 26."""
+    from search.known import Growth
+
+    deep = Growth("keep").arch("SADDDD", "llama-3.2-1b")
+    family = Growth("keep").arch("SMSAMS", "llama-3.2-1b", "nemotron-h")
+    mine, theirs = modeled(deep, "h200"), modeled(family, "h200")
+    assert mine["decode_ms"] > theirs["decode_ms"] and mine["train_tokens_per_s"] < theirs["train_tokens_per_s"]
+    limits = resolved(CostLimits("known", None, "h200"), {"nemotron-h": theirs})
+    assert violation(theirs, limits) is None
+    assert "is over --max-latency known" in violation(mine, limits)
+    assert violation(mine, resolved(CostLimits(mine["decode_ms"] * 1.01, None, "h200"), {})) is None
+
+
+def test_known_before_training_is_the_most_lenient_known_layout():
+    fast = {"decode_ms": 1.0, "train_tokens_per_s": 900.0, "source": "x"}
+    slow = {"decode_ms": 3.0, "train_tokens_per_s": 300.0, "source": "x"}
+    limits = resolved(CostLimits("known", "known"), {"llama": fast, "nemotron-h": slow})
+    assert limits["decode_ms"][0] == 3.0 and limits["train_tokens_per_s"][0] == 300.0
+    assert resolved(CostLimits("known", 500.0), {}) == {"train_tokens_per_s": (500.0, "500")}  # a later stage
+
+
+def test_measured_figures_are_kept_in_the_out_and_read_back(tmp_path, monkeypatch):
+    from search.cost import limits as limits_module
+    from search.cost.limits import limits_grid
+
+    calls = []
+
+    def fake_measure(arch, grid):
+        calls.append(arch.pattern)
+        return {"decode_ms": 2.0, "train_tokens_per_s": 1000.0, "source": "measured on fake"}
+
+    monkeypatch.setattr(limits_module, "measured", fake_measure)
+    config = SearchConfig(budget="smoke", max_latency="3", out=str(tmp_path))
+    arch = get_preset("tiny").arch.with_pattern("AMSM")
+    figures = CostFigures(CostLimits.of(config), limits_grid(config), tmp_path)
+    assert figures.of(arch)["decode_ms"] == 2.0
+    assert CostFigures(CostLimits.of(config), limits_grid(config), tmp_path).of(arch)["decode_ms"] == 2.0
+    assert calls == ["AMSM"]  # the second process read it back
+    check = limit_check(config)
+    assert check(arch)[0] is None
+    assert check(get_preset("tiny").arch.with_pattern("AMAM"))[0] is None and calls == ["AMSM", "AMAM"]
+
+
+def test_after_the_rungs_known_admits_only_finalists_no_worse_than_the_best_known_layout():
+    def row(pattern, score, decode, known=None):
+        return {"pattern": pattern, "score": score, "known": known,
+                "limit_cost": {"decode_ms": decode, "train_tokens_per_s": 100.0, "source": "x"}}
+
+    rows = [row("SADDDD", 1.0, 5.0), row("SDDMSM", 1.1, 2.0), row("SMSAMS", 1.2, 3.0, "nemotron-h"),
+            row("AMAMAM", 1.3, 1.0, "llama")]
+    eligible, said = eligible_at_known_cost(rows, None, CostLimits("known"))
+    assert [r["pattern"] for r in eligible] == ["SDDMSM", "SMSAMS", "AMAMAM"]  # SADDDD decodes slower than nemotron-h
+    assert said["best_known"]["name"] == "nemotron-h" and rows[0]["meets_cost_limits"] is False
+    kept, _ = eligible_at_known_cost(rows, rows[:1], CostLimits("known"))  # an earlier filter is kept
+    assert kept == []
+    assert eligible_at_known_cost(rows, None, CostLimits(5.0)) == (None, None)  # numbers were applied before
