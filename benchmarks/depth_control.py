@@ -61,6 +61,7 @@ class Arm:
     attention: str = "repeat"
     depth: int | None = None  # None: grown by depth at the target's widths
     recorded: str | None = None  # the search's leaderboard row whose losses this arm is (trained there, not here)
+    confirm: bool = True  # False: the rungs only (seed 0), a check that the code trains as it did for the search
 
     def model(self, target: str = TARGET, depth: int | None = None) -> tuple[str, str]:
         """``(layout, widths)`` of this arm at ``target`` (``depth`` overrides the arm's, for another scale)."""
@@ -88,6 +89,9 @@ ARMS = {arm.name: arm for arm in (
     Arm("nemotron-h@34", "SMSAMS", family=FAMILY, depth=DEEP),
     Arm("answer-mlp@16", answer_with_mlp(SHALLOW), depth=SHALLOW),
     Arm("nemotron-h@16-d192", "SMSAMS", family=FAMILY, recorded="SMSAMS"),
+    # answer@34's seed 0 trained again by today's code: the recorded losses pair with the arms trained here only if
+    # the code trains the search's model as it did then
+    Arm("answer@34-rerun", ANSWER, attention="keep", confirm=False),
 )}
 
 # What each difference tells (answer side first): the 2x2's two mixer effects, two depth effects, and the gap the
@@ -102,6 +106,7 @@ DIFFERENCES = (
     ("Nemotron-H at d 192 vs at the target's size", "nemotron-h@16-d192", "nemotron-h@16"),
     ("answer's mixers + MLP vs Nemotron-H, 16 layers", "answer-mlp@16", "nemotron-h@16"),
     ("answer's mixers + MLP vs without, 16 layers", "answer-mlp@16", "answer@16"),
+    ("today's code against the search's run, answer@34 seed 0", "answer@34-rerun", "answer@34"),
 )
 
 
@@ -130,7 +135,10 @@ def train_arm(arm: Arm, work: Path, threads: int) -> dict:
     torch.set_num_threads(threads)
     if arm.recorded:
         raise ConfigError(f"{arm.name} is the search's own run (its losses are recorded): nothing to train")
-    return train_stages(control_config(), arm.name, arm.fit, work / arm.name,
+    config = control_config()
+    if not arm.confirm:
+        config = dataclasses.replace(config, confirm_seeds=1)
+    return train_stages(config, arm.name, arm.fit, work / arm.name,
                         known={arm.fit: arm.family} if arm.family else {}, attention=arm.attention, depth=arm.depth)
 
 
@@ -185,7 +193,7 @@ def arm_cost(arm: Arm, threads: int) -> dict:
 
     layout, widths = arm.model()
     arch = get_preset(widths).arch.with_pattern(layout)
-    measured = measure_cost(arch, CostGrid(train_seq_len=128, train_batch=16, context=128), threads=threads)
+    measured = measure_cost(arch, CostGrid(train_batch=16, seq_len=128, threads=threads))
     depth_at_scale = None
     if arm.depth == SHALLOW:
         depth_at_scale = depth_at_target(FAMILY, SCALE_TARGET)
@@ -245,6 +253,9 @@ def main(argv: list[str] | None = None) -> int:
         if row.get("ci") is not None:
             print(f"{row['what']}: {row['a']} - {row['b']} = {row['mean']:+.4f} {format_interval(row['ci'])} "
                   f"(seeds {row['seeds']}): {row['verdict']}")
+        elif row.get("mean") is not None:
+            print(f"{row['what']}: {row['a']} - {row['b']} = {row['mean']:+.4f} (seed {', '.join(row['seeds'])}): "
+                  f"{row['verdict']}")
         else:
             print(f"{row['what']}: {row['verdict']}")
     if args.json:

@@ -38,9 +38,11 @@ def costs(arch, device: str, context: int) -> dict[str, float]:
     from composer.accounting import analyze
     from composer.costmodel import predict_decode, predict_train
 
-    return {"decode_ms": predict_decode(arch, device, context=min(context, arch.max_seq_len - 1)).ms_per_token,
-            "train_tokens_per_s": predict_train(arch, device).tokens_per_s,
-            "cache_bytes": analyze(arch, seq_len=CACHE_AT).cache_bytes_per_sequence}
+    return {
+        "decode_ms": predict_decode(arch, device, context=min(context, arch.max_seq_len - 1)).ms_per_token,
+        "train_tokens_per_s": predict_train(arch, device).tokens_per_s,
+        "cache_bytes": analyze(arch, seq_len=CACHE_AT).cache_bytes_per_sequence,
+    }
 
 
 def costed(pattern: str, known: str | None, growth, target: str, scale: str, scale_growth) -> dict[str, Any]:
@@ -49,16 +51,25 @@ def costed(pattern: str, known: str | None, growth, target: str, scale: str, sca
 
     at_target = growth.arch(pattern, target, known)
     at_scale = scale_growth.arch(pattern, scale, known)
-    return {"pattern": pattern, "known": known, "layers": at_target.n_layers, "d_model": at_target.d_model,
-            "layers_at_scale": at_scale.n_layers, "d_model_at_scale": at_scale.d_model,
-            "recalls": keeps_every_token(at_target, 1_024),
-            "cpu": costs(at_target, "cpu", CPU_CONTEXT), "h200": costs(at_scale, "h200", GPU_CONTEXT)}
+    return {
+        "pattern": pattern,
+        "known": known,
+        "layers": at_target.n_layers,
+        "d_model": at_target.d_model,
+        "layers_at_scale": at_scale.n_layers,
+        "d_model_at_scale": at_scale.d_model,
+        "recalls": keeps_every_token(at_target, 1_024),
+        "cpu": costs(at_target, "cpu", CPU_CONTEXT),
+        "h200": costs(at_scale, "h200", GPU_CONTEXT),
+    }
 
 
 def no_worse(mine: dict[str, float], theirs: dict[str, float]) -> dict[str, bool]:
-    return {"decode": mine["decode_ms"] <= theirs["decode_ms"],
-            "throughput": mine["train_tokens_per_s"] >= theirs["train_tokens_per_s"],
-            "cache": mine["cache_bytes"] <= theirs["cache_bytes"]}
+    return {
+        "decode": mine["decode_ms"] <= theirs["decode_ms"],
+        "throughput": mine["train_tokens_per_s"] >= theirs["train_tokens_per_s"],
+        "cache": mine["cache_bytes"] <= theirs["cache_bytes"],
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -68,11 +79,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--target", default="demo-4m")
     parser.add_argument("--scale", default="llama-3.2-1b", help="the size the H200 figures are modeled at")
     parser.add_argument("--attention", choices=("repeat", "keep"), default="keep")
-    parser.add_argument("--depth", help="a family's name: every model at its own depth at each size (default: by "
-                                        "depth at the widths)")
+    parser.add_argument(
+        "--depth",
+        help="a family's name: every model at its own depth at each size (default: by depth at the widths)",
+    )
     parser.add_argument("--max-kv", default="10MiB@32K")
     parser.add_argument("--against", default="nemotron-h", help="the family every pattern is held against")
-    parser.add_argument("--finalists", default="", help="comma-separated patterns to place (a search's finalists)")
+    parser.add_argument(
+        "--finalists", default="", help="comma-separated patterns to place (a search's finalists)"
+    )
     parser.add_argument("--json")
     args = parser.parse_args(argv)
     try:
@@ -81,10 +96,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     family = result["family"]
-    print(f"{args.against} at {args.target}: {family['layers']} layers, CPU decode {family['cpu']['decode_ms']:.2f} ms, "
-          f"train {family['cpu']['train_tokens_per_s']:,.0f} tok/s, cache {family['cpu']['cache_bytes'] / 2**20:.2f} "
-          f"MiB; at {args.scale} on H200 {family['layers_at_scale']} layers, decode {family['h200']['decode_ms']:.3f} "
-          f"ms, train {family['h200']['train_tokens_per_s']:,.0f} tok/s")
+    print(
+        f"{args.against} at {args.target}: {family['layers']} layers, CPU decode {family['cpu']['decode_ms']:.2f} ms, "
+        f"train {family['cpu']['train_tokens_per_s']:,.0f} tok/s, cache {family['cpu']['cache_bytes'] / 2**20:.2f} "
+        f"MiB; at {args.scale} on H200 {family['layers_at_scale']} layers, decode {family['h200']['decode_ms']:.3f} "
+        f"ms, train {family['h200']['train_tokens_per_s']:,.0f} tok/s"
+    )
     for line in result["lines"]:
         print(line)
     if args.json:
@@ -112,35 +129,66 @@ def survey(args) -> dict[str, Any]:
     admitted: dict[str, list[str]] = {}
     for device in ("cpu", "h200"):
         sides = [no_worse(row[device], family[device]) for row in within]
-        counts[device] = {axis: sum(side[axis] for side in sides) for axis in ("decode", "throughput", "cache")}
+        counts[device] = {
+            axis: sum(side[axis] for side in sides) for axis in ("decode", "throughput", "cache")
+        }
         both = [row["pattern"] for row, side in zip(within, sides) if side["decode"] and side["throughput"]]
         counts[device]["decode_and_throughput"] = len(both)
         admitted[device] = both
     placed = []
     for pattern in filter(None, args.finalists.split(",")):
         row = costed(pattern, None, growth, args.target, args.scale, scale_growth)
-        placed.append({**row, "ratios": {device: {
-            "decode": row[device]["decode_ms"] / family[device]["decode_ms"],
-            "throughput": row[device]["train_tokens_per_s"] / family[device]["train_tokens_per_s"],
-            "cache": row[device]["cache_bytes"] / family[device]["cache_bytes"]} for device in ("cpu", "h200")}})
-    lines = [f"{len(patterns):,} patterns of {args.layers} over {args.primitives}; {len(within):,} within --max-kv "
-             f"{args.max_kv} with a layer that keeps every token of 1,024 (growth: attention {args.attention}, "
-             f"depth {args.depth or 'by size'})"]
-    for device, where in (("cpu", f"this CPU at {args.target} (modeled)"), ("h200", f"H200 at {args.scale} (modeled)")):
+        placed.append(
+            {
+                **row,
+                "ratios": {
+                    device: {
+                        "decode": row[device]["decode_ms"] / family[device]["decode_ms"],
+                        "throughput": row[device]["train_tokens_per_s"]
+                        / family[device]["train_tokens_per_s"],
+                        "cache": row[device]["cache_bytes"] / family[device]["cache_bytes"],
+                    }
+                    for device in ("cpu", "h200")
+                },
+            }
+        )
+    lines = [
+        f"{len(patterns):,} patterns of {args.layers} over {args.primitives}; {len(within):,} within --max-kv "
+        f"{args.max_kv} with a layer that keeps every token of 1,024 (growth: attention {args.attention}, "
+        f"depth {args.depth or 'by size'})"
+    ]
+    for device, where in (
+        ("cpu", f"this CPU at {args.target} (modeled)"),
+        ("h200", f"H200 at {args.scale} (modeled)"),
+    ):
         c = counts[device]
-        lines.append(f"  on {where}: no slower to decode than {args.against} {c['decode']:,}; no slower to train "
-                     f"{c['throughput']:,}; both {c['decode_and_throughput']:,}"
-                     + (f" (e.g. {', '.join(admitted[device][:6])})" if admitted[device] else ""))
+        lines.append(
+            f"  on {where}: no slower to decode than {args.against} {c['decode']:,}; no slower to train "
+            f"{c['throughput']:,}; both {c['decode_and_throughput']:,}"
+            + (f" (e.g. {', '.join(admitted[device][:6])})" if admitted[device] else "")
+        )
     for row in placed:
         r = row["ratios"]
-        lines.append(f"  {row['pattern']}: {row['layers']} layers at {args.target}, decode {r['cpu']['decode']:.2f}x, "
-                     f"train {r['cpu']['throughput']:.2f}x, cache {r['cpu']['cache']:.2f}x; at {args.scale} on H200 "
-                     f"{row['layers_at_scale']} layers, decode {r['h200']['decode']:.2f}x, train "
-                     f"{r['h200']['throughput']:.2f}x")
-    share = {symbol: sum(layers(p).count(symbol) for p in admitted["cpu"]) for symbol in layers(args.primitives)}
-    return {"settings": vars(args), "family": family, "patterns": len(patterns), "within_max_kv_and_recall":
-            len(within), "counts": counts, "admitted": admitted, "admitted_symbol_counts_cpu": share,
-            "finalists": placed, "lines": lines}
+        lines.append(
+            f"  {row['pattern']}: {row['layers']} layers at {args.target}, decode {r['cpu']['decode']:.2f}x, "
+            f"train {r['cpu']['throughput']:.2f}x, cache {r['cpu']['cache']:.2f}x; at {args.scale} on H200 "
+            f"{row['layers_at_scale']} layers, decode {r['h200']['decode']:.2f}x, train "
+            f"{r['h200']['throughput']:.2f}x"
+        )
+    share = {
+        symbol: sum(layers(p).count(symbol) for p in admitted["cpu"]) for symbol in layers(args.primitives)
+    }
+    return {
+        "settings": vars(args),
+        "family": family,
+        "patterns": len(patterns),
+        "within_max_kv_and_recall": len(within),
+        "counts": counts,
+        "admitted": admitted,
+        "admitted_symbol_counts_cpu": share,
+        "finalists": placed,
+        "lines": lines,
+    }
 
 
 if __name__ == "__main__":

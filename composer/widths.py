@@ -41,19 +41,27 @@ def scale_widths(arch: ArchConfig, d_model: int) -> ArchConfig:
     """``arch`` with every width scaled to ``d_model`` (the module docstring's rule); pattern and options kept."""
     quantum = width_quantum(arch)
     if not isinstance(d_model, int) or isinstance(d_model, bool) or d_model < quantum or d_model % quantum:
-        raise ConfigError(f"d_model {d_model!r} must be a positive multiple of {quantum} at these widths "
-                          f"(a multiple of the {quantum} the kernels step in)")
+        raise ConfigError(
+            f"d_model {d_model!r} must be a positive multiple of {quantum} at these widths "
+            f"(a multiple of the {quantum} the kernels step in)"
+        )
     if d_model == arch.d_model:
         return arch
     factor = d_model / arch.d_model
     group = max(1, arch.n_heads // arch.n_kv_heads)
     n_kv_heads = max(1, round(factor * arch.n_kv_heads))
     ffn_dim = max(quantum, round(factor * arch.ffn_dim / quantum) * quantum)
-    return dataclasses.replace(arch, d_model=d_model, n_heads=group * n_kv_heads, n_kv_heads=n_kv_heads,
-                               ffn_dim=ffn_dim)
+    return dataclasses.replace(
+        arch, d_model=d_model, n_heads=group * n_kv_heads, n_kv_heads=n_kv_heads, ffn_dim=ffn_dim
+    )
 
 
 def widths_table(arch: ArchConfig) -> dict[str, int]:
     """The widths a grown model is built at, as ``composer info`` and ``extrapolate`` print them."""
-    return {"d_model": arch.d_model, "n_heads": arch.n_heads, "n_kv_heads": arch.n_kv_heads,
-            "head_dim": arch.head_dim, "ffn_dim": arch.ffn_dim}
+    return {
+        "d_model": arch.d_model,
+        "n_heads": arch.n_heads,
+        "n_kv_heads": arch.n_kv_heads,
+        "head_dim": arch.head_dim,
+        "ffn_dim": arch.ffn_dim,
+    }

@@ -346,8 +346,8 @@ def pattern_at_depth(pattern: str, depth: int, attention: str = "repeat", kept: 
         kept, rest = [], layers(source)
     room = depth - len(kept)
     if room < 1:
-        raise ConfigError(f"--depth {depth} leaves no room beside the {len(kept)} attention layer(s) {attention!r} "
-                          "keeps: give a larger depth or --attention repeat")
+        raise ConfigError(f"a depth of {depth} leaves no room beside the {len(kept)} attention layer(s) the 'keep' "
+                          "rule keeps: give a larger depth, or grow with 'repeat'")
     repeats, remainder = divmod(room, len(rest))
     grown = "".join(rest) * repeats + _remainder_copy(runs("".join(rest)), remainder)
     return place_at_middles(grown, kept) if kept else grown

@@ -401,7 +401,8 @@ class SearchConfig:
         stage, the plan and the answer grow it by."""
         from search.known import Growth, depth_at_target
 
-        return Growth(self.attention_at_target, depth_at_target(self.depth_at_target, self.report_target))
+        return Growth(self.attention_at_target,
+                      depth_at_target(self.depth_at_target, self.report_target, "--depth-at-target"))
 
     @property
     def final_depth(self) -> int:

@@ -160,7 +160,7 @@ def known_layouts(n_layers: int, primitives: list[str]) -> tuple[list[KnownLayou
     return chosen, left_out
 
 
-def depth_at_target(spec: int | str | None, target: str) -> int | None:
+def depth_at_target(spec: int | str | None, target: str, flag: str = "--depth") -> int | None:
     """``--depth-at-target``'s value as a number of layers: a number, or a published family's name for that
     family's own depth at ``target`` (its layout at the target's size, ``composer.presets.family_architecture``:
     Nemotron-H is 13 layers at ``demo-4m``, 26 at ``llama-3.2-1b``), so a layout can be compared at a family's
@@ -175,8 +175,8 @@ def depth_at_target(spec: int | str | None, target: str) -> int | None:
         return int(text)
     if text in FAMILIES:
         return family_architecture(text, get_preset(target).arch).n_layers
-    raise ConfigError(f"--depth {spec!r} is neither a number of layers nor a family ({', '.join(FAMILIES)}): "
-                      "give e.g. --depth 16 or --depth nemotron-h")
+    raise ConfigError(f"{flag} {spec!r} is neither a number of layers nor a family ({', '.join(FAMILIES)}): "
+                      f"give e.g. {flag} 16 or {flag} nemotron-h")
 
 
 @functools.lru_cache(maxsize=256)

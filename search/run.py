@@ -182,6 +182,18 @@ def check_limits_admit(config: SearchConfig) -> None:
                       f"{fix}")
 
 
+def check_depth_at_target(config: SearchConfig) -> None:
+    """Refuse a ``--depth-at-target`` no model reaches the target's size at (one line), before anything is written:
+    a pattern of the space's primitives is grown there as every candidate will be."""
+    if config.growth.depth is None:
+        return
+    from composer.pattern import layers
+
+    tokens = layers(config.primitives)
+    sample = "".join(tokens[i % len(tokens)] for i in range(config.layers))
+    config.growth.arch(sample, config.report_target)
+
+
 def no_eligible_note(summary: dict[str, Any]) -> str:
     """Why no finalist may be the answer: the known cost limits' reason where --min-recall left some, else
     --min-recall's."""
@@ -206,6 +218,7 @@ def run_search(config: SearchConfig, echo=print, notes: Sequence[str] = ()) -> d
     check_limits_admit(config)
     check_recall_under_max_kv(config, echo)
     check_known_limits(config)
+    check_depth_at_target(config)
     for line in notes:
         echo(line)
     make_output_dir(out)

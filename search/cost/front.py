@@ -53,18 +53,26 @@ def cost_standing(rows: list[dict[str, Any]], comparison: dict[str, Any]) -> dic
     if not measured_mine or not measured_theirs or "error" in measured_mine or "error" in measured_theirs:
         return None
     ci = comparison.get("ci")
-    loss = ("better" if ci and ci[1] < 0 else "worse" if ci and ci[0] > 0 else "even" if ci else None)
+    loss = "better" if ci and ci[1] < 0 else "worse" if ci and ci[0] > 0 else "even" if ci else None
     decode = (decode_figure(measured_mine), decode_figure(measured_theirs))
     train = (measured_mine["train_tokens_per_s"], measured_theirs["train_tokens_per_s"])
-    cache = ((mine.get("cost") or {}).get("cache_bytes", {}).get(CACHE_AT),
-             (theirs.get("cost") or {}).get("cache_bytes", {}).get(CACHE_AT))
-    sides = {"loss": loss, "decode_latency": side(*decode, lower_is_better=True),
-             "train_throughput": side(*train, lower_is_better=False),
-             "cache_at_32k": None if None in cache else ("better" if cache[0] < cache[1] else
-                                                          "even" if cache[0] == cache[1] else "worse")}
-    ratios = {"decode_latency": decode[0]["median"] / decode[1]["median"] if all(decode) else None,
-              "train_throughput": train[0]["median"] / train[1]["median"],
-              "cache_at_32k": cache[0] / cache[1] if None not in cache and cache[1] else None}
+    cache = (
+        (mine.get("cost") or {}).get("cache_bytes", {}).get(CACHE_AT),
+        (theirs.get("cost") or {}).get("cache_bytes", {}).get(CACHE_AT),
+    )
+    sides = {
+        "loss": loss,
+        "decode_latency": side(*decode, lower_is_better=True),
+        "train_throughput": side(*train, lower_is_better=False),
+        "cache_at_32k": None
+        if None in cache
+        else ("better" if cache[0] < cache[1] else "even" if cache[0] == cache[1] else "worse"),
+    }
+    ratios = {
+        "decode_latency": decode[0]["median"] / decode[1]["median"] if all(decode) else None,
+        "train_throughput": train[0]["median"] / train[1]["median"],
+        "cache_at_32k": cache[0] / cache[1] if None not in cache and cache[1] else None,
+    }
     costs = [sides[name] for name in ("decode_latency", "train_throughput", "cache_at_32k")]
     if loss == "better" and None not in costs and "worse" not in costs:
         relation = "dominates"
@@ -72,18 +80,36 @@ def cost_standing(rows: list[dict[str, Any]], comparison: dict[str, Any]) -> dic
         relation = "wins on loss only"
     else:
         relation = "does not win on loss"
-    return {"new": new["pattern"], "known": known.get("name"), "known_pattern": known["pattern"],
-            "relation": relation, "sides": sides, "ratios": ratios, "loss_ci": ci,
-            "measured_on": f"{measured_mine.get('device_name') or measured_mine['device']}, "
-                           f"{measured_mine['threads']} thread(s)",
-            "line": standing_line(new["pattern"], known.get("name") or known["pattern"], relation, ratios, ci)}
+    limited = (mine.get("limit_cost"), theirs.get("limit_cost"))  # the limits' own figures (modeled or measured)
+    if all(limited):
+        ratios["limits"] = {"decode_latency": limited[0]["decode_ms"] / limited[1]["decode_ms"],
+                            "train_throughput": limited[0]["train_tokens_per_s"] / limited[1]["train_tokens_per_s"],
+                            "source": limited[0]["source"]}
+    return {
+        "new": new["pattern"],
+        "known": known.get("name"),
+        "known_pattern": known["pattern"],
+        "relation": relation,
+        "sides": sides,
+        "ratios": ratios,
+        "loss_ci": ci,
+        "measured_on": f"{measured_mine.get('device_name') or measured_mine['device']}, "
+        f"{measured_mine['threads']} thread(s)",
+        "line": standing_line(new["pattern"], known.get("name") or known["pattern"], relation, ratios, ci),
+    }
 
 
 def standing_line(new: str, known: str, relation: str, ratios: dict[str, float | None], ci) -> str:
     """One line: how the answer stands against the best known layout at equal cost."""
-    costs = ", ".join(f"{ratios[name]:.2f}x its {what}" for name, what in (
-        ("decode_latency", "decode latency at batch 1"), ("train_throughput", "training tokens/s"),
-        ("cache_at_32k", "cache at 32K")) if ratios.get(name) is not None)
+    costs = ", ".join(
+        f"{ratios[name]:.2f}x its {what}"
+        for name, what in (
+            ("decode_latency", "decode latency at batch 1"),
+            ("train_throughput", "training tokens/s"),
+            ("cache_at_32k", "cache at 32K"),
+        )
+        if ratios.get(name) is not None
+    )
     interval = f"loss {ci[0]:+.4f} to {ci[1]:+.4f}" if ci else "no loss interval"
     if relation == "dominates":
         return f"{new} dominates {known} at equal cost: {interval}, at {costs}"
@@ -109,20 +135,35 @@ def plot_loss_against_cost(rows: list[dict[str, Any]], path: Path, answer: str |
     import matplotlib.pyplot as plt
 
     figure, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
-    for axis, index, label in ((axes[0], 1, "decode ms per token, batch 1 (lower is better)"),
-                               (axes[1], 2, "training tokens/s (higher is better)")):
+    for axis, index, label in (
+        (axes[0], 1, "decode ms per token, batch 1 (lower is better)"),
+        (axes[1], 2, "training tokens/s (higher is better)"),
+    ):
         for row, *values in points:
             x = values[index - 1]
             known = row.get("known")
-            axis.scatter(x, row["score"], marker="s" if known else "o", color="tab:orange" if known else "tab:blue",
-                         s=60 if row["pattern"] == answer else 30, edgecolors="black" if row["pattern"] == answer
-                         else "none", zorder=3)
-            axis.annotate(known or row["pattern"], (x, row["score"]), textcoords="offset points", xytext=(4, 3),
-                          fontsize=7)
+            axis.scatter(
+                x,
+                row["score"],
+                marker="s" if known else "o",
+                color="tab:orange" if known else "tab:blue",
+                s=60 if row["pattern"] == answer else 30,
+                edgecolors="black" if row["pattern"] == answer else "none",
+                zorder=3,
+            )
+            axis.annotate(
+                known or row["pattern"],
+                (x, row["score"]),
+                textcoords="offset points",
+                xytext=(4, 3),
+                fontsize=7,
+            )
         axis.set_xlabel(label)
         axis.grid(alpha=0.3)
     axes[0].set_ylabel("loss at the target (lower is better)")
-    figure.suptitle("loss against cost at the target (squares: known layouts; ringed: the answer)", fontsize=10)
+    figure.suptitle(
+        "loss against cost at the target (squares: known layouts; ringed: the answer)", fontsize=10
+    )
     figure.tight_layout()
     figure.savefig(path, dpi=120)
     plt.close(figure)

@@ -71,8 +71,11 @@ class CostLimits:
 
     @classmethod
     def of(cls, config) -> CostLimits:
-        return cls(parse_limit(config.max_latency, "--max-latency"),
-                   parse_limit(config.min_throughput, "--min-throughput"), config.cost_device)
+        return cls(
+            parse_limit(config.max_latency, "--max-latency"),
+            parse_limit(config.min_throughput, "--min-throughput"),
+            config.cost_device,
+        )
 
     @property
     def active(self) -> bool:
@@ -93,8 +96,10 @@ def check_device(device: str | None) -> None:
     from composer.costmodel import device_names
 
     if device not in device_names():
-        raise ConfigError(f"--cost-device {device!r} is not in the cost model's table: one of "
-                          f"{', '.join(device_names())}, or leave it out to measure on this machine")
+        raise ConfigError(
+            f"--cost-device {device!r} is not in the cost model's table: one of "
+            f"{', '.join(device_names())}, or leave it out to measure on this machine"
+        )
 
 
 class CostFigures:
@@ -132,9 +137,13 @@ class CostFigures:
 def modeled(arch, device: str) -> dict[str, Any]:
     from composer.costmodel import predict_decode, predict_train
 
-    return {"decode_ms": predict_decode(arch, device, context=min(MODEL_CONTEXT, arch.max_seq_len - 1)).ms_per_token,
-            "train_tokens_per_s": predict_train(arch, device).tokens_per_s,
-            "source": f"cost model, {device}, decode after {MODEL_CONTEXT:,} tokens"}
+    return {
+        "decode_ms": predict_decode(
+            arch, device, context=min(MODEL_CONTEXT, arch.max_seq_len - 1)
+        ).ms_per_token,
+        "train_tokens_per_s": predict_train(arch, device).tokens_per_s,
+        "source": f"cost model, {device}, decode after {MODEL_CONTEXT:,} tokens",
+    }
 
 
 def measured(arch, grid) -> dict[str, Any]:
@@ -147,9 +156,12 @@ def measured(arch, grid) -> dict[str, Any]:
     context = min(decode, key=int)
     # the fastest repeat: other work on the machine only ever slows a repeat, so the best one is the least
     # contaminated figure of what the model costs (timeit's reasoning); the finalists' table prints medians
-    return {"decode_ms": decode[context]["min"], "train_tokens_per_s": record["train_tokens_per_s"]["max"],
-            "source": f"measured on {record.get('device_name') or record['device']}, {record['threads']} thread(s), "
-                      f"decode after {int(context):,} tokens"}
+    return {
+        "decode_ms": decode[context]["min"],
+        "train_tokens_per_s": record["train_tokens_per_s"]["max"],
+        "source": f"measured on {record.get('device_name') or record['device']}, {record['threads']} thread(s), "
+        f"decode after {int(context):,} tokens",
+    }
 
 
 def resolved(limits: CostLimits, known: dict[str, dict[str, Any]]) -> dict[str, tuple[float, str]]:
@@ -158,8 +170,10 @@ def resolved(limits: CostLimits, known: dict[str, dict[str, Any]]) -> dict[str, 
     layouts is left out: a later stage trains promotions, each checked at the first (``check_known_limits`` refuses
     a search without known layouts)."""
     said: dict[str, tuple[float, str]] = {}
-    for figure, limit, pick in (("decode_ms", limits.max_latency, max),
-                                ("train_tokens_per_s", limits.min_throughput, min)):
+    for figure, limit, pick in (
+        ("decode_ms", limits.max_latency, max),
+        ("train_tokens_per_s", limits.min_throughput, min),
+    ):
         if limit is None:
             continue
         if limit != KNOWN:
@@ -168,16 +182,21 @@ def resolved(limits: CostLimits, known: dict[str, dict[str, Any]]) -> dict[str, 
         if not known:  # a stage of promotions (known layouts are not entered again): they passed at the first
             continue
         name = pick(known, key=lambda n: known[n][figure])
-        said[figure] = (known[name][figure], f"known: no worse than {name}'s {known[name][figure]:,.4g}, the most "
-                                             "lenient known layout before the rungs tell which is best")
+        said[figure] = (
+            known[name][figure],
+            f"known: no worse than {name}'s {known[name][figure]:,.4g}, the most "
+            "lenient known layout before the rungs tell which is best",
+        )
     return said
 
 
 def check_known_limits(config) -> None:
     """Refuse ``known`` limits in a search that enters no known layout (``--no-known``): nothing to compare with."""
     if CostLimits.of(config).asks_known and not config.known:
-        raise ConfigError("--max-latency/--min-throughput known compare with the known layouts, which --no-known "
-                          "leaves out: give a number, or drop --no-known")
+        raise ConfigError(
+            "--max-latency/--min-throughput known compare with the known layouts, which --no-known "
+            "leaves out: give a number, or drop --no-known"
+        )
 
 
 def violation(figures: dict[str, Any], limits: dict[str, tuple[float, str]]) -> str | None:
@@ -187,8 +206,10 @@ def violation(figures: dict[str, Any], limits: dict[str, tuple[float, str]]) -> 
         over = mine > value if figure == "decode_ms" else mine < value
         if over:
             flag = "--max-latency" if figure == "decode_ms" else "--min-throughput"
-            return (f"{FIGURES[figure]} {mine:,.4g} ({figures['source']}) is {'over' if figure == 'decode_ms' else 'under'} "
-                    f"{flag} {what}")
+            return (
+                f"{FIGURES[figure]} {mine:,.4g} ({figures['source']}) is {'over' if figure == 'decode_ms' else 'under'} "
+                f"{flag} {what}"
+            )
     return None
 
 
@@ -200,8 +221,6 @@ def meets_known(figures: dict[str, Any], best_known: dict[str, Any], limits: Cos
     if limits.min_throughput == KNOWN and figures["train_tokens_per_s"] < best_known["train_tokens_per_s"]:
         return False
     return True
-
-
 
 
 def limits_grid(config):
@@ -236,7 +255,9 @@ def limit_check(config):
     def check(arch) -> tuple[str | None, dict[str, Any]]:
         if not asked:
             asked.append(True)
-            resolved_limits.update(resolved(limits, known_figures(config, figures) if limits.asks_known else {}))
+            resolved_limits.update(
+                resolved(limits, known_figures(config, figures) if limits.asks_known else {})
+            )
         mine = figures.of(arch)
         return violation(mine, resolved_limits), mine
 
@@ -253,12 +274,15 @@ def known_figures(config, figures: CostFigures) -> dict[str, dict[str, Any]]:
     offered = layers(config.primitives) if config.primitives else []
     layouts, _ = known_layouts(config.layers, offered)
     growth = config.growth
-    return {layout.name: figures.of(growth.arch(layout.pattern, config.report_target, layout.name))
-            for layout in layouts}
+    return {
+        layout.name: figures.of(growth.arch(layout.pattern, config.report_target, layout.name))
+        for layout in layouts
+    }
 
 
-def eligible_at_known_cost(rows: list[dict[str, Any]], eligible: list[dict[str, Any]] | None,
-                           limits: CostLimits) -> tuple[list[dict[str, Any]] | None, dict[str, Any] | None]:
+def eligible_at_known_cost(
+    rows: list[dict[str, Any]], eligible: list[dict[str, Any]] | None, limits: CostLimits
+) -> tuple[list[dict[str, Any]] | None, dict[str, Any] | None]:
     """After the last rung, under a ``known`` limit: the rows the answer may come from (of ``eligible``, or of every
     row) whose figures are no worse than the best known layout's (``rows`` ranked best first), each row marked
     ``meets_cost_limits``; and what the summary says. ``(eligible, None)`` unchanged where no ``known`` limit is
@@ -267,21 +291,48 @@ def eligible_at_known_cost(rows: list[dict[str, Any]], eligible: list[dict[str, 
         return eligible, None
     known = next((row for row in rows if row.get("known") and row.get("limit_cost")), None)
     if known is None:
-        return eligible, {"why": "no known layout was costed: the known limits could not be checked after the rungs"}
+        return eligible, {
+            "why": "no known layout was costed: the known limits could not be checked after the rungs"
+        }
     for row in rows:
         figures = row.get("limit_cost")
-        row["meets_cost_limits"] = bool(row.get("known")) or (figures is not None and meets_known(
-            figures, known["limit_cost"], limits))
+        row["meets_cost_limits"] = bool(row.get("known")) or (
+            figures is not None and meets_known(figures, known["limit_cost"], limits)
+        )
     pool = eligible if eligible is not None else rows
     kept = [row for row in pool if row["meets_cost_limits"]]
-    said = {"best_known": {"name": known["known"], "pattern": known["pattern"], **known["limit_cost"]},
-            "limits": {"max_latency": limits.max_latency, "min_throughput": limits.min_throughput,
-                       "where": limits.where()},
-            "why": (f"known: no worse than the best known layout, {known['known']} ({known['limit_cost']['source']})"),
-            "eligible": [row["pattern"] for row in kept]}
+    said = {
+        "best_known": {"name": known["known"], "pattern": known["pattern"], **known["limit_cost"]},
+        "limits": {
+            "max_latency": limits.max_latency,
+            "min_throughput": limits.min_throughput,
+            "where": limits.where(),
+        },
+        "why": (
+            f"known: no worse than the best known layout, {known['known']} ({known['limit_cost']['source']})"
+        ),
+        "eligible": [row["pattern"] for row in kept],
+    }
     return kept, said
 
 
-__all__ = ["CostFigures", "CostLimits", "FIGURES", "KNOWN", "MODEL_CONTEXT", "STORE", "check_device",
-           "check_known_limits", "eligible_at_known_cost", "known_figures", "limit_check", "limits_grid", "measured",
-           "meets_known", "modeled", "parse_limit", "resolved", "violation"]
+__all__ = [
+    "CostFigures",
+    "CostLimits",
+    "FIGURES",
+    "KNOWN",
+    "MODEL_CONTEXT",
+    "STORE",
+    "check_device",
+    "check_known_limits",
+    "eligible_at_known_cost",
+    "known_figures",
+    "limit_check",
+    "limits_grid",
+    "measured",
+    "meets_known",
+    "modeled",
+    "parse_limit",
+    "resolved",
+    "violation",
+]

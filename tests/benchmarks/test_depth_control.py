@@ -16,8 +16,11 @@ from tests.search.test_bookkeeping import FakeTraining
 @pytest.fixture
 def fake(monkeypatch) -> FakeTraining:
     training = FakeTraining()
-    monkeypatch.setattr(LanguageModelEvaluator, "train_once",
-                        lambda evaluator, pattern, lr, seed: training(evaluator, pattern, lr, seed))
+    monkeypatch.setattr(
+        LanguageModelEvaluator,
+        "train_once",
+        lambda evaluator, pattern, lr, seed: training(evaluator, pattern, lr, seed),
+    )
     return training
 
 
@@ -29,19 +32,32 @@ def test_every_arm_has_its_depth_and_the_targets_size(load_benchmark):
         layout, widths = bench.ARMS[name].model()
         arch = get_preset(widths).arch.with_pattern(layout)
         assert arch.n_layers == depth and abs(non_embedding_params(arch) / goal - 1) < 0.05, name
-    assert bench.ARMS["answer@34"].model() == ("SDDDDSDDDDSDDDDSDADDDSDDDDSDDDDSDD", "demo-4m")  # the search's
+    assert bench.ARMS["answer@34"].model() == (
+        "SDDDDSDDDDSDDDDSDADDDSDDDDSDDDDSDD",
+        "demo-4m",
+    )  # the search's
     mlp, _ = bench.ARMS["answer-mlp@16"].model()
     assert mlp[1::2] == "M" * 8 and mlp[0::2].count("A") == 1  # an MLP after each of the answer's 8 mixers
     # the model the search compared with: 16 layers at d 192, larger than the target
     layout, widths = bench.ARMS["nemotron-h@16-d192"].model()
-    assert widths == "demo-4m" and non_embedding_params(get_preset(widths).arch.with_pattern(layout)) > 1.15 * goal
+    assert (
+        widths == "demo-4m"
+        and non_embedding_params(get_preset(widths).arch.with_pattern(layout)) > 1.15 * goal
+    )
 
 
-def test_an_arm_trains_through_the_search_stages_once_and_pairs_by_seed(tmp_path, fake, load_benchmark, monkeypatch):
+def test_an_arm_trains_through_the_search_stages_once_and_pairs_by_seed(
+    tmp_path, fake, load_benchmark, monkeypatch
+):
     bench = load_benchmark("depth_control")
     smoke = bench.control_config()
-    monkeypatch.setattr(bench, "control_config", lambda precision="fp32": type(smoke)(
-        **{**smoke.to_dict(), "budget": "smoke", "widths": "tiny", "precision": precision}))
+    monkeypatch.setattr(
+        bench,
+        "control_config",
+        lambda precision="fp32": type(smoke)(
+            **{**smoke.to_dict(), "budget": "smoke", "widths": "tiny", "precision": precision}
+        ),
+    )
     monkeypatch.setattr(bench, "TARGET", "tiny")
     arm = bench.Arm("answer@8", "SADDDD", attention="keep", depth=8)
     monkeypatch.setitem(bench.ARMS, "answer@8", arm)

@@ -179,6 +179,6 @@ def test_one_growth_rule_gives_every_layout_one_depth_and_the_targets_size():
 def test_a_depth_that_is_neither_a_number_nor_a_family_is_refused_by_the_search_config():
     from composer.errors import ConfigError
 
-    with pytest.raises(ConfigError, match="neither a number of layers nor a family"):
+    with pytest.raises(ConfigError, match="--depth-at-target .deep. is neither a number of layers nor a family"):
         SearchConfig(evaluator="lm", budget="smoke", depth_at_target="deep")
     assert SearchConfig(evaluator="lm", budget="smoke", depth_at_target="8").growth.depth == 8

@@ -10,25 +10,46 @@ def figure(median, spread=0.02):
 
 
 def row(pattern, score, decode, train, cache, known=None):
-    return {"pattern": pattern, "score": score, "known": known,
-            "cost": {"cache_bytes": {"32768": cache},
-                     "measured": {"device": "cpu", "device_name": "test", "threads": 1,
-                                  "train_tokens_per_s": figure(train),
-                                  "decode_ms_per_token": {"1": {"128": figure(decode * 0.9), "1024": figure(decode)}}}}}
+    return {
+        "pattern": pattern,
+        "score": score,
+        "known": known,
+        "cost": {
+            "cache_bytes": {"32768": cache},
+            "measured": {
+                "device": "cpu",
+                "device_name": "test",
+                "threads": 1,
+                "train_tokens_per_s": figure(train),
+                "decode_ms_per_token": {"1": {"128": figure(decode * 0.9), "1024": figure(decode)}},
+            },
+        },
+    }
 
 
-COMPARISON = {"best_new": {"pattern": "SADDDD"}, "best_known": {"pattern": "SMSAMS", "name": "nemotron-h"},
-              "ci": [-0.071, -0.031], "recommended": "SADDDD"}
+COMPARISON = {
+    "best_new": {"pattern": "SADDDD"},
+    "best_known": {"pattern": "SMSAMS", "name": "nemotron-h"},
+    "ci": [-0.071, -0.031],
+    "recommended": "SADDDD",
+}
 
 
 def test_an_answer_slower_to_decode_wins_on_loss_only_and_says_by_how_much():
     rows = [row("SADDDD", 1.27, 18.4, 1100, 9.0e6), row("SMSAMS", 1.32, 7.9, 1700, 8.8e6, "nemotron-h")]
     standing = cost_standing(rows, COMPARISON)
     assert standing["relation"] == "wins on loss only"
-    assert standing["sides"] == {"loss": "better", "decode_latency": "worse", "train_throughput": "worse",
-                                 "cache_at_32k": "worse"}
+    assert standing["sides"] == {
+        "loss": "better",
+        "decode_latency": "worse",
+        "train_throughput": "worse",
+        "cache_at_32k": "worse",
+    }
     assert round(standing["ratios"]["decode_latency"], 2) == 2.33  # at the longest context measured
     assert "not at equal cost" in standing["line"] and "2.33x its decode latency" in standing["line"]
+    for one, decode in zip(rows, (6.0, 2.0)):  # the limits' figures on --cost-device, where the search set them
+        one["limit_cost"] = {"decode_ms": decode, "train_tokens_per_s": 10.0, "source": "cost model, h200"}
+    assert cost_standing(rows, COMPARISON)["ratios"]["limits"]["decode_latency"] == 3.0
 
 
 def test_an_answer_no_worse_on_any_cost_within_the_repeats_dominates():

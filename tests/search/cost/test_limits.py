@@ -37,7 +37,9 @@ def test_the_config_refuses_what_cannot_be_costed():
 
     with pytest.raises(ConfigError, match="--no-known"):
         check_known_limits(SearchConfig(min_throughput="known", known=False))
-    assert CostLimits.of(SearchConfig(max_latency="known", min_throughput="2e3")) == CostLimits("known", 2000.0)
+    assert CostLimits.of(SearchConfig(max_latency="known", min_throughput="2e3")) == CostLimits(
+        "known", 2000.0
+    )
 
 
 def test_modeled_figures_follow_the_model_a_deeper_thinner_model_decodes_slower():
@@ -47,7 +49,9 @@ def test_modeled_figures_follow_the_model_a_deeper_thinner_model_decodes_slower(
     deep = Growth("keep").arch("SADDDD", "llama-3.2-1b")
     family = Growth("keep").arch("SMSAMS", "llama-3.2-1b", "nemotron-h")
     mine, theirs = modeled(deep, "h200"), modeled(family, "h200")
-    assert mine["decode_ms"] > theirs["decode_ms"] and mine["train_tokens_per_s"] < theirs["train_tokens_per_s"]
+    assert (
+        mine["decode_ms"] > theirs["decode_ms"] and mine["train_tokens_per_s"] < theirs["train_tokens_per_s"]
+    )
     limits = resolved(CostLimits("known", None, "h200"), {"nemotron-h": theirs})
     assert violation(theirs, limits) is None
     assert "is over --max-latency known" in violation(mine, limits)
@@ -86,13 +90,25 @@ def test_measured_figures_are_kept_in_the_out_and_read_back(tmp_path, monkeypatc
 
 def test_after_the_rungs_known_admits_only_finalists_no_worse_than_the_best_known_layout():
     def row(pattern, score, decode, known=None):
-        return {"pattern": pattern, "score": score, "known": known,
-                "limit_cost": {"decode_ms": decode, "train_tokens_per_s": 100.0, "source": "x"}}
+        return {
+            "pattern": pattern,
+            "score": score,
+            "known": known,
+            "limit_cost": {"decode_ms": decode, "train_tokens_per_s": 100.0, "source": "x"},
+        }
 
-    rows = [row("SADDDD", 1.0, 5.0), row("SDDMSM", 1.1, 2.0), row("SMSAMS", 1.2, 3.0, "nemotron-h"),
-            row("AMAMAM", 1.3, 1.0, "llama")]
+    rows = [
+        row("SADDDD", 1.0, 5.0),
+        row("SDDMSM", 1.1, 2.0),
+        row("SMSAMS", 1.2, 3.0, "nemotron-h"),
+        row("AMAMAM", 1.3, 1.0, "llama"),
+    ]
     eligible, said = eligible_at_known_cost(rows, None, CostLimits("known"))
-    assert [r["pattern"] for r in eligible] == ["SDDMSM", "SMSAMS", "AMAMAM"]  # SADDDD decodes slower than nemotron-h
+    assert [r["pattern"] for r in eligible] == [
+        "SDDMSM",
+        "SMSAMS",
+        "AMAMAM",
+    ]  # SADDDD decodes slower than nemotron-h
     assert said["best_known"]["name"] == "nemotron-h" and rows[0]["meets_cost_limits"] is False
     kept, _ = eligible_at_known_cost(rows, rows[:1], CostLimits("known"))  # an earlier filter is kept
     assert kept == []
