@@ -584,6 +584,16 @@ def search_attention(source: str | Path) -> tuple[str | None, Path | None]:
     return (rule, config) if rule in ATTENTION_RULES else (None, None)
 
 
+def refuse_depth_search(source: str | Path, command: str) -> None:
+    """Refuse a search that grew its models at ``--depth-at-target`` (by width): ``command`` grows by depth at the
+    target's widths, so it would train models the search never scored. One line naming what does train them."""
+    depth = _read_json(_search_out(source) / "config.json").get("depth_at_target")
+    if depth is not None:
+        raise ConfigError(f"{source}: the search grew its models to {depth} layers by width (--depth-at-target); "
+                          f"{command} grows by depth at the target's widths and would train other models: train the "
+                          "answer with composer train --from-search DIR --preset P (it grows it as the search did)")
+
+
 def _search_out(source: str | Path) -> Path:
     """The directory of a search source (``search_attention``): itself, or the one its file or storage is in."""
     text = str(source)

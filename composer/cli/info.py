@@ -39,12 +39,25 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--device", metavar="DEVICE",
                         help="also predict training tokens/s and decode ms per token (batch 1 and 64, 4K context) "
                              "on DEVICE with the cost model (cpu, h100, h200: composer/costmodel/constants.json)")
+    parser.add_argument("--depth", metavar="N|FAMILY",
+                        help="grow the pattern SPEC to --preset's size at exactly N layers (or a family's own depth "
+                             "there) by width, and account for that model (its widths line names the scaled preset)")
+    parser.add_argument("--attention", choices=("repeat", "keep"), default="repeat",
+                        help="with --depth: how the pattern's attention layers grow (default repeat)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     arch, widths = resolve_spec(args.spec, args.preset, DEFAULT_WIDTHS)
+    if args.depth is not None:
+        from scaling.extrapolate import grow_to_depth
+        from search.known import depth_at_target
+
+        if args.spec in PRESETS:
+            raise ConfigError("--depth grows a pattern SPEC to --preset's size: give a pattern, not a preset")
+        grown = grow_to_depth(arch.pattern, widths, depth_at_target(args.depth, widths), attention=args.attention)
+        arch, widths = grown.arch, grown.target
     if args.seq_len is not None and args.seq_len <= 0:
         raise ConfigError(f"--seq-len must be a positive integer, got {args.seq_len}")
     if args.notation is not None:

@@ -343,8 +343,9 @@ class Pipeline:
         explicit = self.config.extrapolate.get("attention")
         if explicit is not None:
             return explicit, "extrapolate.attention"
-        from search.aggregate import search_attention, search_growth
+        from search.aggregate import refuse_depth_search, search_attention, search_growth
 
+        refuse_depth_search(self.search_dir, "composer pipeline")
         rule, config_json = search_attention(self.search_dir)
         if rule is not None:  # what the search ran with
             source = f"the search's --attention-at-target {rule} ({config_json})"

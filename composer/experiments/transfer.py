@@ -355,8 +355,9 @@ class Transfer:
         ``attention_notes`` says so."""
         if not self.config.by_search:
             return self.config.attention
-        from search.aggregate import search_growth
+        from search.aggregate import refuse_depth_search, search_growth
 
+        refuse_depth_search(self.config.search, "composer transfer")
         rule, why = search_growth(pattern, self.config.attention, self.config.search)
         if why is not None:
             self.attention_notes.append(why)

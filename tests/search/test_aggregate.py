@@ -425,3 +425,18 @@ def test_voting_counts_a_parallel_layer_as_one_position():
     pattern, votes = vote(members, c=0)
     assert pattern == "[AS]MM" and [v.symbol for v in votes] == ["[AS]", "M", "M"]
     assert votes[0].votes == {"A": 1, "[AS]": 2}
+
+
+def test_a_search_grown_at_a_depth_is_refused_by_what_grows_by_depth(tmp_path):
+    """composer pipeline/transfer grow a search's patterns by depth: a search that grew its models at
+    --depth-at-target scored other models, so they refuse it in one line naming composer train --from-search."""
+    import json
+
+    from composer.errors import ConfigError
+    from search.aggregate import refuse_depth_search
+
+    (tmp_path / "config.json").write_text(json.dumps({"attention_at_target": "keep", "depth_at_target": 16}))
+    with pytest.raises(ConfigError, match="grew its models to 16 layers by width.*composer train --from-search"):
+        refuse_depth_search(tmp_path, "composer pipeline")
+    (tmp_path / "config.json").write_text(json.dumps({"attention_at_target": "keep"}))
+    refuse_depth_search(tmp_path, "composer pipeline")  # grown by depth: nothing to refuse

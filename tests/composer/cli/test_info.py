@@ -118,3 +118,12 @@ def test_an_unknown_device_is_a_usage_error_naming_the_choices(capsys):
     assert main(["info", "AM", "--preset", "tiny", "--device", "tpu"]) == 2
     err = capsys.readouterr().err
     assert "unknown device 'tpu'; choose one of: cpu, h100, h200" in err and err.count("\n") == 1
+
+
+def test_a_pattern_at_a_depth_is_accounted_at_the_widths_that_size_it(capsys):
+    data = run_json(capsys, "info", "SADDDD", "--preset", "demo-4m", "--depth", "16", "--attention", "keep")
+    assert data["n_layers"] == 16 and data["arch"]["d_model"] == 280 and data["pattern"].count("A") == 1
+    own = run_json(capsys, "info", "SADDDD", "--preset", "demo-4m")
+    assert own["arch"]["d_model"] == 192 and own["n_layers"] == 6
+    assert main(["info", "demo-4m", "--depth", "16"]) == 2
+    assert "give a pattern, not a preset" in capsys.readouterr().err
