@@ -220,7 +220,7 @@ def make_objective(config: SearchConfig, stage: Stage, evaluator: Evaluator, stu
     learns_from_pruned = config.sampler_name != "gp"
     known = known_names(stage)
     max_kv = parse_max_kv(config.max_kv) if config.max_kv else None
-    from search.cost.limits import limit_check
+    from search.cost.limits import best_known_so_far, limit_check
 
     over_cost = limit_check(config)  # --max-latency / --min-throughput: None when neither is given
     stopped_by: list[DataError] = []  # the data error that stopped the study (raise_data_error)
@@ -251,7 +251,8 @@ def make_objective(config: SearchConfig, stage: Stage, evaluator: Evaluator, stu
         reason = stage.space.violation(pattern, search_stats.non_embedding_params) or (
             over_max_kv(target_arch, max_kv) if max_kv else None)
         if reason is None and over_cost is not None:  # measured or modeled: only where nothing cheaper refused it
-            reason, figures = over_cost(target_arch)
+            reason, figures = over_cost(target_arch, best_known_so_far(history, evaluator.direction),
+                                        is_known=pattern in known)
             trial.set_user_attr("limit_cost", figures)
         if reason:
             trial.set_user_attr("skip_reason", reason)

@@ -23,10 +23,12 @@ Where they come from (``--cost-device``):
   CPU. The GPUs' decode constants are assumed, not fitted (docs/reports/layout-cost-cpu-2026-11-29.md).
 
 A limit is a number (``5`` ms, ``2000`` tokens/s) or ``known``: as good as the best known layout. Which known
-layout is best is decided by loss after the last rung, so before training ``known`` admits a candidate no worse
-than *some* known layout (the slowest decode and the lowest throughput among those the search trains: one worse
-than all of them cannot match the best, whichever it is), and after the last rung a finalist is eligible to be the
-answer only when it is no worse than the best known layout itself (:func:`meets_known`).
+layout is best is decided by loss after the last rung. Before training, ``known`` holds a candidate to the known
+layout that scores best so far in its stage (the known layouts are its first trials); where none has scored yet,
+to *some* known layout (the slowest decode and the lowest throughput among those the search trains: one worse than
+all of them cannot match the best, whichever it is). After the last rung a finalist is eligible to be the answer
+only when it is no worse than the best known layout itself (:func:`eligible_at_known_cost`). A known layout is
+never held to a ``known`` limit.
 """
 
 from __future__ import annotations
@@ -242,26 +244,53 @@ def limits_grid(config):
 
 
 def limit_check(config):
-    """A search's check of a model at the target against its cost limits: ``check(arch) -> (reason, figures)``
-    (reason None when it passes), or None when the search sets none. ``known`` limits are resolved on the first
-    check, from the known layouts the search's space can express, grown as the search grows them."""
+    """A search's check of a model at the target against its cost limits, or None when it sets none:
+    ``check(arch, best_known=None, is_known=False) -> (reason, figures)``, reason None when it passes.
+
+    ``best_known``: ``(name, figures)`` of the best-scoring known layout the stage has scored so far
+    (:func:`best_known_so_far`); a ``known`` limit holds a candidate to it. Before any known layout has scored
+    (they are the first trials, but a second worker may start a candidate beside them) it holds it to the most
+    lenient known layout (the module docstring), resolved once from the known layouts the search's space can
+    express. A known layout is never held to a ``known`` limit: it is what the limit is measured against."""
     limits = CostLimits.of(config)
     if not limits.active:
         return None
     figures = CostFigures(limits, limits_grid(config), config.out)
-    resolved_limits: dict[str, tuple[float, str]] = {}
+    lenient: dict[str, tuple[float, str]] = {}
     asked: list[bool] = []
 
-    def check(arch) -> tuple[str | None, dict[str, Any]]:
-        if not asked:
-            asked.append(True)
-            resolved_limits.update(
-                resolved(limits, known_figures(config, figures) if limits.asks_known else {})
-            )
+    def check(arch, best_known: tuple[str, dict[str, Any]] | None = None,
+              is_known: bool = False) -> tuple[str | None, dict[str, Any]]:
         mine = figures.of(arch)
-        return violation(mine, resolved_limits), mine
+        if best_known is not None:
+            name, theirs = best_known
+            limits_now = resolved(limits, {name: theirs})
+            limits_now = {figure: (value, f"known: no worse than {name}'s {value:,.4g}, the best known layout so far")
+                          if getattr(limits, "max_latency" if figure == "decode_ms" else "min_throughput") == KNOWN
+                          else (value, what) for figure, (value, what) in limits_now.items()}
+        else:
+            if not asked:
+                asked.append(True)
+                lenient.update(resolved(limits, known_figures(config, figures) if limits.asks_known else {}))
+            limits_now = lenient
+        if is_known:  # the reference itself: only numeric limits apply
+            limits_now = {figure: entry for figure, entry in limits_now.items() if not entry[1].startswith("known")}
+        return violation(mine, limits_now), mine
 
     return check
+
+
+def best_known_so_far(history, direction: str) -> tuple[str, dict[str, Any]] | None:
+    """``(name, figures)`` of the best-scoring finished known layout of a stage's ``history`` (Optuna trials) that
+    has cost figures, or None."""
+    scored = [trial for trial in history if trial.user_attrs.get("known") and trial.user_attrs.get("limit_cost")
+              and trial.values and not any(key in trial.user_attrs for key in ("cached_from", "skip_reason",
+                                                                                 "pruned_at", "fail_reason"))
+              and getattr(trial.state, "name", "COMPLETE") == "COMPLETE"]
+    if not scored:
+        return None
+    best = (max if direction == "maximize" else min)(scored, key=lambda trial: trial.values[0])
+    return best.user_attrs["known"], best.user_attrs["limit_cost"]
 
 
 def known_figures(config, figures: CostFigures) -> dict[str, dict[str, Any]]:

@@ -113,3 +113,31 @@ def test_after_the_rungs_known_admits_only_finalists_no_worse_than_the_best_know
     kept, _ = eligible_at_known_cost(rows, rows[:1], CostLimits("known"))  # an earlier filter is kept
     assert kept == []
     assert eligible_at_known_cost(rows, None, CostLimits(5.0)) == (None, None)  # numbers were applied before
+
+
+def test_known_holds_a_candidate_to_the_best_known_layout_so_far_and_never_a_known_layout(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from search.cost import limits as limits_module
+    from search.cost.limits import best_known_so_far
+
+    decode = {"AMSM": 2.0, "SMSM": 3.0}
+    monkeypatch.setattr(limits_module, "measured", lambda arch, grid: {
+        "decode_ms": decode[arch.pattern], "train_tokens_per_s": 1000.0, "source": "fake"})
+    monkeypatch.setattr(limits_module, "known_figures", lambda config, figures: {
+        "llama": {"decode_ms": 4.0, "train_tokens_per_s": 900.0, "source": "fake"}})
+    check = limit_check(SearchConfig(budget="smoke", max_latency="known", out=str(tmp_path)))
+    slower = get_preset("tiny").arch.with_pattern("SMSM")
+    assert check(slower)[0] is None  # nothing scored yet: the most lenient known layout (4.0 ms)
+
+    def trial(known, value, decode_ms, **attrs):
+        return SimpleNamespace(values=[value], state=SimpleNamespace(name="COMPLETE"), user_attrs={
+            "known": known, "limit_cost": {"decode_ms": decode_ms, "train_tokens_per_s": 1.0}, **attrs})
+
+    history = [trial("llama", 3.2, 4.0), trial("nemotron-h", 3.1, 2.5), trial("paper", 3.0, 9.0, cached_from=1)]
+    best = best_known_so_far(history, "minimize")
+    assert best[0] == "nemotron-h"
+    reason, figures = check(slower, best)
+    assert "the best known layout so far" in reason and "nemotron-h" in reason and figures["decode_ms"] == 3.0
+    assert check(slower, best, is_known=True)[0] is None  # a known layout is the reference, not held to it
+    assert check(get_preset("tiny").arch.with_pattern("AMSM"), best)[0] is None
