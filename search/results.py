@@ -17,7 +17,7 @@ from typing import Any
 from composer.errors import ConfigError
 
 # the keys of best.json that summary_text (search.summary) reads from a search's result beside its leaderboard
-SUMMARY_KEYS = ("min_recall", "front", "recall_probe", "confirmation")
+SUMMARY_KEYS = ("min_recall", "front", "recall_probe", "confirmation", "cost_limits")
 TRIAL_STATES = ("COMPLETE", "PRUNED", "FAIL", "RUNNING", "WAITING")
 
 

@@ -8,6 +8,7 @@ import pytest
 from composer.errors import ConfigError
 from composer.presets import get_preset
 from search.config import SearchConfig
+from tests.search.test_bookkeeping import fake  # noqa: F401 (the fixture: training faked)
 from search.cost.limits import (
     CostFigures,
     CostLimits,
@@ -141,3 +142,29 @@ def test_known_holds_a_candidate_to_the_best_known_layout_so_far_and_never_a_kno
     assert "the best known layout so far" in reason and "nemotron-h" in reason and figures["decode_ms"] == 3.0
     assert check(slower, best, is_known=True)[0] is None  # a known layout is the reference, not held to it
     assert check(get_preset("tiny").arch.with_pattern("AMSM"), best)[0] is None
+
+
+def test_a_search_under_known_cost_limits_skips_slower_candidates_and_answers_only_at_equal_cost(tmp_path, fake):
+    """End to end on the smoke ladder (training faked, the cost model on the CPU): a candidate whose model decodes
+    slower than the best known layout so far is skipped before it trains with its figure as the reason, every
+    finalist carries its figures, and best.json says which may be the answer and why."""
+    import json
+
+    from search.run import run_search
+    from tests.search.test_bookkeeping import halving, rungs_of
+
+    result = run_search(halving(tmp_path, max_latency="known", cost_device="cpu", primitives="AMS", trials=6),
+                        echo=lambda _: None)
+    out = tmp_path / "out"
+    skipped = [entry for rung in rungs_of(out) for entry in rung.get("failures", [])
+               if "--max-latency known" in str(entry.get("reason", ""))]
+    board = json.loads((out / "leaderboard.json").read_text())
+    assert all(row["limit_cost"]["source"].startswith("cost model, cpu") for row in board)
+    said = json.loads((out / "best.json").read_text())["cost_limits"]
+    best_known = said["best_known"]
+    for row in board:
+        eligible = row["pattern"] in said["eligible"]
+        assert eligible == (bool(row.get("known")) or row["limit_cost"]["decode_ms"] <= best_known["decode_ms"])
+    assert result["cost_limits"] == said
+    # the promotions are held to the best known layout of their rung: one slower than it is skipped, not trained
+    assert skipped and "the best known layout so far" in skipped[0]["reason"]
