@@ -233,10 +233,11 @@ def limits_grid(config):
 
     if config.evaluator == "lm":
         try:
-            if config.strategy == "successive-halving":
-                from search.strategies.successive_halving import last_rung_budget
+            if config.strategy == "successive-halving":  # the ladder's last rung, at the search's target
+                from search.fidelity import get_ladder, rung_budget
 
-                return cost_grid(last_rung_budget(config).name)
+                ladder = get_ladder(config.budget)
+                return cost_grid(rung_budget(ladder, len(ladder.rungs) - 1, config.target))
             return cost_grid(config.budget)
         except ConfigError:
             pass
