@@ -142,6 +142,37 @@ def train_arm(arm: Arm, work: Path, threads: int) -> dict:
                         known={arm.fit: arm.family} if arm.family else {}, attention=arm.attention, depth=arm.depth)
 
 
+def edge_check(arm: Arm, work: Path, threads: int) -> dict:
+    """Rung 1 of ``arm`` once more at the rate past the edge of the ladder's two (twice the higher where it chose
+    the higher, half the lower where it chose the lower), seed 0: whether a rate outside the grid would have scored
+    it better. Kept in its ``family.json`` as ``edge``; done once."""
+    import torch
+
+    from search.evaluators import make_evaluator
+    from search.lm import get_lm_budget
+    from search.strategies.successive_halving import rung_config
+
+    torch.set_num_threads(threads)
+    path = work / arm.name / "family.json"
+    record = json.loads(path.read_text())
+    if "edge" in record:
+        return record["edge"]
+    config = control_config()
+    rung = get_lm_budget(rung_config(config, 1).budget)
+    chosen = record["stages"]["rung1"]["lr"]
+    past = 2 * chosen if chosen == max(rung.lrs) else chosen / 2
+    budget = dataclasses.replace(rung, name=f"{rung.name}-edge", lrs=(past,), keeps_trunk=False, extend_edge=False)
+    evaluator = make_evaluator("lm", budget, config.widths, config.data, config.tokenizer, config.precision,
+                               config.compile, None, known={arm.fit: arm.family} if arm.family else {},
+                               attention_at_target=arm.attention, depth_at_target=arm.depth)
+    result = evaluator(arm.fit, config.seed, None)
+    record["edge"] = {"lr": past, "loss": result.score, "chosen_lr": chosen,
+                      "chosen_loss": record["stages"]["rung1"]["losses"][str(config.seed)],
+                      "budget": rung.name, "seed": config.seed}
+    atomic_write_json(path, record)
+    return record["edge"]
+
+
 def arm_losses(arm: Arm, work: Path) -> dict[str, float] | None:
     """The arm's per-seed losses (the last rung's at seed 0, the confirmation's seeds 1 and 2), or None before they
     exist."""
@@ -167,10 +198,9 @@ def arm_record(arm: Arm, work: Path) -> dict:
 
     layout, widths = arm.model()
     arch = get_preset(widths).arch.with_pattern(layout)
-    stages = {}
     path = work / arm.name / "family.json"
-    if path.is_file():
-        stages = json.loads(path.read_text())["stages"]
+    saved = json.loads(path.read_text()) if path.is_file() else {}
+    stages = saved.get("stages", {})
     rate = (stages.get("rung2") or stages.get("rung1") or {}).get("lr")
     if arm.recorded:
         rate = next(row["lr"] for row in json.loads(SEARCH_RESULTS.read_text())["leaderboard"]
@@ -178,7 +208,7 @@ def arm_record(arm: Arm, work: Path) -> dict:
     return {"name": arm.name, "layout": layout, "widths": widths, "d_model": arch.d_model, "layers": arch.n_layers,
             "non_embedding_params": non_embedding_params(arch), "params": analyze(arch).params,
             "kv_cache_bytes_per_token": analyze(arch).kv_cache_bytes_per_token, "lr": rate,
-            "losses": arm_losses(arm, work), "source": "the search's run (2026-11-28)" if arm.recorded else
+            "losses": arm_losses(arm, work), "edge": saved.get("edge"), "source": "the search's run (2026-11-28)" if arm.recorded else
             "trained here", "stage_minutes": {k: round(v["seconds"] / 60, 1) for k, v in stages.items()}}
 
 
@@ -228,10 +258,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=max(1, (os.cpu_count() or 2) // 2),
                         help="torch threads (two arms at once on 2 cores: 1 each)")
     parser.add_argument("--cost", action="store_true", help="also measure each arm's cost here and model it on H200")
+    parser.add_argument("--edge", action="store_true",
+                        help="with --arm: train its rung 1 once more at the rate past the grid's edge it chose")
     parser.add_argument("--json", help="write the result here")
     args = parser.parse_args(argv)
     work = Path(args.work)
     try:
+        if args.arm and args.edge:
+            edge = edge_check(ARMS[args.arm], work, args.threads)
+            print(f"{args.arm}: rung 1 at lr {edge['lr']:g} {edge['loss']:.4f} against {edge['chosen_loss']:.4f} at the "
+                  f"chosen {edge['chosen_lr']:g}")
+            return 0
         if args.arm:
             record = train_arm(ARMS[args.arm], work, args.threads)
             print(f"{args.arm}: {', '.join(record['stages'])} trained")

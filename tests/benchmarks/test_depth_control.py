@@ -72,6 +72,11 @@ def test_an_arm_trains_through_the_search_stages_once_and_pairs_by_seed(
     saved = json.loads((tmp_path / "answer@8" / "family.json").read_text())
     losses = bench.arm_losses(arm, tmp_path)
     assert set(losses) == {"0", "1", "2"} and losses["0"] == saved["stages"]["rung1"]["losses"]["0"]
+    # a rate past the grid's edge it chose, once: half the lower, or twice the higher
+    edge = bench.edge_check(arm, tmp_path, threads=1)
+    chosen = saved["stages"]["rung1"]["lr"]
+    assert edge["lr"] in (chosen / 2, chosen * 2) and edge["chosen_loss"] == losses["0"]
+    assert len(fake.trained) == runs + 1 and bench.edge_check(arm, tmp_path, threads=1) == edge
 
 
 def test_the_differences_pair_the_recorded_arms_and_wait_for_the_rest(tmp_path, load_benchmark):
