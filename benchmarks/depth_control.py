@@ -212,18 +212,30 @@ def arm_record(arm: Arm, work: Path) -> dict:
             "trained here", "stage_minutes": {k: round(v["seconds"] / 60, 1) for k, v in stages.items()}}
 
 
+def measure_arm(arm: Arm, threads: int) -> dict:
+    """One measurement of the arm's model at the target on this machine (``composer.evaluation.bench_cost``)."""
+    from composer.evaluation.bench_cost import CostGrid, measure_cost
+    from composer.presets import get_preset
+
+    layout, widths = arm.model()
+    return measure_cost(get_preset(widths).arch.with_pattern(layout), CostGrid(train_batch=16, seq_len=128,
+                                                                               threads=threads))
+
+
 def arm_cost(arm: Arm, threads: int) -> dict:
     """The arm's cost measured on this machine at the target and modeled on H200 at ``SCALE_TARGET`` (the arm's
-    depth rule there: its own growth, or the family's depth at 1B where it stands at the family's depth)."""
+    depth rule there: its own growth, or the family's depth at 1B where it stands at the family's depth).
+    ``measured_rounds`` collects further rounds (``main``'s ``--cost-rounds``, the arms interleaved round by
+    round), so a figure's round-to-round spread shows beside its repeats' (the same model measured twice in one
+    round differed by ~10%); ``measured_cpu`` is the first round's."""
     from composer.costmodel import predict_decode, predict_train
-    from composer.evaluation.bench_cost import CostGrid, measure_cost
     from composer.presets import get_preset
     from search.cost import serving_cost
     from search.known import depth_at_target
 
     layout, widths = arm.model()
     arch = get_preset(widths).arch.with_pattern(layout)
-    measured = measure_cost(arch, CostGrid(train_batch=16, seq_len=128, threads=threads))
+    measured = measure_arm(arm, threads)
     depth_at_scale = None
     if arm.depth == SHALLOW:
         depth_at_scale = depth_at_target(FAMILY, SCALE_TARGET)
@@ -231,7 +243,7 @@ def arm_cost(arm: Arm, threads: int) -> dict:
         depth_at_scale = len(ARMS["answer@34"].model(SCALE_TARGET)[0])
     scaled_layout, scaled_widths = arm.model(SCALE_TARGET, depth_at_scale)
     scaled = get_preset(scaled_widths).arch.with_pattern(scaled_layout)
-    return {"measured_cpu": measured,
+    return {"measured_cpu": measured, "measured_rounds": [measured],
             "h200_at_1b": {"layout_layers": scaled.n_layers, "d_model": scaled.d_model,
                            "train_tokens_per_s": predict_train(scaled, "h200").tokens_per_s,
                            "decode_ms_b1_4k": predict_decode(scaled, "h200", batch=1, context=4096).ms_per_token,
@@ -258,6 +270,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=max(1, (os.cpu_count() or 2) // 2),
                         help="torch threads (two arms at once on 2 cores: 1 each)")
     parser.add_argument("--cost", action="store_true", help="also measure each arm's cost here and model it on H200")
+    parser.add_argument("--cost-rounds", type=int, default=1,
+                        help="with --cost: measure each arm this many times, the arms interleaved round by round")
     parser.add_argument("--edge", action="store_true",
                         help="with --arm: train its rung 1 once more at the rate past the grid's edge it chose")
     parser.add_argument("--json", help="write the result here")
@@ -277,6 +291,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.cost:
             for name, arm in ARMS.items():
                 records[name]["cost"] = arm_cost(arm, args.threads)
+            for _ in range(args.cost_rounds - 1):
+                for name, arm in ARMS.items():
+                    records[name]["cost"]["measured_rounds"].append(measure_arm(arm, args.threads))
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
