@@ -1580,3 +1580,95 @@ def test_layout_cost_on_the_cpu():
     find(text, rf"took {sum(retimed['measurement_seconds']):.1f} s \(2.8-3.3 s each\)")
     find(text, rf"`AMAMMM` against Llama's `AMAMAM` \+{retimed['difference']:.4f} \[{retimed['ci'][0]:.4f}, "
                rf"\+{retimed['ci'][1]:.4f}\]")
+
+
+def test_the_answer_at_equal_cost():
+    """The depth control's report: every arm's losses and size, the paired differences recomputed from them, the
+    rate past the grid's edge, each arm's cost (medians over the measured rounds, the H200 model at 1B), the ratios
+    the prose quotes, and the equal-cost space's counts."""
+    import statistics
+
+    from composer.evidence import paired_difference
+
+    text = doc("reports/equal-cost-2026-11-29.md")
+    data = results("depth_control-2026-11-29.json")
+    arms = data["arms"]
+    searched = {row["pattern"]: row for row in results("amsd_constrained_search-2026-11-28.json")["leaderboard"]}
+    assert arms["answer@34"]["losses"] == searched["SADDDD"]["evidence"]["scores"]  # the search's own runs
+    assert arms["nemotron-h@16-d192"]["losses"] == searched["SMSAMS"]["evidence"]["scores"]
+    for cells in table(text, "| arm | layout at `demo-4m`"):
+        arm = arms[plain(cells[0])]
+        assert (int(cells[2]), int(cells[3])) == (arm["layers"], arm["d_model"])
+        agree(cells[4].rstrip("M"), arm["non_embedding_params"] / 1e6, f"{cells[0]} size")
+        assert float(cells[5]) == arm["lr"]
+        losses = [arm["losses"][seed] for seed in ("0", "1", "2")]
+        agree_all(numbers(cells[6]), losses, f"{cells[0]} losses")
+        agree(cells[7], statistics.mean(losses), f"{cells[0]} mean")
+    find(text, rf"It scored {arms['answer@34-rerun']['losses']['0']:.4f} against the search's "
+               rf"{arms['answer@34']['losses']['0']:.4f}")
+    for name, edge in ((name, arms[name]["edge"]) for name in ("answer@16", "answer-mlp@16", "nemotron-h@16",
+                                                               "nemotron-h@34")):
+        find(text, rf"`{name}`: {edge['loss']:.4f} at {edge['lr']:.0e} against {edge['chosen_loss']:.4f} at "
+                   rf"{edge['chosen_lr']:.0e}".replace("e-0", "e-"))
+    # the differences: recomputed from the arms' losses, as printed
+    for cells in table(text, "| what | difference | loss"):
+        mine, theirs = re.findall(r"`([^`]+)`", cells[1])
+        paired = paired_difference(arms[mine]["losses"], arms[theirs]["losses"])
+        assert paired["seeds"] == ["0", "1", "2"]
+        agree(cells[2], paired["mean"], cells[0])
+        agree_all(numbers(cells[3]), list(paired["ci"]), f"{cells[0]} interval")
+        assert plain(cells[4]) == paired["verdict"]
+    # the cost: medians over the rounds, the model at 1B
+    def measured(name: str, figure) -> float:
+        return statistics.median(figure(r) for r in arms[name]["cost"]["measured_rounds"])
+
+    train = lambda r: r["train_tokens_per_s"]["median"]  # noqa: E731
+    decode = lambda r: r["decode_ms_per_token"]["1"]["1024"]["median"]  # noqa: E731
+    decode64 = lambda r: r["decode_ms_per_token"]["64"]["1024"]["median"]  # noqa: E731
+    for cells in table(text, "| arm | train tok/s"):
+        name = plain(cells[0])
+        cost, at_1b = arms[name]["cost"], arms[name]["cost"]["h200_at_1b"]
+        agree(cells[1], measured(name, train), f"{name} train")
+        agree(cells[2], measured(name, decode), f"{name} decode")
+        agree(cells[3], measured(name, decode64), f"{name} decode b64")
+        agree(numbers(cells[4])[0], cost["serving_at_target"]["cache_bytes"]["32768"] / 2**20, f"{name} cache")
+        assert [int(n.replace(",", "")) for n in numbers(cells[5])] == [at_1b["layout_layers"], at_1b["d_model"]]
+        agree(cells[6], at_1b["decode_ms_b1_4k"], f"{name} H200 decode")
+        agree(cells[7], at_1b["train_tokens_per_s"], f"{name} H200 train")
+        agree(numbers(cells[8])[0], at_1b["serving"]["cache_bytes"]["32768"] / 2**20, f"{name} H200 cache")
+
+    def ratio(mine: str, theirs: str, figure) -> float:
+        return measured(mine, figure) / measured(theirs, figure)
+
+    def cache(name: str, at_1b: bool = False) -> int:
+        cost = arms[name]["cost"]
+        return (cost["h200_at_1b"]["serving"] if at_1b else cost["serving_at_target"])["cache_bytes"]["32768"]
+
+    h200 = {name: arms[name]["cost"]["h200_at_1b"] for name in arms}
+    find(text, rf"against 13.98 at 34: {ratio('answer@16', 'answer@34', decode):.2f}x")
+    find(text, rf"on this CPU: {ratio('answer@16', 'nemotron-h@16', decode):.2f}x the decode latency, "
+               rf"{ratio('answer@16', 'nemotron-h@16', train):.2f}x the training throughput, "
+               rf"{cache('answer@16') / cache('nemotron-h@16'):.2f}x the cache")
+    find(text, rf"on the H200 model at 1B: "
+               rf"{h200['answer@16']['decode_ms_b1_4k'] / h200['nemotron-h@16']['decode_ms_b1_4k']:.2f}x the decode "
+               rf"latency and {h200['answer@16']['train_tokens_per_s'] / h200['nemotron-h@16']['train_tokens_per_s']:.2f}x")
+    find(text, rf"That is {ratio('answer-mlp@16', 'nemotron-h@16', decode):.2f}x")
+    rounds = {name: sorted(decode(r) for r in arms[name]["cost"]["measured_rounds"])
+              for name in ("answer-mlp@16", "nemotron-h@16")}
+    find(text, rf"\({rounds['answer-mlp@16'][0]:.2f}-{rounds['answer-mlp@16'][-1]:.2f} against "
+               rf"{rounds['nemotron-h@16'][0]:.2f}-{rounds['nemotron-h@16'][-1]:.2f}\)")
+    find(text, rf"Training {ratio('answer-mlp@16', 'nemotron-h@16', train):.2f}x, cache "
+               rf"{cache('answer-mlp@16') / cache('nemotron-h@16'):.2f}x")
+    find(text, rf"decode {h200['answer-mlp@16']['decode_ms_b1_4k'] / h200['nemotron-h@16']['decode_ms_b1_4k']:.2f}x, "
+               rf"training {h200['answer-mlp@16']['train_tokens_per_s'] / h200['nemotron-h@16']['train_tokens_per_s']:.2f}x, "
+               rf"cache {cache('answer-mlp@16', True) / cache('nemotron-h@16', True):.2f}x")
+    # the equal-cost space
+    space = results("equal_cost_space-2026-11-29.json")
+    for cells, key in zip(table(text, "| growth | patterns"), ("by_size", "at_nemotron_h_depth"), strict=True):
+        found = space[key]
+        counts = found["counts"]
+        assert [int(n.replace(",", "")) for n in numbers(cells[1]) + numbers(cells[2])] == [
+            found["patterns"], found["within_max_kv_and_recall"]]
+        assert [int(n.replace(",", "")) for n in numbers(cells[3])] == [
+            counts["cpu"]["decode"], counts["cpu"]["throughput"], counts["cpu"]["decode_and_throughput"]]
+        assert int(cells[4].replace(",", "")) == counts["h200"]["decode_and_throughput"]
