@@ -3,7 +3,8 @@ at one target, and predicted by the cost model for the devices and sizes they wi
 
 For each entry (``NAME:PATTERN`` for a published family, which enters the target in its own layout at the
 closest size, ``search.known.layout_at_target``; ``PATTERN:keep`` grows a new pattern with its attention layers
-kept, as ``composer search --attention-at-target keep``; a bare pattern is stacked):
+kept, as ``composer search --attention-at-target keep``; a bare pattern is stacked; ``ENTRY@N`` or
+``ENTRY@FAMILY`` grows it to N layers, or the family's own depth, by width, as ``--depth-at-target`` does):
 
 * at ``--target`` (default demo-4m): the analytic cost (parameters, KV cache per token, fixed state, cache per
   sequence at 4K and 32K tokens, bf16: ``search.cost.serving_cost``) and, unless ``--no-measure``, the measured
@@ -66,13 +67,15 @@ def parse_prediction(text: str) -> tuple[str, str]:
 
 
 def model_at(entry: str, preset: str):
-    """The architecture ``entry`` becomes at ``preset`` and how it was made."""
+    """The architecture ``entry`` becomes at ``preset`` and how it was made. ``ENTRY@DEPTH`` grows it to that many
+    layers (or a family's own depth at ``preset``) by width (``search.known.model_at_target``)."""
     from composer.presets import get_preset
-    from search.known import layout_at_target
+    from search.known import depth_at_target, model_at_target
 
-    name, pattern, rule = parse_entry(entry)
-    grown, how = layout_at_target(pattern, preset, name, rule)
-    return name, pattern, get_preset(preset).arch.with_pattern(grown), how
+    text, _, depth = entry.partition("@")
+    name, pattern, rule = parse_entry(text)
+    grown, widths, how = model_at_target(pattern, preset, name, rule, depth_at_target(depth or None, preset))
+    return name, pattern, get_preset(widths).arch.with_pattern(grown), how
 
 
 def measure(entries: list[str], target: str, seq_len: int = 128, measured: bool = True,
@@ -193,7 +196,8 @@ def predicted_table(rows: list[dict[str, Any]], device: str, preset: str) -> str
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("patterns", nargs="+",
-                        help="PATTERN (stacked), PATTERN:keep (grown, attention kept) or NAME:PATTERN (a family)")
+                        help="PATTERN (stacked), PATTERN:keep (grown, attention kept) or NAME:PATTERN (a family); "
+                             "@N or @FAMILY after one grows it to that depth by width")
     parser.add_argument("--target", default="demo-4m", help="preset measured at (default demo-4m)")
     parser.add_argument("--seq-len", type=int, default=128,
                         help="training context at the target, the first decode context (default 128: the cpu ladder's)")
@@ -209,9 +213,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         predictions = [parse_prediction(text) for text in args.predict]
-        for entry in args.patterns:
-            parse_entry(entry)
-        model_at(args.patterns[0], args.target)  # an unknown preset fails before anything is measured
+        for entry in args.patterns:  # each one's growth (a depth too) fails here, before anything is measured
+            model_at(entry, args.target)
         from composer.costmodel import device_names
 
         if args.device_here not in device_names():

@@ -12,7 +12,9 @@
 #   bash benchmarks/gpu_check.sh --cost                 # decode and training timings for the cost model: one call
 #
 # The cost run (--cost): benchmarks/finalist_costs.py measures the constrained search's answer (SADDDD grown with
-#   its attention kept), Nemotron-H's, Llama's and Samba's layouts (COST_LAYOUTS) at llama-350m, then llama-3.2-1b
+#   its attention kept), Nemotron-H's, Llama's and Samba's layouts, then the equal-cost report's layouts at
+#   Nemotron-H's depth by width (the answer's mixers with an MLP after each, the answer, Nemotron-H:
+#   docs/reports/equal-cost-2026-11-29.md) (COST_LAYOUTS) at llama-350m, then llama-3.2-1b
 #   (COST_TARGETS), each within the budget left: training tokens/s at COST_TRAIN_BATCH (8) x 4,096, prefill, and ms
 #   per decode step at batch 1 and 64 after 4,096 and 8,191 tokens through a CUDA graph of the step
 #   (composer.evaluation.bench_cost), every figure beside the cost model's prediction for this GPU (h100 or h200,
@@ -591,7 +593,7 @@ recall_check() {
 # -- the cost run (issue 58): benchmarks/finalist_costs.py at two sizes, one device call --------------------------
 cost_check() {
     local layouts target left device=h200 seq_len=4096 batch=${COST_TRAIN_BATCH:-8}
-    read -r -a layouts <<<"${COST_LAYOUTS:-SADDDD:keep nemotron-h:SMSAMS llama:AMAMAM samba:SMWMSM}"
+    read -r -a layouts <<<"${COST_LAYOUTS:-SADDDD:keep nemotron-h:SMSAMS llama:AMAMAM samba:SMWMSM SMDMDMDMAMDMSMDM@nemotron-h SADDDD:keep@nemotron-h nemotron-h:SMSAMS@nemotron-h}"
     read -r -a targets <<<"${COST_TARGETS:-llama-350m llama-3.2-1b}"
     if [[ $DRY_RUN == 1 ]]; then
         device=cpu seq_len=32 batch=2 targets=(tiny)
