@@ -488,7 +488,9 @@ def run_worker(config: SearchConfig, stage: Stage, worker: int, callbacks: list 
         objective = make_objective(config, stage, evaluator, study)
         tracking = [WandbTrialLogger(config, stage.study_name), *(callbacks or [])]
         if not stage.only_first:
-            budget = EvaluationBudget(stage.trials, max_trials_for(stage.trials, stage.space.size), on_bound=on_bound)
+            constrained = bool(config.max_kv or config.max_latency or config.min_throughput)  # skips cost seconds
+            budget = EvaluationBudget(stage.trials, max_trials_for(stage.trials, stage.space.size, constrained),
+                                      on_bound=on_bound)
             if not budget.done(study) and seconds_left(deadline) != 0.0:
                 study.optimize(objective, timeout=seconds_left(deadline), catch=(Exception,),
                                callbacks=[budget, StopAtDeadline(deadline), *tracking])

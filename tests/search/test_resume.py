@@ -237,3 +237,13 @@ def test_an_enqueued_trial_killed_half_way_through_suggesting_is_retried_with_it
     assert reap_dead_workers(study) == [trial.number]
     (retry,) = [t for t in study.get_trials(deepcopy=False) if t.state == optuna.trial.TrialState.WAITING]
     assert retry.system_attrs["fixed_params"] == params
+
+
+def test_limits_that_skip_most_of_the_space_leave_room_for_more_proposals():
+    """Under --max-kv / --max-latency most proposals can be skipped in seconds: the bound allows 10 trials per
+    evaluation (the equal-cost AMSD search stopped at 41 trials with 11 of 20 evaluations under 2), never more than
+    the space holds beyond its evaluations."""
+    assert max_trials_for(20, 4_096) == 40
+    assert max_trials_for(20, 4_096, constrained=True) == 200
+    assert max_trials_for(20, 50, constrained=True) == 70
+    assert max_trials_for(3, 2, constrained=True) == max_trials_for(3, 2) == 5
