@@ -251,8 +251,8 @@ def make_objective(config: SearchConfig, stage: Stage, evaluator: Evaluator, stu
         reason = stage.space.violation(pattern, search_stats.non_embedding_params) or (
             over_max_kv(target_arch, max_kv) if max_kv else None)
         if reason is None and over_cost is not None:  # measured or modeled: only where nothing cheaper refused it
-            reason, figures = over_cost(target_arch, best_known_so_far(history, evaluator.direction),
-                                        is_known=pattern in known)
+            reason, figures = over_cost(target_arch, best_known_so_far(history, evaluator.direction,
+                                                                       config.report_target), is_known=pattern in known)
             trial.set_user_attr("limit_cost", figures)
         if reason:
             trial.set_user_attr("skip_reason", reason)

@@ -120,28 +120,37 @@ def test_known_holds_a_candidate_to_the_best_known_layout_so_far_and_never_a_kno
     from types import SimpleNamespace
 
     from search.cost import limits as limits_module
-    from search.cost.limits import best_known_so_far
+    from search.cost.limits import MEASUREMENTS, best_known_so_far
 
-    decode = {"AMSM": 2.0, "SMSM": 3.0}
-    monkeypatch.setattr(limits_module, "measured", lambda arch, grid: {
-        "decode_ms": decode[arch.pattern], "train_tokens_per_s": 1000.0, "source": "fake"})
+    decode = {"AMSM": [2.0], "SMSM": [3.0], "SMAM": [9.0, 2.4, 2.6]}  # SMAM: a first measurement slowed by other work
+    calls = []
+
+    def fake_measure(arch, grid):
+        calls.append(arch.pattern)
+        values = decode[arch.pattern]
+        return {"decode_ms": values.pop(0) if len(values) > 1 else values[0], "train_tokens_per_s": 1000.0,
+                "source": "fake"}
+
+    monkeypatch.setattr(limits_module, "measured", fake_measure)
     monkeypatch.setattr(limits_module, "known_figures", lambda config, figures: {
         "llama": {"decode_ms": 4.0, "train_tokens_per_s": 900.0, "source": "fake"}})
     check = limit_check(SearchConfig(budget="smoke", max_latency="known", out=str(tmp_path)))
-    slower = get_preset("tiny").arch.with_pattern("SMSM")
-    assert check(slower)[0] is None  # nothing scored yet: the most lenient known layout (4.0 ms)
+    tiny = get_preset("tiny").arch
+    assert check(tiny.with_pattern("SMSM"))[0] is None  # nothing scored yet: the most lenient known layout (4.0 ms)
 
-    def trial(known, value, decode_ms, **attrs):
-        return SimpleNamespace(values=[value], state=SimpleNamespace(name="COMPLETE"), user_attrs={
-            "known": known, "limit_cost": {"decode_ms": decode_ms, "train_tokens_per_s": 1.0}, **attrs})
+    def trial(known, value, pattern, **attrs):
+        return SimpleNamespace(values=[value], state=SimpleNamespace(name="COMPLETE"),
+                               user_attrs={"known": known, "target_pattern": pattern, **attrs})
 
-    history = [trial("llama", 3.2, 4.0), trial("nemotron-h", 3.1, 2.5), trial("paper", 3.0, 9.0, cached_from=1)]
-    best = best_known_so_far(history, "minimize")
-    assert best[0] == "nemotron-h"
-    reason, figures = check(slower, best)
-    assert "the best known layout so far" in reason and "nemotron-h" in reason and figures["decode_ms"] == 3.0
-    assert check(slower, best, is_known=True)[0] is None  # a known layout is the reference, not held to it
-    assert check(get_preset("tiny").arch.with_pattern("AMSM"), best)[0] is None
+    history = [trial("llama", 3.2, "AMAM"), trial("nemotron-h", 3.1, "SMAM"), trial("paper", 3.0, "AAMM", cached_from=1)]
+    best = best_known_so_far(history, "minimize", "tiny")
+    assert best[0] == "nemotron-h" and best[1].pattern == "SMAM"
+    reason, figures = check(tiny.with_pattern("SMSM"), best)
+    # the reference rests on MEASUREMENTS measurements, its fastest counted (2.4, not the first 9.0); the skip too
+    assert calls.count("SMAM") == MEASUREMENTS and "nemotron-h's 2.4" in reason
+    assert "the best known layout so far" in reason and figures["measurements"] == MEASUREMENTS
+    assert check(tiny.with_pattern("SMSM"), best, is_known=True)[0] is None  # a known layout is not held to it
+    assert check(tiny.with_pattern("AMSM"), best)[0] is None and calls.count("AMSM") == 1  # a pass: one measurement
 
 
 def test_a_search_under_known_cost_limits_skips_slower_candidates_and_answers_only_at_equal_cost(tmp_path, fake):
