@@ -193,11 +193,12 @@ def arm_losses(arm: Arm, work: Path) -> dict[str, float] | None:
 
 def arm_record(arm: Arm, work: Path) -> dict:
     """What the output says of an arm: its model at the target, size, cache, rate and losses."""
-    from composer.accounting import analyze, non_embedding_params
+    from composer.accounting import analyze
     from composer.presets import get_preset
 
     layout, widths = arm.model()
     arch = get_preset(widths).arch.with_pattern(layout)
+    stats = analyze(arch)
     path = work / arm.name / "family.json"
     saved = json.loads(path.read_text()) if path.is_file() else {}
     stages = saved.get("stages", {})
@@ -206,8 +207,8 @@ def arm_record(arm: Arm, work: Path) -> dict:
         rate = next(row["lr"] for row in json.loads(SEARCH_RESULTS.read_text())["leaderboard"]
                     if row["pattern"] == arm.recorded)
     return {"name": arm.name, "layout": layout, "widths": widths, "d_model": arch.d_model, "layers": arch.n_layers,
-            "non_embedding_params": non_embedding_params(arch), "params": analyze(arch).params,
-            "kv_cache_bytes_per_token": analyze(arch).kv_cache_bytes_per_token, "lr": rate,
+            "non_embedding_params": stats.non_embedding_params, "params": stats.params,
+            "kv_cache_bytes_per_token": stats.kv_cache_bytes_per_token, "lr": rate,
             "losses": arm_losses(arm, work), "edge": saved.get("edge"), "source": "the search's run (2026-11-28)" if arm.recorded else
             "trained here", "stage_minutes": {k: round(v["seconds"] / 60, 1) for k, v in stages.items()}}
 

@@ -127,14 +127,6 @@ def scaled_name(base: str, d_model: int) -> str:
     return base if get_preset(base).arch.d_model == d_model else f"{base}:d{d_model}"
 
 
-def base_name(name: str) -> str:
-    """The named preset a scaled preset comes from (``demo-4m:d256`` -> ``demo-4m``); a plain name unchanged."""
-    from composer.widths import SCALED_NAME
-
-    match = SCALED_NAME.fullmatch(name)
-    return match.group("base") if match else name
-
-
 def family_architecture(spec: str, base: ArchConfig) -> ArchConfig | None:
     """A published hybrid family (``composer.layouts.FAMILIES``) at ``base``'s widths, or None when ``spec``
     names none. ``jamba`` takes the depth whose non-embedding parameters are nearest ``base``'s own (so

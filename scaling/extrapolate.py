@@ -54,6 +54,7 @@ stretched: the whole pattern for stretching, the remainder copy for stacking):
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from fractions import Fraction
@@ -398,6 +399,7 @@ def grow_to_depth(
     grown = pattern_at_depth(source, depth, attention, kept)
     quantum = width_quantum(target_arch)
 
+    @functools.cache  # the bisection, the nearest step and the bound ask for the same widths
     def size_at(d_model: int) -> int:
         return non_embedding_params(scale_widths(target_arch, d_model).with_pattern(grown))
 
@@ -426,7 +428,7 @@ def grow_to_depth(
         target=scaled_name(target_name, d_model) if target_name else None,
         source_non_embedding_params=non_embedding_params(target_arch.with_pattern(source)),
         target_non_embedding_params=goal,
-        non_embedding_params=non_embedding_params(arch),
+        non_embedding_params=size_at(d_model),
         bound=step_bound,
         arch=arch,
         attention=attention,

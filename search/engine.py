@@ -213,7 +213,6 @@ def worst_score(history: list[FrozenTrial], direction: str) -> float | None:
 
 def make_objective(config: SearchConfig, stage: Stage, evaluator: Evaluator, study: optuna.Study) -> Callable:
     widths = get_preset(config.widths).arch
-    target = get_preset(config.report_target).arch
     # Optuna's GPSampler fits completed trials only: a pruned or skipped point would be proposed again and again.
     # For it, a pruned trial completes with the partial score it was stopped at and a constraint violation with
     # the worst score so far; both are flagged and kept off the leaderboard.
@@ -223,6 +222,7 @@ def make_objective(config: SearchConfig, stage: Stage, evaluator: Evaluator, stu
     from search.cost.limits import best_known_so_far, limit_check
 
     over_cost = limit_check(config)  # --max-latency / --min-throughput: None when neither is given
+    growth = config.growth  # how each pattern becomes its model at the target (a family's depth resolved once)
     stopped_by: list[DataError] = []  # the data error that stopped the study (raise_data_error)
 
     def objective(trial: optuna.Trial):
@@ -234,17 +234,16 @@ def make_objective(config: SearchConfig, stage: Stage, evaluator: Evaluator, stu
             raise optuna.TrialPruned("no promotion was waiting")
         pattern = stage.space.suggest(trial)
         search_stats = analyze(widths.with_pattern(pattern))
-        target_arch = config.growth.arch(pattern, config.report_target, known.get(pattern))
-        at_target = target_arch.pattern
+        layout, target_widths, _ = growth.model(pattern, config.report_target, known.get(pattern))
+        target_arch = get_preset(target_widths).arch.with_pattern(layout)
         cost = serving_cost(target_arch)
         trial.set_user_attr("pattern", pattern)
         trial.set_user_attr("params", search_stats.params)
         trial.set_user_attr("non_embedding_params", search_stats.non_embedding_params)
         trial.set_user_attr("kv_cache_bytes_per_token", cost["kv_bytes_per_token"])
-        trial.set_user_attr("target_pattern", at_target)
-        if target_arch.d_model != target.d_model:  # grown at --depth-at-target: its own widths
-            trial.set_user_attr("target_widths", config.growth.model(pattern, config.report_target,
-                                                                     known.get(pattern))[1])
+        trial.set_user_attr("target_pattern", layout)
+        if target_widths != config.report_target:  # grown at --depth-at-target: its own widths
+            trial.set_user_attr("target_widths", target_widths)
         trial.set_user_attr("cost", cost)
         # one read of the storage per trial: earlier results answer repeats, failures and penalties
         history = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL))

@@ -34,6 +34,7 @@ never held to a ``known`` limit.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import re
 from pathlib import Path
@@ -45,6 +46,10 @@ from composer.files import atomic_write_json
 STORE = "limit_cost.json"
 MODEL_CONTEXT = 4_096  # the decode context of a modeled figure (composer info's)
 FIGURES = {"decode_ms": "decode ms per token at batch 1", "train_tokens_per_s": "training tokens/s"}
+LIMITS = {  # figure -> the CostLimits field that limits it, its flag, and the most lenient of several figures
+    "decode_ms": ("max_latency", "--max-latency", max),
+    "train_tokens_per_s": ("min_throughput", "--min-throughput", min),
+}
 KNOWN = "known"
 
 
@@ -184,16 +189,16 @@ def measured(arch, grid) -> dict[str, Any]:
     }
 
 
-def resolved(limits: CostLimits, known: dict[str, dict[str, Any]]) -> dict[str, tuple[float, str]]:
-    """Each limit as ``(value, what it is)``; ``known`` before training: the most lenient known layout's figure
-    (the module docstring), ``known`` mapping a known layout's name to its figures. A ``known`` limit without known
-    layouts is left out: a later stage trains promotions, each checked at the first (``check_known_limits`` refuses
-    a search without known layouts)."""
+def resolved(limits: CostLimits, known: dict[str, dict[str, Any]],
+             why: str = "the most lenient known layout before the rungs tell which is best"
+             ) -> dict[str, tuple[float, str]]:
+    """Each limit as ``(value, what it is)``; ``known`` (a known layout's name -> its figures) sets a ``known``
+    limit: the most lenient of them, ``why`` saying which one it is (the module docstring). A ``known`` limit
+    without known layouts is left out: a later stage trains promotions, each checked at the first
+    (``check_known_limits`` refuses a search without known layouts)."""
     said: dict[str, tuple[float, str]] = {}
-    for figure, limit, pick in (
-        ("decode_ms", limits.max_latency, max),
-        ("train_tokens_per_s", limits.min_throughput, min),
-    ):
+    for figure, (field, _, pick) in LIMITS.items():
+        limit = getattr(limits, field)
         if limit is None:
             continue
         if limit != KNOWN:
@@ -202,11 +207,7 @@ def resolved(limits: CostLimits, known: dict[str, dict[str, Any]]) -> dict[str, 
         if not known:  # a stage of promotions (known layouts are not entered again): they passed at the first
             continue
         name = pick(known, key=lambda n: known[n][figure])
-        said[figure] = (
-            known[name][figure],
-            f"known: no worse than {name}'s {known[name][figure]:,.4g}, the most "
-            "lenient known layout before the rungs tell which is best",
-        )
+        said[figure] = (known[name][figure], f"known: no worse than {name}'s {known[name][figure]:,.4g}, {why}")
     return said
 
 
@@ -222,25 +223,19 @@ def check_known_limits(config) -> None:
 def violation(figures: dict[str, Any], limits: dict[str, tuple[float, str]]) -> str | None:
     """Why a model's figures break a limit (one line), or None."""
     for figure, (value, what) in limits.items():
-        mine = figures[figure]
-        over = mine > value if figure == "decode_ms" else mine < value
-        if over:
-            flag = "--max-latency" if figure == "decode_ms" else "--min-throughput"
-            return (
-                f"{FIGURES[figure]} {mine:,.4g} ({figures['source']}) is {'over' if figure == 'decode_ms' else 'under'} "
-                f"{flag} {what}"
-            )
+        mine, (_, flag, lenient) = figures[figure], LIMITS[figure]
+        if (mine > value) if lenient is max else (mine < value):  # above a maximum, below a minimum
+            return f"{FIGURES[figure]} {mine:,.4g} ({figures['source']}) is {'over' if lenient is max else 'under'} " \
+                   f"{flag} {what}"
     return None
 
 
 def meets_known(figures: dict[str, Any], best_known: dict[str, Any], limits: CostLimits) -> bool:
     """After the last rung: a finalist may be the answer under a ``known`` limit only at no more decode latency /
     no less throughput than the best known layout's own figures (numeric limits were applied before training)."""
-    if limits.max_latency == KNOWN and figures["decode_ms"] > best_known["decode_ms"]:
-        return False
-    if limits.min_throughput == KNOWN and figures["train_tokens_per_s"] < best_known["train_tokens_per_s"]:
-        return False
-    return True
+    held_to = {figure: entry for figure, entry in resolved(limits, {"the best known layout": best_known}).items()
+               if getattr(limits, LIMITS[figure][0]) == KNOWN}
+    return violation(figures, held_to) is None
 
 
 def limits_grid(config):
@@ -280,26 +275,23 @@ def limit_check(config):
     if not limits.active:
         return None
     figures = CostFigures(limits, limits_grid(config), config.out)
-    lenient: dict[str, tuple[float, str]] = {}
-    asked: list[bool] = []
+
+    @functools.cache
+    def most_lenient() -> dict[str, tuple[float, str]]:  # resolved on the first check that needs it
+        return resolved(limits, known_figures(config, figures) if limits.asks_known else {})
 
     def held_to(best_known) -> dict[str, tuple[float, str]]:
-        if best_known is not None:
-            name, known_arch = best_known
-            theirs = figures.of(known_arch, at_least=MEASUREMENTS)
-            return {figure: (value, f"known: no worse than {name}'s {value:,.4g}, the best known layout so far")
-                    if getattr(limits, "max_latency" if figure == "decode_ms" else "min_throughput") == KNOWN
-                    else (value, what) for figure, (value, what) in resolved(limits, {name: theirs}).items()}
-        if not asked:
-            asked.append(True)
-            lenient.update(resolved(limits, known_figures(config, figures) if limits.asks_known else {}))
-        return lenient
+        if best_known is None:
+            return most_lenient()
+        name, known_arch = best_known
+        return resolved(limits, {name: figures.of(known_arch, at_least=MEASUREMENTS)}, "the best known layout so far")
 
     def check(arch, best_known: tuple[str, Any] | None = None,
               is_known: bool = False) -> tuple[str | None, dict[str, Any]]:
         limits_now = held_to(best_known)
         if is_known:  # the reference itself: only numeric limits apply
-            limits_now = {figure: entry for figure, entry in limits_now.items() if not entry[1].startswith("known")}
+            limits_now = {figure: entry for figure, entry in limits_now.items()
+                          if getattr(limits, LIMITS[figure][0]) != KNOWN}
         mine = figures.of(arch)
         if violation(mine, limits_now) is not None:  # a skip rests on more than one measurement
             mine = figures.of(arch, at_least=MEASUREMENTS)
@@ -381,6 +373,7 @@ __all__ = [
     "CostLimits",
     "FIGURES",
     "KNOWN",
+    "LIMITS",
     "MODEL_CONTEXT",
     "STORE",
     "check_device",

@@ -4,7 +4,7 @@ import pytest
 
 from composer.accounting import non_embedding_params
 from composer.errors import ConfigError
-from composer.presets import base_name, get_preset, scaled_name
+from composer.presets import get_preset, scaled_name
 from composer.widths import scale_widths, width_quantum
 
 
@@ -30,6 +30,5 @@ def test_a_scaled_preset_is_a_preset_every_command_takes():
     assert preset.arch.d_model == 280 and preset.arch.vocab_size == 512
     assert non_embedding_params(preset.arch) > non_embedding_params(get_preset("demo-4m").arch)
     assert scaled_name("demo-4m", 280) == "demo-4m:d280" and scaled_name("demo-4m", 192) == "demo-4m"
-    assert base_name("demo-4m:d280") == "demo-4m" and base_name("tiny") == "tiny"
     with pytest.raises(ConfigError, match="NAME:dD"):
         get_preset("nope:d256")
