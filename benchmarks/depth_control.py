@@ -65,7 +65,7 @@ class Arm:
 
     def model(self, target: str = TARGET, depth: int | None = None) -> tuple[str, str]:
         """``(layout, widths)`` of this arm at ``target`` (``depth`` overrides the arm's, for another scale)."""
-        from search.known import model_at_target
+        from search.growth import model_at_target
 
         layout, widths, _ = model_at_target(self.fit, target, self.family, self.attention,
                                             self.depth if depth is None else depth)
@@ -232,7 +232,7 @@ def arm_cost(arm: Arm, threads: int) -> dict:
     from composer.costmodel import predict_decode, predict_train
     from composer.presets import get_preset
     from search.cost import serving_cost
-    from search.known import depth_at_target
+    from search.growth import depth_at_target
 
     layout, widths = arm.model()
     arch = get_preset(widths).arch.with_pattern(layout)

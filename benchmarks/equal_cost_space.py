@@ -5,7 +5,7 @@ Why: ``composer search --max-latency known --min-throughput known --max-kv ...``
 at the target costs more than the known layouts. Whether *any* layout of ``AMSD`` gets there decides whether an
 equal-cost search can find a new answer at all, and the cost model says so for the whole space in a minute, on
 this CPU and on H200 at 1B. This script grows every pattern of the space as the search grows it
-(``search.known.Growth``: ``--attention``, ``--depth``), costs its model with ``composer.costmodel`` (decode ms per
+(``search.growth.Growth``: ``--attention``, ``--depth``), costs its model with ``composer.costmodel`` (decode ms per
 token at batch 1, training tokens/s; the CPU constants fitted on this machine, the GPU's decode constants assumed)
 and its cache analytically, and counts the patterns no worse than the family on each axis and on all of them.
 It also places the finalists of a search (``--finalists``) on those axes.
@@ -113,7 +113,8 @@ def survey(args) -> dict[str, Any]:
     from composer.pattern import layers
     from search.config import SearchConfig
     from search.cost import parse_max_kv
-    from search.known import Growth, depth_at_target, family_at_depth
+    from search.growth import Growth, depth_at_target
+    from search.known import family_at_depth
     from search.strategies.base import make_space
 
     config = SearchConfig(primitives=args.primitives, layers=args.layers)

@@ -6,7 +6,7 @@ in ``AMSD``. A comparison trained apart (``composer pipeline``, its own rate swe
 with the search's runs. This script trains the family the way the search trains a known layout, through the
 search's own training call and settings (read from the search's ``config.json``):
 
-- every rung at the target's size, in the family's own layout there (``search.known.layout_at_target``): the
+- every rung at the target's size, in the family's own layout there (``search.growth.layout_at_target``): the
   ``cpu`` ladder's rung 1 (two rates, 125K tokens, the better rate's trunk kept) and rung 2 (that trunk continued
   to 500K tokens), at the search's seed;
 - the confirmation's further seeds (``--confirm-seeds``: from scratch, at the rate the last rung scored it at,
@@ -120,7 +120,7 @@ def train_stages(config, name: str, fit: str, work: Path, *, known: dict[str, st
     """``fit`` (a pattern of the search's depth, or a layout) trained as the search trains a finalist: its rungs at
     the target's size and its confirmation, a record per stage in ``work/family.json`` (kept across runs: a stage
     already there is not trained again). ``known``: ``fit`` -> the family it stands for; ``attention`` and
-    ``depth``: how ``fit`` grows to the target (``search.known.model_at_target``); ``expect``: the layout ``fit``
+    ``depth``: how ``fit`` grows to the target (``search.growth.model_at_target``); ``expect``: the layout ``fit``
     must become there (a layout of the target's size, trained as given)."""
     from search.evaluators import make_evaluator
     from search.fidelity import get_ladder

@@ -37,8 +37,8 @@ SPEED_KEYS = ("mfu", "params", "non_embedding_params", "peak_memory_bytes", "flo
 
 
 def model_at(layout: str, preset: str) -> tuple[str, str]:
-    """The pattern trained for ``layout`` at ``preset``, and how it was grown (``search.known.layout_at_target``)."""
-    from search.known import layout_at_target
+    """The pattern trained for ``layout`` at ``preset``, and how it was grown (``search.growth.layout_at_target``)."""
+    from search.growth import layout_at_target
 
     if layout in FAMILY_FITS:
         return layout_at_target(FAMILY_FITS[layout], preset, layout)[0], f"{layout}'s own layout"

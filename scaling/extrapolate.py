@@ -304,6 +304,30 @@ def extrapolate(
     )
 
 
+def given_layout(pattern: str, layout: str, target: str | ArchConfig, how: str) -> Extrapolation:
+    """``layout``, a model built by a rule other than growth (a published family's own layout at the target,
+    ``search.growth``), as an :class:`Extrapolation` from ``pattern`` at ``target``'s widths, so it is printed,
+    saved and compared like a grown one. ``how`` names the rule (its ``method``)."""
+    target_arch, target_name = resolve_target(target)
+    source, grown = parse_pattern(pattern), parse_pattern(layout)
+    arch = target_arch.with_pattern(grown)
+    size = non_embedding_params(arch)
+    return Extrapolation(
+        pattern=grown,
+        source_pattern=source,
+        method=how,
+        rounding="nearest",
+        scale=n_layers(grown) / n_layers(source),
+        repeats=0,
+        target=target_name,
+        source_non_embedding_params=non_embedding_params(target_arch.with_pattern(source)),
+        target_non_embedding_params=non_embedding_params(target_arch),
+        non_embedding_params=size,
+        bound=max(layer_params(arch).values()),
+        arch=arch,
+    )
+
+
 def full_attention_layers(arch: ArchConfig) -> list[str]:
     """The layers of ``arch``'s pattern whose cache grows with the context without a window (full attention), in
     order: what ``attention="keep"`` does not repeat. A sliding window's cache is bounded, so it grows as the

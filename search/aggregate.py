@@ -44,6 +44,7 @@ import numpy as np
 from composer.errors import ConfigError, PatternError
 from composer.pattern import compact_pattern, parse_pattern
 from composer.pattern import layers as layer_tokens
+from search.results import search_dir_of
 
 DIRECTIONS = ("maximize", "minimize")
 
@@ -575,11 +576,11 @@ def search_attention(source: str | Path) -> tuple[str | None, Path | None]:
     ``source`` as the readers here take it: a ``composer search --out`` directory, a file in one (leaderboard.json,
     rungs.json, study.db) or a sqlite or journal URL of its storage. (None, None) where no config.json beside it
     names a rule: a hand-made leaderboard, a database server, a search from before the option. Why: the search
-    scored and costed each pattern as grown by that rule (``search.known.layout_at_target``), so what grows its
+    scored and costed each pattern as grown by that rule (``search.growth.layout_at_target``), so what grows its
     patterns afterwards (``composer pipeline``, ``composer transfer``) grows them the same way by default."""
     from scaling.extrapolate import ATTENTION_RULES
 
-    config = _search_out(source) / "config.json"
+    config = search_dir_of(source) / "config.json"
     rule = _read_json(config).get("attention_at_target")
     return (rule, config) if rule in ATTENTION_RULES else (None, None)
 
@@ -587,40 +588,11 @@ def search_attention(source: str | Path) -> tuple[str | None, Path | None]:
 def refuse_depth_search(source: str | Path, command: str) -> None:
     """Refuse a search that grew its models at ``--depth-at-target`` (by width): ``command`` grows by depth at the
     target's widths, so it would train models the search never scored. One line naming what does train them."""
-    depth = _read_json(_search_out(source) / "config.json").get("depth_at_target")
+    depth = _read_json(search_dir_of(source) / "config.json").get("depth_at_target")
     if depth is not None:
         raise ConfigError(f"{source}: the search grew its models to {depth} layers by width (--depth-at-target); "
                           f"{command} grows by depth at the target's widths and would train other models: train the "
                           "answer with composer train --from-search DIR --preset P (it grows it as the search did)")
-
-
-def _search_out(source: str | Path) -> Path:
-    """The directory of a search source (``search_attention``): itself, or the one its file or storage is in."""
-    text = str(source)
-    for prefix in ("sqlite:///", "journal:"):
-        text = text.removeprefix(prefix)
-    path = Path(text)
-    return path if path.is_dir() else path.parent
-
-
-def search_growth(pattern: str, rule: str, source: str | Path) -> tuple[str, str | None]:
-    """How the search grew ``pattern`` to the target under its ``rule`` (``search_attention``): ``rule``, except
-    for a known layout it entered (best.json's ``known_layouts``) under ``keep``: the search stacks Llama's and
-    the paper's layouts whatever its rule and trains a published family in its own layout
-    (``search.known.layout_at_target``), which ``scaling.extrapolate`` cannot build, so both are stacked. Returns
-    the rule and, where it is not ``rule``, why."""
-    if rule != "keep":
-        return rule, None
-    layouts = _read_json(_search_out(source) / "best.json").get("known_layouts") or []
-    name = next((layout.get("name") for layout in layouts if layout.get("pattern") == pattern), None)
-    if name is None:
-        return rule, None
-    from composer.layouts import FAMILIES
-
-    if name in FAMILIES:
-        return "repeat", (f"{pattern} is the search's known layout {name}, which it trained in {name}'s own layout "
-                          f"at the target: stacked here (a baseline {name} trains that layout)")
-    return "repeat", f"{pattern} is the search's known layout {name}, stacked as the search grew it"
 
 
 def load_population(source: str | Path, study: str | None = None, direction: str | None = None) -> Population:

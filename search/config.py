@@ -147,7 +147,7 @@ class SearchConfig:
     # with the pattern, or "keep" their number; the model the rungs at the target train and --max-kv measures
     attention_at_target: str = "repeat"
     # how many layers every model at the target has (a number, or a family's name for its own depth there): widths
-    # scaled to the target's size (search.known.model_at_target); None grows by depth at the target's widths
+    # scaled to the target's size (search.growth.model_at_target); None grows by depth at the target's widths
     depth_at_target: int | str | None = None
     # the most decode ms per token at batch 1 and the least training tokens/s of a candidate's model at the target
     # ("known": no worse than the known layouts), on the machine the search runs on or, with cost_device, a
@@ -397,9 +397,9 @@ class SearchConfig:
 
     @property
     def growth(self):
-        """How a searched pattern becomes its model at the target (``search.known.Growth``): the one rule every
+        """How a searched pattern becomes its model at the target (``search.growth.Growth``): the one rule every
         stage, the plan and the answer grow it by."""
-        from search.known import Growth, depth_at_target
+        from search.growth import Growth, depth_at_target
 
         return Growth(self.attention_at_target,
                       depth_at_target(self.depth_at_target, self.report_target, "--depth-at-target"))

@@ -345,11 +345,11 @@ def raise_data_error(objective: Callable) -> None:
 def pattern_at_target(pattern: str, target: str, known: str | None = None, attention="repeat") -> str:
     """The model ``pattern`` becomes at ``target``, as the rungs at the target's size and ``composer transfer``
     train it: grown to its size by the project's extrapolator, or a published family (``known``) in its own
-    layout (``search.known.layout_at_target``). The KV-cache objective and the serving cost are measured on this
+    layout (``search.growth.layout_at_target``). The KV-cache objective and the serving cost are measured on this
     model, not on the searched layers at the target's widths: those understated attention-heavy patterns
     (``AMAMAM`` at demo-4m: 768 bytes per token for the 6 layers, 2,304 for the 18-layer stack that is trained).
-    ``attention``: ``--attention-at-target``, or the search's whole ``search.known.Growth`` (its depth as well)."""
-    from search.known import as_growth
+    ``attention``: ``--attention-at-target``, or the search's whole ``search.growth.Growth`` (its depth as well)."""
+    from search.growth import as_growth
 
     return as_growth(attention).layout(pattern, target, known)
 

@@ -70,11 +70,11 @@ def make_evaluator(name: str, budget: str, widths: str, data: str | None = None,
     and precision= / compile= / text_field= when its signature takes them). ``trunks``: where ``lm`` keeps the trunks
     that a later rung continues (a search's ``--out/trunks``; ``search.trunks``). ``known``: the stage's known layouts
     (searched pattern -> family name), which ``lm`` trains in their own layout at the target's size
-    (``search.known.layout_at_target``). ``chosen_rates``: searched pattern -> the rate a confirmation trains it at
+    (``search.growth.layout_at_target``). ``chosen_rates``: searched pattern -> the rate a confirmation trains it at
     (``lm``). ``attention_at_target``: how ``lm`` grows a new pattern's attention layers to a budget's target
     (``scaling.extrapolate``). ``text_field``: the column of ``data``'s records that holds the text (``lm``, and a
     factory that takes it). ``depth_at_target``: ``lm`` grows every pattern to that many layers at the target, by
-    width (``search.known.model_at_target``)."""
+    width (``search.growth.model_at_target``)."""
     if name == "mad":
         return MadEvaluator(budget, widths, precision, compile)
     if name == "lm":

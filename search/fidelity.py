@@ -12,7 +12,7 @@ the number of candidates it keeps:
   ``search.known``), each trained at the rung's budget and its grid of rates;
 * rung k > 0 trains the best ``keep`` patterns of rung k - 1 at its own budget. Every *known* layout of the rung
   below goes on as well (the floor: the final ranking always holds the known layouts, each published family in its
-  own layout at the target's size, ``search.known.layout_at_target``; a rung with ``known="best"`` takes the best
+  own layout at the target's size, ``search.growth.layout_at_target``; a rung with ``known="best"`` takes the best
   one alone);
 * the last rung's budget grows each pattern to the target's size (``extrapolate_to``, or ``--target`` when one is
   named) and trains it there with the target's token budget. A middle rung may train at the target's size too,

@@ -304,7 +304,7 @@ class LanguageModelEvaluator:
         self.chosen_rates = dict(chosen_rates or {})
         self.attention_at_target = attention_at_target  # how a new pattern's attention grows to extrapolate_to
         # None: grown by depth at the target's widths; N: every model at extrapolate_to has N layers, its widths
-        # scaled to the target's size (search.known.model_at_target)
+        # scaled to the target's size (search.growth.model_at_target)
         self.depth_at_target = depth_at_target
         self._trained_widths: dict[str, str] = {}  # trained layout -> the preset it trains at, where not self.widths
         self._held_out = None  # composer.evaluation.loading.HeldOutCache: recall's held-out text, read once
@@ -312,10 +312,10 @@ class LanguageModelEvaluator:
     def trained_pattern(self, pattern: str) -> str:
         """What is trained for ``pattern``: itself, or the model it becomes at ``extrapolate_to``'s size (stacked,
         its attention kept by ``attention_at_target``, or a known family in its own layout:
-        ``search.known.layout_at_target``)."""
+        ``search.growth.layout_at_target``)."""
         if self.spec.extrapolate_to is None:
             return pattern
-        from search.known import model_at_target
+        from search.growth import model_at_target
 
         layout, widths, _ = model_at_target(pattern, self.spec.extrapolate_to, self.known.get(pattern),
                                             self.attention_at_target, self.depth_at_target)

@@ -15,7 +15,7 @@ How the ETA is estimated (:class:`SearchEta`), and what it assumes:
   training token (forward only);
 * a stage's work is its candidates x runs x (tokens trained + tokens scored). Every candidate of a stage is taken
   to cost the mean of the stage's enqueued patterns (its known layouts, or a rung's promotions), each sized by the
-  model the budget trains for it (``search.known.layout_at_target`` at ``extrapolate_to``: a known family in its
+  model the budget trains for it (``search.growth.layout_at_target`` at ``extrapolate_to``: a known family in its
   own layout, Llama's and the paper's stacked, a new pattern grown by ``--attention-at-target``);
 * the later rungs of successive halving train ``keep`` + 1 candidates (the floor: the best known layout, when it
   is not among the best) and a rung that ``continues`` trains one rate per seed from the trunk the rung below kept,
@@ -144,7 +144,7 @@ def trained_flops_per_token(pattern: str, widths: str, extrapolate_to: str | Non
     try:
         from composer.accounting import analyze
         from composer.presets import resolve_architecture
-        from search.known import as_growth
+        from search.growth import as_growth
 
         if extrapolate_to:
             arch = as_growth(attention).arch(pattern, extrapolate_to, known)

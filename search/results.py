@@ -165,11 +165,32 @@ def answer_of(out: str | Path) -> dict[str, Any]:
     }
 
 
-def grown_answer(answer: dict[str, Any], preset: str, depth: int | str | None = None) -> tuple[str, str, str]:
-    """The model ``answer`` (:func:`answer_of`) is at ``preset``, grown as the search grew it to its target
-    (``search.known.model_at_target`` under its ``--attention-at-target``, at ``depth`` layers where given):
-    ``(layout, widths, how)``, ``widths`` the preset it trains at."""
-    from search.known import depth_at_target, model_at_target
+def known_in_search(pattern: str, out: str | Path) -> str | None:
+    """The known layout ``pattern`` is among those the search in ``out`` entered (best.json's ``known_layouts``),
+    else None: the search grew a published family in its own layout, so whatever grows it afterwards must know."""
+    best = _json(search_dir_of(out) / "best.json") or {}
+    return next((layout.get("name") for layout in best.get("known_layouts") or []
+                 if layout.get("pattern") == pattern), None)
 
-    return model_at_target(answer["pattern"], preset, answer["known"], answer["attention_at_target"],
-                           depth_at_target(depth, preset))
+
+def search_dir_of(source: str | Path) -> Path:
+    """The directory of a search source: itself, or the one its file (leaderboard.json, study.db) or storage
+    URL is in."""
+    text = str(source)
+    for prefix in ("sqlite:///", "journal:"):
+        text = text.removeprefix(prefix)
+    path = Path(text)
+    return path if path.is_dir() else path.parent
+
+
+def grow_answer(answer: dict[str, Any], preset: str, *, attention: str | None = None, depth: int | str | None = None,
+                **options: Any):
+    """The model ``answer`` (:func:`answer_of`) is at ``preset``, grown as the search grew it
+    (:func:`search.growth.grow` under its ``--attention-at-target`` and ``--depth-at-target``), unless
+    ``attention`` or ``depth`` says otherwise. ``options``: ``composer extrapolate``'s ``target_params``,
+    ``method``, ``rounding``."""
+    from search.growth import depth_at_target, grow
+
+    depth = answer.get("depth_at_target") if depth is None else depth
+    return grow(answer["pattern"], preset, answer["known"], attention or answer["attention_at_target"],
+                depth_at_target(depth, preset), **options)

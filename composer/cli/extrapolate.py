@@ -126,15 +126,17 @@ def searched(args: argparse.Namespace) -> dict | None:
     if args.pattern is not None:
         raise ConfigError(f"--from-search grows the search's answer: drop the pattern {args.pattern}, or drop "
                           "--from-search to grow that pattern")
-    from search.aggregate import search_growth
+    from composer.layouts import FAMILIES
     from search.results import answer_of
 
     answer = answer_of(args.from_search)
     args.pattern = answer["pattern"]
-    why = "--attention" if args.attention else "the search's --attention-at-target"
-    if args.attention is None:
-        args.attention, changed = search_growth(answer["pattern"], answer["attention_at_target"], args.from_search)
-        why += f" {answer['attention_at_target']}" + (f"; {changed}" if changed else "")
+    why = "--attention" if args.attention else f"the search's --attention-at-target {answer['attention_at_target']}"
+    args.attention = args.attention or answer["attention_at_target"]
+    if answer["known"] in FAMILIES:
+        why += f"; {answer['pattern']} is {answer['known']}, which the search trained in its own layout at the target"
+    elif answer["known"] and args.attention == "keep":
+        why += f"; {answer['pattern']} is the search's known layout {answer['known']}, stacked as the search grew it"
     if args.depth is None and answer.get("depth_at_target") is not None:
         args.depth = str(answer["depth_at_target"])
     return {"out": answer["out"], "answer": answer["answer"], "pattern": answer["pattern"], "known": answer["known"],
@@ -142,23 +144,19 @@ def searched(args: argparse.Namespace) -> dict | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from scaling.extrapolate import extrapolate
+    from search.growth import depth_at_target, grow
 
     if args.target is None:
         raise ConfigError("give --target PRESET, the preset to grow the pattern to (composer presets lists them)")
     source = searched(args)
     target_params = None if args.params is None else parse_count(args.params)
-    if args.depth is not None:
-        from scaling.extrapolate import grow_to_depth
-        from search.known import depth_at_target
-
-        result = grow_to_depth(args.pattern, args.target, depth_at_target(args.depth, args.target),
-                               attention=args.attention, target_params=target_params)
-    else:
-        result = extrapolate(
-            args.pattern, args.target, method=args.method, target_params=target_params, rounding=args.rounding,
-            attention=args.attention,
-        )
+    depth = None if args.depth is None else depth_at_target(args.depth, args.target)
+    # the one rule every command grows a search's answer by (search.growth.grow): a published family answer in its
+    # own layout, a new pattern by --attention, by depth or, with --depth, by width
+    grown = grow(args.pattern, args.target, source["known"] if source else None, args.attention, depth,
+                 target_params=target_params, method=args.method, rounding=args.rounding)
+    result = grown.extrapolation
+    if depth is None:
         check_grown(result, args.pattern, args.target, args.params is not None)
     data = result.to_dict()
     if source is not None:
@@ -171,15 +169,17 @@ def run(args: argparse.Namespace) -> int:
         print_json(data)
         return 0
     kept = result.kept_attention
-    grown = "".join(token for token in layers(result.source_pattern) if token not in kept)
-    if result.method == "depth":
-        how = (f"depth: {grown} laid out at {result.depth} layers, widths scaled x{result.scale:.3f} to the "
+    mixers = "".join(token for token in layers(result.source_pattern) if token not in kept)
+    if result.method == "family":
+        how = grown.how
+    elif result.method == "depth":
+        how = (f"depth: {mixers} laid out at {result.depth} layers, widths scaled x{result.scale:.3f} to the "
                f"target's size ({result.target})")
     elif result.method == "stack":
         remainder = result.scale - result.repeats
-        how = f"stack: {result.repeats} x {grown} + remainder stretched x{remainder:.4f}"
+        how = f"stack: {result.repeats} x {mixers} + remainder stretched x{remainder:.4f}"
     else:
-        how = f"stretch: {grown}, every run x{result.scale:.4f}"
+        how = f"stretch: {mixers}, every run x{result.scale:.4f}"
     if kept:
         how += f", then its {len(kept)} attention layer{'s' if len(kept) != 1 else ''} at the middles"
     counts = ", ".join(f"{symbol} {n} ({REGISTRY.get(symbol).name})" for symbol, n in result.counts.items())

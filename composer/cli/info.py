@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     arch, widths = resolve_spec(args.spec, args.preset, DEFAULT_WIDTHS)
     if args.depth is not None:
         from scaling.extrapolate import grow_to_depth
-        from search.known import depth_at_target
+        from search.growth import depth_at_target
 
         if args.spec in PRESETS:
             raise ConfigError("--depth grows a pattern SPEC to --preset's size: give a pattern, not a preset")

@@ -171,14 +171,13 @@ def config_from_args(args: argparse.Namespace, notes: list[str] | None = None) -
 def at_depth(config: TrainConfig, args: argparse.Namespace, say) -> TrainConfig:
     """``config`` training ``--arch PATTERN`` grown to ``--preset``'s size at ``--depth`` layers, by width
     (``scaling.extrapolate.grow_to_depth``): the preset becomes the scaled one (``demo-4m:d280``)."""
-    from scaling.extrapolate import grow_to_depth
-    from search.known import depth_at_target
+    from search.growth import depth_at_target, grow
 
     if config.preset is None or config.arch in PRESETS:
         raise ConfigError("--depth grows --arch PATTERN to --preset's size: give both (e.g. --arch SADDDD --preset "
                           "demo-4m --depth 16)")
-    grown = grow_to_depth(config.arch, config.preset, depth_at_target(args.depth, config.preset),
-                          attention=args.attention or "repeat")
+    grown = grow(config.arch, config.preset, None, args.attention or "repeat",
+                 depth_at_target(args.depth, config.preset)).extrapolation
     say(f"--depth {args.depth}: {config.arch} at {grown.n_layers} layers, {compact_pattern(grown.pattern)}, widths "
         f"d_model {grown.arch.d_model} (preset {grown.target}), {grown.non_embedding_params:,} non-embedding "
         f"parameters against {config.preset}'s {grown.target_non_embedding_params:,}")
@@ -188,7 +187,7 @@ def at_depth(config: TrainConfig, args: argparse.Namespace, say) -> TrainConfig:
 def from_search(config: TrainConfig, args: argparse.Namespace, say) -> TrainConfig:
     """``config`` training the answer of the search in ``args.from_search`` (issue 49): the model the search scored
     and costed, grown to ``--preset`` by the search's own rule, at its rate unless ``--lr`` is given."""
-    from search.results import answer_of, grown_answer
+    from search.results import answer_of, grow_answer
 
     if args.arch is not None:
         raise ConfigError(f"--from-search trains the search's answer: drop --arch {args.arch}, or drop --from-search "
@@ -197,13 +196,13 @@ def from_search(config: TrainConfig, args: argparse.Namespace, say) -> TrainConf
         raise ConfigError("--from-search needs --preset, the size to train the search's answer at (e.g. --preset "
                           "llama-3.2-1b; composer presets lists them)")
     answer = answer_of(args.from_search)
-    depth = getattr(args, "depth", None) or answer.get("depth_at_target")
-    pattern, widths, how = grown_answer(answer, config.preset, depth)
-    rule = answer["attention_at_target"]
+    rule = getattr(args, "attention", None) or answer["attention_at_target"]
+    grown = grow_answer(answer, config.preset, attention=rule, depth=getattr(args, "depth", None))
+    pattern, widths, how = grown.layout, grown.widths, grown.how
+    rule = f"--attention {rule}" if getattr(args, "attention", None) else f"the search's --attention-at-target {rule}"
     name = f" ({answer['known']})" if answer["known"] else ""
     say(f"from search {answer['out']}: answer {answer['answer'] or '-'}, {answer['pattern']}{name}; at "
-        f"{config.preset}: {compact_pattern(pattern)}, {len(layers(pattern))} layers ({how}; the search's "
-        f"--attention-at-target {rule})")
+        f"{config.preset}: {compact_pattern(pattern)}, {len(layers(pattern))} layers ({how}; {rule})")
     chosen = answer["lr"]
     where = f"the rate the search chose for {answer['pattern']}" + (f" at {answer['lr_at']}" if answer["lr_at"] else "")
     if args.lr is not None:

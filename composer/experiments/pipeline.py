@@ -45,9 +45,9 @@ How the winner's attention grows to the target (``extrapolate.attention``, ``com
 ``repeat`` stacks its attention layers with the rest, ``keep`` keeps their number (``scaling.extrapolate``). Left
 out, it is the rule the search scored and costed its candidates by: the ``attention_at_target`` of the search's
 ``config.json`` in ``from_search`` or under ``<out>/search`` (what the search ran with), else of the recipe's
-``search`` section, else ``repeat``. A pattern the search entered as a known layout (best.json's ``known_layouts``) is stacked: the search
-stacks Llama's and the paper's layouts whatever its rule, and trains a published family in its own layout at the
-target (``search.known.layout_at_target``), which the extrapolator cannot build: train the family as a baseline.
+``search`` section, else ``repeat``. The pattern grows by ``search.growth.grow``, the rule every command grows a
+search's answer by: a published family the search entered (best.json's ``known_layouts``) in its own layout at the
+target, as the search trained it; Llama's and the paper's layouts stacked, whatever the rule.
 extrapolate.json records the rule (``attention``) and where it came from (``attention_from``).
 
 Learning rates (``composer.experiments.search_rates``), strongest rule first: with ``train.lr_sweep`` every model first trains
@@ -314,22 +314,25 @@ class Pipeline:
         return result
 
     def run_extrapolate(self, pattern: str) -> dict[str, Any]:
-        from scaling.extrapolate import extrapolate
         from scaling.matching import matched_baselines
+        from search.growth import grow
+        from search.results import known_in_search
 
         path = self.out / "extrapolate.json"
         attention, source = self.attention_rule(pattern)
+        known = known_in_search(pattern, self.search_dir)
         done = _read_json(path)
         options = self.config.extrapolate
         # extrapolate.json files written before issue 47 grew every pattern with its attention repeated
         if (done is not None and done["source_pattern"] == pattern and done.get("attention", "repeat") == attention
-                and done.get("target") == options["target"]):
+                and done.get("target") == options["target"] and done.get("known") == known):
             return done
-        result = extrapolate(pattern, options["target"], method=options.get("method", "auto"),
-                             target_params=options.get("params"), rounding=options.get("rounding", "ceil"),
-                             attention=attention)
+        # the one rule every command grows a search's answer by: a family the search entered in its own layout
+        grown = grow(pattern, options["target"], known, attention, target_params=options.get("params"),
+                     method=options.get("method", "auto"), rounding=options.get("rounding", "ceil"))
+        result = grown.extrapolation
         baselines = matched_baselines(result.arch, tuple(self.config.baselines), seed=self.config.seed)
-        data = {**result.to_dict(), "attention_from": source,
+        data = {**result.to_dict(), "attention_from": source, "known": known, "how": grown.how,
                 "baselines": {name: arch.pattern for name, arch in baselines.items()}}
         self.echo(f"== extrapolate: {pattern} -> {result.compact} ({result.method}, {result.n_layers} layers, "
                   f"{result.non_embedding_params:,} non-embedding params at {options['target']} widths; attention "
@@ -343,7 +346,7 @@ class Pipeline:
         explicit = self.config.extrapolate.get("attention")
         if explicit is not None:
             return explicit, "extrapolate.attention"
-        from search.aggregate import refuse_depth_search, search_attention, search_growth
+        from search.aggregate import refuse_depth_search, search_attention
 
         refuse_depth_search(self.search_dir, "composer pipeline")
         rule, config_json = search_attention(self.search_dir)
@@ -354,8 +357,7 @@ class Pipeline:
             source = f"the search section's attention_at_target: {rule}"
         else:
             return "repeat", "the default: no search rule in the recipe or under --out"
-        grown, why = search_growth(pattern, rule, self.search_dir)
-        return grown, why or source
+        return rule, source
 
     def models(self, extrapolation: dict[str, Any]) -> dict[str, str]:
         """Name -> pattern of every model to train: the composite first, then its baselines."""

@@ -158,7 +158,7 @@ class TransferConfig:
         check_workers(self.workers)
         from scaling.extrapolate import ATTENTION_RULES
 
-        # by_search: the rule is the search's, so a known layout grows as the search grew it (Transfer.select)
+        # by_search: the rule is the search's (config.json), so the transfer must refuse a search grown by width
         self.by_search = self.attention is None
         self.attention, self.attention_from = attention_rule(self.attention, self.search)
         if self.attention not in ATTENTION_RULES:
@@ -330,7 +330,7 @@ class Transfer:
 
         Each pattern brings the score, rank and learning rate of the ranking spread over (``search_ranking``):
         for a halving search, the chosen rung's, i.e. the rate its trial chose at that rung's budget."""
-        from scaling.extrapolate import extrapolate
+        from search.growth import grow
 
         config = self.config
         population = search_ranking(config.search, config.study, config.rung)
@@ -338,30 +338,43 @@ class Transfer:
         rank_of = {s.pattern: i for i, s in enumerate(best_first(population), 1)}
         chosen = choose(population, config.k, config.patterns, config.search)
         self.attention_notes = []
-        rules = {s.pattern: self.attention_of(s.pattern) for s in chosen}
-        results = {s.pattern: extrapolate(s.pattern, config.target, method=config.method, attention=rules[s.pattern])
-                   for s in chosen}
+        rule = self.attention_rule()
+        # the one rule every command grows a search's pattern by (search.growth.grow): a published family the
+        # search entered grows in its own layout at the target, as the search trained it
+        results = {s.pattern: grow(s.pattern, config.target, self.known_of(s.pattern), rule,
+                                   method=config.method).extrapolation for s in chosen}
         names = self.match_baselines(results)
         candidates = [Candidate(s.pattern, float(s.score), rank_of[s.pattern], results[s.pattern].pattern,
                                 results[s.pattern].compact, results[s.pattern].n_layers,
-                                results[s.pattern].non_embedding_params, names.get(s.pattern), rules[s.pattern])
+                                results[s.pattern].non_embedding_params, names.get(s.pattern),
+                                results[s.pattern].attention)
                       for s in chosen]
         source = {"source": population.source, "direction": population.direction, "scored_patterns": len(rank_of)}
         return candidates, source
 
-    def attention_of(self, pattern: str) -> str:
-        """How ``pattern``'s attention grows: the transfer's rule, except that under its search's ``keep`` a known
-        layout the search entered grows as the search grew it (``search.aggregate.search_growth``), and
-        ``attention_notes`` says so."""
-        if not self.config.by_search:
-            return self.config.attention
-        from search.aggregate import refuse_depth_search, search_growth
+    def attention_rule(self) -> str:
+        """How a new pattern's attention grows: the transfer's rule (its search's, unless ``--attention`` is given).
+        A search that grew by width is refused: this grows by depth."""
+        if self.config.by_search:
+            from search.aggregate import refuse_depth_search
 
-        refuse_depth_search(self.config.search, "composer transfer")
-        rule, why = search_growth(pattern, self.config.attention, self.config.search)
-        if why is not None:
-            self.attention_notes.append(why)
-        return rule
+            refuse_depth_search(self.config.search, "composer transfer")
+        return self.config.attention
+
+    def known_of(self, pattern: str) -> str | None:
+        """The known layout ``pattern`` is among those its search entered (None for a leaderboard or storage with
+        no best.json beside it), and ``attention_notes`` says how it grows."""
+        from composer.layouts import FAMILIES
+        from search.results import known_in_search
+
+        known = known_in_search(pattern, self.config.search)
+        if known in FAMILIES:
+            self.attention_notes.append(f"{pattern} is the search's known layout {known}: grown in {known}'s own "
+                                        "layout at the target, as the search trained it")
+        elif known is not None and self.config.attention == "keep":
+            self.attention_notes.append(f"{pattern} is the search's known layout {known}, stacked as the search "
+                                        "grew it")
+        return known
 
     def match_baselines(self, results: dict[str, Any]) -> dict[str, str]:
         """Fill ``self.baselines`` (name -> Baseline) and return each source pattern's baseline name.

@@ -5,7 +5,7 @@ training throughput (the constrained ``AMSD`` search's 34-layer answer decoded a
 the CPU). The field's latency-aware searches rank on the loss-cost front (Nemotron-Flash, Jet-Nemotron); these
 limits let a search answer *at equal cost*, as ``--max-kv`` lets it answer at equal cache.
 
-Each figure belongs to the candidate's model at the target (``search.known.Growth``, as ``--max-kv``'s cache):
+Each figure belongs to the candidate's model at the target (``search.growth.Growth``, as ``--max-kv``'s cache):
 
 * ``decode_ms``: one decode step at batch 1, milliseconds per token;
 * ``train_tokens_per_s``: training tokens per second.

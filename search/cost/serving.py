@@ -124,7 +124,7 @@ def recall_under_max_kv(patterns: list[str], target: str, max_kv: tuple[int, int
     those keep every token of ``length`` (:func:`keeps_every_token`), and the least cache a pattern that keeps
     them holds at the limit's length (None when none does). None when there are too many patterns to check."""
     from composer.accounting import analyze
-    from search.known import as_growth
+    from search.growth import as_growth
 
     if len(patterns) > MAX_PATTERNS_CHECKED:
         return None
@@ -152,7 +152,7 @@ def first_within(patterns: list[str], widths: str, target: str, max_params: int 
     --max-params -5 skipped every candidate it proposed, without end)."""
     from composer.accounting import analyze
     from composer.presets import get_preset
-    from search.known import as_growth
+    from search.growth import as_growth
 
     if len(patterns) > MAX_PATTERNS_CHECKED:
         return None

@@ -142,7 +142,7 @@ class SuccessiveHalving(Strategy):
 
 def same_model_at(config: SearchConfig, budget: str):
     """How the rung at ``budget`` names the model it trains for a promoted row, when it grows the patterns to a
-    target's size (else None: each pattern is its own model): the layout ``search.known.layout_at_target`` gives it,
+    target's size (else None: each pattern is its own model): the layout ``search.growth.layout_at_target`` gives it,
     as the rung's evaluator trains it (``LanguageModelEvaluator.trained_pattern``)."""
     grown_to = get_lm_budget(budget).extrapolate_to if config.evaluator == "lm" else None
     if grown_to is None:

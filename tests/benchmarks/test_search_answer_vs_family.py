@@ -9,7 +9,7 @@ import json
 import pytest
 
 from composer.errors import ConfigError
-from search.known import layout_at_target
+from search.growth import layout_at_target
 from search.lm import LanguageModelEvaluator
 from search.run import run_search
 from tests.search.test_bookkeeping import FakeTraining, halving

@@ -517,7 +517,7 @@ def test_every_finalist_the_confirmation_study_holds_gets_its_seeds(tmp_path, fa
 def test_a_halving_search_that_keeps_attention_trains_costs_and_says_the_kept_models(tmp_path, fake):
     """--attention-at-target keep: every rung at the target trains a new pattern's model with its attention kept
     (and records that model as its cost's), Llama's layout stays stacked, and the rung's line says so."""
-    from search.known import layout_at_target
+    from search.growth import layout_at_target
 
     lines = []
     result = run_search(halving(tmp_path, target="demo-4m", attention_at_target="keep"), echo=lines.append)

@@ -9,43 +9,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
 import yaml
 
 from composer.cli import main
 from composer.pattern import layers
-from search.known import layout_at_target
+from search.growth import layout_at_target
 
 SMALL_TRAIN = {"tokens": 4096, "seq_len": 64, "batch_size": 8}
-
-
-@pytest.fixture
-def built(monkeypatch) -> dict[tuple[str, int], dict]:
-    """(model, seed) -> the layer symbols of the model its training built, its widths and rate. Training itself is
-    stood in for: the run writes the files a finished run writes, so the comparison reads them as usual."""
-    from composer.model import build_model
-    from composer.presets import resolve_architecture
-    from composer.training.config import DEFAULT_PRESET
-
-    models: dict[tuple[str, int], dict] = {}
-
-    def train(config, resume=False, **_):
-        arch, widths = resolve_architecture(config.arch, config.preset, DEFAULT_PRESET)
-        model = build_model(arch)
-        run = Path(config.out)
-        models[(run.parent.name, config.seed)] = {"symbols": "".join(layer.symbol for layer in model.layers),
-                                                  "preset": widths, "lr": config.lr}
-        run.mkdir(parents=True, exist_ok=True)
-        (run / "config.json").write_text(json.dumps({"train": config.to_dict()}))
-        summary = {"pattern": config.arch, "val_loss": 5.0 + 0.1 * config.seed + len(config.arch) / 100,
-                   "tokens": config.tokens, "tokens_per_s": 100.0, "params": 1000, "non_embedding_params": 500,
-                   "val_fingerprint": "v", "val_tokens": 64, "loss_spikes": 0, "seed": config.seed,
-                   "wall_time_s": 1.0}
-        (run / "summary.json").write_text(json.dumps(summary))
-        return summary
-
-    monkeypatch.setattr("composer.training.run.train", train)
-    return models
 
 
 def rows(search: Path) -> dict[str, dict]:

@@ -12,7 +12,7 @@ import pytest
 from composer.cli import main
 from composer.pattern import layers
 from composer.presets import resolve_architecture
-from search.known import layout_at_target
+from search.growth import layout_at_target
 
 FEW_TOKENS = ["--seq-len", "64", "--batch-size", "8", "--max-documents", "200", "--val-batches", "2",
               "--val-tokens", "1024", "--tokens", str(2 * 512), "--wandb", "off", "--precision", "32-true"]

@@ -463,7 +463,7 @@ def test_a_search_without_its_rule_grows_by_repeat_and_says_so(tmp_path, monkeyp
 
 
 def test_a_known_layout_of_a_kept_search_is_stacked_as_the_search_trained_it(search_dir):
-    """The search stacks Llama's layout whatever its --attention-at-target (search.known.layout_at_target)."""
+    """The search stacks Llama's layout whatever its --attention-at-target (search.growth.layout_at_target)."""
     (search_dir / "config.json").write_text(json.dumps({"attention_at_target": "keep"}))
     best = json.loads((search_dir / "best.json").read_text())
     best["known_layouts"] = [{"name": "llama", "pattern": "AMAMAM", "fit": "1:1 alternation"}]
@@ -475,4 +475,5 @@ def test_a_known_layout_of_a_kept_search_is_stacked_as_the_search_trained_it(sea
     assert ["known layout llama" in note for note in transfer.attention_notes] == [True]  # run() echoes it
     asked = TransferConfig(search=str(search_dir), patterns="MMMMAM,AMAMAM,AAMMMM", target="demo-4m", attention="keep",
                            out="x")
-    assert {c.attention for c in Transfer(asked, echo=lambda line: None).select()[0]} == {"keep"}, "as asked"
+    asked_grown = {c.source_pattern: c.attention for c in Transfer(asked, echo=lambda line: None).select()[0]}
+    assert asked_grown == {"AAMMMM": "keep", "AMAMAM": "repeat", "MMMMAM": "keep"}, "a known layout by its own rule"

@@ -45,7 +45,7 @@ def test_the_config_refuses_what_cannot_be_costed():
 
 def test_modeled_figures_follow_the_model_a_deeper_thinner_model_decodes_slower():
     """The cost model on H200 at 1B: the 73-layer stack of thin layers against Nemotron-H's 26."""
-    from search.known import Growth
+    from search.growth import Growth
 
     deep = Growth("keep").arch("SADDDD", "llama-3.2-1b")
     family = Growth("keep").arch("SMSAMS", "llama-3.2-1b", "nemotron-h")

@@ -136,13 +136,11 @@ def test_recall_under_max_kv_counts_the_patterns_that_fit_and_keep_every_token()
 @pytest.fixture
 def each_layout_costed_once(monkeypatch):
     """The refusal and the three checks after it enumerate AMSD's 4,096 patterns six times (each rule twice over;
-    5-6 s apiece on 2 cores): each pattern is grown at the target (``search.known.layout_at_target``) and costed
-    (``composer.accounting.analyze``) once per test here, then read back. Both are pure functions of their
-    arguments, so every figure is the one the search computes (a wrong one still reaches every assertion)."""
+    5-6 s apiece on 2 cores): each pattern is grown at the target once (``search.growth.grow`` keeps what it grew)
+    and costed (``composer.accounting.analyze``) once per test here, then read back. Both are pure functions of
+    their arguments, so every figure is the one the search computes (a wrong one still reaches every assertion)."""
     import composer.accounting
-    import search.known
 
-    monkeypatch.setattr(search.known, "layout_at_target", functools.cache(search.known.layout_at_target))
     analyzed, analyze_once = {}, composer.accounting.analyze
 
     def cached(arch, *args, **kwargs):

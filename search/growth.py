@@ -1,0 +1,176 @@
+"""How a searched pattern becomes the model trained at a target: one function, :func:`grow`, for every command.
+
+Why one: a search scores each pattern as the model it grows to at the target (its cache, cost and recall at the
+target; its last rungs train it there), so whatever trains or prints the answer afterwards must build that same
+model. When the rule lived in two places (a family's own layout here, ``scaling.extrapolate`` with a rule there),
+``composer train --from-search`` trained Nemotron-H's own 16-layer layout while ``extrapolate`` and ``pipeline``
+stacked its 6-layer fit to ``(SMSAMS)x3``, a model the search never scored (issue 60). Now ``train``,
+``extrapolate``, ``pipeline``, ``transfer``, the search's trials, cost and recall checks, and ``--plan`` all call
+:func:`grow`, through :class:`Growth` where a search's rule travels as one value.
+
+The rule:
+
+* a new pattern grows by depth at the target's widths (``scaling.extrapolate``: stacked or stretched to the
+  target's non-embedding size); ``attention="keep"`` keeps its number of attention layers instead of repeating
+  them (a pattern without attention, or of attention only, is grown whole);
+* Llama's 1:1 alternation and the paper's stacked winner, whose own rule is stacking, are stacked whatever
+  ``attention`` says;
+* a published family (``known`` names one of ``composer.layouts.FAMILIES``) enters in its own layout (issue 37):
+  Nemotron-H's 6-layer fit ``SMSAMS`` stacked to 18 layers holds 3 attention layers where its own rule gives about
+  1 in 13. Its depth is the one, within 3 layers of the stack's, whose non-embedding parameters come closest to
+  the stack's, so the family is compared at the same size; a depth of whole periods where that range holds one;
+* with ``depth`` (``--depth-at-target``, ``--depth``), the layout has that many layers and the widths are scaled
+  until it weighs what the target does (``scaling.extrapolate.grow_to_depth``, a scaled preset such as
+  ``demo-4m:d280``); a family in its own layout at that depth.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from composer.layouts import FAMILIES
+from composer.pattern import layers
+from search.known import family_at_depth
+
+if TYPE_CHECKING:
+    from composer.config import ArchConfig
+    from scaling.extrapolate import Extrapolation
+
+
+@dataclass(frozen=True)
+class Grown:
+    """A searched pattern's model at a target: the full accounting (``extrapolation``: layout, widths, sizes) and
+    one line saying how it was made."""
+
+    extrapolation: Extrapolation
+    how: str
+
+    @property
+    def layout(self) -> str:
+        return self.extrapolation.pattern
+
+    @property
+    def widths(self) -> str:
+        """The preset its widths are: the target, or a scaled preset (``demo-4m:d280``) when grown by width."""
+        return self.extrapolation.target
+
+    @property
+    def arch(self) -> ArchConfig:
+        return self.extrapolation.arch
+
+
+@functools.lru_cache(maxsize=16_384)  # a search's space (4,096 patterns) under each rule
+def grow(pattern: str, target: str, known: str | None = None, attention: str = "repeat", depth: int | None = None,
+         *, target_params: int | None = None, method: str = "auto", rounding: str = "ceil") -> Grown:
+    """The model ``pattern`` (``known``: the known layout it is, if any) becomes at preset ``target`` under
+    ``attention`` (``repeat``/``keep``) and ``depth`` (None: by depth at the target's widths); the module docstring
+    gives the rule. ``target_params``, ``method`` and ``rounding`` are ``composer extrapolate``'s options for a new
+    pattern grown by depth (a search grows with their defaults)."""
+    from scaling.extrapolate import extrapolate, grow_to_depth
+
+    if depth is not None:
+        if known in FAMILIES:
+            grown = grow_to_depth(family_at_depth(known, depth).pattern, target, depth, target_params=target_params)
+            how = f"{known}'s own layout at {depth} layers"
+        else:
+            grown = grow_to_depth(pattern, target, depth, attention=attention if known is None else "repeat",
+                                  target_params=target_params)
+            how = f"laid out at {depth} layers" + (
+                f" with its {len(grown.kept_attention)} attention layer(s) unrepeated" if grown.kept_attention else "")
+        return Grown(grown, f"{how}, widths scaled to d_model {grown.arch.d_model} to the target's size")
+    if known is None and attention == "keep":
+        grown = extrapolate(pattern, target, method=method, attention="keep", target_params=target_params,
+                            rounding=rounding)
+        count = len(grown.kept_attention)
+        if count:  # a pattern without attention, or of attention only, is stacked
+            return Grown(grown, f"grown to the target's size with its {count} attention "
+                                f"layer{'s' if count != 1 else ''} unrepeated")
+    stacked = extrapolate(pattern, target, method=method, target_params=target_params, rounding=rounding)
+    if known not in FAMILIES:
+        return Grown(stacked, "stacked to the target's size")
+    return _family_at_size(pattern, target, known, stacked)
+
+
+def _family_at_size(pattern: str, target: str, known: str, stacked: Extrapolation) -> Grown:
+    """Family ``known`` in its own layout at the depth, within 3 layers of ``stacked``'s, nearest its size."""
+    from composer.accounting import non_embedding_params
+    from scaling.extrapolate import given_layout
+
+    widths = stacked.arch
+    depth = len(layers(stacked.pattern))
+    candidates = {n: family_at_depth(known, n) for n in range(max(1, depth - 3), depth + 4)}
+    whole = {n: layout for n, layout in candidates.items() if not layout.fit.startswith("nearest layout")}
+    candidates = whole or candidates  # whole periods where the range holds them: a fit clumps a long layout
+    best = min(candidates, key=lambda n: (abs(non_embedding_params(widths.with_pattern(candidates[n].pattern))
+                                              - stacked.non_embedding_params), abs(n - depth)))
+    how = f"{known}'s own layout at {best} layers ({candidates[best].fit})"
+    return Grown(given_layout(pattern, candidates[best].pattern, target, "family"), how)
+
+
+def layout_at_target(pattern: str, target: str, known: str | None = None,
+                     attention: str = "repeat") -> tuple[str, str]:
+    """``(layout, how)`` of :func:`grow` by depth at the target's widths."""
+    grown = grow(pattern, target, known, attention)
+    return grown.layout, grown.how
+
+
+def model_at_target(pattern: str, target: str, known: str | None = None, attention: str = "repeat",
+                    depth: int | None = None) -> tuple[str, str, str]:
+    """``(layout, widths, how)`` of :func:`grow`, ``widths`` a preset name."""
+    grown = grow(pattern, target, known, attention, depth)
+    return grown.layout, grown.widths, grown.how
+
+
+def depth_at_target(spec: int | str | None, target: str, flag: str = "--depth") -> int | None:
+    """``--depth-at-target``'s value as a number of layers: a number, or a published family's name for that
+    family's own depth at ``target`` (its layout at the target's size, ``composer.presets.family_architecture``:
+    Nemotron-H is 13 layers at ``demo-4m``, 26 at ``llama-3.2-1b``), so a layout can be compared at a family's
+    depth. None: grown by depth at the target's widths, as before."""
+    from composer.errors import ConfigError
+    from composer.presets import family_architecture, get_preset
+
+    if spec is None or isinstance(spec, int):
+        return spec
+    text = str(spec).strip()
+    if text.isdigit():
+        return int(text)
+    if text in FAMILIES:
+        return family_architecture(text, get_preset(target).arch).n_layers
+    raise ConfigError(f"{flag} {spec!r} is neither a number of layers nor a family ({', '.join(FAMILIES)}): "
+                      f"give e.g. {flag} 16 or {flag} nemotron-h")
+
+
+@dataclass(frozen=True)
+class Growth:
+    """A search's growth rule as one value: its attention rule (``repeat`` or ``keep``, ``--attention-at-target``)
+    and its depth at the target (None: by depth at the target's widths; N: N layers, widths scaled,
+    ``--depth-at-target``). It travels from the search's config to every place that grows a pattern (its trials'
+    cost and cache, the rungs' training, the plan, the answer, the commands given ``--from-search``), so they
+    cannot disagree on the model."""
+
+    attention: str = "repeat"
+    depth: int | None = None
+
+    def grow(self, pattern: str, target: str, known: str | None = None) -> Grown:
+        return grow(pattern, target, known, self.attention, self.depth)
+
+    def model(self, pattern: str, target: str, known: str | None = None) -> tuple[str, str, str]:
+        """``(layout, widths, how)``: :func:`grow` under this rule."""
+        grown = self.grow(pattern, target, known)
+        return grown.layout, grown.widths, grown.how
+
+    def layout(self, pattern: str, target: str, known: str | None = None) -> str:
+        return self.grow(pattern, target, known).layout
+
+    def arch(self, pattern: str, target: str, known: str | None = None) -> ArchConfig:
+        """The grown model's :class:`~composer.config.ArchConfig`: its layout at its widths."""
+        return self.grow(pattern, target, known).arch
+
+
+def as_growth(rule: str | Growth | None) -> Growth:
+    """``rule`` as a :class:`Growth`: an attention rule's name (``repeat``, ``keep``) grows by depth."""
+    if isinstance(rule, Growth):
+        return rule
+    return Growth(rule or "repeat")
