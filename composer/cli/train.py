@@ -15,6 +15,7 @@ from composer.training.config import (
     STRATEGIES,
     WANDB_MODES,
     TrainConfig,
+    load_recipe,
 )
 
 # help per TrainConfig field; help_text() adds "(default: X)" from the dataclass where the text names no default, so
@@ -155,6 +156,7 @@ def config_from_args(args: argparse.Namespace, notes: list[str] | None = None) -
     given = {f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig)}
     if args.recipe:
         config = TrainConfig.from_recipe(args.recipe, **given)
+        args.recipe_values = load_recipe(args.recipe, TrainConfig.field_names())
     else:
         config = TrainConfig(**{k: v for k, v in given.items() if v is not None})
     if getattr(args, "from_search", None):
@@ -189,9 +191,13 @@ def from_search(config: TrainConfig, args: argparse.Namespace, say) -> TrainConf
     and costed, grown to ``--preset`` by the search's own rule, at its rate unless ``--lr`` is given."""
     from search.results import answer_of, grow_answer
 
+    recipe = getattr(args, "recipe_values", None) or {}
     if args.arch is not None:
         raise ConfigError(f"--from-search trains the search's answer: drop --arch {args.arch}, or drop --from-search "
                           "to train that pattern")
+    if recipe.get("arch") is not None:
+        raise ConfigError(f"--from-search trains the search's answer, but the recipe {args.recipe} sets arch "
+                          f"{recipe['arch']}: drop arch from the recipe, or drop --from-search to train it")
     if config.preset is None:
         raise ConfigError("--from-search needs --preset, the size to train the search's answer at (e.g. --preset "
                           "llama-3.2-1b; composer presets lists them)")
@@ -205,9 +211,12 @@ def from_search(config: TrainConfig, args: argparse.Namespace, say) -> TrainConf
         f"{config.preset}: {compact_pattern(pattern)}, {len(layers(pattern))} layers ({how}; {rule})")
     chosen = answer["lr"]
     where = f"the rate the search chose for {answer['pattern']}" + (f" at {answer['lr_at']}" if answer["lr_at"] else "")
-    if args.lr is not None:
-        say(f"lr {args.lr:g}: --lr" + (f" ({where} was {chosen:g})" if chosen else ""))
-        lr = args.lr
+    # an lr the user gave (the flag, else the recipe's) wins over the search's, and the note names which
+    given = ("--lr", args.lr) if args.lr is not None else (f"the recipe's lr ({getattr(args, 'recipe', None)})",
+                                                             recipe.get("lr"))
+    if given[1] is not None:
+        lr = config.lr
+        say(f"lr {lr:g}: {given[0]}" + (f" ({where} was {chosen:g})" if chosen else ""))
     elif chosen:
         say(f"lr {chosen:g}: {where} (--lr overrides it)")
         lr = chosen

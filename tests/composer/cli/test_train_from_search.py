@@ -95,6 +95,23 @@ def test_lr_flag_wins_and_says_so(finished_search, monkeypatch, capsys):
     assert seen["config"].lr == 5e-4
 
 
+def test_a_recipes_lr_is_honoured_and_named_and_its_arch_refused(finished_search, monkeypatch, capsys, tmp_path):
+    """A recipe beside --from-search: its lr wins over the search's rate, as --lr does, and the note says it came
+    from the recipe; an arch in it is refused in one line (the answer is the arch). Both were dropped silently."""
+    seen = fake_training(monkeypatch)
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("lr: 7.0e-4\npreset: tiny\n")
+    assert main(["train", "--recipe", str(recipe), "--from-search", str(finished_search), "--out", "unused"]) == 0
+    chosen = answer(finished_search)["lr"]
+    assert seen["config"].lr == 7e-4 != chosen and seen["config"].preset == "tiny"
+    err = capsys.readouterr().err
+    assert f"lr 0.0007: the recipe's lr ({recipe})" in err and f"was {chosen:g}" in err, err
+    recipe.write_text("arch: AMAM\npreset: tiny\n")
+    assert main(["train", "--recipe", str(recipe), "--from-search", str(finished_search), "--out", "unused"]) == 2
+    err = capsys.readouterr().err
+    assert "sets arch AMAM: drop arch from the recipe" in err and err.strip().count("\n") == 0, err
+
+
 @pytest.mark.parametrize("case, message", [
     ("missing", "no such directory"),
     ("empty", "no best.json"),
