@@ -13,6 +13,7 @@ from composer.cli import evaluate as eval_command
 from composer.cli import bench_inference, generate
 from composer.cli import hybridize as hybridize_command
 from composer.cli import import_hf as import_command
+from composer.cli.format import refuse_two_spellings
 from composer.errors import ComposerRunError, ComposerUsageError
 
 SUBCOMMANDS = (search, report, aggregate, extrapolate, train, pipeline, transfer, info, presets, families,
@@ -41,8 +42,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(argv)
     try:
+        refuse_two_spellings(args, argv)
         return args.handler(args) or 0
     except ComposerUsageError as err:
         print(f"composer {args.command}: error: {err}", file=sys.stderr)

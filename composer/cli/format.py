@@ -5,7 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from typing import Any
+
+from composer.errors import ConfigError
 
 
 def human(n: float, unit: str = "") -> str:
@@ -59,6 +62,32 @@ class RenamedFlag(argparse.Action):
 
         renamed_notice(option_string.lstrip("-"), self.new, flag=True)
         setattr(namespace, self.dest, values)
+        # refuse_two_spellings reads these once the command line is parsed: the new spelling may come later
+        given = getattr(namespace, "_renamed_flags", [])
+        setattr(namespace, "_renamed_flags", [*given, (option_string, "--" + self.new.replace("_", "-"))])
+
+
+def _values_given(argv: Sequence[str], flag: str) -> list[str]:
+    """The values ``flag`` was given on ``argv`` (``--flag V`` or ``--flag=V``), as typed."""
+    found = []
+    for i, token in enumerate(argv):
+        if token == flag and i + 1 < len(argv):
+            found.append(argv[i + 1])
+        elif token.startswith(flag + "="):
+            found.append(token.split("=", 1)[1])
+    return found
+
+
+def refuse_two_spellings(args: argparse.Namespace, argv: Sequence[str]) -> None:
+    """An old spelling (:class:`RenamedFlag`) and the new one given different values: a usage error naming both.
+    Why: argparse keeps whichever came last, so ``--preset tiny --widths demo-4m`` silently trained at demo-4m (issue
+    60); a recipe holding both spellings is refused already, and the command line now is too."""
+    for old, new in getattr(args, "_renamed_flags", ()):
+        values = dict.fromkeys([*_values_given(argv, old), *_values_given(argv, new)])
+        if len(values) > 1 and _values_given(argv, new):
+            shown = " and ".join(f"{flag} {value}" for flag in (old, new) for value in _values_given(argv, flag))
+            raise ConfigError(f"{shown} set one option ({old} is the old spelling of {new}) to different values: "
+                              f"give {new} once")
 
 
 def resolve_spec(spec: str, preset: str | None, default_preset: str):

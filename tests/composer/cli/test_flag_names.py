@@ -245,3 +245,29 @@ def test_info_and_families_print_the_preset_they_chose(capsys, argv, note):
     assert capsys.readouterr().err.strip() == note
     assert main([*argv, "--json", "--preset", "tiny"]) == 0
     assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("argv, old, new", [
+    (["search", "--preset", "tiny", "--widths", "demo-4m", "--plan"], "--widths demo-4m", "--preset tiny"),
+    (["search", "--widths", "demo-4m", "--preset", "tiny", "--plan"], "--widths demo-4m", "--preset tiny"),
+    (["extrapolate", "AAMMMM", "--target", "llama-350m", "--to", "tiny"], "--to tiny", "--target llama-350m"),
+    (["extrapolate", "AAMMMM", "--to=tiny", "--target=llama-350m"], "--to tiny", "--target llama-350m"),
+    (["train", "--parallelism", "ddp", "--strategy", "fsdp", "--out", "unused"], "--strategy fsdp",
+     "--parallelism ddp"),
+])
+def test_an_old_and_a_new_spelling_with_different_values_exit_2_naming_both(argv, old, new, capsys, tmp_path,
+                                                                           monkeypatch):
+    """argparse keeps whichever spelling came last: --preset tiny --widths demo-4m trained at demo-4m (issue 60)."""
+    from composer.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert old in error and new in error and "give " in error, error
+    assert not list(tmp_path.iterdir()), "nothing was started"
+
+
+def test_an_old_and_a_new_spelling_with_one_value_are_one_option(capsys):
+    from composer.cli import main
+
+    assert main(["extrapolate", "AAMMMM", "--to", "llama-350m", "--target", "llama-350m", "--json"]) == 0
