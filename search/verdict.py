@@ -102,6 +102,14 @@ def compare_with_known(rows: list[dict], maximize: bool, noise: SeedNoise | None
         return result
     new_record, known_record = of(new), of(known)
     interval = difference(new_record, known_record, noise)
+    if interval["difference"] is None:  # a side without one finite score: no interval, said in words
+        empty = [row["pattern"] for row, record in ((new, new_record), (known, known_record)) if not record.scores]
+        result.update(answer="tie", recommended=known["pattern"], difference=None, ci=None,
+                      interval=interval["method"], new_is_better=None, setting=interval["setting"], seeds=[],
+                      new_seeds=interval["new_seeds"], known_seeds=interval["known_seeds"],
+                      verdict=f"tie: no interval, {' and '.join(empty)} scored no finite loss on any seed; "
+                              f"recommending the known layout {known['pattern']}")
+        return result
     answer = decide(interval["ci"], maximize)
     result["best_new"].update(mean=new_record.mean, seeds=new_record.seeds)
     result["best_known"].update(mean=known_record.mean, seeds=known_record.seeds)

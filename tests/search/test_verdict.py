@@ -61,6 +61,21 @@ def test_a_clear_difference_names_a_winner_either_way():
     assert worse["answer"] == "known" and worse["recommended"] == "AMAMAM"
 
 
+def test_a_nan_score_is_no_seed_and_a_side_without_one_is_no_interval_in_words():
+    """A custom evaluator's NaN: the record counted it as a seed (seeds 0, 1, 2 named, 2 paired); with every score
+    NaN on one side the comparison raised TypeError."""
+    nan = float("nan")
+    new = row("SMSMSM", 1.50, losses={"0": 1.49, "1": nan, "2": 1.51})
+    known = row("AMAMAM", 1.52, known="llama", losses={"0": 1.51, "1": 1.52, "2": 1.53})
+    said = compare_with_known([new, known], maximize=False, noise=NOISE)
+    assert said["seeds"] == [0, 2] and said["new_seeds"] == [0, 2] and said["best_new"]["seeds"] == [0, 2]
+    assert said["difference"] == pytest.approx(-0.02) and said["interval"].startswith("paired over seeds 0, 2")
+    lost = row("SMSMSM", nan, losses={"0": nan, "1": nan})
+    said = compare_with_known([lost, known], maximize=False, noise=NOISE)
+    assert said["answer"] == "tie" and said["ci"] is None and said["recommended"] == "AMAMAM"
+    assert "no interval" in said["verdict"] and "SMSMSM scored no finite loss" in said["verdict"], said["verdict"]
+
+
 def test_paired_seeds_take_precedence_over_the_stand_in():
     new = row("SMSMSM", 1.50, losses={"0": 1.49, "1": 1.50, "2": 1.51})
     known = row("AMAMAM", 1.52, known="llama", losses={"0": 1.51, "1": 1.52, "2": 1.53})
