@@ -156,7 +156,7 @@ def check_main_job(argv: list[str], out: Path, stdout: str) -> None:
     assert any(row["known"] for row in leaderboard), "the best known layout always reaches the last rung"
     best = json.loads((out / "best.json").read_text())
     assert best["pattern"] == leaderboard[0]["pattern"] and best["answer"] == best["vs_known"]["answer"]
-    check_answer(best["vs_known"])
+    check_answer(best["vs_known"], leaderboard)
     assert best["strategy"] == "successive-halving"
     for name in ("leaderboard.csv", "optimization_history.png", "score_vs_attention_share.png"):
         assert (out / name).stat().st_size > 0, name

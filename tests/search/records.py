@@ -21,15 +21,34 @@ def noise(sd: float, dof: int = 4, setting: Setting = SETTING) -> SeedNoise:
     return SeedNoise(sd, dof, "made up", setting)
 
 
-def check_answer(vs_known: dict) -> None:
-    """The answer a search wrote is the one its own interval reads (``new`` only when the interval of new - known
-    lies below 0, ``known`` only above, else ``tie``, which recommends the known layout), over the seeds it names."""
-    ci, answer = vs_known["ci"], vs_known["answer"]
-    if answer == "new":
-        assert ci is not None and ci[1] < 0 and vs_known["recommended"] == vs_known["best_new"]["pattern"], vs_known
-    elif answer == "known":
-        assert ci is not None and ci[0] > 0 and vs_known["recommended"] == vs_known["best_known"]["pattern"], vs_known
+def check_answer(vs_known: dict, leaderboard: list[dict]) -> None:
+    """The answer a search wrote, recomputed from its leaderboard without ``search.verdict``: the best new and the
+    best known rows are the leaderboard's first of each; the difference is new - known, paired over their common
+    seeds where they have 2 or more (each side's scores from its record), else the two sides' means; the interval,
+    where there is one, holds that difference; and the answer is the side of 0 the interval lies on (a tie,
+    recommending the known layout, where it holds 0 or is absent). A verdict that picked another row, paired other
+    seeds or misread its interval fails here, whatever the ladder."""
+    new = next(row for row in leaderboard if not row.get("known"))
+    known = next(row for row in leaderboard if row.get("known"))
+    assert vs_known["best_new"]["pattern"] == new["pattern"], (vs_known["best_new"], new["pattern"])
+    assert vs_known["best_known"]["pattern"] == known["pattern"], (vs_known["best_known"], known["pattern"])
+    ours = {int(seed): score for seed, score in new["evidence"]["scores"].items()}
+    theirs = {int(seed): score for seed, score in known["evidence"]["scores"].items()}
+    common = sorted(set(ours) & set(theirs))
+    if len(common) >= 2:
+        expected = sum(ours[seed] - theirs[seed] for seed in common) / len(common)
+        assert vs_known["seeds"] == common, (vs_known["seeds"], common)
     else:
-        assert answer == "tie" and (ci is None or ci[0] <= 0 <= ci[1]), vs_known
-        assert vs_known["recommended"] == vs_known["best_known"]["pattern"], vs_known
-    assert vs_known["new_seeds"] and vs_known["known_seeds"] and vs_known["setting"]["budget"], vs_known
+        expected = sum(ours.values()) / len(ours) - sum(theirs.values()) / len(theirs)
+    assert abs(vs_known["difference"] - expected) < 1e-9, (vs_known["difference"], expected)
+    assert vs_known["new_seeds"] == sorted(ours) and vs_known["known_seeds"] == sorted(theirs), vs_known
+    ci, answer = vs_known["ci"], vs_known["answer"]
+    if ci is not None:
+        assert ci[0] <= expected <= ci[1], (ci, expected)
+    if ci is not None and ci[1] < 0:
+        assert answer == "new" and vs_known["recommended"] == new["pattern"], vs_known
+    elif ci is not None and ci[0] > 0:
+        assert answer == "known" and vs_known["recommended"] == known["pattern"], vs_known
+    else:
+        assert answer == "tie" and vs_known["recommended"] == known["pattern"], vs_known
+    assert vs_known["setting"]["budget"] == new["evidence"]["setting"]["budget"], vs_known

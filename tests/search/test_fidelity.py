@@ -170,7 +170,7 @@ def test_rungs_train_the_promoted_patterns_and_the_last_ranks_them_at_the_target
     best = json.loads((out / "best.json").read_text())
     assert best["strategy"] == "successive-halving" and best["study"].endswith("-rung1")
     assert any(row["known"] for row in final)
-    check_answer(best["vs_known"])  # the answer its interval reads, at the last rung's setting, over its seeds
+    check_answer(best["vs_known"], final)  # the answer its interval reads, at the last rung's setting, over its seeds
     assert best["answer"] == best["vs_known"]["answer"] and best["vs_known"]["setting"]["budget"] == "rung-smoke-1"
     assert best["vs_known"]["new_seeds"] == best["vs_known"]["known_seeds"] == [0]
 

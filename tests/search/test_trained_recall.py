@@ -41,7 +41,13 @@ def test_the_seed_averaged_figure_averages_each_sequence_over_seeds_then_takes_i
     assert seed_averaged({}) is None
     # a confirmation's seeds join the rung's: the figure over all of them
     merged, joined = combined({"0": per_seed["0"]}, {"1": per_seed["1"]})
-    assert set(merged) == {"0", "1"} and joined == figure
+    assert set(merged) == {"0", "1"} and merged["1"] == per_seed["1"] and joined["seeds"] == [0, 1]
+    assert joined["value"] == pytest.approx(0.8) and joined["ci"] == pytest.approx(expected["ci"])  # by hand above
+    assert joined["sequences"] == 4 and joined["seconds"] == pytest.approx(1.0)
+    assert combined({"0": per_seed["0"]}, {}) is None, "nothing to join"
+    assert combined({"0": per_seed["0"]}, {"1": report([0.0, 1.0, 0.0, 1.4], other)}) is None, "scored unalike"
+    again = combined({"0": per_seed["0"]}, {"0": report([9.0, 9.0, 9.0, 9.0])})
+    assert again[1]["seeds"] == [0] and again[1]["value"] == pytest.approx(1.0), "a seed the record has is its own"
     assert combined({"0": per_seed["0"]}, None) is None
 
 

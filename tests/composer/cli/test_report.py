@@ -31,16 +31,27 @@ def test_report_prints_the_studies_rankings_answer_and_plots(finished_search, ca
     assert "attention_at_target keep" in text
 
 
-def test_report_json_holds_the_same(finished_search, capsys):
+def test_report_json_counts_what_the_storage_holds(finished_search, capsys):
+    """The JSON report's studies and trial counts are those Optuna itself reads from the search's storage (not
+    the files the report read), its answer the one the text report prints, its plots those on disk."""
+    import optuna
+
     assert main(["report", str(finished_search), "--json"]) == 0
     [search] = json.loads(capsys.readouterr().out)["searches"]
-    best = json.loads((finished_search / "best.json").read_text())
-    assert search["best"] == best and search["finished"]
-    assert search["leaderboard"] == json.loads((finished_search / "leaderboard.json").read_text())
-    studies = {study["study"]: study["trials"] for study in search["studies"]}
-    assert {rung["study"] for rung in search["rungs"]} <= set(studies)
-    assert all(trials.get("complete", 0) > 0 for trials in studies.values())
-    assert search["config"]["attention_at_target"] == "keep" and search["plots"]
+    storage = f"sqlite:///{finished_search.resolve() / 'study.db'}"
+    assert search["storage"] == storage and search["finished"]
+    counted = {}
+    for summary in optuna.get_all_study_summaries(storage):
+        trials = optuna.load_study(study_name=summary.study_name, storage=storage).trials
+        counted[summary.study_name] = {state.name.lower(): sum(t.state == state for t in trials)
+                                       for state in {t.state for t in trials}}
+    assert {study["study"]: study["trials"] for study in search["studies"]} == counted
+    assert {rung["study"] for rung in search["rungs"]} <= set(counted)
+    assert search["best"]["study"] in counted and search["best"]["recommended"] == search["leaderboard"][0]["pattern"]
+    assert search["plots"] == [str(path) for path in sorted(finished_search.glob("*.png"))] != []
+    assert search["config"]["attention_at_target"] == "keep"
+    assert main(["report", str(finished_search)]) == 0
+    assert f"recommended {search['best']['recommended']}" in capsys.readouterr().out
 
 
 def test_a_folder_of_searches_reports_each(finished_search, tmp_path, capsys):

@@ -13,6 +13,7 @@ from composer.cli import main
 from composer.pattern import layers
 from composer.presets import resolve_architecture
 from search.growth import layout_at_target
+from tests.search.records import check_answer
 
 FEW_TOKENS = ["--seq-len", "64", "--batch-size", "8", "--max-documents", "200", "--val-batches", "2",
               "--val-tokens", "1024", "--tokens", str(2 * 512), "--wandb", "off", "--precision", "32-true"]
@@ -54,6 +55,10 @@ def test_the_fixture_search_answers_with_a_new_pattern_whose_growth_depends_on_t
     assert json.loads((finished_search / "config.json").read_text())["attention_at_target"] == "keep"
     keep, repeat = (layout_at_target(said["pattern"], "llama-3.2-1b", None, rule)[0] for rule in ("keep", "repeat"))
     assert keep != repeat, "the test needs an answer whose rule matters"
+    # the answer its leaderboard's records give, recomputed without search.verdict: 3 paired seeds, a new winner
+    best = json.loads((finished_search / "best.json").read_text())
+    check_answer(best["vs_known"], json.loads((finished_search / "leaderboard.json").read_text()))
+    assert best["vs_known"]["seeds"] == [0, 1, 2] and best["vs_known"]["ci"][1] < 0
 
 
 def test_from_search_at_1b_is_the_answer_grown_by_the_search_rule_at_its_rate(finished_search, monkeypatch, capsys):
