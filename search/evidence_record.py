@@ -44,26 +44,32 @@ class Setting:
 
     ``budget`` is the evaluator's budget without the confirmation prefix or the ``@preset`` suffix (a confirmation
     of ``rung-cpu-2@demo-4m`` and the rung itself share ``rung-cpu-2``), ``preset`` the widths the model trained at,
-    ``data`` and ``tokenizer`` the corpus and tokenizer (None: the offline defaults)."""
+    ``data`` and ``tokenizer`` the corpus and tokenizer (None: the offline defaults), ``precision`` (``fp32``,
+    ``bf16``) and ``device`` (``cpu``, ``cuda``) what it computed in and on: a seed spread measured in bf16 on a CPU
+    says nothing of fp32 runs, nor of a GPU's, at the same rung (None: not recorded, as before issue 60)."""
 
     evaluator: str
     budget: str
     preset: str
     data: str | None = None
     tokenizer: str | None = None
+    precision: str | None = None
+    device: str | None = None
 
     def describe(self) -> str:
-        """``rung-cpu-2 at demo-4m on the offline default corpus``: for the lines that say what was compared."""
+        """``rung-cpu-2 at demo-4m on the offline default corpus, bf16 on cpu``: for the lines that say what was
+        compared."""
         corpus = DEFAULT_CORPUS if self.data is None else self.data
         tokenizer = "" if self.tokenizer is None else f", tokenizer {self.tokenizer}"
-        return f"{self.budget} at {self.preset} on {corpus}{tokenizer}"
+        computed = ", ".join(part for part in (self.precision, self.device and f"on {self.device}") if part)
+        return f"{self.budget} at {self.preset} on {corpus}{tokenizer}" + (f", {computed}" if computed else "")
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
     @classmethod
     def from_dict(cls, said: Mapping[str, Any]) -> Setting:
-        return cls(**{key: said.get(key) for key in ("evaluator", "budget", "preset", "data", "tokenizer")})
+        return cls(**{field.name: said.get(field.name) for field in dataclasses.fields(cls)})
 
 
 @dataclass(frozen=True)

@@ -130,7 +130,7 @@ LM_BUDGETS: dict[str, LMBudget] = {budget.name: budget for budget in (
              # 3 seeds of AMAMAM and MMAMMM each at this budget (wsd, lr 1e-3, fresh runs): pooled sd 0.0158
              seed_noise=SeedNoise(0.0158, 4, "pooled over 3 seeds of AMAMAM and MMAMMM at rung-cpu-2's budget, "
                                               "docs/reports/curve-forecast-2026-11-26.md 'Over 3 seeds'",
-                                  Setting("lm", "rung-cpu-2", "demo-4m")),
+                                  Setting("lm", "rung-cpu-2", "demo-4m", precision="bf16", device="cpu")),
              description="cpu ladder, last rung: stacked to demo-4m, 500K tokens (the transfer's target budget), "
                          "continued from rung 1's trunk at its rate"),
     LMBudget("rung-gpu-0", 5_000_000, 1024, 32, (1e-3, 3e-3), schedule="wsd", warmup=15, curve_points=8,
@@ -233,14 +233,18 @@ def measured_seed_noise(evaluator: str, budget: str) -> SeedNoise | None:
 def stage_setting(config: Any) -> Setting:
     """The setting a stage's scores come from (``config``: its ``search.config.SearchConfig``): its budget without a
     confirmation's prefix or the target suffix (a confirmation of ``rung-cpu-2@demo-4m`` and the rung share
-    ``rung-cpu-2``), the preset it trained at, the corpus and the tokenizer (``search.evidence_record``)."""
+    ``rung-cpu-2``), the preset it trained at, the corpus and the tokenizer, and the precision and device it
+    computed in (``search.evidence_record``)."""
+    import torch
+
     confirm = CONFIRM_NAME.fullmatch(str(config.budget))
     budget = confirm.group(2) if confirm else str(config.budget)
     name, _, at = budget.partition("@")
     if config.evaluator != "lm":
         return Setting(config.evaluator, name, at or config.widths)
     return Setting("lm", name, at or get_lm_budget(name).extrapolate_to or config.widths, config.data,
-                   config.tokenizer)
+                   config.tokenizer, precision=config.resolved_precision,
+                   device="cuda" if torch.cuda.is_available() else "cpu")
 
 
 def interrupted_message(pattern: str, continues: bool = False) -> str:

@@ -260,7 +260,7 @@ def test_confirm_seeds_2_pairs_the_answer_over_2_seeds(tmp_path, fake):
     assert said["seeds"] == [0, 1] and said["interval"].startswith("paired over seeds 0, 1") and said["ci"]
     best = json.loads((Path(result["out"]) / "best.json").read_text())["vs_known"]
     assert best["setting"] == {"evaluator": "lm", "budget": "rung-smoke-1", "preset": "tiny", "data": None,
-                               "tokenizer": None}
+                               "tokenizer": None, "precision": "fp32", "device": "cpu"}
     assert best["new_seeds"] == best["known_seeds"] == [0, 1] and best["noise_source"] is None
     assert best["held_out"]["seeds"] == [1] and "single draw" in best["held_out"]["method"]
 

@@ -106,18 +106,22 @@ def test_a_seed_spread_stands_in_only_where_it_was_measured(where):
 
 
 def test_the_search_reads_the_spread_only_at_the_setting_it_was_measured():
-    """The settings the cpu ladder's last rung runs at: the default search's is the one the spread was measured at
-    (so its answers keep their interval); another target or corpus is not."""
+    """The settings the cpu ladder's last rung runs at: the default search's in bf16 on a CPU is the one the spread
+    was measured at (so its answers keep their interval); another target, corpus or precision is not."""
+    import torch
+
     from search.config import SearchConfig
     from search.lm import stage_setting
     from search.strategies.successive_halving import rung_config
 
-    def last(**settings):
-        return stage_setting(rung_config(SearchConfig(precision="fp32", **settings), 2))
+    def last(precision="bf16", **settings):
+        return stage_setting(rung_config(SearchConfig(precision=precision, **settings), 2))
 
-    assert last() == NOISE.setting and last(target="demo-4m") == NOISE.setting
+    if not torch.cuda.is_available():
+        assert last() == NOISE.setting and last(target="demo-4m") == NOISE.setting
     assert not NOISE.applies_to(last(target="llama-350m"))
     assert not NOISE.applies_to(last(data="notes.jsonl"))
+    assert not NOISE.applies_to(last(precision="fp32"))
 
 
 def test_records_of_unlike_settings_or_rates_do_not_combine():
@@ -170,14 +174,17 @@ def test_the_cpu_ladders_stand_in_is_the_spread_its_source_measured_and_the_gpu_
     import statistics
     from pathlib import Path
 
-    raw = json.loads((Path(__file__).parents[2] / "benchmarks/results/curve_out_of_sample-2026-11-27.json")
-                     .read_text())["wsd_cosine_seeds"]["patterns"]
+    measured = json.loads((Path(__file__).parents[2] / "benchmarks/results/curve_out_of_sample-2026-11-27.json")
+                          .read_text())["wsd_cosine_seeds"]
+    raw, raw_what = measured["patterns"], measured["what"]
     groups = [list(raw[pattern]["wsd"].values()) for pattern in ("AMAMAM", "MMAMMM")]
     dof = sum(len(group) for group in groups) - len(groups)
     pooled = (sum(sum((x - statistics.mean(group)) ** 2 for x in group) for group in groups) / dof) ** 0.5
     assert groups[0] == AMAMAM_SEEDS and "curve-forecast-2026-11-26.md" in NOISE.source
     assert NOISE.dof == dof == 4 and NOISE.sd == pytest.approx(pooled, abs=5e-5)
-    assert NOISE.setting == Setting("lm", "rung-cpu-2", "demo-4m") and get_lm_budget("rung-cpu-2").tokens == 500_000
+    assert "bf16" in raw_what and NOISE.setting == Setting("lm", "rung-cpu-2", "demo-4m", precision="bf16",
+                                                            device="cpu")
+    assert get_lm_budget("rung-cpu-2").tokens == 500_000
     gpu = get_lm_budget("rung-gpu-2")
     gpu_setting = Setting("lm", "rung-gpu-2", gpu.extrapolate_to or "llama-350m")
     seeds = {str(seed): 3.0 + seed / 100 for seed in range(gpu.seeds)}
@@ -185,3 +192,21 @@ def test_the_cpu_ladders_stand_in_is_the_spread_its_source_measured_and_the_gpu_
                                row("AMAMAM", 3.1, known="llama", losses={k: v + 0.1 for k, v in seeds.items()},
                                    setting=gpu_setting)], maximize=False, noise=NOISE)
     assert said["interval"].startswith("paired") and said["seeds"] == list(range(gpu.seeds)) and gpu.seeds >= 3
+
+
+@pytest.mark.parametrize("precision, device", [("fp32", "cpu"), ("bf16", "cuda"), (None, None)])
+def test_the_spread_stands_in_only_at_the_precision_and_device_it_was_measured(precision, device):
+    """The CPU ladder's spread was measured in bf16 on a CPU: an fp32 run, or a GPU's, at the same rung and preset
+    gets no stand-in (a one-seed difference has no interval), and the setting a stage records says which it was."""
+    from search.config import SearchConfig
+    from search.lm import stage_setting
+
+    elsewhere = Setting("lm", "rung-cpu-2", "demo-4m", precision=precision, device=device)
+    said = compare_with_known([row("SMSMSM", 1.50, setting=elsewhere),
+                               row("AMAMAM", 1.60, known="llama", setting=elsewhere)], maximize=False, noise=NOISE)
+    assert said["ci"] is None and said["answer"] == "tie" and said.get("noise_source") is None
+    at_home = compare_with_known([row("SMSMSM", 1.50), row("AMAMAM", 1.60, known="llama")], False, NOISE)
+    assert at_home["ci"] is not None and at_home["answer"] == "new"
+    fp32 = stage_setting(SearchConfig(evaluator="lm", budget="rung-cpu-2", precision="fp32"))
+    assert fp32.precision == "fp32" and fp32.device in ("cpu", "cuda") and "fp32" in fp32.describe()
+    assert not NOISE.applies_to(fp32) and NOISE.applies_to(NOISE.setting)
