@@ -173,7 +173,10 @@ def verdict_lines(said: dict[str, Any]) -> list[str]:
 
     def side(row: dict[str, Any]) -> str:
         seeds = row.get("seeds") or []
-        return f"{row.get('mean', row['score']):.4f} over seed(s) {', '.join(map(str, seeds))}"
+        text = f"{row.get('mean', row['score']):.4f} over seed(s) {', '.join(map(str, seeds))}"
+        if row.get("all_seeds"):  # seeds of this side only, left out of the pairing
+            text += f" ({row['mean_all']:.4f} over all its seeds {', '.join(map(str, row['all_seeds']))})"
+        return text
 
     lines = [f"best new {new['pattern']} {side(new)} vs best known {known['name']} {known['pattern']} {side(known)}: "
              f"{interval_text(said)}; interval: {said['interval']}"]

@@ -111,8 +111,13 @@ def compare_with_known(rows: list[dict], maximize: bool, noise: SeedNoise | None
                               f"recommending the known layout {known['pattern']}")
         return result
     answer = decide(interval["ci"], maximize)
-    result["best_new"].update(mean=new_record.mean, seeds=new_record.seeds)
-    result["best_known"].update(mean=known_record.mean, seeds=known_record.seeds)
+    # each side's mean over the seeds the difference used: the paired ones where it pairs, else all of its own
+    # (a side's seeds left out of the pairing are kept beside, so the summary can say so)
+    for side, record in (("best_new", new_record), ("best_known", known_record)):
+        used = record.only(interval["seeds"]) if interval["seeds"] else record
+        result[side].update(mean=used.mean, seeds=used.seeds)
+        if used.seeds != record.seeds:
+            result[side].update(mean_all=record.mean, all_seeds=record.seeds)
     result.update(answer=answer, difference=interval["difference"], ci=interval["ci"], interval=interval["method"],
                   new_is_better=interval["difference"] > 0 if maximize else interval["difference"] < 0,
                   recommended=new["pattern"] if answer == "new" else known["pattern"],

@@ -210,3 +210,36 @@ def test_the_spread_stands_in_only_at_the_precision_and_device_it_was_measured(p
     fp32 = stage_setting(SearchConfig(evaluator="lm", budget="rung-cpu-2", precision="fp32"))
     assert fp32.precision == "fp32" and fp32.device in ("cpu", "cuda") and "fp32" in fp32.describe()
     assert not NOISE.applies_to(fp32) and NOISE.applies_to(NOISE.setting)
+
+
+def test_a_confirmation_wider_than_the_stand_in_says_why():
+    """--confirm-seeds 2 on the CPU ladder pairs over 2 seeds (1 dof, t 12.7): the paired interval can be wider
+    than the measured spread's (4 dof) it replaces. The pairing stays, and its method says so; 3 seeds that pair
+    tightly need no such word."""
+    new = row("SMSMSM", 1.50, losses={"0": 1.50, "1": 1.47})
+    known = row("AMAMAM", 1.52, known="llama", losses={"0": 1.52, "1": 1.52})
+    said = compare_with_known([new, known], maximize=False, noise=NOISE)
+    half = T4 * NOISE.sd * (2 / 2) ** 0.5  # the stand-in over 2 seeds a side
+    assert said["interval"].startswith("paired over seeds 0, 1") and said["ci"][1] - said["ci"][0] > 2 * half
+    assert "wider than the measured seed spread's interval" in said["interval"]
+    assert "1 degree(s) of freedom" in said["interval"] and "confirm with more seeds" in said["interval"]
+    tight = compare_with_known([row("SMSMSM", 1.50, losses={"0": 1.49, "1": 1.50, "2": 1.51}),
+                                row("AMAMAM", 1.52, known="llama", losses={"0": 1.51, "1": 1.52, "2": 1.53})],
+                               maximize=False, noise=NOISE)
+    assert "wider than" not in tight["interval"]
+
+
+def test_the_means_printed_are_those_the_difference_used():
+    """A side with a seed the other lacks: the difference pairs the common seeds, and each side's printed mean is
+    over those (its mean over all of its seeds is said beside), so mean - mean is the difference shown."""
+    from search.summary import verdict_lines
+
+    new = row("SMSMSM", 1.40, losses={"0": 1.40, "1": 1.50, "2": 1.30})
+    known = row("AMAMAM", 1.52, known="llama", losses={"0": 1.52, "1": 1.55})
+    said = compare_with_known([new, known], maximize=False, noise=NOISE)
+    assert said["seeds"] == [0, 1] and said["best_new"]["seeds"] == [0, 1]
+    assert said["best_new"]["mean"] - said["best_known"]["mean"] == pytest.approx(said["difference"])
+    assert said["best_new"]["all_seeds"] == [0, 1, 2] and said["best_new"]["mean_all"] == pytest.approx(1.40)
+    assert "all_seeds" not in said["best_known"]
+    [line] = [line for line in verdict_lines(said) if line.startswith("best new")]
+    assert "1.4500 over seed(s) 0, 1 (1.4000 over all its seeds 0, 1, 2)" in line, line
