@@ -150,6 +150,11 @@ def tradeoff_lines(result: dict[str, Any]) -> list[str]:
     if constraint:
         eligible = ", ".join(constraint["eligible"]) or "none"
         lines.append(f"{constraint['why']}: eligible {eligible}")
+        changed = constraint.get("changed_by_confirmation")
+        if changed:  # the confirmation's joined recall would move these; the pair it confirmed stays compared
+            lines.append("over the confirmation's joined seeds, " + ", ".join(
+                f"{c['pattern']} would {'meet' if c['meets_on_joined_seeds'] else 'miss'} the bar"
+                for c in changed["patterns"]) + f" ({changed['note']})")
         if constraint.get("source") == "probe":
             lines.append(probe_limits(constraint))
     said = result.get("front")

@@ -134,9 +134,13 @@ class SuccessiveHalving(Strategy):
                 answer.eligible = []  # no finalist was shown to meet it
         answered_config = done[answered].config  # the verdict weighs the same stage's spread (search.run)
         attach(rows, stage_setting(answered_config), answered_config.seed)  # ranked on these seeds
-        if confirmed is not None and answered == rungs - 1:  # first: the front weighs the confirmed pair's losses over their seeds, as the verdict
+        # which finalists may be the answer is decided on the evidence the confirmation's pair was chosen on, so
+        # the pair it confirms is the pair the verdict compares (issue 60); its seeds then join their records
+        mark_eligible(config, answer, probed)
+        if confirmed is not None and answered == rungs - 1:  # the front weighs the confirmed pair's losses over their seeds, as the verdict
             add_confirmed_seeds(config, answer, confirmed)
-        weigh_tradeoffs(config, answer, probed, measured_seed_noise(answered_config.evaluator, answered_config.budget))
+            recheck_eligible(config, answer)
+        weigh_front(config, answer, measured_seed_noise(answered_config.evaluator, answered_config.budget))
         return answer
 
 
@@ -225,7 +229,11 @@ def confirm_plan(config: SearchConfig, provisional: Answer, index: int, space) -
     kept trunk's): with the last rung's seed they pair, and the answer's interval is paired over them
     (``search.verdict``) instead of resting on a seed spread measured elsewhere. The two are the ones the answer
     compares: among the finalists that meet --min-recall, where it is given. None when one of them is missing."""
-    pool = provisional.eligible if provisional.eligible is not None else provisional.rows
+    from search.cost.limits import CostLimits, eligible_at_known_cost
+
+    # the rows the verdict will choose its pair from (search.run): those meeting --min-recall, then the known cost
+    eligible, _ = eligible_at_known_cost(provisional.rows, provisional.eligible, CostLimits.of(config))
+    pool = eligible if eligible is not None else provisional.rows
     new = next((row for row in pool if not row.get("known")), None)
     known = next((row for row in pool if row.get("known")), None)
     if new is None or known is None:
@@ -293,20 +301,10 @@ def add_confirmed_recall(row: dict[str, Any], confirmed: dict[str, Any]) -> None
         row[SUMMARY] = joined[1]
 
 
-def weigh_tradeoffs(config: SearchConfig, answer: Answer, probed: StageRun | None, noise=None) -> None:
-    """Recall into the finalists' rows (``probed``: the recall stage, None when it did not run); under
-    --min-recall the rows the answer may come from; under several objectives the front, and each known layout
-    against the answer (``search.tradeoffs``), their losses weighed against ``noise``: the seed spread measured at
-    the budget of the rung the rows come from (a ``search.verdict.SeedNoise``, or None)."""
-    from search.tradeoffs import (
-        attach_recall,
-        attach_trained_recall,
-        front,
-        known_against,
-        meets,
-        recall_interval,
-        recall_threshold,
-    )
+def mark_eligible(config: SearchConfig, answer: Answer, probed: StageRun | None) -> None:
+    """Recall into the finalists' rows (``probed``: the recall stage, None when it did not run) and, under
+    --min-recall, the rows the answer may come from (``answer.eligible``) with the summary's account of them."""
+    from search.tradeoffs import attach_recall, attach_trained_recall, meets, recall_threshold
 
     summary = answer.summary
     if probed is not None:
@@ -322,11 +320,51 @@ def weigh_tradeoffs(config: SearchConfig, answer: Answer, probed: StageRun | Non
         answer.eligible = [row for row in answer.rows if row["meets_min_recall"]]
         summary["min_recall"] = {"threshold": threshold, "why": why, "source": config.recall_source,
                                  "why_probe": config.why_probe,
-                                 "eligible": [row["pattern"] for row in answer.eligible],
-                                 "recall": {row["pattern"]: {"value": row.get("recall"), "ci": recall_interval(row)
-                                                             if row.get("recall") is not None else None,
-                                                             "length": row.get("recall_length")}
-                                            for row in answer.rows}}
+                                 "eligible": [row["pattern"] for row in answer.eligible]}
+        record_recall(answer)
+
+
+def record_recall(answer: Answer) -> None:
+    """The summary's recall of every finalist, as its rows hold it now."""
+    from search.tradeoffs import recall_interval
+
+    answer.summary["min_recall"]["recall"] = {
+        row["pattern"]: {"value": row.get("recall"),
+                         "ci": recall_interval(row) if row.get("recall") is not None else None,
+                         "length": row.get("recall_length")} for row in answer.rows}
+
+
+def recheck_eligible(config: SearchConfig, answer: Answer) -> None:
+    """After the confirmation's seeds joined the trained recall: the finalists whose standing against --min-recall
+    the joined figures would change, said in the summary (``min_recall.changed_by_confirmation``), while the
+    eligibility stays the one the confirmed pair was chosen on, so the verdict compares that pair."""
+    from search.tradeoffs import meets, recall_threshold
+
+    if config.min_recall is None or "min_recall" not in answer.summary:
+        return
+    if config.reads_trained_recall:
+        from search.tradeoffs import attach_trained_recall
+
+        attach_trained_recall(answer.rows)  # the joined figures (search.trained_recall.combined)
+    threshold, _ = recall_threshold(answer.rows, config.min_recall)
+    changed = [{"pattern": row["pattern"], "meets_on_joined_seeds": now}
+               for row in answer.rows
+               if (now := meets(row, threshold, within_noise=config.min_recall == "known")) != row["meets_min_recall"]]
+    if changed:
+        answer.summary["min_recall"]["changed_by_confirmation"] = {
+            "threshold": threshold, "patterns": changed,
+            "note": "eligibility stays the one the confirmed pair was chosen on (the last rung's seeds); these "
+                    "finalists' standing against --min-recall differs over the confirmation's joined seeds"}
+    record_recall(answer)
+
+
+def weigh_front(config: SearchConfig, answer: Answer, noise=None) -> None:
+    """Under several objectives the front, and each known layout against the answer (``search.tradeoffs``), their
+    losses weighed against ``noise``: the seed spread measured at the budget of the rung the rows come from (a
+    ``search.verdict.SeedNoise``, or None)."""
+    from search.tradeoffs import front, known_against
+
+    summary = answer.summary
     if len(config.objectives) > 1:
         on_front = front(answer.rows, config.objectives, noise)
         for row in answer.rows:

@@ -226,13 +226,13 @@ def test_the_front_weighs_the_confirmed_seeds_as_the_verdict_does(tmp_path, fake
     from search.strategies import successive_halving
 
     seen = {}
-    weigh = successive_halving.weigh_tradeoffs
+    weigh = successive_halving.weigh_front
 
-    def spy(config, answer, probed, noise=None):
+    def spy(config, answer, noise=None):
         seen.update({row["pattern"]: len(row["evidence"]["scores"]) for row in answer.rows})
-        return weigh(config, answer, probed, noise)
+        return weigh(config, answer, noise)
 
-    monkeypatch.setattr(successive_halving, "weigh_tradeoffs", spy)
+    monkeypatch.setattr(successive_halving, "weigh_front", spy)
     result = run_search(halving(tmp_path, confirm_seeds=3, objectives=["score", "kv"]), echo=lambda _: None)
     confirmed = result["confirmation"]["patterns"]
     assert len(confirmed) == 2 and all(seen[pattern] == 3 for pattern in confirmed), seen

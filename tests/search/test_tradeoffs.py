@@ -200,14 +200,15 @@ def test_recall_objectives_keep_successive_halving_and_its_rungs_single_objectiv
 def test_a_front_on_loss_and_cache_needs_no_probe_and_the_summary_says_what_was_not_run():
     from search.run import tradeoff_lines
     from search.strategies.base import Answer
-    from search.strategies.successive_halving import weigh_tradeoffs
+    from search.strategies.successive_halving import mark_eligible, weigh_front
 
     from search.lm import measured_seed_noise
 
     measured = measured_seed_noise("lm", "rung-cpu-2")
     rows = [recorded(row, setting=measured.setting) for row in ROWS]  # the rows as the cpu ladder's last rung's
     answer = Answer(study=None, rows=rows)
-    weigh_tradeoffs(SearchConfig(objectives="score,kv"), answer, probed=None, noise=measured)
+    mark_eligible(SearchConfig(objectives="score,kv"), answer, probed=None)
+    weigh_front(SearchConfig(objectives="score,kv"), answer, noise=measured)
     assert answer.summary["front"]["patterns"] == ["SDMMSD"] and answer.eligible is None
     assert "recall_probe" not in answer.summary
     lines = tradeoff_lines({"leaderboard": rows, "front": answer.summary["front"],

@@ -6,7 +6,7 @@ import pytest
 from composer.evidence import seed_summary
 from search.config import SearchConfig
 from search.strategies.base import Answer
-from search.strategies.successive_halving import weigh_tradeoffs
+from search.strategies.successive_halving import mark_eligible, weigh_front
 from search.trained_recall import combined, describe, seed_averaged
 from tests.search.records import recorded
 
@@ -70,7 +70,8 @@ def test_min_recall_known_reads_the_trained_models_recall_where_the_last_rung_me
     assert config.reads_trained_recall and config.recall_source == "trained" and not config.probes_recall
     rows = [dict(row) for row in ROWS]
     answer = Answer(study=None, rows=rows)
-    weigh_tradeoffs(config, answer, probed=None)
+    mark_eligible(config, answer, probed=None)
+    weigh_front(config, answer)
     llama, some, none = rows[2], rows[1], rows[0]
     assert llama["recall_source"] == "trained" and llama["recall"] == llama["trained_recall"]["value"]
     said = answer.summary["min_recall"]
@@ -94,7 +95,7 @@ def test_a_row_without_a_trained_recall_is_unmeasured_not_zero():
     rows = [dict(row) for row in ROWS]
     rows[1] = {key: value for key, value in rows[1].items() if key != "trained_recall"}  # scored before the measure
     answer = Answer(study=None, rows=rows)
-    weigh_tradeoffs(SearchConfig(**TRAINED, min_recall="known"), answer, probed=None)
+    mark_eligible(SearchConfig(**TRAINED, min_recall="known"), answer, probed=None)
     assert answer.summary["min_recall"]["eligible"] == ["AMAMAM"] and rows[1].get("recall") is None
 
 
@@ -134,3 +135,31 @@ def test_where_the_probe_decides_the_summary_says_what_it_is_not():
                                               "source": "probe", "why_probe": "the reason"}}
     assert PROBE_LIMITS + "; the reason" in tradeoff_lines(said)
     assert PROBE_LIMITS not in tradeoff_lines({**said, "min_recall": {**said["min_recall"], "source": "trained"}})
+
+
+def test_the_confirmation_joins_recall_but_the_pair_it_confirmed_stays_the_pair_compared():
+    """Suspected (issue 60): eligibility was recomputed from the confirmation's joined recall, so the verdict could
+    move to an unconfirmed finalist while the summary listed the confirmed pair. It is decided once, on the seeds
+    the pair was chosen on; a finalist whose standing the joined seeds would change is named in the summary."""
+    from search.strategies.successive_halving import recheck_eligible
+    from search.trained_recall import combined
+
+    config = SearchConfig(**TRAINED, min_recall="known")
+    rows = [dict(row) for row in ROWS]
+    answer = Answer(study=None, rows=rows)
+    mark_eligible(config, answer, probed=None)
+    before = [row["pattern"] for row in answer.eligible]
+    assert before == ["MMAMMM", "AMAMAM"]
+    some = rows[1]  # the confirmation's seed of MMAMMM recalls nothing: joined, its interval misses the bar
+    joined = combined(some["details"]["recall"], {"1": report([0.0, 0.0, 0.0, 0.0])})
+    some["details"] = {**some["details"], "recall": joined[0], "trained_recall": joined[1]}
+    some["trained_recall"] = joined[1]
+    recheck_eligible(config, answer)
+    assert [row["pattern"] for row in answer.eligible] == before, "the pair the confirmation chose stays eligible"
+    changed = answer.summary["min_recall"]["changed_by_confirmation"]
+    assert changed["patterns"] == [{"pattern": "MMAMMM", "meets_on_joined_seeds": False}]
+    assert answer.summary["min_recall"]["recall"]["MMAMMM"]["value"] == pytest.approx(joined[1]["value"])
+    from search.summary import tradeoff_lines
+
+    lines = tradeoff_lines({"leaderboard": rows, "min_recall": answer.summary["min_recall"]})
+    assert any(line.startswith("over the confirmation's joined seeds, MMAMMM would miss the bar") for line in lines)

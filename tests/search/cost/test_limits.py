@@ -177,3 +177,20 @@ def test_a_search_under_known_cost_limits_skips_slower_candidates_and_answers_on
     assert result["cost_limits"] == said
     # the promotions are held to the best known layout of their rung: one slower than it is skipped, not trained
     assert skipped and "the best known layout so far" in skipped[0]["reason"]
+
+
+def test_the_confirmation_confirms_the_pair_the_known_cost_leaves_to_the_verdict():
+    """Suspected (issue 60): the confirmation chose its pair before the known cost limits were applied after the
+    rungs, so it could confirm a finalist the verdict then left out, and the verdict compare an unconfirmed one."""
+    from search.strategies.base import Answer, make_space
+    from search.strategies.successive_halving import confirm_plan
+
+    def row(pattern, score, decode, known=None, trial=0):
+        return {"pattern": pattern, "score": score, "known": known, "trial": trial, "lr": 1e-3,
+                "limit_cost": {"decode_ms": decode, "train_tokens_per_s": 100.0, "source": "x"}}
+
+    rows = [row("SADDDD", 1.0, 5.0), row("SDDMSM", 1.1, 2.0, trial=1), row("SMSAMS", 1.2, 3.0, "nemotron-h", 2)]
+    config = SearchConfig(evaluator="lm", strategy="successive-halving", budget="smoke", widths="tiny",
+                          primitives="AMSD", max_latency="known", confirm_seeds=3)
+    plan = confirm_plan(config, Answer(study=None, rows=rows), 2, make_space(config, 6))
+    assert [pattern for pattern, _ in plan.stage.first] == ["SDDMSM", "SMSAMS"], "SADDDD decodes slower: not it"
