@@ -223,16 +223,16 @@ def test_the_front_weighs_the_confirmed_seeds_as_the_verdict_does(tmp_path, fake
     """The front and each known layout's place were weighed before the confirmation's seeds reached the rows, so the
     AMSD search's front called the answer's loss "even" with the 7:1 family's where its verdict, paired over 3
     seeds, said better (2026-11-27)."""
-    from search.strategies import successive_halving
+    from search.strategies import halving_answer
 
     seen = {}
-    weigh = successive_halving.weigh_front
+    weigh = halving_answer.weigh_front
 
     def spy(config, answer, noise=None):
         seen.update({row["pattern"]: len(row["evidence"]["scores"]) for row in answer.rows})
         return weigh(config, answer, noise)
 
-    monkeypatch.setattr(successive_halving, "weigh_front", spy)
+    monkeypatch.setattr(halving_answer, "weigh_front", spy)
     result = run_search(halving(tmp_path, confirm_seeds=3, objectives=["score", "kv"]), echo=lambda _: None)
     confirmed = result["confirmation"]["patterns"]
     assert len(confirmed) == 2 and all(seen[pattern] == 3 for pattern in confirmed), seen
@@ -492,7 +492,8 @@ def test_every_finalist_the_confirmation_study_holds_gets_its_seeds(tmp_path, fa
     from search.strategies.base import Answer, StageRun
     from search.evidence_record import Evidence
     from search.lm import stage_setting
-    from search.strategies.successive_halving import add_confirmed_seeds, rung_config
+    from search.strategies.halving_answer import add_confirmed_seeds
+    from search.strategies.successive_halving import rung_config
 
     result = run_search(halving(tmp_path, confirm_seeds=3), echo=lambda _: None)
     study = optuna.load_study(study_name=result["confirmation"]["study"],

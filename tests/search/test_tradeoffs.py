@@ -200,7 +200,7 @@ def test_recall_objectives_keep_successive_halving_and_its_rungs_single_objectiv
 def test_a_front_on_loss_and_cache_needs_no_probe_and_the_summary_says_what_was_not_run():
     from search.run import tradeoff_lines
     from search.strategies.base import Answer
-    from search.strategies.successive_halving import mark_eligible, weigh_front
+    from search.strategies.halving_answer import mark_eligible, weigh_front
 
     from search.lm import measured_seed_noise
 

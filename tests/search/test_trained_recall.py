@@ -6,7 +6,7 @@ import pytest
 from composer.evidence import seed_summary
 from search.config import SearchConfig
 from search.strategies.base import Answer
-from search.strategies.successive_halving import mark_eligible, weigh_front
+from search.strategies.halving_answer import mark_eligible, weigh_front
 from search.trained_recall import combined, describe, seed_averaged
 from tests.search.records import recorded
 
@@ -141,7 +141,7 @@ def test_the_confirmation_joins_recall_but_the_pair_it_confirmed_stays_the_pair_
     """Suspected (issue 60): eligibility was recomputed from the confirmation's joined recall, so the verdict could
     move to an unconfirmed finalist while the summary listed the confirmed pair. It is decided once, on the seeds
     the pair was chosen on; a finalist whose standing the joined seeds would change is named in the summary."""
-    from search.strategies.successive_halving import recheck_eligible
+    from search.strategies.halving_answer import recheck_eligible
     from search.trained_recall import combined
 
     config = SearchConfig(**TRAINED, min_recall="known")
