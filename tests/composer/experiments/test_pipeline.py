@@ -1,4 +1,4 @@
-"""The end-to-end pipeline (composer/experiments/pipeline.py): recipe validation, the CPU demo at its smallest budget, resume."""
+"""The end-to-end pipeline (composer/experiments/pipeline/): recipe validation, the CPU demo at its smallest budget, resume."""
 
 from __future__ import annotations
 
@@ -361,8 +361,11 @@ def test_a_known_layout_from_a_kept_search_is_stacked_as_the_search_trained_it(t
     assert data["attention"] == "repeat" and data["pattern"] == extrapolate("AMAMAM", "demo-4m").pattern
     assert "known layout llama" in "\n".join(lines)
     assert Pipeline(config).run_extrapolate("SDDMAS")["attention"] == "keep", "a new pattern keeps its attention"
-    searched_with(tmp_path, "keep", {"nemotron-h": "SMSAMS"})  # trained in its own layout: say how to train that
-    assert "a baseline nemotron-h trains that layout" in Pipeline(config).attention_rule("SMSAMS")[1]
+    searched_with(tmp_path, "keep", {"nemotron-h": "SMSAMS"})  # trained in its own layout, as the search did
+    lines.clear()
+    family = Pipeline(config, echo=lines.append).run_extrapolate("SMSAMS")
+    assert family["method"] == "family" and family["pattern"].count("A") == 1 and family["known"] == "nemotron-h"
+    assert "the search's known layout nemotron-h: nemotron-h's own layout at" in "\n".join(lines)
 
 
 def test_a_changed_rule_grows_the_winner_again(tmp_path):
