@@ -290,18 +290,18 @@ def write_metrics(run: Path, steps: int, mfu: float = 0.42, loss: float = 2.8) -
 def test_a_run_killed_after_its_steps_keeps_its_figures_from_the_csv_log(tmp_path, load_benchmark):
     """An H200 quick check killed both MFU runs in their final validation's recompilation, after all 20 steps: the
     steady figures come from the CSV log, and a run that logged too little still fails."""
-    gpu_check = load_benchmark("gpu_check")
+    report = load_benchmark("gpu_check_report")
     write_metrics(tmp_path / "mfu-SMWMx4", steps=20)
     part = {"status": "timed out", "rc": 137, "log": "mfu-SMWMx4.log"}
 
-    record = gpu_check.mfu_record(tmp_path, "SMWMx4", "NVIDIA H200", part)
+    record = report.mfu_record(tmp_path, "SMWMx4", "NVIDIA H200", part)
 
     assert (record["status"], record["from_log"], record["logged_steps"]) == ("pass", True, 20)
     assert record["mfu_second_half"] == pytest.approx(0.42)
     assert record["median_tokens_per_s_second_half"] == pytest.approx(120_000.0)
     assert record["train_loss"] == pytest.approx(2.9)
-    assert "20 steps logged" in gpu_check.mfu_rows([record])[0][3]
+    assert "20 steps logged" in report.mfu_rows([record])[0][3]
 
     write_metrics(tmp_path / "mfu-AMx16", steps=3)
-    short = gpu_check.mfu_record(tmp_path, "AMx16", "NVIDIA H200", part)
+    short = report.mfu_record(tmp_path, "AMx16", "NVIDIA H200", part)
     assert short["status"] == "fail" and "exit status 137 (timed out)" in short["reason"]
