@@ -1672,3 +1672,46 @@ def test_the_answer_at_equal_cost():
         assert [int(n.replace(",", "")) for n in numbers(cells[3])] == [
             counts["cpu"]["decode"], counts["cpu"]["throughput"], counts["cpu"]["decode_and_throughput"]]
         assert int(cells[4].replace(",", "")) == counts["h200"]["decode_and_throughput"]
+
+
+def test_the_equal_cost_search():
+    """The equal-cost search's section: each finalist's seeds, loss, measured cost and probe recall as the search
+    wrote them; the verdict its record gives; the pairings against Nemotron-H's and the control's runs recomputed
+    from the per-seed losses."""
+    import statistics
+
+    from composer.evidence import paired_difference
+
+    text = doc("reports/equal-cost-2026-11-29.md")
+    data = results("equal_cost_search-2026-11-29.json")
+    rows = {row["pattern"]: row for row in data["leaderboard"]}
+    arms = results("depth_control-2026-11-29.json")["arms"]
+    for cells in table(text, "| finalist | model at `demo-4m`"):
+        row = rows[re.findall(r"`([^`]+)`", cells[0])[0]]
+        assert plain(cells[1]) == row["target_pattern"]
+        agree(cells[2].rstrip("M"), row["cost"]["params"] / 1e6, f"{cells[0]} params")
+        scores = list(row["evidence"]["scores"].values())
+        assert int(cells[3]) == len(scores)
+        agree(cells[4], statistics.mean(scores), f"{cells[0]} loss")
+        measured = row["cost"]["measured"]
+        agree(cells[5], measured["train_tokens_per_s"]["median"], f"{cells[0]} train")
+        agree(cells[6], measured["decode_ms_per_token"]["1"]["1024"]["median"], f"{cells[0]} decode")
+        agree(cells[8], row["recall"], f"{cells[0]} recall")
+        assert plain(cells[9]).startswith("yes") == (row["pattern"] in data["best"]["min_recall"]["eligible"])
+    said = data["best"]["vs_known"]
+    assert said["answer"] == "tie" and said["recommended"] == "DMDMAM" and said["best_new"]["pattern"] == "SMMMAD"
+    find(text, re.escape(f"is **{said['difference']:+.4f} [{said['ci'][0]:+.4f}, {said['ci'][1]:+.4f}]**: a tie"))
+    # the same run, again: equal to the sixth digit
+    assert abs(rows["SMSAMS"]["evidence"]["scores"]["0"] - arms["nemotron-h@16-d192"]["losses"]["0"]) < 1e-5
+    names = {"Nemotron-H (the search's": "nemotron-h@16-d192", "Nemotron-H at the target's size": "nemotron-h@16",
+             "`answer-mlp@16`": "answer-mlp@16"}
+    for cells in table(text, "| what | difference | 95% CI | verdict"):
+        mine = re.findall(r"`([^`]+)`", cells[0])[0].split()[-1]
+        theirs = next(arm for words, arm in names.items() if words in cells[0].split(" - ", 1)[1])
+        paired = paired_difference(rows[mine]["evidence"]["scores"], arms[theirs]["losses"])
+        assert paired["seeds"] == ["0", "1", "2"]
+        agree(cells[1], paired["mean"], cells[0])
+        agree_all(numbers(cells[2]), list(paired["ci"]), f"{cells[0]} interval")
+        assert plain(cells[3]) == paired["verdict"]
+        recorded = data["vs_control"][f"{mine} - {theirs}"]["difference"]
+        assert recorded["mean"] == pytest.approx(paired["mean"])

@@ -118,9 +118,17 @@ def standing_line(new: str, known: str, relation: str, ratios: dict[str, float |
     return f"{new} does not beat {known} on loss ({interval}); it runs at {costs}"
 
 
+def mean_loss(row: dict[str, Any]) -> tuple[float, int]:
+    """A row's loss as the verdict weighs it: the mean over its record's seeds (a confirmed finalist's 3, not its
+    first seed's score, which chose it and reads low by chance), and how many seeds that is."""
+    scores = [v for v in ((row.get("evidence") or {}).get("scores") or {}).values() if v is not None]
+    return (sum(scores) / len(scores), len(scores)) if scores else (row["score"], 1)
+
+
 def plot_loss_against_cost(rows: list[dict[str, Any]], path: Path, answer: str | None = None) -> Path | None:
-    """Loss against decode latency (batch 1) and against training tokens/s, one point per measured row: the known
-    layouts named, the new ones by pattern, the answer ringed. None where nothing was measured."""
+    """Loss (each row's mean over its seeds, the count named where it is more than one) against decode latency
+    (batch 1) and against training tokens/s, one point per measured row: the known layouts named, the new ones by
+    pattern, the answer ringed. None where nothing was measured."""
     points = []
     for row in rows:
         measured = (row.get("cost") or {}).get("measured")
@@ -142,9 +150,10 @@ def plot_loss_against_cost(rows: list[dict[str, Any]], path: Path, answer: str |
         for row, *values in points:
             x = values[index - 1]
             known = row.get("known")
+            loss, seeds = mean_loss(row)
             axis.scatter(
                 x,
-                row["score"],
+                loss,
                 marker="s" if known else "o",
                 color="tab:orange" if known else "tab:blue",
                 s=60 if row["pattern"] == answer else 30,
@@ -152,15 +161,15 @@ def plot_loss_against_cost(rows: list[dict[str, Any]], path: Path, answer: str |
                 zorder=3,
             )
             axis.annotate(
-                known or row["pattern"],
-                (x, row["score"]),
+                (known or row["pattern"]) + (f" ({seeds} seeds)" if seeds > 1 else ""),
+                (x, loss),
                 textcoords="offset points",
-                xytext=(4, 3),
+                xytext=(4, -9) if known else (4, 3),  # known layouts' names below: a new one beside stays legible
                 fontsize=7,
             )
         axis.set_xlabel(label)
         axis.grid(alpha=0.3)
-    axes[0].set_ylabel("loss at the target (lower is better)")
+    axes[0].set_ylabel("loss at the target, mean over its seeds (lower is better)")
     figure.suptitle(
         "loss against cost at the target (squares: known layouts; ringed: the answer)", fontsize=10
     )
@@ -170,4 +179,4 @@ def plot_loss_against_cost(rows: list[dict[str, Any]], path: Path, answer: str |
     return path
 
 
-__all__ = ["cost_standing", "decode_figure", "plot_loss_against_cost", "side", "standing_line"]
+__all__ = ["cost_standing", "decode_figure", "mean_loss", "plot_loss_against_cost", "side", "standing_line"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from search.cost.front import cost_standing, plot_loss_against_cost, side
 
 
@@ -71,3 +73,14 @@ def test_the_plot_is_written_where_rows_were_measured(tmp_path):
     path = plot_loss_against_cost(rows, tmp_path / "loss_vs_cost.png", "SADDDD")
     assert path.is_file() and path.stat().st_size > 10_000
     assert plot_loss_against_cost([{"pattern": "AM", "score": 1.0}], tmp_path / "none.png") is None
+
+
+def test_the_plot_puts_a_confirmed_finalist_at_its_mean_over_seeds():
+    """The equal-cost search's plot drew SMMMAD at its first seed's 1.3074, below Nemotron-H, where its 3 seeds
+    average 1.3203, even with it: a point is the row's mean over its record's seeds, as the verdict weighs it."""
+    from search.cost.front import mean_loss
+
+    confirmed = {"pattern": "SMMMAD", "score": 1.3074,
+                 "evidence": {"scores": {"0": 1.3074, "1": 1.3176, "2": 1.3359}}}
+    assert mean_loss(confirmed) == (pytest.approx((1.3074 + 1.3176 + 1.3359) / 3), 3)
+    assert mean_loss({"pattern": "SMSAMS", "score": 1.3204}) == (1.3204, 1)
