@@ -28,22 +28,41 @@ def _version() -> str:
         return "unknown"
 
 
+class CommandParser(argparse.ArgumentParser):
+    """A parser whose usage errors are one line that names the command and where its options are listed, exit 2.
+
+    Why: argparse prints the whole usage (18-38 lines for ``train`` or ``search``) before the error, and an unknown
+    flag was reported by the top-level parser as ``usage: composer ... COMMAND``, naming no command (issue 61)."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} ({self.prog} --help lists the options)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="composer",
         description="Composer: hybrid LLM architecture search over layer interleavings of primitives.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
-    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True,
+                                       parser_class=CommandParser)
     for module in SUBCOMMANDS:
         module.add_parser(subparsers)
     return parser
 
 
+def subcommand_parser(parser: argparse.ArgumentParser, command: str) -> argparse.ArgumentParser:
+    """The parser of ``composer COMMAND``."""
+    subparsers = next(action for action in parser._actions if isinstance(action, argparse._SubParsersAction))
+    return subparsers.choices[command]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     argv = sys.argv[1:] if argv is None else list(argv)
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # reported by the command's own parser, not the top level's (which names no command)
+        subcommand_parser(parser, args.command).error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
         refuse_two_spellings(args, argv)
         return args.handler(args) or 0
