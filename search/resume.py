@@ -126,13 +126,26 @@ class StudyLock:
     def __enter__(self) -> StudyLock:
         if self.path is not None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o644)
-            try:
-                fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                self.alone = True
-            except BlockingIOError:
-                self.share()
+            while True:
+                self._fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o644)
+                try:
+                    fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    self.alone = True
+                except BlockingIOError:
+                    self.share()
+                if self._current():
+                    break
+                # the last holder removed the file while this process waited on it: lock the one at the path now
+                os.close(self._fd)
+                self.alone = False
         return self
+
+    def _current(self) -> bool:
+        """Whether the file this process locked is still the one at the path (the last holder removes it)."""
+        try:
+            return os.fstat(self._fd).st_ino == os.stat(self.path).st_ino
+        except FileNotFoundError:
+            return False
 
     def share(self) -> None:
         """Hold the lock shared from now on (waits while another process settles its own reaping)."""
@@ -141,6 +154,11 @@ class StudyLock:
 
     def __exit__(self, *exc) -> None:
         if self._fd is not None:
+            try:  # the last process out removes the file: a finished search leaves no empty lock behind (issue 61)
+                fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                self.path.unlink(missing_ok=True)
+            except BlockingIOError:
+                pass  # another process still holds it
             os.close(self._fd)
             self._fd = None
 

@@ -136,8 +136,11 @@ def test_the_study_lock_says_alone_only_to_the_one_live_worker(tmp_path):
         first.share()
         with StudyLock(path) as second:
             assert not second.alone  # the first still works on the study
+        assert path.exists(), "the first still holds it"
+    assert not path.exists(), "the last one out removes the lock file: a finished search leaves none behind"
     with StudyLock(path) as after:  # released on exit (and by the kernel when a process dies)
-        assert after.alone
+        assert after.alone and path.exists()
+    assert not path.exists()
     assert worker_lock_path(str(tmp_path / "s.jsonl"), tmp_path) == Path(f"{tmp_path / 's.jsonl'}.workers.lock")
     assert worker_lock_path("postgresql://u@db/s", tmp_path) is None
     with StudyLock(None) as server:
@@ -247,3 +250,30 @@ def test_limits_that_skip_most_of_the_space_leave_room_for_more_proposals():
     assert max_trials_for(20, 4_096, constrained=True) == 200
     assert max_trials_for(20, 50, constrained=True) == 70
     assert max_trials_for(3, 2, constrained=True) == max_trials_for(3, 2) == 5
+
+
+def test_a_worker_that_waited_on_a_removed_lock_file_locks_the_one_at_the_path(tmp_path):
+    """The last holder removes the file on leaving; a process that opened it just before must not hold a lock on
+    the removed file (a third would then find itself alone beside it)."""
+    import os
+
+    path = tmp_path / "study.db.workers.lock"
+    with StudyLock(path):
+        stale = os.open(path, os.O_RDWR)  # opened by a process about to lock it
+    waiting = StudyLock(path)
+    real_open = os.open
+    calls = []
+
+    def open_stale_first(*args, **kwargs):
+        calls.append(args[0])
+        return stale if len(calls) == 1 else real_open(*args, **kwargs)
+
+    os.open = open_stale_first
+    try:
+        with waiting as lock:
+            assert len(calls) == 2 and lock.alone and os.fstat(lock._fd).st_ino == os.stat(path).st_ino
+            lock.share()  # settled: others may join
+            with StudyLock(path) as third:
+                assert not third.alone, "the same file, so not alone beside the waiting worker"
+    finally:
+        os.open = real_open
