@@ -264,22 +264,23 @@ def run_search(config: SearchConfig, echo=print, notes: Sequence[str] = ()) -> d
     # its setting is theirs (search.verdict)
     comparison = compare_with_known(ranked, maximize, measured_seed_noise(answered.evaluator, answered.budget))
     if answer.eligible is not None and not answer.eligible:
-        comparison.update(answer=None, recommended=None, note=no_eligible_note(answer.summary))
+        comparison.answer, comparison.recommended = None, None
+        comparison.note = no_eligible_note(answer.summary)
     if answer.stopped_early is not None:
-        comparison["stopped_early"] = answer.stopped_early
-    if first and ranked and comparison["best_known"] is None:  # known layouts entered, none in the final ranking
-        comparison["floor_missing"] = ("no known layout was scored in the ranking the answer comes from: see "
+        comparison.stopped_early = answer.stopped_early
+    if first and ranked and comparison.best_known is None:  # known layouts entered, none in the final ranking
+        comparison.floor_missing = ("no known layout was scored in the ranking the answer comes from: see "
                                        + " and ".join(["failures.json", *answer.files]))
     if config.strategy == "successive-halving" and any(row.get("rung") for row in rows):  # ranked at the target
         # what each finalist and known layout costs on this machine, beside the known layout the answer weighs
         add_measured_cost(rows, config.report_target, cost_grid(answered.budget, bool(config.compile)), out,
-                          comparison["best_known"], echo)
+                          comparison.best_known, echo)
         standing = cost_standing(rows, comparison)  # dominates the best known layout, or wins on loss only
         if standing is not None:
-            comparison["at_equal_cost"] = standing
+            comparison.at_equal_cost = standing
     extra = {"study": study.study_name, "evaluator": config.evaluator, "budget": config.budget,
              "strategy": config.strategy, "direction": evaluator.direction, "precision": precision,
-             "answer": comparison["answer"], "recommended": comparison["recommended"], "vs_known": comparison,
+             "answer": comparison.answer, "recommended": comparison.recommended, "vs_known": comparison.as_dict(),
              "known_layouts": [{"name": attrs["known"], "pattern": pattern, "fit": attrs["known_fit"]}
                                for pattern, attrs in first if "known_fit" in attrs], **answer.summary}
     for name, content in answer.files.items():
@@ -292,13 +293,13 @@ def run_search(config: SearchConfig, echo=print, notes: Sequence[str] = ()) -> d
                                               (answer.summary.get("front") or {}).get("patterns")))
     if "rungs.json" in answer.files:
         plots += plot_rung_curves(answer.files["rungs.json"], out)
-    cost_plot = plot_loss_against_cost(rows, out / "loss_vs_cost.png", comparison.get("recommended"))
+    cost_plot = plot_loss_against_cost(rows, out / "loss_vs_cost.png", comparison.recommended)
     if cost_plot is not None:
         plots.append(cost_plot)
     log_summary(config, study.study_name, rows, plots)
     return {"leaderboard": rows, "best": rows[0], "plots": [str(p) for p in plots], "study": study.study_name,
             "storage": config.storage or default_storage_url(out), "out": str(out), "precision": precision,
-            "vs_known": comparison, "rungs": answer.files.get("rungs.json"),
+            "vs_known": comparison.as_dict(), "rungs": answer.files.get("rungs.json"),
             **{key: answer.summary[key] for key in ("min_recall", "front", "recall_probe", "confirmation",
                                                     "cost_limits")
                if key in answer.summary}}

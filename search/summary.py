@@ -6,6 +6,7 @@ re-prints a finished search's summary in the time the interpreter takes to start
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from composer.accounting import format_bytes
@@ -169,31 +170,34 @@ def tradeoff_lines(result: dict[str, Any]) -> list[str]:
     return lines
 
 
-def verdict_lines(said: dict[str, Any]) -> list[str]:
-    """The answer's comparison: each side's mean over its seeds, the difference and how its interval was obtained,
-    the same over the seeds that chose nothing (the winner's curse left out), and the answer."""
+def verdict_lines(said: Mapping[str, Any]) -> list[str]:
+    """The answer's comparison (best.json's ``vs_known``, read as its record): each side's mean over the seeds the
+    difference used, the difference and how its interval was obtained, the same over the seeds that chose nothing
+    (the winner's curse left out), and the answer."""
+    from search.comparison_record import Comparison
     from search.verdict import said as interval_text
 
-    known, new = said["best_known"], said["best_new"]
+    record = said if isinstance(said, Comparison) else Comparison.from_dict(said)
+    known, new = record.best_known, record.best_new
 
-    def side(row: dict[str, Any]) -> str:
-        seeds = row.get("seeds") or []
-        text = f"{row.get('mean', row['score']):.4f} over seed(s) {', '.join(map(str, seeds))}"
-        if row.get("all_seeds"):  # seeds of this side only, left out of the pairing
-            text += f" ({row['mean_all']:.4f} over all its seeds {', '.join(map(str, row['all_seeds']))})"
+    def side(row) -> str:
+        seeds = row.seeds or []
+        text = f"{row.mean if row.mean is not None else row.score:.4f} over seed(s) {', '.join(map(str, seeds))}"
+        if row.all_seeds:  # seeds of this side only, left out of the pairing
+            text += f" ({row.mean_all:.4f} over all its seeds {', '.join(map(str, row.all_seeds))})"
         return text
 
-    lines = [f"best new {new['pattern']} {side(new)} vs best known {known['name']} {known['pattern']} {side(known)}: "
-             f"{interval_text(said)}; interval: {said['interval']}"]
-    held = said.get("held_out")
+    lines = [f"best new {new.pattern} {side(new)} vs best known {known.name} {known.pattern} {side(known)}: "
+             f"{interval_text(record)}; interval: {record.interval}"]
+    held = record.held_out
     if held and held["seeds"]:
-        agrees = "" if held["answer"] == said["answer"] else f" (over all seeds: {said['answer']})"
+        agrees = "" if held["answer"] == record.answer else f" (over all seeds: {record.answer})"
         lines.append(f"over the seed(s) that chose nothing ({', '.join(map(str, held['seeds']))}): "
                      f"{interval_text(held)}, {held['answer']}{agrees}; {held['method']}")
     elif held:
         lines.append(f"over the seeds that chose nothing: none ({held['method']}), so the answer rests on the seed(s) "
-                     f"{', '.join(map(str, said.get('selected_on') or []))} the finalists were chosen on")
-    lines.append(f"answer: {said['verdict']}")
+                     f"{', '.join(map(str, record.selected_on or []))} the finalists were chosen on")
+    lines.append(f"answer: {record.verdict}")
     return lines
 
 

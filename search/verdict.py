@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from search.comparison_record import Comparison, Side
 from search.evidence_record import Evidence, SeedNoise, difference, held_out_seeds, of
 
 ANSWERS = ("new", "known", "tie")
@@ -82,54 +83,55 @@ def held_out_verdict(new: Evidence, known: Evidence, noise: SeedNoise | None, ma
             "ci": interval["ci"], "method": interval["method"]}
 
 
-def compare_with_known(rows: list[dict], maximize: bool, noise: SeedNoise | None = None) -> dict:
+def compare_with_known(rows: list[dict], maximize: bool, noise: SeedNoise | None = None) -> Comparison:
     """The search's answer: its best new pattern against its best known layout, ``new``, ``known`` or ``tie``.
 
     ``rows``: a leaderboard, best first, whose rows carry ``known`` (a layout name or None) and ``evidence`` (their
     records, ``search.evidence_record.attach``). The difference is ``new - known`` in the score's units, over the
     records' seeds (see the module docstring); ``noise`` stands in only at the setting it was measured at.
     ``recommended`` is the pattern to pretrain: the new one only when it wins, the known layout on a tie.
+    Returns best.json's ``vs_known`` as its record (``search.comparison_record.Comparison``).
     """
     known = next((row for row in rows if row.get("known")), None)
     new = next((row for row in rows if not row.get("known")), None)
-    result = {"answer": "known" if rows and rows[0].get("known") else "new" if rows else None,
-              "best_known": None if known is None else
-              {"pattern": known["pattern"], "name": known["known"], "score": known["score"]},
-              "best_new": None if new is None else {"pattern": new["pattern"], "score": new["score"]},
-              "recommended": rows[0]["pattern"] if rows else None}
+    result = Comparison(answer="known" if rows and rows[0].get("known") else "new" if rows else None,
+                        recommended=rows[0]["pattern"] if rows else None,
+                        best_known=None if known is None else Side(known["pattern"], known["score"], known["known"]),
+                        best_new=None if new is None else Side(new["pattern"], new["score"]))
     if known is None or new is None:
-        result["note"] = "no known layout was scored" if known is None else "every scored pattern is a known layout"
+        result.note = "no known layout was scored" if known is None else "every scored pattern is a known layout"
         return result
     new_record, known_record = of(new), of(known)
     interval = difference(new_record, known_record, noise)
+    result.compared = True
+    result.interval, result.setting = interval["method"], interval["setting"]
+    result.new_seeds, result.known_seeds = interval["new_seeds"], interval["known_seeds"]
     if interval["difference"] is None:  # a side without one finite score: no interval, said in words
         empty = [row["pattern"] for row, record in ((new, new_record), (known, known_record)) if not record.scores]
-        result.update(answer="tie", recommended=known["pattern"], difference=None, ci=None,
-                      interval=interval["method"], new_is_better=None, setting=interval["setting"], seeds=[],
-                      new_seeds=interval["new_seeds"], known_seeds=interval["known_seeds"],
-                      verdict=f"tie: no interval, {' and '.join(empty)} scored no finite loss on any seed; "
-                              f"recommending the known layout {known['pattern']}")
+        result.answer, result.recommended = "tie", known["pattern"]
+        result.verdict = (f"tie: no interval, {' and '.join(empty)} scored no finite loss on any seed; "
+                          f"recommending the known layout {known['pattern']}")
         return result
     answer = decide(interval["ci"], maximize)
     # each side's mean over the seeds the difference used: the paired ones where it pairs, else all of its own
     # (a side's seeds left out of the pairing are kept beside, so the summary can say so)
-    for side, record in (("best_new", new_record), ("best_known", known_record)):
+    for side, record in ((result.best_new, new_record), (result.best_known, known_record)):
         used = record.only(interval["seeds"]) if interval["seeds"] else record
-        result[side].update(mean=used.mean, seeds=used.seeds)
+        side.mean, side.seeds = used.mean, used.seeds
         if used.seeds != record.seeds:
-            result[side].update(mean_all=record.mean, all_seeds=record.seeds)
-    result.update(answer=answer, difference=interval["difference"], ci=interval["ci"], interval=interval["method"],
-                  new_is_better=interval["difference"] > 0 if maximize else interval["difference"] < 0,
-                  recommended=new["pattern"] if answer == "new" else known["pattern"],
-                  verdict=explain(answer, new, known, interval), setting=interval["setting"],
-                  seeds=interval["seeds"], new_seeds=interval["new_seeds"], known_seeds=interval["known_seeds"],
-                  selected_on=sorted(new_record.selected_on | known_record.selected_on),
-                  held_out=held_out_verdict(new_record, known_record, noise, maximize),
-                  noise_source=interval["noise"])
+            side.mean_all, side.all_seeds = record.mean, record.seeds
+    result.answer, result.difference, result.ci = answer, interval["difference"], interval["ci"]
+    result.new_is_better = interval["difference"] > 0 if maximize else interval["difference"] < 0
+    result.recommended = new["pattern"] if answer == "new" else known["pattern"]
+    result.verdict = explain(answer, new, known, interval)
+    result.seeds = interval["seeds"]
+    result.selected_on = sorted(new_record.selected_on | known_record.selected_on)
+    result.held_out = held_out_verdict(new_record, known_record, noise, maximize)
+    result.noise_source = interval["noise"]
     if noise is not None:
-        result["seed_noise"] = {**noise.as_dict(), "used": interval["noise"] is not None}
+        result.seed_noise = {**noise.as_dict(), "used": interval["noise"] is not None}
     return result
 
 
-__all__ = ["ANSWERS", "SeedNoise", "compare_with_known", "decide", "difference_interval", "explain",
+__all__ = ["ANSWERS", "Comparison", "SeedNoise", "Side", "compare_with_known", "decide", "difference_interval", "explain",
            "held_out_verdict"]
