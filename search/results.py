@@ -134,8 +134,12 @@ def answer_of(out: str | Path) -> dict[str, Any]:
     if not path.is_dir():
         raise ConfigError(f"--from-search {path}: no such directory; give the --out of a finished composer search")
     best = _json(path / "best.json")
+    config = _json(path / "config.json")
+    if best is None and isinstance(config, dict) and "train" in config and "evaluator" not in config:
+        raise ConfigError(f"--from-search {path}: this is a composer train run's --out (its config.json holds a "
+                          "training), not a search's; give the --out of a finished composer search")
     if best is None:
-        started = (path / "config.json").is_file()
+        started = config is not None
         raise ConfigError(f"--from-search {path}: no best.json, " + (
             "the search has not finished: re-run its command (it resumes), then this one" if started else
             "not a composer search's --out: give the directory a finished search wrote (default runs/search)"))

@@ -22,7 +22,8 @@ from composer.training.config import (
 # that every flag says what it does when left out (issue 49)
 HELP = {
     "arch": "a preset name or a layer pattern such as '(AM)x2' (widths from --preset; default (AM)x2 at tiny)",
-    "preset": "widths for a pattern --arch (default tiny, printed); with --from-search the size the answer grows to",
+    "preset": "widths for a pattern --arch (default tiny, printed); required with --from-search: the size the "
+              "answer grows to",
     "options": "per-primitive options as JSON, e.g. '{\"W\": {\"window\": 1024}}' (see docs/primitives.md; "
     "default: the preset's)",
     "data": "Hugging Face dataset name, or a local .txt/.jsonl/.parquet file, glob or directory "

@@ -121,6 +121,7 @@ def test_a_recipes_lr_is_honoured_and_named_and_its_arch_refused(finished_search
     ("missing", "no such directory"),
     ("empty", "no best.json"),
     ("unfinished", "the search has not finished"),
+    ("a training run", "this is a composer train run's --out"),
     ("no answer", "the search gave no answer"),
     ("arch", "drop --arch"),
     ("no preset", "--from-search needs --preset"),
@@ -132,6 +133,9 @@ def test_from_search_errors_are_one_line_exit_2(finished_search, tmp_path, capsy
         source.mkdir()
     if case in ("unfinished", "no answer"):
         (source / "config.json").write_text((finished_search / "config.json").read_text())
+    if case == "a training run":  # what composer train writes to its --out
+        source.mkdir()
+        (source / "config.json").write_text(json.dumps({"train": {"arch": "AM", "preset": "tiny"}}))
     if case == "no answer":
         best = json.loads((finished_search / "best.json").read_text())
         best.update(recommended=None, vs_known={**best["vs_known"], "note": "no finalist meets --min-recall"})
