@@ -203,6 +203,22 @@ def no_eligible_note(summary: dict[str, Any]) -> str:
     return "no finalist meets --min-recall: " + str(recall.get("why") or summary.get("recall_probe", {}).get("not_run"))
 
 
+def resumed_line(config: SearchConfig, out: Path) -> str | None:
+    """``resuming: ...`` where ``out``'s storage already holds finished trials (a search run again with the same
+    --out continues it; issue 61: a resumed search never said so), else None. SQLite storages only: a server's or
+    a journal's trials are counted by Optuna when the stages open them."""
+    from search.results import list_studies
+    from search.storage import default_storage_url
+
+    url = config.storage or default_storage_url(out)
+    studies = [study for study in list_studies(url) or [] if study["trials"].get("complete")]
+    if not studies:
+        return None
+    done = sum(study["trials"]["complete"] for study in studies)
+    return (f"resuming: {out} already holds {done:,} finished trial(s) in {len(studies)} "
+            f"stud{'y' if len(studies) == 1 else 'ies'}; they are kept, not trained again")
+
+
 def run_search(config: SearchConfig, echo=print, notes: Sequence[str] = ()) -> dict[str, Any]:
     """Run ``config``'s strategy stage by stage (``search.strategies``), then write what its answer ranks.
     ``notes``: lines echoed once the settings are accepted (composer search's account of the presets it chose, so
@@ -222,6 +238,9 @@ def run_search(config: SearchConfig, echo=print, notes: Sequence[str] = ()) -> d
     for line in notes:
         echo(line)
     make_output_dir(out)
+    resumed = resumed_line(config, out)
+    if resumed:
+        echo(resumed)
     (out / "config.json").write_text(json.dumps(config.to_dict(), indent=2))
     maximize = evaluator.direction == "maximize"
     precision = getattr(evaluator, "precision", None) or "the evaluator's own precision"

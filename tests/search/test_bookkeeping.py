@@ -534,3 +534,13 @@ def test_a_halving_search_that_keeps_attention_trains_costs_and_says_the_kept_mo
             assert kept.count("A") == row["pattern"].count("A") < layout_at_target(row["pattern"], "demo-4m")[0].count("A")
     assert any("new patterns grown to demo-4m with their attention layers kept, not repeated" in line
                for line in lines)
+
+
+def test_a_search_run_again_says_it_resumed_and_a_first_run_does_not(tmp_path, fake):
+    first, again = [], []
+    run_search(halving(tmp_path), echo=first.append)
+    assert not any(line.startswith("resuming:") for line in first)
+    trained = len(fake.trained)
+    run_search(halving(tmp_path), echo=again.append)
+    [said] = [line for line in again if line.startswith("resuming:")]
+    assert "finished trial(s)" in said and "not trained again" in said and len(fake.trained) == trained
