@@ -109,6 +109,18 @@ def _family_at_size(pattern: str, target: str, known: str, stacked: Extrapolatio
     return Grown(given_layout(pattern, candidates[best].pattern, target, "family"), how)
 
 
+def known_growth_note(pattern: str, known: str | None, attention: str) -> str | None:
+    """Why ``pattern``, a known layout the search entered, grows other than by ``attention`` (:func:`grow`'s
+    rule), for the lines that say how a pattern grew; None for a new pattern, or a known one the rule grows as
+    it is."""
+    if known in FAMILIES:
+        return (f"{pattern} is the search's known layout {known}: grown in {known}'s own layout at the target, as "
+                "the search trained it")
+    if known is not None and attention == "keep":
+        return f"{pattern} is the search's known layout {known}: stacked, as the search grew it"
+    return None
+
+
 def layout_at_target(pattern: str, target: str, known: str | None = None,
                      attention: str = "repeat") -> tuple[str, str]:
     """``(layout, how)`` of :func:`grow` by depth at the target's widths."""

@@ -151,8 +151,7 @@ def answer_of(out: str | Path) -> dict[str, Any]:
     rows = [row for row in _json(path / "leaderboard.json") or [best] if row.get("pattern") == pattern]
     row = rows[0] if rows else {}
     config = _json(path / "config.json") or {}
-    known = row.get("known") or next((layout["name"] for layout in best.get("known_layouts") or []
-                                      if layout.get("pattern") == pattern), None)
+    known = row.get("known") or known_layout_named(best, pattern)
     setting = (row.get("evidence") or {}).get("setting") or {}
     return {
         "out": str(path),
@@ -172,7 +171,11 @@ def answer_of(out: str | Path) -> dict[str, Any]:
 def known_in_search(pattern: str, out: str | Path) -> str | None:
     """The known layout ``pattern`` is among those the search in ``out`` entered (best.json's ``known_layouts``),
     else None: the search grew a published family in its own layout, so whatever grows it afterwards must know."""
-    best = _json(search_dir_of(out) / "best.json") or {}
+    return known_layout_named(_json(search_dir_of(out) / "best.json") or {}, pattern)
+
+
+def known_layout_named(best: dict[str, Any], pattern: str) -> str | None:
+    """The name best.json's ``known_layouts`` gives ``pattern``, or None."""
     return next((layout.get("name") for layout in best.get("known_layouts") or []
                  if layout.get("pattern") == pattern), None)
 

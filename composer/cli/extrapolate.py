@@ -126,17 +126,16 @@ def searched(args: argparse.Namespace) -> dict | None:
     if args.pattern is not None:
         raise ConfigError(f"--from-search grows the search's answer: drop the pattern {args.pattern}, or drop "
                           "--from-search to grow that pattern")
-    from composer.layouts import FAMILIES
+    from search.growth import known_growth_note
     from search.results import answer_of
 
     answer = answer_of(args.from_search)
     args.pattern = answer["pattern"]
     why = "--attention" if args.attention else f"the search's --attention-at-target {answer['attention_at_target']}"
     args.attention = args.attention or answer["attention_at_target"]
-    if answer["known"] in FAMILIES:
-        why += f"; {answer['pattern']} is {answer['known']}, which the search trained in its own layout at the target"
-    elif answer["known"] and args.attention == "keep":
-        why += f"; {answer['pattern']} is the search's known layout {answer['known']}, stacked as the search grew it"
+    note = known_growth_note(answer["pattern"], answer["known"], args.attention)
+    if note:
+        why += f"; {note}"
     if args.depth is None and answer.get("depth_at_target") is not None:
         args.depth = str(answer["depth_at_target"])
     return {"out": answer["out"], "answer": answer["answer"], "pattern": answer["pattern"], "known": answer["known"],

@@ -83,9 +83,9 @@ def refuse_two_spellings(args: argparse.Namespace, argv: Sequence[str]) -> None:
     Why: argparse keeps whichever came last, so ``--preset tiny --widths demo-4m`` silently trained at demo-4m (issue
     60); a recipe holding both spellings is refused already, and the command line now is too."""
     for old, new in getattr(args, "_renamed_flags", ()):
-        values = dict.fromkeys([*_values_given(argv, old), *_values_given(argv, new)])
-        if len(values) > 1 and _values_given(argv, new):
-            shown = " and ".join(f"{flag} {value}" for flag in (old, new) for value in _values_given(argv, flag))
+        given = {flag: _values_given(argv, flag) for flag in (old, new)}
+        if given[new] and len(set(given[old] + given[new])) > 1:
+            shown = " and ".join(f"{flag} {value}" for flag, values in given.items() for value in values)
             raise ConfigError(f"{shown} set one option ({old} is the old spelling of {new}) to different values: "
                               f"give {new} once")
 

@@ -15,7 +15,6 @@ from composer.training.config import (
     STRATEGIES,
     WANDB_MODES,
     TrainConfig,
-    load_recipe,
 )
 
 # help per TrainConfig field; help_text() adds "(default: X)" from the dataclass where the text names no default, so
@@ -155,11 +154,9 @@ def config_from_args(args: argparse.Namespace, notes: list[str] | None = None) -
     (printed when training starts, so that bad input still ends in one line)."""
     notes = [] if notes is None else notes
     given = {f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig)}
-    if args.recipe:
-        config = TrainConfig.from_recipe(args.recipe, **given)
-        args.recipe_values = load_recipe(args.recipe, TrainConfig.field_names())
-    else:
-        config = TrainConfig(**{k: v for k, v in given.items() if v is not None})
+    # the recipe's own values are kept: --from-search says which of its settings it honours or refuses
+    args.recipe_values = TrainConfig.recipe_values(args.recipe) if args.recipe else {}
+    config = TrainConfig(**{**args.recipe_values, **{k: v for k, v in given.items() if v is not None}})
     if getattr(args, "from_search", None):
         return from_search(config, args, notes.append)
     if getattr(args, "depth", None) is not None:
@@ -203,13 +200,14 @@ def from_search(config: TrainConfig, args: argparse.Namespace, say) -> TrainConf
         raise ConfigError("--from-search needs --preset, the size to train the search's answer at (e.g. --preset "
                           "llama-3.2-1b; composer presets lists them)")
     answer = answer_of(args.from_search)
-    rule = getattr(args, "attention", None) or answer["attention_at_target"]
+    asked = getattr(args, "attention", None)
+    rule = asked or answer["attention_at_target"]
     grown = grow_answer(answer, config.preset, attention=rule, depth=getattr(args, "depth", None))
     pattern, widths, how = grown.layout, grown.widths, grown.how
-    rule = f"--attention {rule}" if getattr(args, "attention", None) else f"the search's --attention-at-target {rule}"
+    rule_from = f"--attention {rule}" if asked else f"the search's --attention-at-target {rule}"
     name = f" ({answer['known']})" if answer["known"] else ""
     say(f"from search {answer['out']}: answer {answer['answer'] or '-'}, {answer['pattern']}{name}; at "
-        f"{config.preset}: {compact_pattern(pattern)}, {len(layers(pattern))} layers ({how}; {rule})")
+        f"{config.preset}: {compact_pattern(pattern)}, {len(layers(pattern))} layers ({how}; {rule_from})")
     chosen = answer["lr"]
     where = f"the rate the search chose for {answer['pattern']}" + (f" at {answer['lr_at']}" if answer["lr_at"] else "")
     # an lr the user gave (the flag, else the recipe's) wins over the search's, and the note names which

@@ -364,16 +364,13 @@ class Transfer:
     def known_of(self, pattern: str) -> str | None:
         """The known layout ``pattern`` is among those its search entered (None for a leaderboard or storage with
         no best.json beside it), and ``attention_notes`` says how it grows."""
-        from composer.layouts import FAMILIES
+        from search.growth import known_growth_note
         from search.results import known_in_search
 
         known = known_in_search(pattern, self.config.search)
-        if known in FAMILIES:
-            self.attention_notes.append(f"{pattern} is the search's known layout {known}: grown in {known}'s own "
-                                        "layout at the target, as the search trained it")
-        elif known is not None and self.config.attention == "keep":
-            self.attention_notes.append(f"{pattern} is the search's known layout {known}, stacked as the search "
-                                        "grew it")
+        note = known_growth_note(pattern, known, self.config.attention)
+        if note:
+            self.attention_notes.append(note)
         return known
 
     def match_baselines(self, results: dict[str, Any]) -> dict[str, str]:

@@ -175,13 +175,19 @@ class TrainConfig:
         return [f.name for f in dataclasses.fields(cls)] + list(RENAMED)
 
     @classmethod
-    def from_recipe(cls, path: str | Path, **overrides: Any) -> TrainConfig:
-        """Load a YAML recipe; ``overrides`` (e.g. CLI flags that were given) win over its values."""
+    def recipe_values(cls, path: str | Path) -> dict[str, Any]:
+        """A YAML recipe's values, its old spellings (``RENAMED``) under their new names."""
         values = load_recipe(path, cls.field_names())
         for old, new in RENAMED.items():
             if old in values:
                 renamed_notice(old, new)
                 values.setdefault(new, values.pop(old))
+        return values
+
+    @classmethod
+    def from_recipe(cls, path: str | Path, **overrides: Any) -> TrainConfig:
+        """Load a YAML recipe; ``overrides`` (e.g. CLI flags that were given) win over its values."""
+        values = cls.recipe_values(path)
         values.update({key: value for key, value in overrides.items() if value is not None})
         return cls(**values)
 

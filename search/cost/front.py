@@ -121,8 +121,10 @@ def standing_line(new: str, known: str, relation: str, ratios: dict[str, float |
 def mean_loss(row: dict[str, Any]) -> tuple[float, int]:
     """A row's loss as the verdict weighs it: the mean over its record's seeds (a confirmed finalist's 3, not its
     first seed's score, which chose it and reads low by chance), and how many seeds that is."""
-    scores = [v for v in ((row.get("evidence") or {}).get("scores") or {}).values() if v is not None]
-    return (sum(scores) / len(scores), len(scores)) if scores else (row["score"], 1)
+    from search.evidence_record import of
+
+    record = of(row) if row.get("evidence") else None
+    return (record.mean, len(record.scores)) if record and record.scores else (row["score"], 1)
 
 
 def plot_loss_against_cost(rows: list[dict[str, Any]], path: Path, answer: str | None = None) -> Path | None:

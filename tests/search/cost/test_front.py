@@ -80,7 +80,9 @@ def test_the_plot_puts_a_confirmed_finalist_at_its_mean_over_seeds():
     average 1.3203, even with it: a point is the row's mean over its record's seeds, as the verdict weighs it."""
     from search.cost.front import mean_loss
 
-    confirmed = {"pattern": "SMMMAD", "score": 1.3074,
-                 "evidence": {"scores": {"0": 1.3074, "1": 1.3176, "2": 1.3359}}}
+    from tests.search.records import recorded
+
+    confirmed = recorded({"pattern": "SMMMAD", "score": 1.3074,
+                          "details": {"losses": {"0": 1.3074, "1": 1.3176, "2": 1.3359}}})
     assert mean_loss(confirmed) == (pytest.approx((1.3074 + 1.3176 + 1.3359) / 3), 3)
     assert mean_loss({"pattern": "SMSAMS", "score": 1.3204}) == (1.3204, 1)
