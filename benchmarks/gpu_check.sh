@@ -191,7 +191,7 @@ if [[ $DRY_RUN == 1 ]]; then
     BATCH=${MFU_BATCH:-2}
     STEPS=${MFU_STEPS:-3}
     : "${MFU_WARMUP:=1}"
-    TRAIN_DEVICE=(--accelerator cpu --devices 1 --parallelism auto --precision 32-true --no-compile)
+    TRAIN_DEVICE=(--device cpu --devices 1 --parallelism auto --precision 32-true --no-compile)
     ATTENTION_ARGS=(--device cpu --kernel-backend sdpa --seq-len 64)
     STEPS_DEVICE=(--device cpu --precision fp32 --preset tiny --seq-len 64 --batch-size 2)
     RUNG0_ARGS=(--budget rung-cpu-0 --fraction "${RUNG0_FRACTION:-0.04}" --widths tiny --precision fp32
@@ -201,7 +201,7 @@ else
     SEQ=${MFU_SEQ_LEN:-2048}
     BATCH=${MFU_BATCH:-8}
     STEPS=${MFU_STEPS:-$([[ $MODE == quick ]] && echo 20 || echo 30)}
-    TRAIN_DEVICE=(--accelerator gpu --devices 1 --parallelism fsdp --precision bf16-mixed --compile)
+    TRAIN_DEVICE=(--device gpu --devices 1 --parallelism fsdp --precision bf16-mixed --compile)
     ATTENTION_ARGS=()
     STEPS_DEVICE=()
     RUNG0_ARGS=(--budget rung-gpu-0 --fraction "${RUNG0_FRACTION:-0.1}")

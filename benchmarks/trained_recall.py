@@ -52,7 +52,7 @@ def train_run(pattern: str, args: argparse.Namespace, lr: float, seed: int, out:
     from composer.errors import ComposerRunError
     from composer.training import TrainConfig, train
 
-    device = {} if args.device is None else {"accelerator": "gpu" if args.device == "cuda" else "cpu", "devices": 1}
+    device = {} if args.device is None else {"device": "gpu" if args.device == "cuda" else "cpu", "devices": 1}
     config = TrainConfig(arch=pattern, preset=args.preset, data=args.data, tokens=args.tokens, seq_len=args.seq_len,
                          batch_size=args.batch_size, lr=lr, seed=seed, repeat_share=args.repeat_share, wandb="off", out=str(out), val_batches=20,
                          val_tokens=args.val_tokens, log_interval=10**9, checkpoint_interval=10**9,

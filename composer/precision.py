@@ -114,12 +114,13 @@ def short_precision(value: object, allowed: Iterable[str] = TRAIN_PRECISIONS, fl
     return next((short for short, long in PRECISION_NAMES.items() if long == name), name)
 
 
-# A dtype of weights or an inference cache (composer bench-inference --dtype, composer import --dtype): the short
+# A dtype of weights or an inference cache (composer bench-inference --precision, composer import --precision):
+# the short
 # names, with torch's names accepted.
 DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 
 
-def parse_dtype(value: object, allowed: Iterable[str] = tuple(DTYPES), flag: str = "--dtype") -> str:
+def parse_dtype(value: object, allowed: Iterable[str] = tuple(DTYPES), flag: str = "--precision") -> str:
     """The short name (``fp32``, ``bf16``, ``fp16``) of a dtype spelled either way (``bfloat16`` -> ``bf16``), among
     ``allowed``; anything else is one line that lists the spellings."""
     allowed = tuple(allowed)

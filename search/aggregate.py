@@ -240,7 +240,7 @@ def _check_c(c: int | str) -> int | str:
 
 def _check_k(k: int) -> int:
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise ConfigError(f"k must be a positive integer, got {k!r}")
+        raise ConfigError(f"--clusters (k) must be a positive integer, got {k!r}")
     return k
 
 

@@ -238,7 +238,8 @@ class SearchConfig:
         if self.strategy == "successive-halving":
             self._check_successive_halving()
         elif self.strategy != "one-shot" and self.final_depth <= self.layers:
-            raise ConfigError(f"depth ({self.final_depth}) must exceed layers ({self.layers}) for {self.strategy}")
+            raise ConfigError(f"--final-layers ({self.final_depth}) must exceed --layers ({self.layers}) for "
+                              f"{self.strategy}")
 
     def _check_space(self) -> None:
         """The presets and the searched space's constraints, here, before the search prints its header or writes

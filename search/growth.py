@@ -19,7 +19,7 @@ The rule:
   Nemotron-H's 6-layer fit ``SMSAMS`` stacked to 18 layers holds 3 attention layers where its own rule gives about
   1 in 13. Its depth is the one, within 3 layers of the stack's, whose non-embedding parameters come closest to
   the stack's, so the family is compared at the same size; a depth of whole periods where that range holds one;
-* with ``depth`` (``--depth-at-target``, ``--depth``), the layout has that many layers and the widths are scaled
+* with ``depth`` (``--depth-at-target``), the layout has that many layers and the widths are scaled
   until it weighs what the target does (``scaling.extrapolate.grow_to_depth``, a scaled preset such as
   ``demo-4m:d280``); a family in its own layout at that depth.
 """
@@ -135,7 +135,7 @@ def model_at_target(pattern: str, target: str, known: str | None = None, attenti
     return grown.layout, grown.widths, grown.how
 
 
-def depth_at_target(spec: int | str | None, target: str, flag: str = "--depth") -> int | None:
+def depth_at_target(spec: int | str | None, target: str, flag: str = "--depth-at-target") -> int | None:
     """``--depth-at-target``'s value as a number of layers: a number, or a published family's name for that
     family's own depth at ``target`` (its layout at the target's size, ``composer.presets.family_architecture``:
     Nemotron-H is 13 layers at ``demo-4m``, 26 at ``llama-3.2-1b``), so a layout can be compared at a family's

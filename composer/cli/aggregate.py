@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from composer.cli.format import print_json, print_rows, print_table
+from composer.cli.format import old_spelling, print_json, print_rows, print_table
 from composer.errors import ConfigError
 from composer.files import atomic_write_json
 
@@ -33,7 +33,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         help="study name (default: the one the search recorded, or the only one)")
     parser.add_argument("--c", default="0", metavar="C",
                         help="previous layers that must match: 0 (default: per-layer majority), 1, .., all")
-    parser.add_argument("--k", type=int, default=5, help="K-means clusters over the scores (default 5)")
+    old_spelling(parser, "--k", parser.add_argument("--clusters", dest="k", type=int, default=5,
+                                                    help="K-means clusters over the scores (default 5)"))
     parser.add_argument("--direction", choices=("maximize", "minimize"),
                         help="whether higher or lower scores are better (default: the study's own)")
     parser.add_argument("--json", action="store_true", help="print the aggregation as one JSON object")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from composer.cli.format import human, print_json, print_table, resolve_spec
+from composer.cli.format import human, old_spelling, print_json, print_table, resolve_spec
 from composer.errors import ConfigError
 from composer.precision import parse_dtype
 from composer.presets import PRESETS
@@ -43,9 +43,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         help="tokens decoded one by one after the prompt (default 32)")
     parser.add_argument("--repeats", default="3", metavar="R", help="timed repetitions, median reported "
                                                                     "(default 3; one untimed warmup first)")
-    parser.add_argument("--dtype", default="fp32", help="weights and cache dtype: fp32 (default), bf16 or fp16 "
-                                                        "(float32, bfloat16, float16 also work)")
-    parser.add_argument("--device", default="auto", help="auto (CUDA when available), cpu, cuda, cuda:1, ...")
+    old_spelling(parser, "--dtype", parser.add_argument(
+        "--precision", dest="dtype", default="fp32", help="the number format of the weights and the cache: fp32 "
+                                                          "(default), bf16 or fp16 (float32, bfloat16, float16 also "
+                                                          "work)"))
+    parser.add_argument("--device", default="auto", help="what it runs on: auto (CUDA when available), cpu, cuda "
+                                                         "(or gpu), cuda:1, ...")
     parser.add_argument("--compile", action="store_true",
                         help="decode through the compiled step, as it is served: Inductor on the CPU, CUDA graphs "
                              "on CUDA (composer.inference.compile_decode_step; compiled in the untimed warmup, "

@@ -6,7 +6,7 @@ import argparse
 import re
 
 from composer.accounting import analyze
-from composer.cli.format import RenamedFlag, human, print_json, print_rows, print_table
+from composer.cli.format import RenamedFlag, human, old_spelling, print_json, print_rows, print_table
 from composer.errors import ConfigError
 from composer.pattern import layers, n_layers
 from composer.presets import PRESETS
@@ -43,7 +43,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         help="the searched pattern, e.g. 'AAMMMM' or '2A4M' (or --from-search)")
     parser.add_argument("--from-search", metavar="DIR",
                         help="grow a finished composer search's answer (DIR is its --out: best.json's recommended "
-                        "pattern) by the search's --attention-at-target rule unless --attention is given")
+                        "pattern) by the search's --attention-at-target rule unless --attention-at-target is given")
     parser.add_argument(
         "--target", metavar="PRESET",
         help=f"target preset (required): its widths, and its size unless --params is given ({', '.join(PRESETS)})",
@@ -58,18 +58,18 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "--rounding", choices=("ceil", "nearest"), default="ceil",
         help="ceil: the paper's rule, never below the target (default); nearest: within half a layer of it",
     )
-    parser.add_argument(
-        "--attention", choices=("repeat", "keep"), default=None,
+    old_spelling(parser, "--attention", parser.add_argument(
+        "--attention-at-target", dest="attention", choices=("repeat", "keep"), default=None,
         help="repeat: full-attention layers grow with the pattern (default, or the search's rule with "
              "--from-search); keep: as many as the pattern has, at "
              "the middles of the grown model (Nemotron-H's placement), the other layers grown to the rest of the size",
-    )
-    parser.add_argument(
-        "--depth", metavar="N|FAMILY", default=None,
+    ))
+    old_spelling(parser, "--depth", parser.add_argument(
+        "--depth-at-target", dest="depth", metavar="N|FAMILY", default=None,
         help="grow to exactly N layers (or a family's own depth at the target, e.g. nemotron-h) by width: d_model, "
              "heads and the MLP's width scaled together until the model weighs the target's size (composer.widths); "
              "default: by depth at the target's widths (the search's --depth-at-target with --from-search)",
-    )
+    ))
     parser.add_argument(
         "--baselines", action="store_true",
         help="also list the matched baselines (Llama, Sandwich, striped 1:2, random) at the target widths",
@@ -131,7 +131,8 @@ def searched(args: argparse.Namespace) -> dict | None:
 
     answer = answer_of(args.from_search)
     args.pattern = answer["pattern"]
-    why = "--attention" if args.attention else f"the search's --attention-at-target {answer['attention_at_target']}"
+    why = ("--attention-at-target" if args.attention
+           else f"the search's --attention-at-target {answer['attention_at_target']}")
     args.attention = args.attention or answer["attention_at_target"]
     note = known_growth_note(answer["pattern"], answer["known"], args.attention)
     if note:
@@ -151,7 +152,7 @@ def run(args: argparse.Namespace) -> int:
     target_params = None if args.params is None else parse_count(args.params)
     depth = None if args.depth is None else depth_at_target(args.depth, args.target)
     # the one rule every command grows a search's answer by (search.growth.grow): a published family answer in its
-    # own layout, a new pattern by --attention, by depth or, with --depth, by width
+    # own layout, a new pattern by --attention-at-target, by depth or, with --depth-at-target, by width
     grown = grow(args.pattern, args.target, source["known"] if source else None, args.attention, depth,
                  target_params=target_params, method=args.method, rounding=args.rounding)
     result = grown.extrapolation

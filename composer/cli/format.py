@@ -61,10 +61,19 @@ class RenamedFlag(argparse.Action):
         from composer.training.config import renamed_notice
 
         renamed_notice(option_string.lstrip("-"), self.new, flag=True)
-        setattr(namespace, self.dest, values)
+        setattr(namespace, self.dest, self.const if self.nargs == 0 else values)  # nargs 0: a switch's old name
         # refuse_two_spellings reads these once the command line is parsed: the new spelling may come later
         given = getattr(namespace, "_renamed_flags", [])
         setattr(namespace, "_renamed_flags", [*given, (option_string, "--" + self.new.replace("_", "-"))])
+
+
+def old_spelling(parser: argparse.ArgumentParser, old: str, new: argparse.Action) -> argparse.Action:
+    """Keep ``old`` working as a hidden :class:`RenamedFlag` of the flag ``new`` (the action ``add_argument``
+    returned), with its type and choices: one name per meaning (docs/usage/vocabulary.md) without breaking a
+    command line or script written with the old name."""
+    switch = {"nargs": 0, "const": new.const} if new.nargs == 0 else {"type": new.type, "choices": new.choices}
+    return parser.add_argument(old, dest=new.dest, new=new.option_strings[0].lstrip("-"), action=RenamedFlag,
+                               default=argparse.SUPPRESS, help=argparse.SUPPRESS, **switch)
 
 
 def _values_given(argv: Sequence[str], flag: str) -> list[str]:

@@ -46,7 +46,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--seed", default="0", metavar="S", help="sampling seed (default 0)")
     parser.add_argument("--tokenizer", help="tokenizer name or path, 'bytes' for the byte tokenizer (default: the "
                                             "one saved with the model)")
-    parser.add_argument("--device", default="auto", help="auto (CUDA when available), cpu, cuda, cuda:1, ...")
+    parser.add_argument("--device", default="auto", help="what it runs on: auto (CUDA when available), cpu, cuda "
+                                                         "(or gpu), cuda:1, ...")
     parser.add_argument("--compile", action="store_true",
                         help="decode through the compiled step: Inductor on the CPU, CUDA graphs on CUDA "
                              "(compiled before the prompt, not timed; eager where compiling fails, with a warning)")
@@ -80,10 +81,10 @@ def resolve_device(name: str):
 
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        device = torch.device(name)
+    try:  # gpu: composer train's (Lightning's) spelling of the same device, so --device means one thing
+        device = torch.device("cuda" if name == "gpu" else name)
     except (RuntimeError, ValueError):
-        raise ConfigError(f"unknown --device {name!r}; use auto, cpu, cuda or cuda:N") from None
+        raise ConfigError(f"unknown --device {name!r}; use auto, cpu, cuda (or gpu) or cuda:N") from None
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ConfigError(f"--device {name} but CUDA is not available here; use --device cpu")
     return device

@@ -1,11 +1,11 @@
-"""``composer hybridize --from DIR --pattern P``: replace attention layers of a pretrained model by other mixers and
+"""``composer hybridize --init-from DIR --arch P``: replace attention layers of a pretrained model by other mixers and
 distil the original into the result (composer/hybridize/student.py, composer/hybridize/distill.py)."""
 
 from __future__ import annotations
 
 import argparse
 
-from composer.cli.format import RenamedFlag, is_main_process, print_json, print_rows
+from composer.cli.format import RenamedFlag, is_main_process, old_spelling, print_json, print_rows
 
 DEFAULT_FREEZE = "mlp,embeddings"
 PARSER_DEFAULTS: dict[str, object] = {}  # filled by add_parser: an option still at its default was not given
@@ -15,20 +15,22 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "hybridize",
         help="turn a pretrained Transformer into a hybrid by distillation",
-        description="Build the hybrid PATTERN over the model in --from (same depth and FFN layers; attention "
-                    "layers become the mixers PATTERN names, initialised from the attention weights where a "
+        description="Build the hybrid --arch PATTERN over the model in --init-from (same depth and FFN layers; "
+                    "attention layers become the mixers the pattern names, initialised from the attention weights where a "
                     "mapping exists), freeze the MLPs and embeddings, and distil the original model's "
-                    "next-token distribution into it (KL at --temperature). Runs on Lightning like composer "
+                    "next-token distribution into it (KL at --distill-temperature). Runs on Lightning like composer "
                     "train: --resume continues a killed run; <out>/summary.json holds val_loss, the KL to the "
                     "teacher and the cache against the teacher's.",
     )
-    parser.add_argument("--recipe", help="YAML whose keys are these options (from, pattern, out, tokens, ...; see "
+    parser.add_argument("--recipe", help="YAML whose keys are these options (init_from, arch, out, tokens, ...; see "
                                          "recipes/hybridize-llama-3.2-1b.yaml); flags win")
-    parser.add_argument("--from", dest="source", metavar="DIR",
-                        help="the teacher: a Composer model directory (composer train's <out>/model, or composer "
-                             "import's output)")
-    parser.add_argument("--pattern", help="the hybrid, one token per teacher layer, e.g. "
-                                                         "'AMDMDMDM' for an (AM)x4 teacher")
+    old_spelling(parser, "--from", parser.add_argument(
+        "--init-from", metavar="DIR", help="the model the hybrid starts from and distils (its teacher): a Composer "
+                                           "model directory (composer train's <out>/model, or composer import's "
+                                           "output)"))
+    old_spelling(parser, "--pattern", parser.add_argument(
+        "--arch", metavar="PATTERN", help="the hybrid, one token per teacher layer, e.g. 'AMDMDMDM' for an (AM)x4 "
+                                          "teacher"))
     parser.add_argument("--out", help="run directory")
     parser.add_argument("--data", help="training text, as composer train --data (default: the offline corpus)")
     parser.add_argument("--tokenizer", help="default: the teacher's")
@@ -36,7 +38,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--seq-len", dest="seq_len", type=int, default=256)
     parser.add_argument("--batch-size", dest="batch_size", type=int, default=16)
     parser.add_argument("--lr", type=float, default=1e-3)
-    parser.add_argument("--temperature", type=float, default=1.0, help="distillation temperature (default 1)")
+    old_spelling(parser, "--temperature", parser.add_argument(
+        "--distill-temperature", type=float, default=1.0, help="temperature of the distillation KL (default 1)"))
     parser.add_argument("--kl-weight", dest="kl_weight", type=float, default=1.0,
                         help="loss = w * KL + (1 - w) * cross-entropy (default 1: pure distillation)")
     parser.add_argument("--hidden-weight", dest="hidden_weight", type=float, default=0.0,
@@ -54,18 +57,21 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--parallelism", default="auto", help="auto, single, ddp or fsdp, as composer train")
     parser.add_argument("--strategy", dest="parallelism", action=RenamedFlag, default=argparse.SUPPRESS,
                         help=argparse.SUPPRESS)
-    parser.add_argument("--accelerator", default="auto")
+    old_spelling(parser, "--accelerator", parser.add_argument(
+        "--device", default="auto", help="what the run trains on, as composer train --device: auto (default), cpu, "
+                                         "gpu/cuda"))
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--wandb", default="auto")
     parser.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in --out")
     search = parser.add_argument_group(
         "search where attention stays (PostNAS-style; composer/hybridize/supernet.py)",
-        "With --search the pattern replaces every attention layer (e.g. DMDMDMDM for (AM)x4). A supernet learns "
-        "the replacements beside K randomly kept attention layers, every placement of K is scored on held-out "
+        "With --search-placement the pattern replaces every attention layer (e.g. DMDMDMDM for (AM)x4). A supernet "
+        "learns the replacements beside K randomly kept attention layers, every placement of K is scored on held-out "
         "text without retraining (placements.json/.md/.png), and the best is distilled (<out>/distill). Re-running "
         "the command resumes.")
-    search.add_argument("--search", action="store_true", help="search where attention stays")
-    search.add_argument("--keep", type=int, help="attention layers that stay (required with --search)")
+    old_spelling(search, "--search", search.add_argument("--search-placement", action="store_true",
+                                                           help="search where attention stays"))
+    search.add_argument("--keep", type=int, help="attention layers that stay (required with --search-placement)")
     search.add_argument("--supernet-tokens", dest="supernet_tokens", type=int,
                         help="tokens of the supernet's training (default: --tokens)")
     search.add_argument("--candidates", type=int, default=256,
@@ -82,7 +88,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 # recipe keys that differ from the flags' destinations
-RECIPE_KEYS = {"from": "source", "no_distill": "distill", "strategy": "parallelism"}  # strategy: the old spelling
+RECIPE_KEYS = {"no_distill": "distill"}
+# old recipe keys (the old flags' names), read under their new names with a notice
+OLD_KEYS = {"from": "init_from", "pattern": "arch", "temperature": "distill_temperature", "accelerator": "device",
+            "search": "search_placement", "strategy": "parallelism"}
 
 
 def apply_recipe(args: argparse.Namespace) -> None:
@@ -93,18 +102,18 @@ def apply_recipe(args: argparse.Namespace) -> None:
     if args.recipe:
         internal = ("recipe", "handler", "json", "resume", "command")
         destinations = [name for name in vars(args) if name not in internal]
-        allowed = sorted({*destinations, *RECIPE_KEYS} - set(RECIPE_KEYS.values()))
+        allowed = sorted({*destinations, *RECIPE_KEYS, *OLD_KEYS} - set(RECIPE_KEYS.values()))
         for key, value in load_recipe(args.recipe, allowed).items():
-            dest = RECIPE_KEYS.get(key, key)
+            dest = RECIPE_KEYS.get(key, OLD_KEYS.get(key, key))
             if key == "no_distill":
                 value = not value
-            if key == "strategy":
+            if key in OLD_KEYS:
                 from composer.training.config import renamed_notice
 
-                renamed_notice("strategy", "parallelism")
+                renamed_notice(key, dest)
             if getattr(args, dest) == PARSER_DEFAULTS.get(dest):  # not given on the command line
                 setattr(args, dest, value)
-    missing = [flag for flag, dest in (("--from", "source"), ("--pattern", "pattern"), ("--out", "out"))
+    missing = [flag for flag, dest in (("--init-from", "init_from"), ("--arch", "arch"), ("--out", "out"))
                if getattr(args, dest) is None]
     if missing:
         raise ConfigError(f"composer hybridize needs {', '.join(missing)} (on the command line or in --recipe)")
@@ -119,18 +128,19 @@ def run(args: argparse.Namespace) -> int:
     apply_recipe(args)
     args.precision = parse_precision(args.precision)  # before a placement search starts, one line if it is bad
     optional = {name: getattr(args, name) for name in ("data", "tokenizer", "options", "max_documents", "val_tokens")}
-    if args.search:
+    if args.search_placement:
         if args.keep is None:
-            raise ConfigError("--search needs --keep K: how many attention layers stay")
+            raise ConfigError("--search-placement needs --keep K: how many attention layers stay")
         return run_search(args, {k: v for k, v in optional.items() if v is not None})
     if args.keep is not None:
-        raise ConfigError("--keep goes with --search (without it the pattern says which attention layers stay)")
+        raise ConfigError("--keep goes with --search-placement (without it the pattern says which attention layers "
+                          "stay)")
     config = TrainConfig(
-        arch=args.pattern, init_from=args.source, teacher=args.source, out=args.out, tokens=args.tokens,
-        seq_len=args.seq_len, batch_size=args.batch_size, lr=args.lr, distill_temperature=args.temperature,
+        arch=args.arch, init_from=args.init_from, teacher=args.init_from, out=args.out, tokens=args.tokens,
+        seq_len=args.seq_len, batch_size=args.batch_size, lr=args.lr, distill_temperature=args.distill_temperature,
         kl_weight=args.kl_weight, hidden_weight=args.hidden_weight, freeze=args.freeze, precision=args.precision,
         seed=args.seed, wandb=args.wandb, devices=args.devices, parallelism=args.parallelism,
-        accelerator=args.accelerator, **{k: v for k, v in optional.items() if v is not None},
+        device=args.device, **{k: v for k, v in optional.items() if v is not None},
     )
     summary = train(config, resume=args.resume)
     if not is_main_process():
@@ -163,10 +173,11 @@ def run_search(args: argparse.Namespace, optional: dict) -> int:
     )
 
     train = {"tokens": args.tokens, "seq_len": args.seq_len, "batch_size": args.batch_size, "lr": args.lr,
-             "distill_temperature": args.temperature, "kl_weight": args.kl_weight, "hidden_weight": args.hidden_weight,
+             "distill_temperature": args.distill_temperature, "kl_weight": args.kl_weight,
+             "hidden_weight": args.hidden_weight,
              "freeze": args.freeze, "precision": args.precision, "seed": args.seed, "wandb": args.wandb,
-             "devices": args.devices, "parallelism": args.parallelism, "accelerator": args.accelerator, **optional}
-    config = PlacementSearchConfig(source=args.source, pattern=args.pattern, keep=args.keep, out=args.out,
+             "devices": args.devices, "parallelism": args.parallelism, "device": args.device, **optional}
+    config = PlacementSearchConfig(source=args.init_from, pattern=args.arch, keep=args.keep, out=args.out,
                                    train=train, supernet_tokens=args.supernet_tokens, max_candidates=args.candidates,
                                    beam_width=args.beam_width, score_tokens=args.score_tokens,
                                    distill_best=args.distill)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from composer.cli.format import print_json, print_rows
+from composer.cli.format import old_spelling, print_json, print_rows
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -19,9 +19,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("source", metavar="HF_DIR", help="the transformers checkpoint directory")
     parser.add_argument("--out", required=True, metavar="DIR", help="the Composer model directory to write")
-    parser.add_argument("--dtype", default="fp32",
-                        help="weights' dtype: fp32 (default, which training keeps as master weights), bf16 or fp16 "
-                             "(float32, bfloat16, float16 also work)")
+    old_spelling(parser, "--dtype", parser.add_argument(
+        "--precision", dest="dtype", default="fp32",
+        help="the number format the weights are written in: fp32 (default, which training keeps as master weights), "
+             "bf16 or fp16 (float32, bfloat16, float16 also work)"))
     parser.add_argument("--verify", action="store_true",
                         help="also run both models on random tokens and print the max logit difference "
                              "(needs transformers)")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from composer.accounting import DTYPE_BYTES, analyze
-from composer.cli.format import human, print_json, print_rows, resolve_spec
+from composer.cli.format import human, old_spelling, print_json, print_rows, resolve_spec
 from composer.errors import ConfigError
 from composer.interop.formats import FORMATS, convert, format_text
 from composer.presets import PRESETS
@@ -30,20 +30,23 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help=f"widths for a pattern SPEC (default: {DEFAULT_WIDTHS}); not allowed with a preset SPEC",
     )
     parser.add_argument("--seq-len", type=int, help="sequence length for FLOPs (default: min(8192, max))")
-    parser.add_argument(
-        "--cache-dtype", choices=sorted(DTYPE_BYTES), default="bf16", help="KV-cache element type (default bf16)"
-    )
+    old_spelling(parser, "--cache-dtype", parser.add_argument(
+        "--cache-precision", dest="cache_dtype", choices=sorted(DTYPE_BYTES), default="bf16",
+        help="the number format of the KV cache's elements (default bf16)"))
     parser.add_argument("--format", choices=FORMATS, dest="notation",
                         help="print the architecture in another engine's notation instead: megatron "
                              "(--hybrid-override-pattern and widths), hf (layer_types) or fla (attn layers)")
-    parser.add_argument("--device", metavar="DEVICE",
+    old_spelling(parser, "--device", parser.add_argument(
+                        "--cost-device", dest="device", metavar="DEVICE",
                         help="also predict training tokens/s and decode ms per token (batch 1 and 64, 4K context) "
-                             "on DEVICE with the cost model (cpu, h100, h200: composer/costmodel/constants.json)")
-    parser.add_argument("--depth", metavar="N|FAMILY",
+                             "on DEVICE with the cost model (cpu, h100, h200: composer/costmodel/constants.json)"))
+    old_spelling(parser, "--depth", parser.add_argument(
+                        "--depth-at-target", dest="depth", metavar="N|FAMILY",
                         help="grow the pattern SPEC to --preset's size at exactly N layers (or a family's own depth "
-                             "there) by width, and account for that model (its widths line names the scaled preset)")
-    parser.add_argument("--attention", choices=("repeat", "keep"), default="repeat",
-                        help="with --depth: how the pattern's attention layers grow (default repeat)")
+                             "there) by width, and account for that model (its widths line names the scaled preset)"))
+    old_spelling(parser, "--attention", parser.add_argument(
+                        "--attention-at-target", dest="attention", choices=("repeat", "keep"), default="repeat",
+                        help="with --depth-at-target: how the pattern's attention layers grow (default repeat)"))
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(handler=run)
 
@@ -55,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
         from search.growth import depth_at_target
 
         if args.spec in PRESETS:
-            raise ConfigError("--depth grows a pattern SPEC to --preset's size: give a pattern, not a preset")
+            raise ConfigError("--depth-at-target grows a pattern SPEC to --preset's size: give a pattern, not a preset")
         grown = grow_to_depth(arch.pattern, widths, depth_at_target(args.depth, widths), attention=args.attention)
         arch, widths = grown.arch, grown.target
     if args.seq_len is not None and args.seq_len <= 0:

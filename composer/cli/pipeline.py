@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from composer.cli.format import RenamedFlag, print_json
+from composer.cli.format import RenamedFlag, old_spelling, print_json
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -31,9 +31,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--tokens", type=int, help="override train.tokens (every model)")
     parser.add_argument("--target", metavar="PRESET", help="override extrapolate.target (the target preset)")
     parser.add_argument("--to", dest="target", action=RenamedFlag, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
-    parser.add_argument("--attention", choices=("repeat", "keep"),
+    old_spelling(parser, "--attention", parser.add_argument("--attention-at-target", dest="attention",
+                                                            choices=("repeat", "keep"),
                         help="override extrapolate.attention: how the winner's attention layers grow to --target "
-                             "(default: the rule its search scored them by, --attention-at-target; else repeat)")
+                             "(default: the rule its search scored them by, --attention-at-target; else repeat)"))
     parser.add_argument("--lr-sweep", help="override train.lr_sweep: comma-separated rates (e.g. 1e-3,2e-3,3e-3,6e-3); "
                                            "every model first trains at each on a short budget and uses its best "
                                            "for all its seeds")

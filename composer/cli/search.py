@@ -16,7 +16,7 @@ FLAGS = {
     "strategy": (str, "auto (default: successive-halving with the lm evaluator and one objective, else "
                       "one-shot), one-shot, end-incremental, middle-incremental, or successive-halving (lm only: "
                       "rungs of rising tokens, the last at the target; --budget names the ladder: smoke, cpu, gpu)"),
-    "depth": (int, "final depth of incremental strategies (default 2 x --layers)"),
+    "depth": (int, "the layers incremental strategies grow the pattern to (default 2 x --layers)"),
     "sampler": (str, "gp (default, Bayesian optimisation), tpe, random, brute, nsga2 (default with 2+ objectives)"),
     "objectives": (str, "comma-separated: score[,kv][,tokens_per_s] (kv: KV-cache bytes at --target widths); "
                         "under successive-halving score[,recall][,kv]: the rungs rank by score, the finalists' "
@@ -72,12 +72,14 @@ FLAGS = {
     "study": (str, "study name (default: derived from the settings, so re-running resumes)"),
     "seed": (int, "sampler and training seed"),
     "wandb": (str, "auto (default: online with an API key, else offline), online, offline, off"),
+    "wandb_project": (str, "W&B project (default composer-search)"),
     "out": (str, "output directory (default runs/search)"),
 }
 # the flag of a field whose user-facing name differs from SearchConfig's (issue 49: --widths is now --preset, as on
 # every other command; the field keeps its name, which study names' digests are keyed by), and the old spellings
-FLAG_NAMES = {"widths": "preset"}
-RENAMED = {"widths": "widths"}  # old flag -> the field it sets
+# --depth is --final-layers: --depth-at-target is the depth a model at the target has, on every command
+FLAG_NAMES = {"widths": "preset", "depth": "final-layers"}
+RENAMED = {"widths": "widths", "depth": "depth"}  # old flag -> the field it sets
 
 
 # `composer search --help` shows the flags above these groups (issue 49: it was 133 lines of internals);
@@ -89,7 +91,7 @@ GROUPS = {
     "advanced: constraints": ("min_share", "max_share", "max_params", "max_kv", "max_latency", "min_throughput",
                               "cost_device"),
     "advanced: data": ("text_field", "tokenizer"),
-    "distributed and storage": ("storage", "study", "wandb"),
+    "distributed and storage": ("storage", "study", "wandb", "wandb_project"),
 }
 ADVANCED = {name: title for title, names in GROUPS.items() for name in names}
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
-from composer.cli.format import RenamedFlag, is_main_process, print_json
+from composer.cli.format import RenamedFlag, is_main_process, old_spelling, print_json
 from composer.errors import ConfigError
 from composer.pattern import compact_pattern, layers
 from composer.presets import PRESETS, default_preset_note
 from composer.training.config import (
     DEFAULT_PRESET,
+    DEVICES,
     RENAMED,
     STRATEGIES,
     WANDB_MODES,
@@ -21,8 +22,7 @@ from composer.training.config import (
 # that every flag says what it does when left out (issue 49)
 HELP = {
     "arch": "a preset name or a layer pattern such as '(AM)x2' (widths from --preset; default (AM)x2 at tiny)",
-    "preset": "widths for a pattern --arch (default tiny, printed); required with --from-search: the size the "
-              "answer grows to",
+    "preset": "widths for a pattern --arch (default tiny, printed)",
     "options": "per-primitive options as JSON, e.g. '{\"W\": {\"window\": 1024}}' (see docs/primitives.md; "
     "default: the preset's)",
     "data": "Hugging Face dataset name, or a local .txt/.jsonl/.parquet file, glob or directory "
@@ -52,7 +52,8 @@ HELP = {
     "beta2": "AdamW beta2",
     "eps": "AdamW epsilon",
     "grad_clip": "max global gradient norm; 0 disables clipping",
-    "accelerator": "Lightning accelerator: auto, cpu, gpu, ...",
+    "device": "what the run trains on: auto (the GPUs where there are any), cpu, gpu or cuda (Lightning's "
+              "accelerator; how many: --devices)",
     "devices": "devices per node, or 'auto'",
     "num_nodes": "nodes (hosts) of a multi-node run",
     "parallelism": "how several devices share the model: auto (single device, or FSDP2 on several), single, ddp or "
@@ -86,11 +87,11 @@ HELP = {
     "hidden_weight": "with --teacher: add this times the per-layer MSE between residual streams",
     "freeze": "comma-separated groups not trained: mlp, embeddings, attention, norms (needs --init-from; "
     "default: none)",
-    "supernet_keep": "composer hybridize --search's supernet: keep this many random teacher attention layers per step "
-    "(default: off)",
+    "supernet_keep": "composer hybridize --search-placement's supernet: keep this many random teacher attention layers "
+    "per step (default: off)",
 }
 # --precision is checked by TrainConfig (composer.precision.parse_precision: one line, every spelling listed)
-CHOICES = {"parallelism": STRATEGIES, "wandb": WANDB_MODES,
+CHOICES = {"parallelism": STRATEGIES, "device": DEVICES, "wandb": WANDB_MODES,
            "schedule": ("cosine", "wsd", "constant")}
 
 
@@ -126,15 +127,20 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     parser.add_argument("--from-search", metavar="DIR",
                         help="train a finished composer search's answer (DIR is its --out): best.json's recommended "
-                        "pattern grown to --preset by the search's --attention-at-target rule, at the rate the "
+                        "pattern grown to --target by the search's --attention-at-target rule, at the rate the "
                         "search chose for it unless --lr is given")
-    parser.add_argument("--depth", metavar="N|FAMILY",
-                        help="grow --arch PATTERN (or the --from-search answer) to --preset's size at exactly N layers "
-                        "(or a family's own depth there, e.g. nemotron-h) by width: d_model, heads and the MLP's width "
-                        "scaled together (composer extrapolate --depth shows the model first)")
-    parser.add_argument("--attention", choices=("repeat", "keep"),
-                        help="with --depth: how the pattern's attention layers grow (repeat, the default; keep: as many "
-                        "as the pattern has, at the middles); --from-search takes the search's rule")
+    parser.add_argument("--target", metavar="PRESET",
+                        help="with --from-search (required there): the preset the search's answer grows to, its size "
+                        "and widths (e.g. llama-3.2-1b; composer presets lists them)")
+    old_spelling(parser, "--depth", parser.add_argument(
+        "--depth-at-target", dest="depth", metavar="N|FAMILY",
+        help="grow --arch PATTERN to --preset's size (or the --from-search answer to --target's) at exactly N layers "
+        "(or a family's own depth there, e.g. nemotron-h) by width: d_model, heads and the MLP's width scaled "
+        "together (composer extrapolate --depth-at-target shows the model first)"))
+    old_spelling(parser, "--attention", parser.add_argument(
+        "--attention-at-target", dest="attention", choices=("repeat", "keep"),
+        help="with --depth-at-target: how the pattern's attention layers grow (repeat, the default; keep: as many "
+        "as the pattern has, at the middles); --from-search takes the search's rule"))
     for field in dataclasses.fields(TrainConfig):
         flag = "--" + field.name.replace("_", "-")
         kind = _scalar_type(str(field.type))
@@ -159,28 +165,32 @@ def config_from_args(args: argparse.Namespace, notes: list[str] | None = None) -
     config = TrainConfig(**{**args.recipe_values, **{k: v for k, v in given.items() if v is not None}})
     if getattr(args, "from_search", None):
         return from_search(config, args, notes.append)
+    if getattr(args, "target", None) is not None:
+        raise ConfigError(f"--target {args.target} is the size a --from-search answer grows to: give --from-search "
+                          "DIR, or --preset for the widths --arch trains at")
     if getattr(args, "depth", None) is not None:
         return at_depth(config, args, notes.append)
     if getattr(args, "attention", None) is not None:
-        raise ConfigError("--attention says how a pattern grows: give it with --depth N (or use --from-search)")
+        raise ConfigError("--attention-at-target says how a pattern grows: give it with --depth-at-target N (or use "
+                          "--from-search)")
     if config.preset is None and config.init_from is None and config.arch not in PRESETS:
         notes.append(default_preset_note(DEFAULT_PRESET, f"the widths of --arch {config.arch}"))
     return config
 
 
 def at_depth(config: TrainConfig, args: argparse.Namespace, say) -> TrainConfig:
-    """``config`` training ``--arch PATTERN`` grown to ``--preset``'s size at ``--depth`` layers, by width
+    """``config`` training ``--arch PATTERN`` grown to ``--preset``'s size at ``--depth-at-target`` layers, by width
     (``scaling.extrapolate.grow_to_depth``): the preset becomes the scaled one (``demo-4m:d280``)."""
     from search.growth import depth_at_target, grow
 
     if config.preset is None or config.arch in PRESETS:
-        raise ConfigError("--depth grows --arch PATTERN to --preset's size: give both (e.g. --arch SADDDD --preset "
-                          "demo-4m --depth 16)")
+        raise ConfigError("--depth-at-target grows --arch PATTERN to --preset's size: give both (e.g. --arch SADDDD "
+                          "--preset demo-4m --depth-at-target 16)")
     grown = grow(config.arch, config.preset, None, args.attention or "repeat",
                  depth_at_target(args.depth, config.preset)).extrapolation
-    say(f"--depth {args.depth}: {config.arch} at {grown.n_layers} layers, {compact_pattern(grown.pattern)}, widths "
-        f"d_model {grown.arch.d_model} (preset {grown.target}), {grown.non_embedding_params:,} non-embedding "
-        f"parameters against {config.preset}'s {grown.target_non_embedding_params:,}")
+    say(f"--depth-at-target {args.depth}: {config.arch} at {grown.n_layers} layers, {compact_pattern(grown.pattern)}, "
+        f"widths d_model {grown.arch.d_model} (preset {grown.target}), {grown.non_embedding_params:,} "
+        f"non-embedding parameters against {config.preset}'s {grown.target_non_embedding_params:,}")
     return dataclasses.replace(config, arch=grown.pattern, preset=grown.target)
 
 
@@ -196,18 +206,16 @@ def from_search(config: TrainConfig, args: argparse.Namespace, say) -> TrainConf
     if recipe.get("arch") is not None:
         raise ConfigError(f"--from-search trains the search's answer, but the recipe {args.recipe} sets arch "
                           f"{recipe['arch']}: drop arch from the recipe, or drop --from-search to train it")
-    if config.preset is None:
-        raise ConfigError("--from-search needs --preset, the size to train the search's answer at (e.g. --preset "
-                          "llama-3.2-1b; composer presets lists them)")
+    target = target_of_search_run(args, config)
     answer = answer_of(args.from_search)
     asked = getattr(args, "attention", None)
     rule = asked or answer["attention_at_target"]
-    grown = grow_answer(answer, config.preset, attention=rule, depth=getattr(args, "depth", None))
+    grown = grow_answer(answer, target, attention=rule, depth=getattr(args, "depth", None))
     pattern, widths, how = grown.layout, grown.widths, grown.how
-    rule_from = f"--attention {rule}" if asked else f"the search's --attention-at-target {rule}"
+    rule_from = f"--attention-at-target {rule}" if asked else f"the search's --attention-at-target {rule}"
     name = f" ({answer['known']})" if answer["known"] else ""
     say(f"from search {answer['out']}: answer {answer['answer'] or '-'}, {answer['pattern']}{name}; at "
-        f"{config.preset}: {compact_pattern(pattern)}, {len(layers(pattern))} layers ({how}; {rule_from})")
+        f"{target}: {compact_pattern(pattern)}, {len(layers(pattern))} layers ({how}; {rule_from})")
     chosen = answer["lr"]
     where = f"the rate the search chose for {answer['pattern']}" + (f" at {answer['lr_at']}" if answer["lr_at"] else "")
     # an lr the user gave (the flag, else the recipe's) wins over the search's, and the note names which
@@ -223,6 +231,25 @@ def from_search(config: TrainConfig, args: argparse.Namespace, say) -> TrainConf
         say(f"lr {config.lr:g}: the search chose no rate (its {answer['evaluator']} evaluator has none); --lr sets one")
         lr = config.lr
     return dataclasses.replace(config, arch=pattern, preset=widths, lr=lr)
+
+
+def target_of_search_run(args: argparse.Namespace, config: TrainConfig) -> str:
+    """The preset a ``--from-search`` answer grows to: ``--target``, as on extrapolate, pipeline and transfer
+    (docs/usage/vocabulary.md). ``--preset`` was its name here and still works, with a notice; ``--preset`` otherwise
+    means the widths ``--arch`` trains at."""
+    import sys
+
+    if args.target is None and config.preset is not None:
+        print("--preset with --from-search is now --target (the size the answer grows to); the old spelling will go",
+              file=sys.stderr)
+        return config.preset
+    if args.preset is not None and args.preset != args.target:
+        raise ConfigError(f"--target {args.target} and --preset {args.preset}: with --from-search the size the "
+                          "answer grows to is --target alone; drop --preset")
+    if args.target is None:
+        raise ConfigError("--from-search needs --target, the size to train the search's answer at (e.g. --target "
+                          "llama-3.2-1b; composer presets lists them)")
+    return args.target
 
 
 def run(args: argparse.Namespace) -> int:

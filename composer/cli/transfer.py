@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from composer.cli.format import RenamedFlag, print_json
+from composer.cli.format import RenamedFlag, old_spelling, print_json
 
 # flags that set a field of the shared training settings (TrainConfig), as `composer train` names them
 TRAIN_FLAGS = {
@@ -38,23 +38,28 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                     "agreement (the noise ceiling). Writes transfer.json/.md/.png; finished runs are kept, so a "
                     "killed run resumes.",
     )
-    # not --from-search: that names a search whose answer a command trains (train, extrapolate, pipeline); a
-    # transfer trains K patterns of a search's ranking, from a directory or any storage that holds one
-    parser.add_argument("--search", help="a composer search --out directory, leaderboard.json, study.db or "
-                                         "storage URL; its ranking, its --attention-at-target and its rates are read")
+    # --from-search, as on every command that reads a search (docs/usage/vocabulary.md); a transfer reads its
+    # ranking, from a directory or any storage that holds one
+    old_spelling(parser, "--search", parser.add_argument(
+        "--from-search", dest="search", metavar="DIR|FILE|URL",
+        help="a composer search --out directory, leaderboard.json, study.db or storage URL; its ranking, its "
+             "--attention-at-target and its rates are read"))
     parser.add_argument("--study", help="the study, when the storage holds several")
     parser.add_argument("--recipe", help="YAML with TransferConfig fields (see recipes/transfer/); flags win")
-    parser.add_argument("--patterns", help="comma-separated scored patterns to use instead of a spread")
-    parser.add_argument("--k", type=int, help="patterns spread over the score range (default 8)")
-    parser.add_argument("--rung", help="for a successive-halving search: the rung whose ranking --k is spread over, "
+    old_spelling(parser, "--k", parser.add_argument(
+        "--patterns", metavar="N|P1,P2", help="how many patterns to spread over the score range (default 8), or "
+                                              "comma-separated scored patterns to use instead of a spread"))
+    parser.add_argument("--rung", help="for a successive-halving search: the rung whose ranking --patterns N is spread "
+                                       "over, "
                                        "an index or 'last' (default 0: every candidate; the final leaderboard "
                                        "holds only the last rung's finalists)")
     parser.add_argument("--target", metavar="PRESET", help="target preset (default demo-4m)")
     parser.add_argument("--to", dest="target", action=RenamedFlag, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     parser.add_argument("--method", choices=("auto", "stack", "stretch"), help="extrapolation (default auto)")
-    parser.add_argument("--attention", choices=("repeat", "keep"),
-                        help="how the patterns' attention layers grow to --target (default: the search's "
-                             "--attention-at-target, read from its config.json; repeat where none is found)")
+    old_spelling(parser, "--attention", parser.add_argument(
+        "--attention-at-target", dest="attention", choices=("repeat", "keep"),
+        help="how the patterns' attention layers grow to --target (default: the search's --attention-at-target, "
+             "read from its config.json; repeat where none is found)"))
     parser.add_argument("--seeds", help="a count (3 = seeds 0,1,2; default) or comma-separated seeds")
     parser.add_argument("--baseline", help="the parameter-matched baseline each pattern is compared with, paired over "
                                            "seeds: llama (default), striped-1:R, or none")
@@ -71,7 +76,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from composer.experiments.transfer import Transfer, TransferConfig, format_report
 
-    overrides = {name: getattr(args, name) for name in ("search", "study", "patterns", "k", "rung", "target", "method",
+    overrides = {name: getattr(args, name) for name in ("search", "study", "patterns", "rung", "target", "method",
                                                          "attention", "seeds", "baseline", "n_boot", "workers", "out")}
     overrides.update({f"train.{name}": getattr(args, f"train_{name}") for name in TRAIN_FLAGS})
     config = TransferConfig.from_recipe(args.recipe, **overrides)

@@ -7,7 +7,7 @@
 * :mod:`composer.experiments.search_rates`: the rates a search evaluator trains each candidate at.
 * :mod:`composer.experiments.replicates`: one configuration over several seeds.
 * :mod:`composer.experiments.placement_search`: trains a hybrid's supernet, then picks where its attention layers
-  stay (``composer hybridize --search``; the pieces it trains are in :mod:`composer.hybridize`).
+  stay (``composer hybridize --search-placement``; the pieces it trains are in :mod:`composer.hybridize`).
 
 The statistics they report (intervals, paired differences) live in :mod:`composer.evidence`.
 """

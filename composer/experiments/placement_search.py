@@ -1,4 +1,5 @@
-"""``composer hybridize --search --keep K``: train a supernet, rank placements of K kept attention layers, distil
+"""``composer hybridize --search-placement --keep K``: train a supernet, rank placements of K kept attention layers,
+distil
 the best (composer/hybridize/supernet.py says why and how).
 
 Every stage writes under ``out`` and is skipped when it has finished, so a killed search re-run with the same

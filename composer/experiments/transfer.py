@@ -105,7 +105,9 @@ class TransferConfig:
 
     search: str | None = None  # a search --out directory, leaderboard.json, study.db or Optuna storage URL
     study: str | None = None  # the study in a storage holding several
-    patterns: list[str] | None = None  # named patterns (each must be scored by the search) instead of a spread
+    # named patterns (each must be scored by the search) instead of a spread, or how many to spread (--patterns N
+    # sets k: one flag for "which patterns", as --seeds takes a count or a list)
+    patterns: list[str] | int | None = None
     k: int = 8  # patterns spread over the score range
     # a successive-halving search's rung whose ranking k is spread over: an index or "last"; None: rung 0 (every
     # candidate) for a halving search, the leaderboard for any other
@@ -135,7 +137,7 @@ class TransferConfig:
                                   f"{self.target!r}")
         self.target = self.target or to or DEFAULT_TARGET
         if self.search is None:
-            raise ConfigError("transfer needs a search to read scores from: pass --search DIR (a composer search "
+            raise ConfigError("transfer needs a search to read scores from: pass --from-search DIR (a composer search "
                               "--out directory, a leaderboard.json, a study.db or a storage URL)")
         if not isinstance(self.train, dict):
             raise ConfigError("the train section must be a mapping of TrainConfig option: value")
@@ -147,12 +149,16 @@ class TransferConfig:
         if unknown:
             raise ConfigError(f"train has unknown option(s) {unknown}; valid: {', '.join(valid)}")
         self.base_train, self.lr_sweep = split_sweep(self.train)
+        if isinstance(self.patterns, str) and self.patterns.strip().isdigit():
+            self.patterns = int(self.patterns)
+        if isinstance(self.patterns, int) and not isinstance(self.patterns, bool):
+            self.k, self.patterns = self.patterns, None
         if isinstance(self.patterns, str):
             self.patterns = [part for part in self.patterns.replace(" ", "").split(",") if part]
         self.rung = parse_rung(self.rung)
         if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < MIN_PATTERNS:
-            raise ConfigError(f"k must be an integer >= {MIN_PATTERNS} (a rank correlation needs three patterns), "
-                              f"got {self.k!r}")
+            raise ConfigError(f"--patterns N must be an integer >= {MIN_PATTERNS} (a rank correlation needs three "
+                              f"patterns), got {self.k!r}")
         if isinstance(self.n_boot, bool) or not isinstance(self.n_boot, int) or self.n_boot < 100:
             raise ConfigError(f"n_boot must be an integer >= 100, got {self.n_boot!r}")
         check_workers(self.workers)
@@ -216,7 +222,8 @@ class Baseline:
 
 
 def attention_rule(asked: str | None, search: str) -> tuple[str, str]:
-    """How the patterns' attention grows to the target, and why: ``asked`` (``--attention``) when given, else the
+    """How the patterns' attention grows to the target, and why: ``asked`` (``--attention-at-target``) when given, else
+    the
     rule the search scored and costed its patterns by (its ``--attention-at-target``), else ``repeat``."""
     from search.aggregate import search_attention
 
@@ -227,7 +234,7 @@ def attention_rule(asked: str | None, search: str) -> tuple[str, str]:
     if searched is not None:
         return searched, f"the search's --attention-at-target {searched} ({where})"
     return "repeat", (f"the default: no search config.json beside {search} names its --attention-at-target; pass "
-                      "--attention keep for a search run with keep")
+                      "--attention-at-target keep for a search run with keep")
 
 
 def spread(ranked: list[Any], k: int) -> list[Any]:
@@ -259,7 +266,7 @@ def search_ranking(search: str, study: str | None = None, rung: int | str | None
     path = Path(str(search))
     if rung is not None:
         if study is not None:
-            raise ConfigError("give --rung or --study, not both: each picks the ranking to spread --k over")
+            raise ConfigError("give --rung or --study, not both: each picks the ranking to spread --patterns N over")
         if not path.is_dir():
             raise ConfigError(f"--rung reads rungs.json in a composer search --out directory; {search} is not one")
         return read_rung(path, rung)
@@ -283,9 +290,9 @@ def ranking_name(population: Population, search: str) -> str:
 def too_few(population: Population, k: int, search: str) -> str:
     """Why ``k`` patterns cannot be spread over ``population``'s ranking, and what would allow it, in one line."""
     n = len(population.scored)
-    fixes = [f"lower --k to {n}"] if n >= MIN_PATTERNS else []
+    fixes = [f"lower --patterns to {n}"] if n >= MIN_PATTERNS else []
     fixes.append("take --rung 0 (every candidate)" if population.source.get("rung") else "run more trials")
-    return (f"{ranking_name(population, search)} ranks only {n} distinct patterns, fewer than k={k}: "
+    return (f"{ranking_name(population, search)} ranks only {n} distinct patterns, fewer than --patterns {k}: "
             + " or ".join(fixes))
 
 
@@ -353,7 +360,8 @@ class Transfer:
         return candidates, source
 
     def attention_rule(self) -> str:
-        """How a new pattern's attention grows: the transfer's rule (its search's, unless ``--attention`` is given).
+        """How a new pattern's attention grows: the transfer's rule (its search's, unless ``--attention-at-target`` is
+        given).
         A search that grew by width is refused: this grows by depth."""
         if self.config.by_search:
             from search.aggregate import refuse_depth_search
@@ -541,7 +549,7 @@ def verdict(spearman_ci: list[float] | None, ceiling: float | None, n_seeds: int
     if high < 0:
         return "anti-transfers: higher search scores predict worse target losses"
     return (f"{UNDERPOWERED}: the interval contains 0, so this budget shows no evidence of transfer either way "
-            "(the target itself can rank the patterns; more patterns (--k) also narrow the interval)")
+            "(the target itself can rank the patterns; more patterns (--patterns N) also narrow the interval)")
 
 
 def format_report(report: dict[str, Any]) -> str:

@@ -6,7 +6,7 @@
 * :mod:`composer.hybridize.supernet`: one network that trains every placement of a few kept attention layers.
 
 The training loop (:mod:`composer.training.module`) uses them; the search over placements that drives it
-(``composer hybridize --search``) is an experiment: :mod:`composer.experiments.placement_search`.
+(``composer hybridize --search-placement``) is an experiment: :mod:`composer.experiments.placement_search`.
 """
 
 

@@ -1,6 +1,6 @@
 """Turn a pretrained Transformer into a hybrid: the student architecture and its initialisation from the teacher.
 
-``composer hybridize --from DIR --pattern P`` keeps the teacher's depth, widths, embeddings and FFN layers and
+``composer hybridize --init-from DIR --arch P`` keeps the teacher's depth, widths, embeddings and FFN layers and
 replaces some of its attention layers by other mixers (pattern ``P``: same length, the same FFN symbol at every FFN
 position). What carries over, layer by layer (the weights are copied; everything not listed keeps its own
 primitive's initialisation):

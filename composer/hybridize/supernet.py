@@ -44,7 +44,7 @@ def check_supernet_pattern(teacher: ArchConfig, pattern: str, keep: int) -> list
     tokens = layers(pattern)
     kept = [i for i in positions if tokens[i] == ATTENTION]
     if kept:
-        raise ConfigError(f"with --search the pattern names each attention layer's replacement; layers "
+        raise ConfigError(f"with --search-placement the pattern names each attention layer's replacement; layers "
                           f"{', '.join(map(str, kept))} are still A (write e.g. D or S there)")
     if not 1 <= keep < len(positions):
         raise ConfigError(f"--keep must be between 1 and {len(positions) - 1} (the teacher has {len(positions)} "

@@ -22,8 +22,10 @@ STRATEGIES = ("auto", "single", "ddp", "fsdp")
 WANDB_MODES = ("auto", "online", "offline", "off")
 DEFAULT_PRESET = "tiny"  # the widths of a pattern `arch` without `preset` (composer train prints it)
 # old spellings of renamed fields (recipe keys, flags, keyword arguments), accepted for a while with a notice.
-# `strategy` was both the search's algorithm and training's FSDP/DDP (issue 49): the training one is `parallelism`.
-RENAMED = {"strategy": "parallelism"}
+# `strategy` was both the search's algorithm and training's FSDP/DDP (issue 49): the training one is `parallelism`;
+# `accelerator` is `device`, as on every command (docs/usage/vocabulary.md).
+RENAMED = {"strategy": "parallelism", "accelerator": "device"}
+DEVICES = ("auto", "cpu", "gpu", "cuda", "mps")
 _noticed: set[str] = set()
 
 
@@ -75,7 +77,7 @@ class TrainConfig:
     eps: float = 1e-8
     grad_clip: float = 1.0  # max global gradient norm; 0 disables clipping
     # hardware and parallelism
-    accelerator: str = "auto"
+    device: str = "auto"  # what the run trains on: auto, cpu, gpu or cuda (Lightning's accelerator); was `accelerator`
     devices: int | str = 1
     num_nodes: int = 1
     parallelism: str = "auto"  # auto | single | ddp | fsdp (FSDP2 through ModelParallelStrategy); was `strategy`
@@ -115,16 +117,21 @@ class TrainConfig:
     freeze: str | list[str] | None = None  # parameter groups not trained: mlp, embeddings, attention, norms
     # composer hybridize --search: train a supernet whose every step keeps this many random teacher attention layers
     supernet_keep: int | None = None
-    # the old spelling of `parallelism` (TrainConfig(strategy="fsdp"), a recipe's `strategy:`); not a field
+    # the old spellings of `parallelism` and `device` (TrainConfig(strategy="fsdp"), a recipe's `strategy:`);
+    # not fields
     strategy: dataclasses.InitVar[str | None] = None
+    accelerator: dataclasses.InitVar[str | None] = None
 
-    def __post_init__(self, strategy: str | None = None) -> None:
-        if strategy is not None:
-            renamed_notice("strategy", "parallelism")
-            if self.parallelism not in ("auto", strategy):
-                raise ConfigError(f"strategy is the old spelling of parallelism: give one, not strategy {strategy!r} "
-                                  f"and parallelism {self.parallelism!r}")
-            self.parallelism = strategy
+    def __post_init__(self, strategy: str | None = None, accelerator: str | None = None) -> None:
+        for old, value in (("strategy", strategy), ("accelerator", accelerator)):
+            if value is None:
+                continue
+            new = RENAMED[old]
+            renamed_notice(old, new)
+            if getattr(self, new) not in ("auto", value):
+                raise ConfigError(f"{old} is the old spelling of {new}: give one, not {old} {value!r} and {new} "
+                                  f"{getattr(self, new)!r}")
+            setattr(self, new, value)
         if self.wandb is False:  # YAML 1.1 reads a recipe's `wandb: off` as false: that is what the author meant
             self.wandb = "off"
         self.precision = parse_precision(self.precision, flag="precision")
@@ -158,12 +165,14 @@ class TrainConfig:
             self.freeze = [part.strip() for part in self.freeze.split(",") if part.strip()]
         checks += [
             (self.distill_temperature > 0, f"distill_temperature must be positive, got {self.distill_temperature}"),
+            (self.device in DEVICES, f"device must be one of {', '.join(DEVICES)} (the GPUs a run uses: --devices "
+                                     f"N, or CUDA_VISIBLE_DEVICES), got {self.device!r}"),
             (0.0 <= self.kl_weight <= 1.0, f"kl_weight must be in [0, 1], got {self.kl_weight}"),
             (self.hidden_weight >= 0, f"hidden_weight must be >= 0, got {self.hidden_weight}"),
             (self.init_from is not None or not self.freeze,
              "freeze needs init_from: freezing randomly initialised layers trains nothing useful"),
             (self.supernet_keep is None or (self.teacher is not None and self.init_from is not None),
-             "supernet_keep needs a teacher and init_from (composer hybridize --search sets both)"),
+             "supernet_keep needs a teacher and init_from (composer hybridize --search-placement sets both)"),
         ]
         for ok, message in checks:
             if not ok:

@@ -83,7 +83,7 @@ class RunPlan:
 def world_size_of(config: TrainConfig) -> int:
     devices = config.devices
     if devices in ("auto", -1, "-1"):
-        cuda = config.accelerator in ("auto", "gpu", "cuda") and torch.cuda.is_available()
+        cuda = config.device in ("auto", "gpu", "cuda") and torch.cuda.is_available()
         devices = torch.cuda.device_count() if cuda else 1
     try:
         devices = int(devices)
@@ -131,7 +131,7 @@ def resolve_precision(config: TrainConfig) -> str:
     """``auto``: bf16-mixed where the device computes bf16 natively (see :mod:`composer.precision`), else fp32."""
     if config.precision != "auto":
         return config.precision
-    cuda = config.accelerator in ("auto", "gpu", "cuda") and torch.cuda.is_available()
+    cuda = config.device in ("auto", "gpu", "cuda") and torch.cuda.is_available()
     return "bf16-mixed" if device_has_native_bf16("cuda" if cuda else "cpu") else "32-true"
 
 
@@ -263,7 +263,7 @@ def build(config: TrainConfig, save_on_sigterm: bool = True,
     checkpointing = [] if config.throughput_only else [
         AtomicCheckpoint(out / "checkpoints", plan.checkpoint_interval, config.keep_checkpoints, save_on_sigterm)]
     trainer = L.Trainer(
-        accelerator=config.accelerator,
+        accelerator=config.device,
         devices=config.devices,
         num_nodes=config.num_nodes,
         strategy=strategy,

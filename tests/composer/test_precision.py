@@ -33,7 +33,7 @@ def test_native_bf16_needs_the_instruction_not_just_avx512(monkeypatch, cpuinfo,
     try:
         assert precision.cpu_has_native_bf16() is native
         assert precision.device_has_native_bf16("cpu") is native
-        assert resolve_precision(TrainConfig(accelerator="cpu")) == ("bf16-mixed" if native else "32-true")
+        assert resolve_precision(TrainConfig(device="cpu")) == ("bf16-mixed" if native else "32-true")
     finally:
         precision.cpu_has_native_bf16.cache_clear()
 
@@ -50,7 +50,7 @@ def test_this_machine_agrees_with_its_own_cpuinfo():
 
 def test_an_explicit_precision_is_kept():
     assert resolve_precision(TrainConfig(precision="32-true")) == "32-true"
-    assert resolve_precision(TrainConfig(precision="bf16-mixed", accelerator="cpu")) == "bf16-mixed"
+    assert resolve_precision(TrainConfig(precision="bf16-mixed", device="cpu")) == "bf16-mixed"
 
 
 # issue 49, "one name, one meaning": one parser for every spelling of a precision and of a dtype
@@ -93,6 +93,6 @@ def test_a_dtype_is_spelt_either_way(spelling, short):
 
 
 def test_a_bad_dtype_is_one_line_listing_both_spellings():
-    with pytest.raises(precision.ConfigError, match=r"^--dtype must be fp32, bf16, fp16 \(or float32, bfloat16, "
+    with pytest.raises(precision.ConfigError, match=r"^--precision must be fp32, bf16, fp16 \(or float32, bfloat16, "
                                                     r"float16\); got 'int8'$"):
         precision.parse_dtype("int8")

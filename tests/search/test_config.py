@@ -49,7 +49,7 @@ def test_study_name_is_stable_so_reruns_resume():
     "kwargs, message",
     [
         ({"objectives": "kv"}, "objectives must start with 'score'"),
-        ({"strategy": "end-incremental", "layers": 6, "depth": 6}, "must exceed layers"),
+        ({"strategy": "end-incremental", "layers": 6, "depth": 6}, "must exceed --layers"),
         ({"trials": 0}, "trials must be at least 1"),
     ],
 )

@@ -41,7 +41,7 @@ validation loss over seeds, and the paired per-seed difference to the matched Ll
 verdict in words ("lower", "higher", "within noise"); plus tokens/s, parameters and KV-cache bytes per token at
 the target widths. loss_curves.png plots each model's mean curve over seeds with the seeds' range as a band.
 
-How the winner's attention grows to the target (``extrapolate.attention``, ``composer pipeline --attention``):
+How the winner's attention grows to the target (``extrapolate.attention``, ``composer pipeline --attention-at-target``):
 ``repeat`` stacks its attention layers with the rest, ``keep`` keeps their number (``scaling.extrapolate``). Left
 out, it is the rule the search scored and costed its candidates by: the ``attention_at_target`` of the search's
 ``config.json`` in ``from_search`` or under ``<out>/search`` (what the search ran with), else of the recipe's

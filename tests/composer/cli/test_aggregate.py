@@ -41,7 +41,7 @@ def test_human_output_prints_the_pattern_and_its_members(search_dir, capsys):
 
 
 def test_json_is_one_object_and_matches_aggregate_json(search_dir, capsys):
-    data = run_json(capsys, str(search_dir / "leaderboard.json"), "--c", "all", "--k", "3")
+    data = run_json(capsys, str(search_dir / "leaderboard.json"), "--c", "all", "--clusters", "3")
     assert data["pattern"] == "AAMMMM" and data["c"] == "all" and data["k"] == 3
     assert data["written"] == str(search_dir / "aggregate.json")
     saved = json.loads((search_dir / "aggregate.json").read_text())
@@ -56,7 +56,7 @@ def test_storage_and_study_write_to_out(tmp_path, capsys):
     for pattern, loss in [("AM", 2.7), ("MA", 2.72), ("MM", 3.5)]:
         study.add_trial(create_trial(value=loss, user_attrs={"pattern": pattern}))
     optuna.create_study(storage=url, study_name="other")
-    data = run_json(capsys, "--storage", url, "--study", "s", "--k", "2", "--out", str(tmp_path / "agg"))
+    data = run_json(capsys, "--storage", url, "--study", "s", "--clusters", "2", "--out", str(tmp_path / "agg"))
     assert data["direction"] == "minimize" and [m["pattern"] for m in data["members"]] == ["AM", "MA"]
     assert (tmp_path / "agg" / "aggregate.json").exists()
 
@@ -84,7 +84,7 @@ def failed_study(tmp_path):
         (failed_study, ["{source}"], "no completed, scored trials (2 trial(s): {'failed': 1, 'skipped': 1})"),
         (None, ["{tmp}", "--c", "x"], "--c must be a non-negative integer or 'all'"),
         (None, ["{tmp}", "--storage", "sqlite:///x.db"], "either SOURCE or --storage"),
-        (empty_study, ["{source}", "--k", "0"], "k must be a positive integer"),
+        (empty_study, ["{source}", "--clusters", "0"], "--clusters (k) must be a positive integer"),
     ],
 )
 def test_errors_are_one_line_exit_2(tmp_path, capsys, make, argv, message):

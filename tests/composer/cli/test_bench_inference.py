@@ -58,7 +58,7 @@ def test_llama_pattern_is_its_own_baseline(tmp_path, capsys):
 def test_bf16_cache_is_half_the_fp32_one(tmp_path, capsys):
     argv = ["AMSMDM", "--preset", "tiny", "--batch-sizes", "1", "--context-lengths", "16", "--new-tokens", "2",
             "--repeats", "1", "--no-baseline"]
-    bf16 = bench_json(capsys, tmp_path, *argv, "--dtype", "bfloat16")  # torch's name for bf16 works too
+    bf16 = bench_json(capsys, tmp_path, *argv, "--precision", "bfloat16")  # torch's name for bf16 works too
     assert bf16["dtype"] == "bf16"
     bf16 = bf16["results"][0]
     fp32 = bench_json(capsys, tmp_path, *argv)["results"][0]

@@ -100,7 +100,7 @@ def test_a_sharded_index_naming_a_missing_shard(checkpoints, tmp_path, capsys):
 def test_hybridize_from_a_transformers_checkpoint_without_a_field(checkpoints, tmp_path, capsys):
     source = damaged_copy(checkpoints, tmp_path, "hf")
     drop_heads(source / "config.json")
-    code = main(["hybridize", "--from", str(source), "--pattern", "AMDM", "--out", str(tmp_path / "h"),
+    code = main(["hybridize", "--init-from", str(source), "--arch", "AMDM", "--out", str(tmp_path / "h"),
                  "--tokens", "8192", "--wandb", "off"])
     assert_one_line(code, capsys, "num_attention_heads")
 
@@ -110,7 +110,7 @@ COMMANDS = {
     "eval": lambda model, tmp: ["eval", "--model", str(model), "--tasks", "lambada_openai", "--limit", "1"],
     "eval --tasks recall": lambda model, tmp: ["eval", "--model", str(model), "--tasks", "recall", "--limit", "2"],
     "export": lambda model, tmp: ["export", "--model", str(model), "--out", str(tmp / "exported")],
-    "hybridize --from": lambda model, tmp: ["hybridize", "--from", str(model), "--pattern", "AMDM", "--out",
+    "hybridize --from": lambda model, tmp: ["hybridize", "--init-from", str(model), "--arch", "AMDM", "--out",
                                              str(tmp / "h"), "--tokens", "8192", "--wandb", "off"],
     "train --init-from": lambda model, tmp: ["train", "--init-from", str(model), "--tokens", "8192", "--out",
                                               str(tmp / "t"), "--wandb", "off"],

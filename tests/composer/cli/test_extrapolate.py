@@ -39,9 +39,9 @@ def test_method_params_rounding_and_baselines_json(capsys):
 
 
 def test_attention_kept_json_and_text(capsys):
-    kept = run_json(capsys, "SDDMAS", "--target", "demo-4m", "--attention", "keep")
+    kept = run_json(capsys, "SDDMAS", "--target", "demo-4m", "--attention-at-target", "keep")
     assert kept["attention"] == "keep" and kept["pattern"] == "SDDMSSDDMSASDDMSSDDMS" and kept["counts"]["A"] == 1
-    assert main(["extrapolate", "SDDMAS", "--target", "demo-4m", "--attention", "keep"]) == 0
+    assert main(["extrapolate", "SDDMAS", "--target", "demo-4m", "--attention-at-target", "keep"]) == 0
     assert "stack: 3 x SDDMS + remainder stretched x0.6994, then its 1 attention layer at the middles" in (
         capsys.readouterr().out)
 

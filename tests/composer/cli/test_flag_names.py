@@ -73,11 +73,11 @@ def test_train_strategy_is_now_parallelism_and_the_old_spelling_still_works(tmp_
 def test_hybridize_strategy_is_now_parallelism(tmp_path, capsys):
     from composer.cli.hybridize import apply_recipe
 
-    assert build_parser().parse_args(["hybridize", "--from", "m", "--strategy", "ddp"]).parallelism == "ddp"
+    assert build_parser().parse_args(["hybridize", "--init-from", "m", "--strategy", "ddp"]).parallelism == "ddp"
     assert capsys.readouterr().err.strip() == NOTICE
-    assert build_parser().parse_args(["hybridize", "--from", "m"]).parallelism == "auto"
+    assert build_parser().parse_args(["hybridize", "--init-from", "m"]).parallelism == "auto"
     recipe = tmp_path / "old.yaml"
-    recipe.write_text("from: m\npattern: AM\nout: o\nstrategy: ddp\n")
+    recipe.write_text("init_from: m\narch: AM\nout: o\nstrategy: ddp\n")
     for flags, expected in (([], "ddp"), (["--parallelism", "fsdp"], "fsdp")):  # a flag wins over the recipe
         args = build_parser().parse_args(["hybridize", "--recipe", str(recipe), *flags])
         apply_recipe(args)
@@ -208,7 +208,7 @@ def test_a_bad_precision_is_one_line_and_exit_2_on_train_search_and_hybridize(tm
     assert "fp32, bf16 (bf16 autocast, fp32 weights), bf16-true (bf16 weights)" in train and "16-mixed" in train
     search = _one_line_exit_2(capsys, "search", "--precision", "bf16-true", "--out", str(tmp_path / "s"))
     assert "fp32, bf16" in search and "got 'bf16-true'" in search  # candidates keep fp32 weights
-    hybridize = _one_line_exit_2(capsys, "hybridize", "--from", "m", "--pattern", "AM", "--out", str(tmp_path / "h"),
+    hybridize = _one_line_exit_2(capsys, "hybridize", "--init-from", "m", "--arch", "AM", "--out", str(tmp_path / "h"),
                                  "--precision", "half")
     assert "composer hybridize: error: --precision must be auto" in hybridize
     assert not any((tmp_path / name).exists() for name in "tsh")
@@ -223,11 +223,11 @@ def test_search_takes_composer_trains_precision_names_for_the_same_study():
         assert config.precision == short and config.study_name == SearchConfig(precision=short).study_name
 
 
-def test_a_bad_dtype_is_one_line_and_exit_2_on_bench_inference_and_import(tmp_path, capsys):
+def test_a_bad_precision_is_one_line_and_exit_2_on_bench_inference_and_import(tmp_path, capsys):
     for argv in (["bench-inference", "AM", "--preset", "tiny", "--out", str(tmp_path / "b")],
                  ["import", str(tmp_path / "hf"), "--out", str(tmp_path / "i")]):
-        err = _one_line_exit_2(capsys, *argv, "--dtype", "float64")
-        assert "--dtype must be fp32, bf16, fp16 (or float32, bfloat16, float16); got 'float64'" in err
+        err = _one_line_exit_2(capsys, *argv, "--precision", "float64")
+        assert "--precision must be fp32, bf16, fp16 (or float32, bfloat16, float16); got 'float64'" in err
     assert not (tmp_path / "b").exists() and not (tmp_path / "i").exists()
 
 

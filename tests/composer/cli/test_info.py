@@ -32,7 +32,7 @@ def test_pattern_at_preset_widths_json(capsys):
 
 def test_seq_len_and_cache_dtype(capsys):
     short = run_json(capsys, "info", "tiny", "--seq-len", "128")
-    long = run_json(capsys, "info", "tiny", "--seq-len", "512", "--cache-dtype", "fp32")
+    long = run_json(capsys, "info", "tiny", "--seq-len", "512", "--cache-precision", "fp32")
     assert short["seq_len"] == 128 and long["flops_per_token"] > short["flops_per_token"]
     assert long["kv_cache_bytes_per_token"] == 2 * short["kv_cache_bytes_per_token"]
 
@@ -90,7 +90,7 @@ def test_every_primitive_reports_its_own_cache_or_state(capsys):
 
 # -- --device: the cost model's predictions beside the accounting (composer/costmodel) -------------------------
 def test_device_json_carries_the_predictions_keyed_by_batch_and_their_sources(capsys):
-    data = run_json(capsys, "info", "SADDDD", "--preset", "llama-3.2-1b", "--device", "h200")
+    data = run_json(capsys, "info", "SADDDD", "--preset", "llama-3.2-1b", "--cost-device", "h200")
     assert data["device"] == "h200" and data["context"] == 4096 and data["params"] > 0  # beside the accounting
     assert data["train_tokens_per_s"] > 0 and (data["train_batch"], data["train_seq_len"]) == (8, 2048)
     assert set(data["decode_ms_per_token"]) == {"1", "64"} == set(data["prefill_tokens_per_s"])
@@ -101,12 +101,12 @@ def test_device_json_carries_the_predictions_keyed_by_batch_and_their_sources(ca
 
 
 def test_device_context_is_capped_by_the_models_max_seq_len(capsys):
-    data = run_json(capsys, "info", "AMSD", "--preset", "demo-4m", "--device", "cpu")  # max_seq_len 2048
+    data = run_json(capsys, "info", "AMSD", "--preset", "demo-4m", "--cost-device", "cpu")  # max_seq_len 2048
     assert data["context"] == 2048 and data["threads"] == 1
 
 
 def test_device_text_rows_follow_the_accounting(capsys):
-    assert main(["info", "AAMMMM", "--preset", "llama-3.2-1b", "--device", "h100"]) == 0
+    assert main(["info", "AAMMMM", "--preset", "llama-3.2-1b", "--cost-device", "h100"]) == 0
     out = capsys.readouterr().out
     assert out.index("cache/sequence") < out.index("train (model)") < out.index("decode (model)")
     assert "ms/token at batch 1" in out and "ms/token at batch 64" in out and "after 4,096 tokens" in out
@@ -115,15 +115,16 @@ def test_device_text_rows_follow_the_accounting(capsys):
 
 
 def test_an_unknown_device_is_a_usage_error_naming_the_choices(capsys):
-    assert main(["info", "AM", "--preset", "tiny", "--device", "tpu"]) == 2
+    assert main(["info", "AM", "--preset", "tiny", "--cost-device", "tpu"]) == 2
     err = capsys.readouterr().err
     assert "unknown device 'tpu'; choose one of: cpu, h100, h200" in err and err.count("\n") == 1
 
 
 def test_a_pattern_at_a_depth_is_accounted_at_the_widths_that_size_it(capsys):
-    data = run_json(capsys, "info", "SADDDD", "--preset", "demo-4m", "--depth", "16", "--attention", "keep")
+    data = run_json(capsys, "info", "SADDDD", "--preset", "demo-4m", "--depth-at-target", "16",
+                    "--attention-at-target", "keep")
     assert data["n_layers"] == 16 and data["arch"]["d_model"] == 280 and data["pattern"].count("A") == 1
     own = run_json(capsys, "info", "SADDDD", "--preset", "demo-4m")
     assert own["arch"]["d_model"] == 192 and own["n_layers"] == 6
-    assert main(["info", "demo-4m", "--depth", "16"]) == 2
+    assert main(["info", "demo-4m", "--depth-at-target", "16"]) == 2
     assert "give a pattern, not a preset" in capsys.readouterr().err

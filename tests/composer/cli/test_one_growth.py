@@ -62,7 +62,7 @@ def models_built(search: Path, answer: str, built: dict, capsys, tmp_path: Path)
     known = ANSWERS[answer]
     found = {}
     built.clear()
-    assert main(["train", "--from-search", str(search), "--preset", TARGET, "--out", str(tmp_path / "train" / "train"),
+    assert main(["train", "--from-search", str(search), "--target", TARGET, "--out", str(tmp_path / "train" / "train"),
                  "--tokens", "4096", "--seq-len", "64", "--batch-size", "8"]) == 0
     found["train --from-search"] = built.pop(("train", 0))["symbols"]
 
@@ -77,7 +77,8 @@ def models_built(search: Path, answer: str, built: dict, capsys, tmp_path: Path)
     assert main(["pipeline", "--recipe", str(recipe), "--json"]) == 0
     found["pipeline --from-search"] = built.pop(("composite", 0))["symbols"]
 
-    assert main(["transfer", "--search", str(search), "--patterns", ",".join((answer, *OTHERS)), "--target", TARGET,
+    assert main(["transfer", "--from-search", str(search), "--patterns", ",".join((answer, *OTHERS)),
+                 "--target", TARGET,
                  "--seeds", "2", "--baseline", "none", "--n-boot", "200", "--out", str(tmp_path / "transfer"),
                  "--tokens", "4096", "--seq-len", "64", "--batch-size", "8", "--json"]) == 0
     found["transfer --search"] = built[(answer, 0)]["symbols"]

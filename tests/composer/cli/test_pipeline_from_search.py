@@ -78,7 +78,7 @@ def test_transfer_trains_each_pattern_as_the_search_grew_it(finished_search, bui
     """composer transfer reads the search's rule from its config.json: a new pattern keeps its attention layers,
     Llama's layout (a known layout the search entered) is stacked, as the search grew each."""
     patterns = {"AMAAAA": None, "MMMAMM": None, "AMAMAM": "llama"}
-    assert main(["transfer", "--search", str(finished_search), "--patterns", ",".join(patterns), "--target",
+    assert main(["transfer", "--from-search", str(finished_search), "--patterns", ",".join(patterns), "--target",
                  "demo-4m", "--seeds", "2", "--baseline", "none", "--n-boot", "200", "--out", str(tmp_path / "t"),
                  "--tokens", "4096", "--seq-len", "64", "--batch-size", "8", "--json"]) == 0
     for pattern, known in patterns.items():

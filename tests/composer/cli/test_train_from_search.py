@@ -64,7 +64,7 @@ def test_the_fixture_search_answers_with_a_new_pattern_whose_growth_depends_on_t
 def test_from_search_at_1b_is_the_answer_grown_by_the_search_rule_at_its_rate(finished_search, monkeypatch, capsys):
     """At llama-3.2-1b (not trained here: the config train() receives and the architecture it builds from it)."""
     seen = fake_training(monkeypatch)
-    assert main(["train", "--from-search", str(finished_search), "--preset", "llama-3.2-1b", "--out", "unused"]) == 0
+    assert main(["train", "--from-search", str(finished_search), "--target", "llama-3.2-1b", "--out", "unused"]) == 0
     said = answer(finished_search)
     config = seen["config"]
     grown = layout_at_target(said["pattern"], "llama-3.2-1b", None, "keep")[0]
@@ -81,7 +81,7 @@ def test_from_search_at_1b_is_the_answer_grown_by_the_search_rule_at_its_rate(fi
 def test_from_search_trains_the_model_the_search_trained_at_its_target(finished_search, tmp_path):
     """At the search's own target (tiny) the model trained is the one the search scored: its target_pattern."""
     out = tmp_path / "run"
-    assert main(["train", "--from-search", str(finished_search), "--preset", "tiny", "--out", str(out),
+    assert main(["train", "--from-search", str(finished_search), "--target", "tiny", "--out", str(out),
                  *FEW_TOKENS]) == 0
     said = answer(finished_search)
     saved = json.loads((out / "config.json").read_text())
@@ -95,7 +95,7 @@ def test_lr_flag_wins_and_says_so(finished_search, monkeypatch, capsys):
 
     seen = {}
     monkeypatch.setattr(training_run, "train", lambda config, **_: seen.setdefault("config", config) and {})
-    assert main(["train", "--from-search", str(finished_search), "--preset", "tiny", "--lr", "5e-4",
+    assert main(["train", "--from-search", str(finished_search), "--target", "tiny", "--lr", "5e-4",
                  "--out", "unused"]) == 0
     assert seen["config"].lr == 5e-4
 
@@ -124,11 +124,13 @@ def test_a_recipes_lr_is_honoured_and_named_and_its_arch_refused(finished_search
     ("a training run", "this is a composer train run's --out"),
     ("no answer", "the search gave no answer"),
     ("arch", "drop --arch"),
-    ("no preset", "--from-search needs --preset"),
+    ("no target", "--from-search needs --target"),
+    ("target without a search", "--target tiny is the size a --from-search answer grows to"),
+    ("target and another preset", "--target tiny and --preset demo-4m"),
 ])
 def test_from_search_errors_are_one_line_exit_2(finished_search, tmp_path, capsys, case, message):
     source = tmp_path / "search"
-    argv = ["--preset", "tiny"]
+    argv = ["--target", "tiny"]
     if case in ("empty", "unfinished", "no answer"):
         source.mkdir()
     if case in ("unfinished", "no answer"):
@@ -140,12 +142,25 @@ def test_from_search_errors_are_one_line_exit_2(finished_search, tmp_path, capsy
         best = json.loads((finished_search / "best.json").read_text())
         best.update(recommended=None, vs_known={**best["vs_known"], "note": "no finalist meets --min-recall"})
         (source / "best.json").write_text(json.dumps(best))
-    if case in ("arch", "no preset"):
+    if case in ("arch", "no target", "target and another preset"):
         source = finished_search
-        argv = ["--arch", "AM", "--preset", "tiny"] if case == "arch" else []
-    code = main(["train", "--from-search", str(source), *argv, "--out", str(tmp_path / "run")])
+        argv = {"arch": ["--arch", "AM", "--target", "tiny"], "no target": [],
+                "target and another preset": ["--target", "tiny", "--preset", "demo-4m"]}[case]
+    search = [] if case == "target without a search" else ["--from-search", str(source)]
+    code = main(["train", *search, *argv, "--out", str(tmp_path / "run")])
     err = capsys.readouterr().err
     assert code == 2 and message in err and err.strip().count("\n") == 0, err
+
+
+def test_preset_was_the_name_of_the_target_with_from_search_and_still_works_with_a_notice(finished_search, monkeypatch,
+                                                                                         capsys):
+    seen = fake_training(monkeypatch)
+    assert main(["train", "--from-search", str(finished_search), "--target", "tiny", "--out", "unused"]) == 0
+    new = seen["config"]
+    assert "--preset with --from-search is now --target" not in capsys.readouterr().err
+    assert main(["train", "--from-search", str(finished_search), "--preset", "tiny", "--out", "unused"]) == 0
+    assert (seen["config"].arch, seen["config"].preset) == (new.arch, new.preset)
+    assert "--preset with --from-search is now --target" in capsys.readouterr().err
 
 
 def test_a_pattern_without_preset_prints_the_preset_it_builds(tmp_path, capsys, monkeypatch):
@@ -165,7 +180,8 @@ def test_extrapolate_from_search_grows_the_answer_by_the_search_rule(finished_se
     data = json.loads(capsys.readouterr().out)
     assert data["source_pattern"] == said["pattern"] and data["from_search"]["attention"] == "keep"
     assert data["pattern"] == layout_at_target(said["pattern"], "llama-3.2-1b", None, "keep")[0]
-    assert main(["extrapolate", "--from-search", str(finished_search), "--target", "llama-3.2-1b", "--attention",
+    assert main(["extrapolate", "--from-search", str(finished_search), "--target", "llama-3.2-1b",
+                 "--attention-at-target",
                  "repeat", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["pattern"] == layout_at_target(said["pattern"], "llama-3.2-1b")[0]
     assert main(["extrapolate", "AM", "--from-search", str(finished_search), "--target", "tiny"]) == 2
@@ -176,24 +192,25 @@ def test_from_search_at_a_depth_trains_the_answer_at_that_depth_at_the_widths_th
     """``--depth``: the answer laid out at N layers by the search's rule, at the scaled preset (extrapolate --depth
     shows the same model)."""
     seen = fake_training(monkeypatch)
-    assert main(["train", "--from-search", str(finished_search), "--preset", "demo-4m", "--depth", "12",
+    assert main(["train", "--from-search", str(finished_search), "--target", "demo-4m", "--depth-at-target", "12",
                  "--out", "unused"]) == 0
     config = seen["config"]
     arch, widths = resolve_architecture(config.arch, config.preset, "tiny")
     assert arch.n_layers == 12 and widths.startswith("demo-4m:d")
     shown = json.loads(_extrapolate_json(capsys, "--from-search", str(finished_search), "--target", "demo-4m",
-                                         "--depth", "12"))
+                                         "--depth-at-target", "12"))
     assert (shown["pattern"], shown["target"]) == (config.arch, config.preset)
     assert shown["widths"]["d_model"] == arch.d_model
 
 
 def test_train_depth_grows_a_pattern_to_the_presets_size_and_refuses_without_one(monkeypatch, capsys):
     seen = fake_training(monkeypatch)
-    assert main(["train", "--arch", "SADDDD", "--preset", "demo-4m", "--depth", "16", "--attention", "keep",
+    assert main(["train", "--arch", "SADDDD", "--preset", "demo-4m", "--depth-at-target", "16",
+                 "--attention-at-target", "keep",
                  "--out", "unused"]) == 0
     assert (seen["config"].arch, seen["config"].preset) == ("SDDDDSDDADDSDDDD", "demo-4m:d280")
-    assert "--depth 16: SADDDD at 16 layers" in capsys.readouterr().err
-    assert main(["train", "--arch", "SADDDD", "--depth", "16", "--out", "unused"]) == 2
+    assert "--depth-at-target 16: SADDDD at 16 layers" in capsys.readouterr().err
+    assert main(["train", "--arch", "SADDDD", "--depth-at-target", "16", "--out", "unused"]) == 2
     err = capsys.readouterr().err
     assert "give both" in err and err.strip().count("\n") == 0
 

@@ -184,7 +184,7 @@ def test_without_a_sweep_the_comparison_says_every_model_shared_one_rate(tmp_pat
 def test_bad_sweeps_on_the_command_line_are_one_line_and_exit_2(tmp_path, capsys):
     from composer.cli import main
 
-    assert main(["transfer", "--search", str(tmp_path / "none"), "--lr-sweep", "1e-3,x"]) == 2
+    assert main(["transfer", "--from-search", str(tmp_path / "none"), "--lr-sweep", "1e-3,x"]) == 2
     assert "lr_sweep must be comma-separated learning rates" in capsys.readouterr().err
     recipe = Path(__file__).resolve().parents[3] / "recipes" / "pipeline" / "cpu-demo.yaml"
     assert main(["pipeline", "--recipe", str(recipe), "--out", str(tmp_path / "p"), "--lr-sweep-fraction", "3"]) == 2

@@ -386,7 +386,7 @@ def test_the_cli_overrides_the_attention_rule(tmp_path, capsys):
     searched_with(tmp_path, "repeat")
     (tmp_path / "aggregate.json").write_text(json.dumps({"pattern": "AAMMMM", "members": []}))
     assert main(["pipeline", "--recipe", str(DEMO), "--out", str(tmp_path), "--stages", "extrapolate",
-                 "--attention", "keep", "--json"]) == 0
+                 "--attention-at-target", "keep", "--json"]) == 0
     extrapolation = json.loads((tmp_path / "extrapolate.json").read_text())
     assert extrapolation["attention"] == "keep" and extrapolation["attention_from"] == "extrapolate.attention"
     assert extrapolation["pattern"].count("A") == 2

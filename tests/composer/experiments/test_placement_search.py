@@ -18,7 +18,7 @@ def test_hybridize_search_ranks_every_placement_and_distils_the_best(tmp_path, c
     assert main(["train", "--arch", "(AM)x3", "--preset", "tiny", "--tokens", str(20 * 512),
                  "--out", str(tmp_path / "teacher"), *common]) == 0
     capsys.readouterr()
-    argv = ["hybridize", "--from", str(tmp_path / "teacher" / "model"), "--pattern", "DMSMDM", "--search",
+    argv = ["hybridize", "--init-from", str(tmp_path / "teacher" / "model"), "--arch", "DMSMDM", "--search",
             "--keep", "1", "--tokens", str(4 * 512), "--score-tokens", "1024", "--out", str(tmp_path / "search"),
             *common]
     assert main([*argv, "--json"]) == 0
@@ -32,9 +32,9 @@ def test_hybridize_search_ranks_every_placement_and_distils_the_best(tmp_path, c
     assert main(argv) == 0  # everything finished: nothing is trained again
     err = capsys.readouterr().err
     assert err.count("finished before, kept") == 2 and "scored before, kept" in err
-    assert main(["hybridize", "--from", str(tmp_path / "teacher" / "model"), "--pattern", "DMSMDM", "--search",
+    assert main(["hybridize", "--init-from", str(tmp_path / "teacher" / "model"), "--arch", "DMSMDM", "--search",
                  "--out", str(tmp_path / "x")]) == 2
-    assert "--search needs --keep" in capsys.readouterr().err
+    assert "--search-placement needs --keep" in capsys.readouterr().err
 
     # kill -9 during the supernet, again during placement scoring, then the same command: the same ranking, with
     # the supernet resumed from its checkpoint and no placement scored twice (issue 27)

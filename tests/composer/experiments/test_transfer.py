@@ -67,7 +67,7 @@ def test_selection_spreads_over_the_scores_and_extrapolates_each(search_dir, tmp
     [
         ({"patterns": "AAMMMM,AAAAAA,MMMMMM"}, "AAAAAA were not scored by the search"),
         ({"patterns": "AAMMMM,MMMMMM"}, "needs at least 3"),
-        ({"k": 2}, "k must be an integer >= 3"),
+        ({"k": 2}, "--patterns N must be an integer >= 3"),
         ({"seeds": "0,0"}, "seeds must be distinct"),
         ({"train": {"arch": "AM"}}, "train has unknown option(s) ['arch']"),
         ({"baseline": "sandwich"}, "baseline must be llama, striped-1:R"),
@@ -84,7 +84,7 @@ def test_bad_requests_name_the_problem(search_dir, tmp_path, changes, message):
 def test_cli_errors_are_one_line_and_exit_2(tmp_path, capsys):
     assert main(["transfer", "--out", str(tmp_path)]) == 2
     assert "needs a search" in capsys.readouterr().err
-    assert main(["transfer", "--search", str(tmp_path / "none")]) == 2
+    assert main(["transfer", "--from-search", str(tmp_path / "none")]) == 2
     assert capsys.readouterr().err.count("\n") == 1
 
 
@@ -193,7 +193,7 @@ def test_a_search_rate_is_carried_into_each_patterns_training(tmp_path, capsys):
     """Real training at the tiny preset: each pattern's run trains at the rate its search trial chose."""
     search = write_rated_search(tmp_path / "search")
     out = tmp_path / "transfer"
-    argv = ["transfer", "--search", str(search), "--patterns", "AAMMMM,MAMAMA,MMMMMM", "--seeds", "1",
+    argv = ["transfer", "--from-search", str(search), "--patterns", "AAMMMM,MAMAMA,MMMMMM", "--seeds", "1",
             "--baseline", "none", "--out", str(out), "--json", *TRAIN]
     assert main(argv) == 0
     report = json.loads(capsys.readouterr().out)
@@ -257,8 +257,8 @@ def test_a_baseline_layout_the_search_never_scored_shares_the_default_rate(tmp_p
 @pytest.mark.slow
 def test_transfer_trains_each_pattern_once_per_seed_and_resumes_after_a_kill(search_dir, tmp_path, capsys):
     out = tmp_path / "transfer"
-    argv = ["transfer", "--search", str(search_dir), "--k", "3", "--seeds", "2", "--out", str(out), "--baseline", "none",
-            *TRAIN]
+    argv = ["transfer", "--from-search", str(search_dir), "--patterns", "3", "--seeds", "2", "--out", str(out),
+            "--baseline", "none", *TRAIN]
     # kill -9 the first attempt as soon as one run has finished
     env = {**os.environ, "COMPOSER_CACHE": str(tmp_path / "cache"), "WANDB_MODE": "offline"}
     child = subprocess.Popen([sys.executable, "-m", "composer", *argv], env=env, stdout=subprocess.DEVNULL,
@@ -369,14 +369,14 @@ def test_choose_spreads_k_over_the_chosen_rungs_ranking(tmp_path):
 
 def test_a_rung_with_fewer_than_k_patterns_stops_with_one_line(tmp_path, capsys):
     search = write_halving_search(tmp_path / "search")
-    expected = (f"rung 1 of {search} ranks only 3 distinct patterns, fewer than k=4: lower --k to 3 or take "
-                "--rung 0 (every candidate)")
+    expected = (f"rung 1 of {search} ranks only 3 distinct patterns, fewer than --patterns 4: lower --patterns to 3 "
+                "or take --rung 0 (every candidate)")
     with pytest.raises(ConfigError) as raised:
         Transfer(TransferConfig(search=str(search), k=4, rung=1, target="demo-4m", out=str(tmp_path / "t")),
                  echo=lambda line: None).select()
     assert str(raised.value) == expected
     out = tmp_path / "cli"
-    assert main(["transfer", "--search", str(search), "--rung", "1", "--k", "4", "--out", str(out)]) == 2
+    assert main(["transfer", "--from-search", str(search), "--rung", "1", "--patterns", "4", "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and expected in err and not out.exists(), "stopped before training anything"
 
@@ -400,7 +400,8 @@ def test_a_search_without_rungs_ranks_its_leaderboard_and_says_when_it_is_too_sh
     candidates, source = Transfer(TransferConfig(search=str(search), k=3, target="demo-4m", out="x"),
                                   echo=lambda line: None).select()
     assert [c.source_pattern for c in candidates] == list(RUNG1) and source["source"]["kind"] == "leaderboard"
-    with pytest.raises(ConfigError, match=r"ranks only 3 distinct patterns, fewer than k=4: lower --k to 3 or run "
+    with pytest.raises(ConfigError, match=r"ranks only 3 distinct patterns, fewer than --patterns 4: lower --patterns "
+                                          r"to 3 or run "
                                           r"more trials$"):
         Transfer(TransferConfig(search=str(search), k=4, target="demo-4m", out="x"), echo=lambda line: None).select()
 
@@ -456,7 +457,7 @@ def test_a_search_without_its_rule_grows_by_repeat_and_says_so(tmp_path, monkeyp
     report = Transfer(config, echo=lines.append).run()
     assert report["attention"] == "repeat" and "default" in report["attention_from"]
     said = next(line for line in lines if "attention" in line)
-    assert "repeat" in said and "--attention keep" in said
+    assert "repeat" in said and "--attention-at-target keep" in said
     from composer.experiments.transfer import format_report
 
     assert "attention repeated" in format_report(report)

@@ -91,7 +91,7 @@ def test_hybridize_distils_a_trained_llama_and_writes_the_summary(tmp_path, caps
     assert main(["train", "--arch", "(AM)x3", "--preset", "tiny", "--tokens", str(30 * 512), "--lr", "3e-3",
                  "--out", str(tmp_path / "teacher"), *common]) == 0
     capsys.readouterr()
-    assert main(["hybridize", "--from", str(tmp_path / "teacher" / "model"), "--pattern", "AMDMSM",
+    assert main(["hybridize", "--init-from", str(tmp_path / "teacher" / "model"), "--arch", "AMDMSM",
                  "--tokens", str(6 * 512), "--out", str(tmp_path / "hybrid"), "--json", *common]) == 0
     summary = json.loads(capsys.readouterr().out)
     h = summary["hybridize"]
@@ -113,7 +113,7 @@ def test_hybridize_distils_a_trained_llama_and_writes_the_summary(tmp_path, caps
         reference = teacher(ids).logits
         start_kl, trained_kl = (kl_divergence(model(ids).logits, reference).item() for model in (start, trained))
     assert trained_kl < start_kl, f"KL to the teacher went from {start_kl:.4f} to {trained_kl:.4f}"
-    assert main(["hybridize", "--from", str(tmp_path / "teacher" / "model"), "--pattern", "AMDM",
+    assert main(["hybridize", "--init-from", str(tmp_path / "teacher" / "model"), "--arch", "AMDM",
                  "--out", str(tmp_path / "bad")]) == 2
     assert "the pattern has 4 layers but the teacher 6" in capsys.readouterr().err
 
@@ -130,7 +130,7 @@ def small_teacher(tmp_path_factory):
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("COMPOSER_CACHE", str(out / "cache"))
         assert main(["train", "--arch", "(AM)x2", "--preset", "tiny", "--tokens", str(8 * 512), "--out",
-                     str(out / "run"), "--accelerator", "cpu", *COMMON]) == 0
+                     str(out / "run"), "--device", "cpu", *COMMON]) == 0
     return out / "run" / "model"
 
 
@@ -148,7 +148,7 @@ def test_a_killed_hybridize_resumes_and_keeps_the_frozen_weights(tmp_path, small
 
     env = {**os.environ, "OMP_NUM_THREADS": "1", "COMPOSER_CACHE": str(tmp_path / "cache")}
     out = tmp_path / "hybrid"
-    argv = [sys.executable, "-m", "composer", "hybridize", "--from", str(small_teacher), "--pattern", "DMAM",
+    argv = [sys.executable, "-m", "composer", "hybridize", "--init-from", str(small_teacher), "--arch", "DMAM",
             *COMMON, "--out", str(out)]
     returncode, err = sigterm_while_training([*argv, "--tokens", str(4000 * 512)], out, env)
     saved = latest_checkpoint(out / "checkpoints")
@@ -194,7 +194,7 @@ def test_hybridize_takes_a_transformers_checkpoint_and_imports_it_once(tmp_path,
     transformers.AutoModelForCausalLM.from_config(config).save_pretrained(tmp_path / "hf")
     save_tokenizer_files(load_tokenizer("bytes"), tmp_path / "hf", 128)
     out = tmp_path / "hybrid"
-    assert main(["hybridize", "--from", str(tmp_path / "hf"), "--pattern", "DMAM", "--out", str(out),
+    assert main(["hybridize", "--init-from", str(tmp_path / "hf"), "--arch", "DMAM", "--out", str(out),
                  "--tokens", "1024", "--seq-len", "64", "--batch-size", "8", "--max-documents", "100",
                  "--wandb", "off", "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
@@ -210,8 +210,8 @@ def test_hybridize_on_two_processes_with_fsdp2_matches_one_device(tmp_path, smal
     import sys
 
     monkeypatch.setenv("COMPOSER_CACHE", str(tmp_path / "cache"))
-    argv = ["hybridize", "--from", str(small_teacher), "--pattern", "DMAM", "--tokens", str(6 * 512), *COMMON,
-            "--accelerator", "cpu"]
+    argv = ["hybridize", "--init-from", str(small_teacher), "--arch", "DMAM", "--tokens", str(6 * 512), *COMMON,
+            "--device", "cpu"]
     assert main([*argv, "--out", str(tmp_path / "single")]) == 0  # one device, in this process
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     run = subprocess.run([sys.executable, "-m", "composer", *argv, "--out", str(tmp_path / "fsdp"), "--devices", "2",

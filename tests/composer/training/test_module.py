@@ -121,9 +121,9 @@ def test_moe_and_recurrent_and_windowed_primitives_under_fsdp_and_activation_che
     arch = "SDWE"
     options = ("--options", '{"W": {"window": 16}}')
     # val_batches counts micro-batches per device: 8 x 4 sequences here = 4 x 4 on each of the 2 ranks
-    single = run_cli(tmp_path / "single", "--devices", "1", "--accelerator", "cpu", "--micro-batch-size", "4",
+    single = run_cli(tmp_path / "single", "--devices", "1", "--device", "cpu", "--micro-batch-size", "4",
                      "--val-batches", "8", *options, arch=arch, here=True)
-    double = run_cli(tmp_path / "fsdp", "--devices", "2", "--accelerator", "cpu", "--parallelism", "fsdp", *options,
+    double = run_cli(tmp_path / "fsdp", "--devices", "2", "--device", "cpu", "--parallelism", "fsdp", *options,
                      arch=arch)
     assert double["world_size"] == 2 and double["strategy"] == "fsdp"
     assert double["param_share_per_rank"] == pytest.approx(0.5, abs=0.05)  # sharded, not a copy per rank

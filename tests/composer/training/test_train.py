@@ -174,7 +174,7 @@ def one_process(tmp_path_factory) -> tuple[dict, dict[int, float]]:
     out = tmp_path_factory.mktemp("one-process")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("COMPOSER_CACHE", str(out / "cache"))
-        summary = run_cli(out / "single", "--devices", "1", "--accelerator", "cpu", launcher=None)
+        summary = run_cli(out / "single", "--devices", "1", "--device", "cpu", launcher=None)
     return summary, train_losses(out / "single")
 
 
@@ -186,7 +186,7 @@ def test_two_processes_match_one_with_the_same_global_batch(tmp_path, strategy, 
     reductions (gradients all-reduced / reduce-scattered across ranks).
     """
     single, one = one_process
-    double = run_cli(tmp_path / strategy, "--devices", "2", "--accelerator", "cpu", "--parallelism", strategy)
+    double = run_cli(tmp_path / strategy, "--devices", "2", "--device", "cpu", "--parallelism", strategy)
     assert double["world_size"] == 2 and double["strategy"] == strategy
     # FSDP: each rank holds its half of every parameter (dim-0 shards, up to one row of rounding); DDP: a full copy
     expected = {"fsdp": pytest.approx(0.5, abs=0.02), "ddp": 1.0}[strategy]
@@ -230,7 +230,7 @@ def test_per_primitive_options_reach_the_model_and_its_export(tmp_path):
 def test_torchrun_launch_matches_one_process(tmp_path, one_process):
     """Launched by torchrun (as on clusters) rather than by Lightning itself: same losses as one process."""
     torchrun = (sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "-m", "composer")
-    double = run_cli(tmp_path / "torchrun", "--devices", "2", "--accelerator", "cpu", "--parallelism", "fsdp",
+    double = run_cli(tmp_path / "torchrun", "--devices", "2", "--device", "cpu", "--parallelism", "fsdp",
                      launcher=torchrun)
     assert double["world_size"] == 2
     one, two = one_process[1], train_losses(tmp_path / "torchrun")

@@ -1,0 +1,149 @@
+"""One name per meaning (issue 61): walk every subcommand's parser against ``composer.cli.vocabulary``'s table.
+
+A flag missing from the table, a name with two meanings or a meaning with two names, a table that names a command
+without the flag, an old spelling that is not a notice pointing at its new flag, or docs/usage/vocabulary.md out of
+step with the table: each fails here."""
+
+from __future__ import annotations
+
+import argparse
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import pytest
+
+from composer.cli import build_parser
+from composer.cli.format import RenamedFlag
+from composer.cli.vocabulary import ALL, TERMS, table
+from composer.training import config as train_config
+
+ROOT = Path(__file__).resolve().parents[3]
+BY_FLAG = {term.flag: term for term in TERMS}
+
+
+def _parsers() -> dict[str, argparse.ArgumentParser]:
+    subparsers = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(subparsers.choices)
+
+
+def _visible(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
+    """The flags ``--help`` (``--help-all`` for search) lists, ``--no-X`` of a ``--X/--no-X`` pair folded into
+    ``--X``."""
+    shown = {}
+    for action in parser._actions:
+        if action.help == argparse.SUPPRESS or isinstance(action, RenamedFlag):
+            continue
+        for flag in action.option_strings:
+            if flag in ("-h", "--help"):
+                continue
+            if isinstance(action, argparse.BooleanOptionalAction) and flag.startswith("--no-"):
+                continue
+            shown[flag] = action
+    return shown
+
+
+def _hidden(parser: argparse.ArgumentParser) -> list[tuple[str, argparse.Action]]:
+    return [(flag, action) for action in parser._actions if action.help == argparse.SUPPRESS
+            for flag in action.option_strings]
+
+
+def test_every_flag_a_help_lists_is_in_the_table_for_that_command():
+    parsers = _parsers()
+    assert set(parsers) == set(ALL)
+    missing = [f"composer {command} {flag}" for command, parser in parsers.items() for flag in _visible(parser)
+               if flag not in BY_FLAG or command not in BY_FLAG[flag].commands]
+    assert not missing, f"add these to composer.cli.vocabulary.TERMS (or use the name it gives that meaning): {missing}"
+
+
+def test_the_table_names_no_command_without_its_flag():
+    parsers = _parsers()
+    untrue = [f"composer {command} {term.flag}" for term in TERMS for command in term.commands
+              if term.flag not in _visible(parsers[command])]
+    assert not untrue, untrue
+
+
+def test_one_name_one_meaning_and_one_meaning_one_name():
+    names = Counter(term.flag for term in TERMS)
+    meanings = Counter(term.meaning for term in TERMS)
+    assert [name for name, n in names.items() if n > 1] == []
+    assert [meaning for meaning, n in meanings.items() if n > 1] == []
+    # what one flag takes in each command: a switch in one and a value in another is two meanings
+    # even where the table was not edited (hybridize's --search was a switch and transfer's a directory)
+    kinds = defaultdict(set)
+    for command, parser in _parsers().items():
+        for flag, action in _visible(parser).items():
+            kinds[flag].add("a switch" if action.nargs == 0 else "takes a value")
+    assert {flag: kind for flag, kind in kinds.items() if len(kind) > 1} == {}
+
+
+# the names issue 61 found for one meaning: the first is the name, the others must not be offered by any --help
+SPLIT_MEANINGS = (
+    ("--target", "--to"),
+    ("--attention-at-target", "--attention"),
+    ("--depth-at-target", "--depth"),
+    ("--from-search", "--search"),
+    ("--device", "--accelerator"),
+    ("--precision", "--dtype", "--cache-dtype"),
+    ("--init-from", "--from"),
+    ("--arch", "--pattern"),
+    ("--clusters", "--k"),
+)
+
+
+@pytest.mark.parametrize("names", SPLIT_MEANINGS, ids=lambda names: names[0])
+def test_a_meaning_once_split_is_offered_under_one_name(names):
+    offered = {flag for parser in _parsers().values() for flag in _visible(parser)}
+    assert names[0] in offered
+    assert offered.isdisjoint(names[1:]), sorted(offered & set(names[1:]))
+
+
+def test_temperature_means_sampling_and_distillation_is_its_own_flag():
+    parsers = _parsers()
+    assert [command for command, p in parsers.items() if "--temperature" in _visible(p)] == ["generate"]
+    assert {command for command, p in parsers.items() if "--distill-temperature" in _visible(p)} == {"train",
+                                                                                                    "hybridize"}
+
+
+def test_every_old_spelling_is_a_notice_that_sets_its_new_flag():
+    for command, parser in _parsers().items():
+        shown = _visible(parser)
+        for flag, action in _hidden(parser):
+            assert isinstance(action, RenamedFlag), f"composer {command} {flag} is hidden but not an old spelling"
+            new = "--" + action.new.replace("_", "-")
+            assert new in shown and shown[new].dest == action.dest, (command, flag, new)
+            was = BY_FLAG[new].was
+            assert flag in was or f"{command} {flag}" in was or any(w.startswith(f"{flag} on") for w in was), (
+                f"the table's old spellings of {new} do not name composer {command} {flag}")
+
+
+def _value(action: argparse.Action) -> list[str]:
+    if action.nargs == 0:
+        return []
+    if action.choices:
+        return [list(action.choices)[-1]]
+    return ["3"] if action.type in (int, float) else ["x"]
+
+
+@pytest.mark.parametrize("command", ALL)
+def test_an_old_spelling_parses_to_what_its_new_flag_does_with_one_notice(command, capsys, monkeypatch):
+    parser = _parsers()[command]
+    shown = _visible(parser)
+    required = [arg for action in parser._actions if action.required
+                for arg in ([action.option_strings[0], "x"] if action.option_strings else ["x"])]
+    for flag, action in _hidden(parser):
+        monkeypatch.setattr(train_config, "_noticed", set())
+        value = _value(action)
+        new = "--" + action.new.replace("_", "-")
+        old_args, _ = parser.parse_known_args([*required, flag, *value])
+        new_args, _ = parser.parse_known_args([*required, new, *value])
+        assert getattr(old_args, action.dest) == getattr(new_args, action.dest), (command, flag)
+        assert capsys.readouterr().err.splitlines() == [f"{flag} is now {new}; the old spelling will go"]
+        assert shown[new].dest == action.dest
+
+
+def test_the_guide_holds_the_table():
+    guide = (ROOT / "docs/usage/vocabulary.md").read_text()
+    start, end = "<!-- vocabulary table: python -m composer.cli.vocabulary -->", "<!-- end of the table -->"
+    assert start in guide and end in guide
+    held = guide.split(start)[1].split(end)[0].strip()
+    assert held == table(), "docs/usage/vocabulary.md: paste in the output of python -m composer.cli.vocabulary"
