@@ -44,7 +44,7 @@ import numpy as np
 from composer.errors import ConfigError, PatternError
 from composer.pattern import compact_pattern, parse_pattern
 from composer.pattern import layers as layer_tokens
-from search.results import search_dir_of
+from search.results import other_output, search_dir_of
 
 DIRECTIONS = ("maximize", "minimize")
 
@@ -553,8 +553,10 @@ def read_search_dir(path: str | Path, study: str | None = None, direction: str |
     else:
         note = f"no storage at {storage}"
     if not leaderboard_json.is_file():
-        raise ConfigError(f"{out} holds no search results (no study.db, no leaderboard.json); "
-                          f"run `composer search --out {out}` first")
+        what = other_output(out)
+        raise ConfigError(f"{out} " + (f"is {what}: it holds no search results; give a search's --out" if what else
+                                       f"holds no search results (no study.db, no leaderboard.json); run `composer "
+                                       f"search --out {out}` first"))
     if study is not None and best.get("study") not in (None, study):
         raise ConfigError(f"{leaderboard_json} is of study {best.get('study')!r}, not {study!r}")
     population = read_leaderboard(leaderboard_json, direction or best.get("direction"))

@@ -46,6 +46,26 @@ def is_search_dir(path: Path) -> bool:
     return isinstance(data, dict) and "evaluator" in data and "strategy" in data
 
 
+def other_output(path: Path) -> str | None:
+    """What ``path`` is where it is not a search's --out but another command's, or nothing (issue 61: a command that
+    reads a search names what it was given instead): a composer train run's --out, a model directory, a pipeline's
+    --out, or an empty directory. None for anything else."""
+    try:
+        config = json.loads((path / "config.json").read_text())
+    except (OSError, ValueError):
+        config = None
+    if isinstance(config, dict) and "evaluator" not in config:
+        if "train" in config:
+            return "a composer train run's --out (its config.json holds a training), not a search's"
+        if "arch" in config:
+            return "a Composer model directory (its config.json holds a model), not a search's --out"
+    if (path / "pipeline.json").is_file():
+        return f"a composer pipeline's --out, not a search's (the search it ran is {path / 'search'})"
+    if path.is_dir() and not any(path.iterdir()):
+        return "an empty directory, not a search's --out"
+    return None
+
+
 def find_searches(directory: str | Path) -> list[Path]:
     """``directory`` when it is a search's ``--out``, else the searches in its subdirectories (``runs/``)."""
     path = Path(directory)
@@ -60,6 +80,10 @@ def find_searches(directory: str | Path) -> list[Path]:
     found = sorted(sub for sub in path.iterdir() if sub.is_dir() and is_search_dir(sub))
     if found:
         return found
+    what = other_output(path)
+    if what is not None:
+        raise ConfigError(f"{path} is {what}: give a search's --out (default runs/search), or run one with composer "
+                          f"search --out DIR")
     raise ConfigError(f"{path} is not the output of a composer search (no best.json or search config.json in it or "
                       f"in its subdirectories): give a search's --out (default runs/search), or run one with "
                       f"composer search --out {path}")
@@ -135,9 +159,9 @@ def answer_of(out: str | Path) -> dict[str, Any]:
         raise ConfigError(f"--from-search {path}: no such directory; give the --out of a finished composer search")
     best = _json(path / "best.json")
     config = _json(path / "config.json")
-    if best is None and isinstance(config, dict) and "train" in config and "evaluator" not in config:
-        raise ConfigError(f"--from-search {path}: this is a composer train run's --out (its config.json holds a "
-                          "training), not a search's; give the --out of a finished composer search")
+    what = other_output(path) if best is None else None
+    if what is not None:
+        raise ConfigError(f"--from-search {path}: this is {what}; give the --out of a finished composer search")
     if best is None:
         started = config is not None
         raise ConfigError(f"--from-search {path}: no best.json, " + (

@@ -219,15 +219,12 @@ def resumed_line(config: SearchConfig, out: Path) -> str | None:
             f"stud{'y' if len(studies) == 1 else 'ies'}; they are kept, not trained again")
 
 
-def run_search(config: SearchConfig, echo=print, notes: Sequence[str] = ()) -> dict[str, Any]:
-    """Run ``config``'s strategy stage by stage (``search.strategies``), then write what its answer ranks.
-    ``notes``: lines echoed once the settings are accepted (composer search's account of the presets it chose, so
-    that bad input stays one line)."""
-    out = Path(config.out)
-    strategy = get_strategy(config.strategy)
-    first_config = strategy.first_config(config)
-    # the evaluator checks its settings (a missing --data, a text field its records lack) and the limits that no
-    # pattern might meet are checked, before anything is written to --out
+def preflight(config: SearchConfig, echo=print):
+    """Every check of ``config`` that needs no training, before anything is written to --out, a study is opened or
+    a W&B run starts (issue 61; ``composer pipeline`` calls it before its own --out too): the evaluator checks its
+    settings (a missing --data, a source without text or a text field its records lack, a tokenizer that does not
+    load), and the limits that no pattern might meet are checked. Returns the first stage's evaluator."""
+    first_config = get_strategy(config.strategy).first_config(config)
     evaluator = make_evaluator(first_config.evaluator, first_config.budget, config.widths, config.data,
                                config.tokenizer, config.precision, config.compile, config.trunks,
                                text_field=config.text_field)
@@ -235,6 +232,16 @@ def run_search(config: SearchConfig, echo=print, notes: Sequence[str] = ()) -> d
     check_recall_under_max_kv(config, echo)
     check_known_limits(config)
     check_depth_at_target(config)
+    return evaluator
+
+
+def run_search(config: SearchConfig, echo=print, notes: Sequence[str] = ()) -> dict[str, Any]:
+    """Run ``config``'s strategy stage by stage (``search.strategies``), then write what its answer ranks.
+    ``notes``: lines echoed once the settings are accepted (composer search's account of the presets it chose, so
+    that bad input stays one line)."""
+    out = Path(config.out)
+    strategy = get_strategy(config.strategy)
+    evaluator = preflight(config, echo)
     for line in notes:
         echo(line)
     make_output_dir(out)

@@ -87,7 +87,8 @@ def run(args: argparse.Namespace) -> int:
     model = Path(args.model)
     from composer.files import atomic_write_json, make_output_dir
 
-    out = make_output_dir(Path(args.out)) if args.out else default_out(model)
+    out = Path(args.out) if args.out else default_out(model)  # made once there is a report (issue 61: a model
+    # that is not one, or tasks or data that are wrong, left an empty --out behind)
     report = measure_recall(args, model, limit) if TASK in tasks else None
     if harness_tasks:
         from composer.evaluation.downstream import evaluate
@@ -99,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
         )
         if recall is not None:
             report[TASK] = recall[TASK]
-    path = atomic_write_json(out / "eval.json", report)
+    path = atomic_write_json(make_output_dir(out) / "eval.json", report)
     report["path"] = str(path)
     if args.json:
         print_json(report)

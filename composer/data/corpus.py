@@ -36,7 +36,7 @@ from composer.data.cache import (
 from composer.data.config import DataConfig
 from composer.data.errors import DataError
 from composer.data.holdout import validation_mask
-from composer.data.sources import LocalFiles, Source
+from composer.data.sources import LocalFiles, Source, no_documents
 from composer.data.tokenizer import Tokenizer, token_dtype
 
 log = logging.getLogger(__name__)
@@ -118,7 +118,7 @@ def build_tokens(config: DataConfig, source: Source, tokenizer: Tokenizer, direc
             lengths.append(doc_lengths)
             documents += len(texts)
         if documents == 0:
-            raise DataError(f"{source.description} has no non-empty documents; pass a source with text in it")
+            raise DataError(no_documents(source))
         tokens.commit()
         lengths.commit()
     seconds = time.perf_counter() - start

@@ -229,14 +229,21 @@ def document_texts(batch: dict[str, list[Any]], field: str, description: str) ->
     return texts
 
 
-def check_first_record(spec: str | None, text_field: str = "text") -> None:
-    """Read the first record of a local JSON or Parquet source and check that ``text_field`` holds its text: a
-    ``DataError`` here, in a second, instead of the same error in every run that trains on it (issue 47: a search
-    failed every candidate on it, then ended in a traceback). The default corpus and text files have no fields,
-    and a hub dataset is left to its first run (reading it may take the network)."""
+def check_source(spec: str | None, text_field: str = "text") -> None:
+    """Read the first document of a local source: JSON or Parquet records without ``text_field`` (issue 47) and a
+    source with no text at all (an empty ``.txt``, issue 61) are a ``DataError`` here, in a second, before a command
+    writes its ``--out`` or starts a run, instead of the same error in every run that trains on it. The default
+    corpus is checked when it is found, and a hub dataset is left to its first run (reading it may take the
+    network)."""
     source = resolve_source(spec)
-    if isinstance(source, LocalFiles) and source.builder != "text":
-        next(source.iter_texts(DataConfig(source=spec, text_field=text_field, max_documents=1)), None)
+    if isinstance(source, LocalFiles):
+        if next(source.iter_texts(DataConfig(source=spec, text_field=text_field, max_documents=1)), None) is None:
+            raise DataError(no_documents(source))
+
+
+def no_documents(source: Source) -> str:
+    """The error of a source without a single non-empty document."""
+    return f"{source.description} has no non-empty documents; pass a source with text in it"
 
 
 def builder_for(path: Path) -> str | None:
@@ -304,5 +311,5 @@ def _slug(text: str) -> str:
     return slug or hashlib.sha256(text.encode()).hexdigest()[:8]
 
 
-__all__ = ["BUILDERS", "HubDataset", "LocalFiles", "Source", "StdlibSource", "builder_for", "check_first_record",
-           "resolve_source"]
+__all__ = ["BUILDERS", "HubDataset", "LocalFiles", "Source", "StdlibSource", "builder_for", "check_source",
+           "no_documents", "resolve_source"]

@@ -157,15 +157,18 @@ def load_tokenizer(name_or_path: str | os.PathLike | None = None) -> ByteTokeniz
             "tokenizer name (e.g. meta-llama/Llama-3.2-1B), or None for the byte tokenizer"
         )
     try:
+        from huggingface_hub.utils import logging as hub_logging
         from transformers import AutoTokenizer
         from transformers.utils import logging as hf_logging
 
-        verbosity = hf_logging.get_verbosity()
+        verbosity, hub_verbosity = hf_logging.get_verbosity(), hub_logging.get_verbosity()
         hf_logging.set_verbosity_error()  # keep "default legacy behaviour" notices off the log
+        hub_logging.set_verbosity_error()  # and the hub's "Retrying in 2s" lines (10 of them offline): one line
         try:
             hf = AutoTokenizer.from_pretrained(str(path) if local else spec, local_files_only=local)
         finally:
             hf_logging.set_verbosity(verbosity)
+            hub_logging.set_verbosity(hub_verbosity)
     except DataError:
         raise
     except Exception as err:  # noqa: BLE001 - transformers/huggingface_hub raise OSError, ValueError, HTTP...

@@ -73,14 +73,19 @@ class PlacementSearch:
         self.echo(f"== {what}: {config.arch} -> {out}")
         return train(config, resume=latest_checkpoint(out / "checkpoints") is not None)
 
+    def supernet_config(self):
+        c = self.config
+        return self.train_config(arch=c.pattern, supernet_keep=c.keep, out=str(self.out / "supernet"),
+                                 tokens=c.supernet_tokens or c.train.get("tokens", 1_000_000))
+
     def run(self) -> dict[str, Any]:
-        from composer.training.run import composer_model_dir
+        from composer.training.run import composer_model_dir, preflight
 
         c = self.config
+        preflight(self.supernet_config())  # the teacher, the pattern over it, tokens, data: before --out (issue 61)
         self.out.mkdir(parents=True, exist_ok=True)
         c.source = composer_model_dir(c.source, self.out / "imported")  # a transformers checkpoint is imported
-        supernet = self.train_config(arch=c.pattern, supernet_keep=c.keep, out=str(self.out / "supernet"),
-                                     tokens=c.supernet_tokens or c.train.get("tokens", 1_000_000))
+        supernet = self.supernet_config()
         self.run_training(supernet, f"supernet (every step keeps {c.keep} random attention layers)")
         report = self.rank_placements()
         if c.distill_best:

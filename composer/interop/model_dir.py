@@ -80,6 +80,9 @@ def load_pretrained(directory: str | Path, device: str | torch.device = "cpu") -
 def read_arch(config_path: Path) -> ArchConfig:
     """The architecture of a Composer model directory's ``config.json``, or one line saying what is wrong."""
     data = read_json_file(config_path, "a Composer model config")
+    if isinstance(data, dict) and "train" in data and "plan" in data:  # composer train's <out>/config.json
+        raise ConfigError(f"{str(config_path.parent)!r} is a composer train run's --out, not a model directory: pass "
+                          "its model/ folder, which the run writes when its training finishes")
     if not isinstance(data, dict) or not isinstance(data.get("arch"), dict):
         raise ConfigError(f"{str(config_path)!r} has no 'arch' entry: not a Composer model directory (import a "
                           "transformers checkpoint with composer import first)")

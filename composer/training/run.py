@@ -12,6 +12,7 @@ Layout of a run directory ``<out>``::
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
@@ -350,6 +351,34 @@ def _hybrid_architecture(config: TrainConfig):
     return arch, f"from {config.init_from}", tokenizer
 
 
+def preflight(config: TrainConfig) -> None:
+    """Every check of ``config`` that needs no training, before :func:`train` makes ``--out``, writes config.json or
+    starts Lightning and W&B (issue 61: a bad --arch, --preset, --tokens or --tokenizer left an empty --out, and data
+    without its text field printed Lightning's start-up lines and left config.json): the architecture (or the model
+    a hybrid starts from and the pattern over it), the plan (at least one optimizer step), the devices and
+    parallelism, the data and the tokenizer. Each is a one-line usage error; none trains or tokenises."""
+    from composer.data.checks import check_data
+    from composer.data.sources import check_source
+
+    if not config.out:
+        raise ConfigError("an output directory is required: pass --out DIR")
+    from composer.interop.hf_import import is_transformers_checkpoint
+
+    if config.init_from is None:
+        resolve_architecture(config.arch, config.preset, DEFAULT_PRESET)
+    elif not any(is_transformers_checkpoint(path) for path in (config.init_from, config.teacher) if path):
+        # a Composer model: its widths, the pattern over them and its tokenizer (a transformers checkpoint is
+        # imported into --out first, so it is checked when the run builds)
+        _hybrid_architecture(dataclasses.replace(config))
+    world_size = world_size_of(config)
+    plan_run(config, world_size)
+    resolve_strategy(config, world_size)
+    if config.init_from is None:
+        check_data(config.data, config.text_field, config.tokenizer)
+    else:
+        check_source(config.data, config.text_field)
+
+
 def train(config: TrainConfig, resume: bool = False, save_on_sigterm: bool = True,
           callbacks: Sequence[L.Callback] = ()) -> dict[str, Any]:
     """Run ``config`` to the end and return (and write) the summary; one process per ``out`` at a time.
@@ -359,8 +388,7 @@ def train(config: TrainConfig, resume: bool = False, save_on_sigterm: bool = Tru
     both, for a caller whose ``out`` is temporary and who says itself how to continue (``search.lm``). Either
     way a SIGTERM ends in ``SystemExit(143)``.
     """
-    if not config.out:
-        return _train(config, resume, save_on_sigterm, callbacks)
+    preflight(config)
     with run_lock(config.out, "composer train"):
         return _train(config, resume, save_on_sigterm, callbacks)
 

@@ -85,16 +85,16 @@ def interrupted_message(pattern: str, continues: bool = False) -> str:
             + ("continues from its trunk's last checkpoint" if continues else "trains again from its start"))
 
 
-def checked_source(data: str | None, text_field: str = "text") -> str | None:
-    """``data``, once it resolves to a source whose first record holds ``text_field``: a local path that does not
-    exist (or a directory without data files, issue 34) or JSON records without the field (issue 47) is one
-    ``DataError`` here, when the search builds its evaluator, instead of the same error in every candidate's
-    training and a search that ends in a traceback. Cheap: one record of a local file is read and nothing is asked
-    of the network, so a Hugging Face dataset name passes offline and is loaded when a candidate trains."""
-    if data is not None:
-        from composer.data.sources import check_first_record
+def checked_source(data: str | None, text_field: str = "text", tokenizer: str | None = None) -> str | None:
+    """``data``, once it resolves to a source with text in ``text_field`` and ``tokenizer`` loads
+    (``composer.data.checks.check_data``): a local path that does not exist (or a directory without data files,
+    issue 34), JSON records without the field (issue 47), a source without text or a tokenizer that does not load
+    (issue 61) is one ``DataError`` here, when the search builds its evaluator, before its --out, study or W&B run
+    exists, instead of the same error in every candidate's training. Cheap: one record of a local file is read, and a
+    Hugging Face dataset name passes offline (it is loaded when a candidate trains)."""
+    from composer.data.checks import check_data
 
-        check_first_record(data, text_field)
+    check_data(data, text_field, tokenizer)
     return data
 
 
@@ -116,7 +116,7 @@ class LanguageModelEvaluator:
         precision = parse_precision(precision, AUTOCAST_PRECISIONS, flag="precision")  # fp32 weights, autocast at most
         self.budget = self.spec.name
         self.widths = self.spec.extrapolate_to or widths  # where it trains: the target's widths on a last rung
-        self.data = checked_source(data, text_field)
+        self.data = checked_source(data, text_field, tokenizer)
         self.text_field = text_field  # the column of --data's records that holds the text
         self.tokenizer = tokenizer
         resolved = resolve_precision(TrainConfig(precision=precision))

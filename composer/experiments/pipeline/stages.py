@@ -407,12 +407,39 @@ class Pipeline:
             raise ConfigError(f"unknown stage(s) {unknown}; choose from {', '.join(STAGES)}")
         from composer.training.runlock import run_lock
 
-        if self.config.from_search:  # a search with no answer is one line before anything is written
+        self.preflight(stages)
+        with run_lock(self.out, "composer pipeline"):
+            return self._run(stages)
+
+    def preflight(self, stages: tuple[str, ...]) -> None:
+        """Every check that needs no training, before ``out`` is locked, pipeline.json written or a search started
+        (issue 61: a bad target, tokens below one optimizer step or data without text failed after the search, or
+        left pipeline.json): the finished search's answer, the search's settings and data, the target preset, and
+        the training's plan, data and tokenizer (a placeholder pattern at the target, as every model trains)."""
+        from composer.presets import get_preset
+
+        if self.config.from_search:
             from search.results import answer_of
 
             answer_of(self.search_dir)
-        with run_lock(self.out, "composer pipeline"):
-            return self._run(stages)
+        elif "search" in stages:
+            from search.config import SearchConfig
+            from search.run import preflight
+
+            preflight(SearchConfig(**{"seed": self.config.seed, **self.config.search, "out": str(self.out / "search")}),
+                      echo=lambda _: None)  # its notes are the search's to print when it runs
+        target = self.config.extrapolate["target"]
+        get_preset(target)
+        if "train" in stages:
+            from composer.experiments.lr_sweep import plan_sweep
+            from composer.training.run import preflight as check_training
+
+            models = {COMPOSITE: "AM"}
+            if self.config.lr_sweep is not None:
+                plan_sweep(models, self.config.lr_sweep, self.out, self.config.base_train, target, self.config.seed)
+            for replicate in plan_replicates(models, self.config.seeds[:1], self.out / "train", self.config.base_train,
+                                             target):
+                check_training(replicate.config)
 
     def _run(self, stages: tuple[str, ...]) -> dict[str, Any]:
         if self.config.eval and "eval" in stages:  # lm-eval installed, tasks known: before hours of training

@@ -76,7 +76,10 @@ def test_an_unfinished_search_says_so(finished_search, tmp_path, capsys):
 
 def test_not_a_search_is_one_line_exit_2(tmp_path, capsys):
     (tmp_path / "config.json").write_text(json.dumps({"train": {}, "arch": {}}))  # a composer train --out
-    for target, problem in ((tmp_path, "is not the output of a composer search"),
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "notes.txt").write_text("not a search")
+    for target, problem in ((tmp_path, "is a composer train run's --out"),
+                            (tmp_path / "other", "is not the output of a composer search"),
                             (tmp_path / "missing", "does not exist"),
                             (tmp_path / "config.json", "is a file")):
         assert main(["report", str(target)]) == 2

@@ -119,7 +119,7 @@ def test_a_recipes_lr_is_honoured_and_named_and_its_arch_refused(finished_search
 
 @pytest.mark.parametrize("case, message", [
     ("missing", "no such directory"),
-    ("empty", "no best.json"),
+    ("empty", "this is an empty directory, not a search's --out"),
     ("unfinished", "the search has not finished"),
     ("a training run", "this is a composer train run's --out"),
     ("no answer", "the search gave no answer"),

@@ -80,7 +80,7 @@ def test_a_second_composer_train_on_the_same_out_exits_2(tmp_path):
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
         write_lock(tmp_path / "run", sleeper.pid)
-        result = subprocess.run([sys.executable, "-m", "composer", "train", "--preset", "tiny", "--tokens", "1024",
+        result = subprocess.run([sys.executable, "-m", "composer", "train", "--preset", "tiny", "--tokens", "4096",
                                  "--wandb", "off", "--out", str(tmp_path / "run")],
                                 capture_output=True, text=True, timeout=120)
     finally:

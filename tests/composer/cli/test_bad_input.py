@@ -1,0 +1,169 @@
+"""Nothing left, nothing started, on bad input (issue 61): every check that needs no training runs before a command
+makes its --out, opens a study or starts a W&B run. Each case is one line on stderr (``composer CMD: error: ...``,
+naming the problem), no traceback, exit status 2 for a usage error, and the directory it ran in exactly as it was:
+no --out, no config.json, study.db or wandb/ (runs that have it get ``--wandb offline``, which writes a wandb/
+folder as soon as a run starts).
+
+The inputs are written, not trained: an empty .txt, JSON lines without the text field, a directory that is not a
+model, a composer train run's --out (its config.json and summary.json), an empty directory, and a model directory
+with an architecture and no weights (enough for the checks, which never load weights)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from composer.cli import build_parser, main, subcommand_parser
+
+CPU_DEMO = Path(__file__).resolve().parents[3] / "recipes" / "pipeline" / "cpu-demo.yaml"
+
+
+def spelling(command: str, new: str, old: str) -> str:
+    """``new`` where the command has that flag, else ``old`` (flags are being renamed to one vocabulary; the old
+    spelling then prints a rename notice, a second line)."""
+    parser = subcommand_parser(build_parser(), command)
+    return new if new in parser._option_string_actions else old
+
+
+HYBRID_FROM = spelling("hybridize", "--init-from", "--from")
+HYBRID_ARCH = spelling("hybridize", "--arch", "--pattern")
+TRANSFER_SEARCH = spelling("transfer", "--from-search", "--search")
+WANDB = ["--wandb", "offline"]
+
+CASES = [
+    # composer train: the user's cases, then the rest of its preflight
+    ("train --arch AMX --out {out}", 2, "unknown primitive 'X'"),
+    ("train --preset nope --out {out}", 2, "unknown preset 'nope'"),
+    ("train --tokens 10 --out {out}", 2, "less than one step of batch_size x seq_len"),
+    ("train --tokenizer nobody/bogus --out {out}", 2, "could not load tokenizer 'nobody/bogus'"),
+    ("train --tokenizer {T}/notmodel --out {out}", 2, "could not load a tokenizer from"),
+    ("train --tokenizer {T}/no-such-tokenizer --out {out}", 2, "does not exist"),
+    ("train --data {T}/nofield.jsonl --out {out}", 2, "text field 'text' not found"),
+    ("train --data {T}/nofield.jsonl --text-field nope --out {out}", 2, "text field 'nope' not found"),
+    ("train --data {T}/empty.txt --out {out}", 2, "has no non-empty documents"),
+    ("train --data {T}/missing.txt --out {out}", 2, "does not exist"),
+    ("train --data {T}/emptydir --out {out}", 2, "has no .txt"),
+    ("train --data {T}/table.csv --out {out}", 2, "unsupported file type"),
+    ("train --batch-size 6 --micro-batch-size 4 --out {out}", 2, "must be a multiple of micro_batch_size"),
+    ("train --devices 0 --out {out}", 2, "devices must be at least 1"),
+    ("train --parallelism single --devices 2 --out {out}", 2, "runs on one device"),
+    ("train --init-from {T}/notmodel --arch AM --out {out}", 2, "not a Composer model directory"),
+    ("train --init-from {T}/trainrun --arch AM --out {out}", 2, "is a composer train run's --out"),
+    ("train --init-from {T}/model --arch AMX --out {out}", 2, "unknown primitive 'X'"),
+    ("train --from-search {T}/trainrun --preset tiny --out {out}", 2, "this is a composer train run's --out"),
+    ("train --from-search {T}/emptydir --preset tiny --out {out}", 2, "this is an empty directory"),
+    ("train --recipe {T}/missing.yaml --out {out}", 2, "does not exist"),
+    # composer search: the user's cases (it started: config.json, study.db, a W&B run), then the rest
+    ("search --budget smoke --preset tiny --data {T}/empty.txt --out {out}", 2, "has no non-empty documents"),
+    ("search --budget smoke --preset tiny --tokenizer nobody/bogus --out {out}", 2, "could not load tokenizer"),
+    ("search --budget smoke --preset tiny --tokenizer {T}/notmodel --out {out}", 2, "could not load a tokenizer"),
+    ("search --budget smoke --preset tiny --data {T}/nofield.jsonl --out {out}", 2, "text field 'text' not found"),
+    ("search --budget smoke --data {T}/missing.txt --out {out}", 2, "does not exist"),
+    ("search --budget smoke --preset nope --out {out}", 2, "unknown preset 'nope'"),
+    ("search --budget smoke --target nope --out {out}", 2, "unknown preset 'nope'"),
+    ("search --budget nope --out {out}", 2, "unknown budget 'nope'"),
+    ("search --budget smoke --primitives AX --out {out}", 2, "unknown primitive 'X'"),
+    ("search --budget smoke --trials 0 --out {out}", 2, "trials must be at least 1"),
+    ("search --budget smoke --precision fp7 --out {out}", 2, "--precision must be"),
+    ("search --budget smoke --wandb nope --out {out}", 2, "--wandb must be one of"),
+    # composer pipeline: nothing of its search runs, and no pipeline.json, on input its later stages refuse
+    ("pipeline --recipe {demo} --target nope --out {out}", 2, "unknown preset 'nope'"),
+    ("pipeline --recipe {demo} --budget nope --out {out}", 2, "unknown MAD budget 'nope'"),
+    ("pipeline --recipe {demo} --tokens 10 --out {out}", 2, "less than one optimizer step"),
+    ("pipeline --recipe {T}/empty-data.yaml --out {out}", 2, "has no non-empty documents"),
+    ("pipeline --recipe {T}/nofield.yaml --out {out}", 2, "text field 'text' not found"),
+    ("pipeline --recipe {demo} --from-search {T}/trainrun --out {out}", 2, "this is a composer train run's --out"),
+    ("pipeline --recipe {demo} --from-search {T}/emptydir --out {out}", 2, "this is an empty directory"),
+    ("pipeline --recipe {T}/missing.yaml --out {out}", 2, "does not exist"),
+    ("pipeline --recipe {demo} --stages nope --out {out}", 2, "unknown stage(s) ['nope']"),
+    # composer hybridize: a --from that is not a model, a pattern that does not fit it, bad data or tokens
+    ("hybridize {from} {T}/notmodel {arch} AMAM --out {out}", 2, "not a Composer model directory"),
+    ("hybridize {from} {T}/trainrun {arch} AMAM --out {out}", 2, "is a composer train run's --out"),
+    ("hybridize {from} {T}/missing {arch} AMAM --out {out}", 2, "not a Composer model directory"),
+    ("hybridize {from} {T}/model {arch} AM --out {out}", 2, "layers"),
+    ("hybridize {from} {T}/model {arch} AMXM --out {out}", 2, "unknown primitive 'X'"),
+    ("hybridize {from} {T}/model {arch} SMSM --data {T}/empty.txt --out {out}", 2, "has no non-empty documents"),
+    ("hybridize {from} {T}/model {arch} SMSM --tokens 10 --out {out}", 2, "less than one step"),
+    ("hybridize {from} {T}/notmodel {arch} SMSM --search --keep 1 --out {out}", 2, "not a Composer model directory"),
+    # composer eval: a --model that is not one, or settings it refuses, before --out exists
+    ("eval --model {T}/notmodel --tasks recall --out {out}", 2, "expected a Composer model config"),
+    ("eval --model {T}/trainrun --tasks recall --out {out}", 2, "is a composer train run's --out"),
+    ("eval --model {T}/missing --tasks recall --out {out}", 2, "does not exist"),
+    ("eval --model {T}/model --tasks , --out {out}", 2, "no task given"),
+    ("eval --model {T}/model --tasks recall --limit 1.5 --out {out}", 2, "must be a whole number"),
+    ("eval --model {T}/model --tasks recall --batch-size 0 --out {out}", 2, "--batch-size must be a positive"),
+    # the commands that read a search name what they were given instead
+    ("report {T}/trainrun", 2, "is a composer train run's --out"),
+    ("report {T}/emptydir", 2, "is an empty directory"),
+    ("report {T}/model", 2, "is a Composer model directory"),
+    ("aggregate {T}/trainrun", 2, "is a composer train run's --out"),
+    ("aggregate {T}/emptydir", 2, "is an empty directory"),
+    ("transfer {search} {T}/trainrun --out {out}", 2, "is a composer train run's --out"),
+]
+WITH_WANDB = ("train", "search", "hybridize")
+
+
+@pytest.fixture
+def inputs(tmp_path, monkeypatch) -> Path:
+    """The bad (and one good) inputs, in ``tmp_path``, which is also the working directory; offline."""
+    import datasets.config
+    import huggingface_hub.constants
+
+    from composer.presets import get_preset
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)  # nobody/bogus fails at once
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "empty.txt").write_text("")
+    (tmp_path / "nofield.jsonl").write_text('{"body": "hello world"}\n' * 3)
+    (tmp_path / "table.csv").write_text("text\nhello\n")
+    (tmp_path / "emptydir").mkdir()
+    (tmp_path / "notmodel").mkdir()
+    (tmp_path / "notmodel" / "notes.txt").write_text("not a model")
+    run = tmp_path / "trainrun"  # what composer train writes to its --out before its model
+    run.mkdir()
+    (run / "config.json").write_text(json.dumps({"train": {"arch": "AM", "preset": "tiny"}, "arch": {}, "plan": {}}))
+    (run / "summary.json").write_text(json.dumps({"val_loss": 3.0}))
+    model = tmp_path / "model"  # a 4-layer model's directory, weights left out: no check loads them
+    model.mkdir()
+    arch = get_preset("tiny").arch.replace(pattern="AMAM", vocab_size=512)
+    (model / "config.json").write_text(json.dumps({"arch": arch.to_dict(), "tokenizer": "bytes"}))
+    demo = CPU_DEMO.read_text()
+    for name, data in (("empty-data", "empty.txt"), ("nofield", "nofield.jsonl")):
+        (tmp_path / f"{name}.yaml").write_text(demo.replace("train:\n", f"train:\n  data: {tmp_path / data}\n", 1))
+    return tmp_path
+
+
+def tree(root: Path) -> set[str]:
+    return {str(path.relative_to(root)) for path in root.rglob("*")}
+
+
+@pytest.mark.parametrize("line, code, message", CASES, ids=[case[0] for case in CASES])
+def test_bad_input_is_one_line_and_leaves_nothing(inputs, capfd, line, code, message):
+    fields = {"T": inputs, "out": inputs / "out", "demo": CPU_DEMO, "from": HYBRID_FROM, "arch": HYBRID_ARCH,
+              "search": TRANSFER_SEARCH}
+    argv = [word.format(**fields) for word in line.split()]
+    command = argv[0]
+    if command in WITH_WANDB and "--wandb" not in argv:
+        argv += WANDB
+    before = tree(inputs)
+    try:
+        status = main(argv)
+    except SystemExit as stopped:
+        status = stopped.code
+    captured = capfd.readouterr()
+    err = captured.err.strip()
+    assert status == code, err
+    assert "Traceback" not in captured.err, err
+    assert err.count("\n") == 0 and err.startswith(f"composer {command}: error: "), err
+    assert message in err, err
+    assert not (inputs / "out").exists(), f"--out was left: {sorted(tree(inputs) - before)}"
+    assert not list(inputs.rglob("wandb")), "a W&B run started"
+    assert tree(inputs) == before, f"written: {sorted(tree(inputs) - before)}"
+
+
+def test_there_are_at_least_40_cases_over_the_commands():
+    assert len(CASES) >= 40
+    assert {case[0].split()[0] for case in CASES} >= {"train", "search", "pipeline", "hybridize", "eval"}
