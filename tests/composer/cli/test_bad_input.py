@@ -15,21 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from composer.cli import build_parser, main, subcommand_parser
+from composer.cli import main
 
 CPU_DEMO = Path(__file__).resolve().parents[3] / "recipes" / "pipeline" / "cpu-demo.yaml"
 
 
-def spelling(command: str, new: str, old: str) -> str:
-    """``new`` where the command has that flag, else ``old`` (flags are being renamed to one vocabulary; the old
-    spelling then prints a rename notice, a second line)."""
-    parser = subcommand_parser(build_parser(), command)
-    return new if new in parser._option_string_actions else old
-
-
-HYBRID_FROM = spelling("hybridize", "--init-from", "--from")
-HYBRID_ARCH = spelling("hybridize", "--arch", "--pattern")
-TRANSFER_SEARCH = spelling("transfer", "--from-search", "--search")
 WANDB = ["--wandb", "offline"]
 
 CASES = [
@@ -52,8 +42,8 @@ CASES = [
     ("train --init-from {T}/notmodel --arch AM --out {out}", 2, "not a Composer model directory"),
     ("train --init-from {T}/trainrun --arch AM --out {out}", 2, "is a composer train run's --out"),
     ("train --init-from {T}/model --arch AMX --out {out}", 2, "unknown primitive 'X'"),
-    ("train --from-search {T}/trainrun --preset tiny --out {out}", 2, "this is a composer train run's --out"),
-    ("train --from-search {T}/emptydir --preset tiny --out {out}", 2, "this is an empty directory"),
+    ("train --from-search {T}/trainrun --target tiny --out {out}", 2, "this is a composer train run's --out"),
+    ("train --from-search {T}/emptydir --target tiny --out {out}", 2, "this is an empty directory"),
     ("train --recipe {T}/missing.yaml --out {out}", 2, "does not exist"),
     # composer search: the user's cases (it started: config.json, study.db, a W&B run), then the rest
     ("search --budget smoke --preset tiny --data {T}/empty.txt --out {out}", 2, "has no non-empty documents"),
@@ -79,14 +69,14 @@ CASES = [
     ("pipeline --recipe {T}/missing.yaml --out {out}", 2, "does not exist"),
     ("pipeline --recipe {demo} --stages nope --out {out}", 2, "unknown stage(s) ['nope']"),
     # composer hybridize: a --from that is not a model, a pattern that does not fit it, bad data or tokens
-    ("hybridize {from} {T}/notmodel {arch} AMAM --out {out}", 2, "not a Composer model directory"),
-    ("hybridize {from} {T}/trainrun {arch} AMAM --out {out}", 2, "is a composer train run's --out"),
-    ("hybridize {from} {T}/missing {arch} AMAM --out {out}", 2, "not a Composer model directory"),
-    ("hybridize {from} {T}/model {arch} AM --out {out}", 2, "layers"),
-    ("hybridize {from} {T}/model {arch} AMXM --out {out}", 2, "unknown primitive 'X'"),
-    ("hybridize {from} {T}/model {arch} SMSM --data {T}/empty.txt --out {out}", 2, "has no non-empty documents"),
-    ("hybridize {from} {T}/model {arch} SMSM --tokens 10 --out {out}", 2, "less than one step"),
-    ("hybridize {from} {T}/notmodel {arch} SMSM --search --keep 1 --out {out}", 2, "not a Composer model directory"),
+    ("hybridize --init-from {T}/notmodel --arch AMAM --out {out}", 2, "not a Composer model directory"),
+    ("hybridize --init-from {T}/trainrun --arch AMAM --out {out}", 2, "is a composer train run's --out"),
+    ("hybridize --init-from {T}/missing --arch AMAM --out {out}", 2, "not a Composer model directory"),
+    ("hybridize --init-from {T}/model --arch AM --out {out}", 2, "layers"),
+    ("hybridize --init-from {T}/model --arch AMXM --out {out}", 2, "unknown primitive 'X'"),
+    ("hybridize --init-from {T}/model --arch SMSM --data {T}/empty.txt --out {out}", 2, "has no non-empty documents"),
+    ("hybridize --init-from {T}/model --arch SMSM --tokens 10 --out {out}", 2, "less than one step"),
+    ("hybridize --init-from {T}/notmodel --arch SMSM --search-placement --keep 1 --out {out}", 2, "not a Composer model directory"),
     # composer eval: a --model that is not one, or settings it refuses, before --out exists
     ("eval --model {T}/notmodel --tasks recall --out {out}", 2, "expected a Composer model config"),
     ("eval --model {T}/trainrun --tasks recall --out {out}", 2, "is a composer train run's --out"),
@@ -100,7 +90,7 @@ CASES = [
     ("report {T}/model", 2, "is a Composer model directory"),
     ("aggregate {T}/trainrun", 2, "is a composer train run's --out"),
     ("aggregate {T}/emptydir", 2, "is an empty directory"),
-    ("transfer {search} {T}/trainrun --out {out}", 2, "is a composer train run's --out"),
+    ("transfer --from-search {T}/trainrun --out {out}", 2, "is a composer train run's --out"),
 ]
 WITH_WANDB = ("train", "search", "hybridize")
 
@@ -142,8 +132,7 @@ def tree(root: Path) -> set[str]:
 
 @pytest.mark.parametrize("line, code, message", CASES, ids=[case[0] for case in CASES])
 def test_bad_input_is_one_line_and_leaves_nothing(inputs, capfd, line, code, message):
-    fields = {"T": inputs, "out": inputs / "out", "demo": CPU_DEMO, "from": HYBRID_FROM, "arch": HYBRID_ARCH,
-              "search": TRANSFER_SEARCH}
+    fields = {"T": inputs, "out": inputs / "out", "demo": CPU_DEMO}
     argv = [word.format(**fields) for word in line.split()]
     command = argv[0]
     if command in WITH_WANDB and "--wandb" not in argv:
