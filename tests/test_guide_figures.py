@@ -67,30 +67,33 @@ def one(pattern: str, text: str) -> str:
 # ----------------------------------------------------------------------------------------------- the ladders
 
 
-def ladder_rows() -> dict[str, list[str]]:
-    rows = table(section(page("docs/search.md"), "The ladders"), "| ladder |")
-    return {one(r"`(\w+)`", row[0]): row for row in rows}
+LADDER_TABLES = [("docs/search.md", "The ladders", "| ladder |"),
+                 ("docs/usage/search-reference.md", "Search: `composer search`", "| ladder |")]
 
 
-def test_the_ladders_table_is_the_ladders():
-    """docs/search.md's table of the ladders: every ladder, and for each rung its tokens, sequence length, rates,
-    promotions, preset and seeds, as ``search.fidelity.LADDERS`` and ``search.lm.LM_BUDGETS`` define them."""
+@pytest.mark.parametrize("name, heading, header", LADDER_TABLES, ids=[t[0] for t in LADDER_TABLES])
+def test_the_ladders_table_is_the_ladders(name, heading, header):
+    """The guides' tables of the ladders: every ladder, and for each rung its tokens, sequence length (where the
+    table gives it), rates, promotions, preset and seeds, as ``search.fidelity.LADDERS`` and
+    ``search.lm.LM_BUDGETS`` define them."""
     from search.config import SearchConfig
     from search.fidelity import LADDERS
     from search.lm import LM_BUDGETS
 
-    rows = ladder_rows()
-    assert set(rows) == set(LADDERS), f"the guide's ladders {sorted(rows)}, the code's {sorted(LADDERS)}"
+    rows = {one(r"`(\w+)`", row[0]): row for row in table(section(page(name), heading), header)}
+    assert set(rows) == set(LADDERS), f"{name}'s ladders {sorted(rows)}, the code's {sorted(LADDERS)}"
     default = SearchConfig.__dataclass_fields__["budget"].default
-    assert [name for name, row in rows.items() if "(default)" in row[0]] == [default]
-    for name, ladder in LADDERS.items():
-        row, rungs = rows[name], ladder.rungs
-        what = f"docs/search.md, the {name} ladder"
+    marked = [ladder for ladder, row in rows.items() if "(default)" in row[0]]
+    assert marked == ([default] if name == "docs/search.md" else []), f"{name}: the default ladder is {default}"
+    for ladder_name, ladder in LADDERS.items():
+        row, rungs = rows[ladder_name], ladder.rungs
+        what = f"{name}, the {ladder_name} ladder"
         first = LM_BUDGETS[rungs[0].budget]
         assert count(one(r"([\d,.]+[KM]?) tokens", row[1])) == first.tokens, f"{what}: rung 0's tokens"
-        assert count(one(r"seq ([\d,]+)", row[1])) == first.seq_len, f"{what}: rung 0's sequence length"
+        if "seq" in row[1] or name == "docs/search.md":
+            assert count(one(r"seq ([\d,]+)", row[1])) == first.seq_len, f"{what}: rung 0's sequence length"
         assert rates(row[1]) == first.lrs, f"{what}: rung 0's rates"
-        assert (f"`{SearchConfig.__dataclass_fields__['widths'].default}`" in row[1]) == (name == "cpu"), \
+        assert (f"`{SearchConfig.__dataclass_fields__['widths'].default}`" in row[1]) == (ladder_name == "cpu"), \
             f"{what}: rung 0's preset"
         second = LM_BUDGETS[rungs[1].budget]
         assert int(one(r"best (\d+)", row[2])) == rungs[1].keep, f"{what}: rung 1's promotions"
@@ -99,7 +102,7 @@ def test_the_ladders_table_is_the_ladders():
         assert rates(row[2]) == second.lrs, f"{what}: rung 1's rates"
         if second.seq_len != first.seq_len:
             assert count(one(r"seq ([\d,]+)", row[2])) == second.seq_len, f"{what}: rung 1's sequence length"
-        if len(rungs) == 2:
+        if len(rungs) == 2:  # the last rung is rung 1
             assert plain(row[3]) == "(rung 1)", f"{what}: rung 1 is the last"
             continue
         assert len(rungs) == 3, f"{what}: the table has room for three rungs"
