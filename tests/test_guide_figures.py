@@ -191,6 +191,7 @@ def test_the_search_guide_states_the_defaults_and_choices():
     ladder = rows["the ladder and its budget"]
     assert one(r"default `([\w-]+)`\)", ladder) == fields["widths"].default
     assert one(r"`--budget ([\w|]+)`", ladder).split("|") == list(LADDERS)
+    assert int(one(r"`--trials N` \([^)]*default (\d+)\)", ladder)) == fields["trials"].default
     growth = rows["how the answer is grown"]
     assert one(r"`--attention-at-target (\w+)` \(default", growth) == fields["attention_at_target"].default
     algorithm = rows["search algorithm"]
