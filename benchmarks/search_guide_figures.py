@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import statistics
+from pathlib import Path
 
 from scipy import stats
 
@@ -22,7 +23,7 @@ SOURCE = "benchmarks/results/curve_out_of_sample-2026-11-27.json"
 
 
 def main() -> None:
-    runs = json.load(open(SOURCE))["wsd_cosine_seeds"]["patterns"]
+    runs = json.loads(Path(SOURCE).read_text())["wsd_cosine_seeds"]["patterns"]
     wsd = {p: [runs[p]["wsd"][s] for s in ("0", "1", "2")] for p in ("AMAMAM", "MMAMMM")}
     pooled = math.sqrt(statistics.mean(statistics.variance(v) for v in wsd.values()))
     df = sum(len(v) - 1 for v in wsd.values())

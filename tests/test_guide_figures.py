@@ -229,7 +229,7 @@ def test_the_training_example_states_the_tokens_it_trains():
     from composer.training.config import DEFAULT_PRESET, TrainConfig
 
     guide = page("docs/usage/training.md")
-    block = re.search(r"```bash\n(.*?)```", guide, flags=re.S).group(1)
+    block = re.search(r"```bash\n(.*?)```", guide, flags=re.DOTALL).group(1)
     argv = shlex.split(block.splitlines()[0], comments=True)
     assert argv[:2] == ["composer", "train"]
     asked = int(argv[argv.index("--tokens") + 1])
