@@ -147,3 +147,41 @@ def test_the_guide_holds_the_table():
     assert start in guide and end in guide
     held = guide.split(start)[1].split(end)[0].strip()
     assert held == table(), "docs/usage/vocabulary.md: paste in the output of python -m composer.cli.vocabulary"
+
+
+def _old_spellings() -> dict[str, set[str]]:
+    """Every command's old flag spellings, as typed."""
+    return {command: {flag for flag, action in _hidden(parser) if isinstance(action, RenamedFlag)}
+            for command, parser in _parsers().items()}
+
+
+def _guides() -> list[Path]:
+    """README, the guides (docs/, docs/usage/; not the dated reports, which quote the commands as they were run) and
+    the recipes' comments."""
+    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "docs/usage").glob("*.md")),
+            *sorted((ROOT / "recipes").rglob("*.yaml")), ROOT / "benchmarks/README.md"]
+
+
+def _commands_in(line: str) -> list[tuple[str, list[str]]]:
+    """Each ``composer CMD ...`` on a line, with the tokens that follow it up to the next ``composer``, ``|``, ``;`` or
+    the end of an inline code span."""
+    found = []
+    for part in line.split("composer ")[1:]:
+        tokens = part.split("`")[0].split("|")[0].split(";")[0].replace("=", " ").replace(",", " ").split()
+        if tokens and tokens[0] in ALL:
+            found.append((tokens[0], tokens[1:]))
+    return found
+
+
+def test_the_guides_teach_the_current_names():
+    old = _old_spellings()
+    stale = []
+    for path in _guides():
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            for command, tokens in _commands_in(line):
+                used = sorted(old[command] & set(tokens))
+                if command == "train" and "--from-search" in tokens and "--preset" in tokens:
+                    used.append("--preset with --from-search (now --target)")
+                if used:
+                    stale.append(f"{path.relative_to(ROOT)}:{number}: composer {command} {', '.join(used)}")
+    assert not stale, "\n".join(stale)
