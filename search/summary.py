@@ -17,15 +17,32 @@ from search.trained_recall import describe as describe_recall
 
 
 def format_table(rows: list[dict[str, Any]], limit: int = 10) -> str:
-    header = f"{'rank':>4}  {'pattern':<20} {'score':>8}  {'lr':>7}  {'params':>9}  {'attn':>5}  trial  known"
-    lines = [header]
+    """The ranking: each row's searched pattern, score and rate, then the model that score was trained on (on a rung
+    at the target, the pattern grown to the target's size: ``search.leaderboard.scored_model``), its preset, its
+    non-embedding parameters and its share of attention layers; a line for each pattern whose growth dropped layers
+    (``search.growth.grown_line``), then what the columns are."""
+    from search.leaderboard import scored_model
+
+    header = (f"{'rank':>4}  {'pattern':<20} {'score':>8}  {'lr':>7}  {'trained as':<22} {'at':<12} "
+              f"{'non-emb':>9}  {'attn':>5}  trial  known")
+    lines, grown, unsaid = [header], [], False
     for row in rows[:limit]:
         pattern = row["pattern"] if len(row["pattern"]) <= 20 else row["compact"][:20]
         lr = f"{row['lr']:.0e}" if isinstance(row.get("lr"), (int, float)) else "-"
+        model = row.get("scored_model") or scored_model(row)
+        trained = model["pattern"] if len(model["pattern"]) <= 22 else compact_pattern(model["pattern"])[:22]
         lines.append(
-            f"{row['rank']:>4}  {pattern:<20} {row['score']:>8.4f}  {lr:>7}  {row['params'] or 0:>9,}  "
-            f"{row['attention_share']:>5.2f}  {row['trial']:>5}  {row.get('known') or 'new'}"
+            f"{row['rank']:>4}  {pattern:<20} {row['score']:>8.4f}  {lr:>7}  {trained:<22} "
+            f"{model['widths'] or '-':<12} {model['non_embedding_params'] or 0:>9,}  "
+            f"{model['attention_share']:>5.2f}  {row['trial']:>5}  {row.get('known') or 'new'}"
         )
+        grown += [f"   {model['grown']}"] if model.get("grown") else []
+        unsaid = unsaid or not model["widths"]
+    lines += grown
+    lines.append("trained as, at: the model each score was trained on and its preset (at the target: the pattern "
+                 "grown to its size" + ("; -: the evaluator does not say, the pattern at the search's preset"
+                                        if unsaid else "")
+                 + "); non-emb: its non-embedding parameters; attn: its share of attention layers")
     return "\n".join(lines)
 
 
