@@ -61,6 +61,32 @@ class Grown:
         return self.extrapolation.arch
 
 
+def dropped_layers(pattern: str, layout: str, target: str) -> str | None:
+    """What a pattern lost growing to ``layout`` at preset ``target`` when that has fewer layers, e.g. "one layer
+    (M) dropped to fit tiny's size" (``AAMMMM`` at ``tiny``: the target weighs less than the 6-layer pattern, so
+    stacking keeps 0.56 of each run, rounded up); None where nothing was dropped. :func:`grow` says it in its
+    ``how``, the search's summary beside the model each score was trained on (:func:`grown_line`)."""
+    from collections import Counter
+
+    before, after = layers(pattern), layers(layout)
+    if len(after) >= len(before):
+        return None
+    fewer = Counter(before) - Counter(after)
+    count = len(before) - len(after)
+    which = ", ".join(f"{n} {symbol}" if n > 1 else symbol for symbol, n in fewer.items())
+    return f"{'one layer' if count == 1 else f'{count} layers'} ({which}) dropped to fit {target}'s size"
+
+
+def grown_line(pattern: str, layout: str, target: str) -> str | None:
+    """"AAMMMM grows to AAMMM at tiny: one layer (M) dropped to fit tiny's size", or None where ``layout`` has as
+    many layers as ``pattern`` or more (:func:`dropped_layers`), or was laid out at a depth asked for
+    (``--depth-at-target``: ``target`` a scaled preset such as ``demo-4m:d280``)."""
+    from composer.presets import PRESETS
+
+    dropped = dropped_layers(pattern, layout, target) if target in PRESETS else None
+    return f"{pattern} grows to {layout} at {target}: {dropped}" if dropped else None
+
+
 @functools.lru_cache(maxsize=16_384)  # a search's space (4,096 patterns) under each rule
 def grow(pattern: str, target: str, known: str | None = None, attention: str = "repeat", depth: int | None = None,
          *, target_params: int | None = None, method: str = "auto", rounding: str = "ceil") -> Grown:
@@ -68,6 +94,13 @@ def grow(pattern: str, target: str, known: str | None = None, attention: str = "
     ``attention`` (``repeat``/``keep``) and ``depth`` (None: by depth at the target's widths); the module docstring
     gives the rule. ``target_params``, ``method`` and ``rounding`` are ``composer extrapolate``'s options for a new
     pattern grown by depth (a search grows with their defaults)."""
+    grown = _grow(pattern, target, known, attention, depth, target_params, method, rounding)
+    dropped = None if depth is not None else dropped_layers(pattern, grown.layout, grown.widths)  # depth: as asked
+    return Grown(grown.extrapolation, f"{grown.how}; {dropped}") if dropped else grown
+
+
+def _grow(pattern: str, target: str, known: str | None, attention: str, depth: int | None, target_params: int | None,
+          method: str, rounding: str) -> Grown:
     from scaling.extrapolate import extrapolate, grow_to_depth
 
     if depth is not None:

@@ -13,6 +13,32 @@ from composer.pattern import attention_share, compact_pattern
 from search.engine import is_substitute
 
 
+def scored_model(row: dict[str, Any]) -> dict[str, Any]:
+    """The model a leaderboard row's score was trained on: its ``pattern``, the preset it trained at (``widths``),
+    its ``params``, ``non_embedding_params`` and ``attention_share``, and ``grown`` (``search.growth.grown_line``:
+    what growing the searched pattern to it dropped, or None). On a rung at the target that is the searched
+    pattern grown to the target's size (``details["trained_pattern"]``, by ``search.growth.grow``): ``AAMMMM``
+    scored at ``tiny`` as ``AAMMM``, 172,416 non-embedding parameters where the pattern at the search's widths has
+    221,632 (the row's ``non_embedding_params``). An evaluator that does not say where it trained (no
+    ``details["widths"]``): the searched pattern at the search's preset, ``widths`` None. Also reads a row written
+    before this key (``composer report`` of an older search)."""
+    from composer.accounting import analyze
+    from composer.presets import get_preset
+    from search.growth import grown_line
+
+    details = row.get("details") or {}
+    widths = details.get("widths")
+    if not widths:
+        return {"pattern": row["pattern"], "widths": None, "params": row.get("params"),
+                "non_embedding_params": row.get("non_embedding_params"),
+                "attention_share": attention_share(row["pattern"]), "grown": None}
+    layout = details.get("trained_pattern") or row["pattern"]
+    stats = analyze(get_preset(widths).arch.with_pattern(layout))
+    return {"pattern": layout, "widths": widths, "params": stats.params,
+            "non_embedding_params": stats.non_embedding_params, "attention_share": attention_share(layout),
+            "grown": grown_line(row["pattern"], layout, widths)}
+
+
 def leaderboard(study: optuna.Study, maximize: bool, known: dict[str, str] | None = None,
                 only: set[str] | None = None) -> list[dict[str, Any]]:
     """Completed, trained trials (cached repeats folded into their original), sorted by score; with ``only``,
@@ -47,6 +73,7 @@ def leaderboard(study: optuna.Study, maximize: bool, known: dict[str, str] | Non
             "seconds": attrs.get("seconds"),
             "details": attrs.get("details", {}),
         }
+        row["scored_model"] = scored_model(row)  # the model the score is of: at the target, its grown layout
         if attrs.get("target_widths"):  # grown at --depth-at-target: the preset its model's widths are
             row["target_widths"] = attrs["target_widths"]
         if attrs.get("limit_cost"):  # its figures under --max-latency / --min-throughput (search.cost.limits)
@@ -95,10 +122,14 @@ def write_leaderboard(rows: list[dict[str, Any]], out: Path, extra: dict[str, An
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_json(out / "leaderboard.json", rows)
     columns = ["rank", "pattern", "compact", "score", "known", "lr", "params", "non_embedding_params",
+               "scored_pattern", "scored_widths", "scored_non_embedding_params",
                "attention_share", "kv_cache_bytes_per_token", "cache_bytes_4096", "cache_bytes_32768", "trial",
                "seconds", "trained_recall_gain"]
-    # the serving cost at 4K and 32K tokens as columns of their own
+    # the serving cost at 4K and 32K tokens as columns of their own; the model the score was trained on beside the
+    # searched pattern's size (scored_model)
     flat = [{**row, **{f"cache_bytes_{n}": size for n, size in (row.get("cost") or {}).get("cache_bytes", {}).items()},
+             **{f"scored_{key}": (row.get("scored_model") or {}).get(key)
+                for key in ("pattern", "widths", "non_embedding_params")},
              "trained_recall_gain": (row.get("trained_recall") or {}).get("value")} for row in rows]
     atomic_write_csv(out / "leaderboard.csv", flat, columns)
     best = {**rows[0], **extra} if rows else {"pattern": None, **extra}

@@ -17,15 +17,32 @@ from search.trained_recall import describe as describe_recall
 
 
 def format_table(rows: list[dict[str, Any]], limit: int = 10) -> str:
-    header = f"{'rank':>4}  {'pattern':<20} {'score':>8}  {'lr':>7}  {'params':>9}  {'attn':>5}  trial  known"
-    lines = [header]
+    """The ranking: each row's searched pattern, score and rate, then the model that score was trained on (on a rung
+    at the target, the pattern grown to the target's size: ``search.leaderboard.scored_model``), its preset, its
+    non-embedding parameters and its share of attention layers; a line for each pattern whose growth dropped layers
+    (``search.growth.grown_line``), then what the columns are."""
+    from search.leaderboard import scored_model
+
+    header = (f"{'rank':>4}  {'pattern':<20} {'score':>8}  {'lr':>7}  {'trained as':<22} {'at':<12} "
+              f"{'non-emb':>9}  {'attn':>5}  trial  known")
+    lines, grown, unsaid = [header], [], False
     for row in rows[:limit]:
         pattern = row["pattern"] if len(row["pattern"]) <= 20 else row["compact"][:20]
         lr = f"{row['lr']:.0e}" if isinstance(row.get("lr"), (int, float)) else "-"
+        model = row.get("scored_model") or scored_model(row)
+        trained = model["pattern"] if len(model["pattern"]) <= 22 else compact_pattern(model["pattern"])[:22]
         lines.append(
-            f"{row['rank']:>4}  {pattern:<20} {row['score']:>8.4f}  {lr:>7}  {row['params'] or 0:>9,}  "
-            f"{row['attention_share']:>5.2f}  {row['trial']:>5}  {row.get('known') or 'new'}"
+            f"{row['rank']:>4}  {pattern:<20} {row['score']:>8.4f}  {lr:>7}  {trained:<22} "
+            f"{model['widths'] or '-':<12} {model['non_embedding_params'] or 0:>9,}  "
+            f"{model['attention_share']:>5.2f}  {row['trial']:>5}  {row.get('known') or 'new'}"
         )
+        grown += [f"   {model['grown']}"] if model.get("grown") else []
+        unsaid = unsaid or not model["widths"]
+    lines += grown
+    lines.append("trained as, at: the model each score was trained on and its preset (at the target: the pattern "
+                 "grown to its size" + ("; -: the evaluator does not say, the pattern at the search's preset"
+                                        if unsaid else "")
+                 + "); non-emb: its non-embedding parameters; attn: its share of attention layers")
     return "\n".join(lines)
 
 
@@ -45,15 +62,13 @@ COST_HEADER = (f"{'pattern':<20} {'at target':<22} {'params':>8}  "
 
 
 def cost_table(rows: list[dict[str, Any]]) -> str:
-    """The finalists' serving cost as searches written before the measured cost printed it (``cost["decode"]``:
-    decode tokens/s at batch 1 after 1,024 tokens), so that ``composer report`` still reads them."""
-    lines = ["serving cost of the finalists, on their models at the target (bf16 cache, batch 1):",
-             f"{COST_HEADER}  {'decode tok/s':>12}"]
-    for row in rows:
-        if not row.get("cost"):
-            continue
-        decode = (row["cost"].get("decode") or {}).get("decode_tokens_per_s")
-        lines.append(cost_columns(row) + "  " + (f"{decode:>12,.0f}" if decode else f"{'-':>12}"))
+    """The finalists' analytic serving cost in a search written before the measured cost, so that ``composer
+    report`` still reads it. Its ``cost["decode"]`` (decode tokens/s at batch 1 after 1,024 tokens) is one timed
+    run, without a spread (the same model read 128 and 12 tokens/s on two runs, issue 61): said, not printed."""
+    lines = ["serving cost of the finalists, on their models at the target (bf16 cache, batch 1):", COST_HEADER]
+    lines += [cost_columns(row) for row in rows if row.get("cost")]
+    lines.append("decode tok/s not printed: this search timed each model's decode once, and one timing has no spread "
+                 "(leaderboard.json keeps it under cost.decode); composer bench-inference measures it with repeats")
     return "\n".join(lines)
 
 
@@ -99,9 +114,11 @@ def measured_cost_table(rows: list[dict[str, Any]]) -> str:
     large = max(decode, key=int)
     context = max(decode["1"], key=int)
     train = first["train_tokens_per_s"]
+    repeats = decode["1"][context].get("repeats")
     lines.append(f"measured on {first['device']} ({first['device_name']}), {threads_text(first['threads'])}: training "
                  f"{first['train_dtype']} at {train['batch']} x {train['seq_len']} tokens, decode path "
-                 f"{first['decode_path']}, ms per decode step after {int(context):,} tokens")
+                 f"{first['decode_path']}, ms per decode step after {int(context):,} tokens; each the median of its "
+                 f"repeats (training {train.get('repeats')}, decode {repeats}), their spread below")
     lines.append(f"{COST_HEADER}  {'train tok/s':>14}  {'decode ms b1':>13}  {f'decode ms b{large}':>14}")
     noisy = []
     for row in measured:

@@ -23,7 +23,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                     "prompt in one pass), decode tokens/s per sequence and in total (N tokens one at a time "
                     "through the inference cache), and the cache bytes allocated beside the analytic figure of "
                     "composer info. The same grid for the Llama pattern whose non-embedding parameters are "
-                    "closest, and the ratios. Random token ids; one warmup run, median of --repeats. Writes "
+                    "closest, and the ratios. Random token ids; one warmup run, median of --repeats (decode with "
+                    "the range of the repeats). Writes "
                     "bench_inference.json and bench_inference.png (decode tokens/s against context) to --out.",
     )
     parser.add_argument(
@@ -41,8 +42,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         help="prompt lengths in tokens (default 128,512,2048)")
     parser.add_argument("--new-tokens", default="32", metavar="N",
                         help="tokens decoded one by one after the prompt (default 32)")
-    parser.add_argument("--repeats", default="3", metavar="R", help="timed repetitions, median reported "
-                                                                    "(default 3; one untimed warmup first)")
+    parser.add_argument("--repeats", default="3", metavar="R",
+                        help="timed repetitions: the median reported, decode tok/s with the range of the repeats "
+                             "(default 3; one untimed warmup first; 1 prints no decode figure, one timing has no "
+                             "spread)")
     old_spelling(parser, "--dtype", parser.add_argument(
         "--precision", dest="dtype", default="fp32", help="the number format of the weights and the cache: fp32 "
                                                           "(default), bf16 or fp16 (float32, bfloat16, float16 also "
@@ -120,14 +123,23 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def decode_cell(row: dict) -> str:
+    """Decode tokens/s per sequence with the range of its repeats, ``"128.3 (121.0-131.9)"``; ``"-"`` where it is
+    one timing (``--repeats 1``, or a file written before the repeats were kept), which has no spread to show."""
+    ms = row.get("decode_ms_per_token")
+    if not ms or ms["repeats"] < 2:
+        return "-"
+    return f"{row['decode_tokens_per_s']:,.1f} ({1000 / ms['max']:,.1f}-{1000 / ms['min']:,.1f})"
+
+
 def _rows_table(rows: list[dict]) -> None:
-    header = ["batch", "context", "prefill tok/s", "TTFT ms", "decode tok/s/seq", "decode tok/s total",
+    header = ["batch", "context", "prefill tok/s", "TTFT ms", "decode tok/s/seq (range)", "decode tok/s total",
               "cache bytes", "analytic", "ratio"]
     print_table(header, [
         [str(r["batch"]), str(r["context"]), f"{r['prefill_tokens_per_s']:,.0f}",
-         f"{r['time_to_first_token_s'] * 1000:.1f}", f"{r['decode_tokens_per_s']:,.1f}",
-         f"{r['decode_tokens_per_s_total']:,.1f}", f"{r['cache_bytes']:,}", f"{r['cache_bytes_analytic']:,}",
-         "-" if r["cache_bytes_ratio"] is None else f"{r['cache_bytes_ratio']:.3f}"]
+         f"{r['time_to_first_token_s'] * 1000:.1f}", decode_cell(r),
+         "-" if decode_cell(r) == "-" else f"{r['decode_tokens_per_s_total']:,.1f}", f"{r['cache_bytes']:,}",
+         f"{r['cache_bytes_analytic']:,}", "-" if r["cache_bytes_ratio"] is None else f"{r['cache_bytes_ratio']:.3f}"]
         for r in rows
     ])
 
@@ -141,6 +153,11 @@ def _title(data: dict, label: str) -> str:
 def print_report(result: dict) -> None:
     print(f"device {result['device_name']} ({result['threads']} threads), {result['dtype']}, "
           f"{result['new_tokens']} new tokens, median of {result['repeats']} after a warmup; random token ids")
+    if result["repeats"] < 2:
+        print("decode tok/s not printed: one timed run has no spread (a re-run of the same model has read 10x "
+              "apart); --repeats 3 or more measures it")
+    else:
+        print(f"decode tok/s/seq: the median, in brackets the range, over {result['repeats']} repeats")
     paths = dict.fromkeys(r["decode_path"] for r in result["results"])
     print(f"decode: {', '.join(paths)}")
     print()
@@ -160,7 +177,8 @@ def print_report(result: dict) -> None:
             print()
             print(f"{result['compact']} / Llama {llama['compact']}")
             print_table(["batch", "context", "decode tok/s", "prefill tok/s", "cache bytes"], [
-                [str(r["batch"]), str(r["context"]), f"{r['decode_tokens_per_s_ratio']:.2f}x",
+                [str(r["batch"]), str(r["context"]),
+                 f"{r['decode_tokens_per_s_ratio']:.2f}x" if result["repeats"] > 1 else "-",
                  f"{r['prefill_tokens_per_s_ratio']:.2f}x",
                  "-" if r["cache_bytes_ratio"] is None else f"{r['cache_bytes_ratio']:.3f}x"]
                 for r in result["vs_llama"]

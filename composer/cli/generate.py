@@ -30,7 +30,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "generate",
         help="generate text with a trained model (streamed, with its inference cache)",
         description="Continue --prompt with the model composer train saved in <out>/model and the tokenizer "
-                    "saved beside it. The completion streams to stdout, tokens/s to stderr. --temperature 0 "
+                    "saved beside it. The completion streams to stdout, its time to stderr. --temperature 0 "
                     "is greedy.",
     )
     parser.add_argument("--model", required=True, metavar="DIR", help="the model directory (<train out>/model)")
@@ -292,10 +292,12 @@ def generate_text(args: argparse.Namespace, out=None, err=None) -> dict[str, Any
         out.flush()
         for note in notes:
             print(f"note: {note}", file=err)
-        rate = f"{decode_rate:.1f} tokens/s decoding" if decode_rate is not None else "no decoding step"
+        # no tokens/s: this is one timed run, without a spread (the same model's decode read 128 and 12 tokens/s on
+        # two runs, issue 61); bench-inference measures it over repeats and prints the range
         compiled = f", compiled in {compile_s:.1f} s before" if compile_s is not None else ""
-        print(f"[{len(ids)} tokens in {total:.2f} s: {rate} ({result['decode_path']}{compiled}), first token after "
-              f"{ttft * 1000:.0f} ms ({len(prompt_ids)}-token prompt); stopped at {stop}]", file=err)
+        print(f"[{len(ids)} tokens in {total:.2f} s ({result['decode_path']}{compiled}), first token after "
+              f"{ttft * 1000:.0f} ms ({len(prompt_ids)}-token prompt); stopped at {stop}; timed once: composer "
+              f"bench-inference measures decode speed over repeats]", file=err)
     return result
 
 

@@ -17,7 +17,8 @@ FLAGS = {
                       "one-shot), one-shot, end-incremental, middle-incremental, or successive-halving (lm only: "
                       "rungs of rising tokens, the last at the target; --budget names the ladder: smoke, cpu, gpu)"),
     "depth": (int, "the layers incremental strategies grow the pattern to (default 2 x --layers)"),
-    "sampler": (str, "gp (default, Bayesian optimisation), tpe, random, brute, nsga2 (default with 2+ objectives)"),
+    "sampler": (str, "gp (default, Bayesian optimisation), tpe, random, brute, nsga2 (default with 2+ objectives, except "
+                     "under successive-halving, whose rungs rank by the score alone: gp there)"),
     "objectives": (str, "comma-separated: score[,kv][,tokens_per_s] (kv: KV-cache bytes at --target widths); "
                         "under successive-halving score[,recall][,kv]: the rungs rank by score, the finalists' "
                         "front on all (recall: the finalists' probe; kv: cache at 32K tokens)"),

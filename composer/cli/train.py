@@ -62,7 +62,8 @@ HELP = {
     "fp32, bf16 (autocast, fp32 weights), bf16-true (bf16 weights), or Lightning's 32-true, bf16-mixed, 16-mixed",
     "compile": "torch.compile the model",
     "activation_checkpointing": "recompute each layer's activations in the backward pass (less memory, more compute)",
-    "val_interval": "optimizer steps between validations (default: 10 per run)",
+    "val_interval": "optimizer steps between validations (default: a tenth of the run, at least 50 steps: 10 "
+                    "validations on runs of 500 steps or more, fewer on shorter ones)",
     "val_batches": "micro-batches per validation during training (the loss curve; the final one reads them all)",
     "val_tokens": "tokens scored by the final validation (default: the whole held-out split)",
     "curve_points": "record a learning curve: about N validations spaced in log-steps (summary.json's curve; "

@@ -17,7 +17,9 @@ The decode runs eagerly through ``model.next_token_logits``, or with ``BenchGrid
 step of :func:`~composer.inference.compile_decode_step` (Inductor on the CPU, CUDA graphs on CUDA; compiled in the
 warmup run, one graph per batch size and cache length); each row's ``decode_path`` names which ran.
 
-One untimed warmup run, then the median of ``repeats`` timed runs. The same grid is measured for the Llama
+One untimed warmup run, then the median of ``repeats`` timed runs; ``decode_ms_per_token`` keeps every repeat's
+milliseconds per decoded token as a figure (median, ``min``, ``max``, ``repeats``, ``spread``:
+:func:`composer.evaluation.bench_cost.figure`), which ``composer bench-inference`` prints beside the median. The same grid is measured for the Llama
 pattern (``(AM)xN``) whose non-embedding parameters are closest to the architecture's own
 (:func:`scaling.matching.matched_baselines` with the architecture as reference), and the ratios
 architecture / Llama of decode throughput and cache bytes are reported: the paper's inference figures.
@@ -35,6 +37,7 @@ import torch
 
 from composer.accounting import DTYPE_BYTES, analyze
 from composer.config import ArchConfig
+from composer.evaluation.bench_cost import figure
 from composer.inference import EAGER, DecodeStep, compile_decode_step
 from composer.precision import torch_dtype
 
@@ -94,6 +97,9 @@ def measure(model, batch: int, context: int, grid: BenchGrid, device: torch.devi
     times = [run_once() for _ in range(grid.repeats)]
     prefill_s = statistics.median(t for t, _ in times)
     decode_s = statistics.median(t for _, t in times)
+    # each repeat's ms per decoded token, with its median, range and spread (bench_cost.figure): a single decode
+    # timing of the same model read 128 and 12 tokens/s on two runs (issue 61), so the spread is printed beside it
+    decode_ms = figure([t * 1000 / grid.new_tokens for _, t in times])
     stats = analyze(arch, seq_len=max_len, cache_dtype_bytes=DTYPE_BYTES[grid.dtype])
     analytic = batch * stats.cache_bytes_per_sequence
     allocated = cache.nbytes()
@@ -108,6 +114,7 @@ def measure(model, batch: int, context: int, grid: BenchGrid, device: torch.devi
         "decode_tokens_per_s": per_sequence,
         "decode_tokens_per_s_total": per_sequence * batch,
         "decode_s_per_token": decode_s / grid.new_tokens,
+        "decode_ms_per_token": decode_ms,
         "cache_bytes": allocated,
         "cache_bytes_analytic": analytic,
         "cache_bytes_ratio": allocated / analytic if analytic else None,

@@ -87,7 +87,8 @@ class TrainConfig:
     compile: bool = False
     activation_checkpointing: bool = False
     # evaluation, logging, checkpoints
-    val_interval: int | None = None  # optimizer steps between validations; default: 10 per run
+    val_interval: int | None = None  # optimizer steps between validations; default: a tenth of the run, at least
+    # 50 steps and at most the run (training.run.plan_run): 10 validations from 500 steps, fewer below
     val_batches: int = 50  # micro-batches per validation during training (per device): the loss curve
     # the final validation (summary.json's val_loss) scores the whole held-out split, or its first `val_tokens`
     val_tokens: int | None = None

@@ -16,6 +16,7 @@ from composer.errors import ConfigError
 from search.config import SearchConfig, budget_definition_digest
 from search.engine import Stage
 from search.fidelity import distinct_models, get_ladder, promote, rung_budget, target_tokens_of
+from search.growth import grown_line
 from search.lm import confirm_budget, get_lm_budget
 from search.progress import stage_label
 from search.strategies.base import (
@@ -96,6 +97,10 @@ class SuccessiveHalving(Strategy):
             twins = [row["pattern"] for row in below if row["trial"] not in distinct]
             if twins:
                 announce += f"; {', '.join(twins)} left out (the same model at {grown_to} as a better candidate)"
+        if grown_to:  # a pattern whose model at the target has fewer layers says so before it trains
+            grown = [config.growth.grow(row["pattern"], grown_to, row.get("known")) for row in promoted]
+            dropped = [grown_line(row["pattern"], model.layout, model.widths) for row, model in zip(promoted, grown)]
+            announce += "".join(f"; {line}" for line in dropped if line)
         if grown_to and config.attention_at_target == "keep":
             announce += f"; new patterns grown to {grown_to} with their attention layers kept, not repeated"
         stage = Stage(index, done[0].stage.space, len(promoted), rung.study_name, first, only_first=True)

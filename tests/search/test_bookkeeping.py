@@ -544,3 +544,35 @@ def test_a_search_run_again_says_it_resumed_and_a_first_run_does_not(tmp_path, f
     run_search(halving(tmp_path), echo=again.append)
     [said] = [line for line in again if line.startswith("resuming:")]
     assert "finished trial(s)" in said and "not trained again" in said and len(fake.trained) == trained
+
+
+def test_the_leaderboard_sizes_the_model_each_score_was_trained_on_and_says_a_dropped_layer(tmp_path, fake):
+    """Issue 61, item 4: under "ranked at the target" the leaderboard printed AAMMMM's 6 layers at the search's
+    widths (238,016 parameters) while the last rung trained AAMMM (growth to tiny's size dropped an M layer) and
+    said nothing of the drop. Now its size is the model search.growth.grow builds there, and the drop is said, at
+    the rung that trains it and under the table (also from a leaderboard.json written before the key)."""
+    from search.growth import grow
+    from search.summary import format_table
+
+    lines = []
+    result = run_search(halving(tmp_path), echo=lines.append)
+    grown = grow("AAMMMM", "tiny", "composer-paper")
+    size = analyze(grown.arch).non_embedding_params
+    assert grown.layout == "AAMMM" and size == 172_416 and "one layer (M) dropped to fit tiny's size" in grown.how
+    paper = next(row for row in result["leaderboard"] if row["pattern"] == "AAMMMM")
+    assert paper["scored_model"] == {"pattern": "AAMMM", "widths": "tiny", "params": analyze(grown.arch).params,
+                                     "non_embedding_params": size, "attention_share": 0.4,
+                                     "grown": "AAMMMM grows to AAMMM at tiny: one layer (M) dropped to fit tiny's "
+                                              "size"}
+    assert paper["non_embedding_params"] == 221_632  # the searched pattern at the search's widths, as before
+    text = summary_text(result)
+    [row_line] = [line for line in text.splitlines() if line.split()[1:2] == ["AAMMMM"]]
+    assert row_line.split()[4:7] == ["AAMMM", "tiny", f"{size:,}"]
+    assert "\n   AAMMMM grows to AAMMM at tiny: one layer (M) dropped to fit tiny's size\n" in text
+    assert any(line.startswith("rung 1") and "promoting" in line and "AAMMMM grows to AAMMM at tiny" in line
+               for line in lines)
+    written = json.loads((tmp_path / "out" / "leaderboard.json").read_text())
+    older = [{key: value for key, value in row.items() if key != "scored_model"} for row in written]
+    assert format_table(older) == format_table(written) == format_table(result["leaderboard"])
+    csv = (tmp_path / "out" / "leaderboard.csv").read_text()
+    assert "scored_non_embedding_params" in csv.splitlines()[0] and ",AAMMM,tiny,172416," in csv

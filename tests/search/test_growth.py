@@ -72,3 +72,18 @@ def test_a_depth_that_is_neither_a_number_nor_a_family_is_refused_by_the_search_
     with pytest.raises(ConfigError, match="--depth-at-target .deep. is neither a number of layers nor a family"):
         SearchConfig(evaluator="lm", budget="smoke", depth_at_target="deep")
     assert SearchConfig(evaluator="lm", budget="smoke", depth_at_target="8").growth.depth == 8
+
+
+def test_growth_says_the_layers_it_drops_to_fit_a_smaller_target_and_nothing_else():
+    """AAMMMM at tiny weighs more than tiny's own layers: stacking keeps 0.56 of each run, rounded up, AAMMM. The
+    drop is said in grow's ``how`` (train --from-search, pipeline print it); growing up, or laying a pattern out at
+    a depth asked for, drops nothing unasked."""
+    from search.growth import dropped_layers, grow, grown_line
+
+    assert grow("AAMMMM", "tiny").how == "stacked to the target's size; one layer (M) dropped to fit tiny's size"
+    assert grow("MMMAMM", "tiny").layout == "MMAM" and grow("MMMAMM", "tiny").how.endswith(
+        "2 layers (2 M) dropped to fit tiny's size")
+    assert grow("AMAMAM", "demo-4m").how == "stacked to the target's size"
+    assert "dropped" not in grow("AAMMMM", "tiny", depth=4).how  # --depth-at-target 4: as asked
+    assert dropped_layers("AMAMAM", "AMAM", "tiny") == "2 layers (A, M) dropped to fit tiny's size"
+    assert grown_line("AAMMMM", "AAMM", "demo-4m:d96") is None and grown_line("AM", "AMAM", "tiny") is None

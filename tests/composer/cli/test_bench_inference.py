@@ -108,3 +108,25 @@ def test_usage_errors_exit_2_with_one_line(tmp_path, capsys, argv, message):
     assert main(["bench-inference", *argv, "--out", str(tmp_path / "b")]) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1 and "Traceback" not in err, err
+
+
+def test_decode_speed_is_printed_with_the_range_of_its_repeats_or_not_at_all(tmp_path, capsys):
+    """Issue 61, item 4: a model's decode tokens/s read 128 on one run and 12 on its re-run, printed alone. Each
+    row keeps its repeats' ms per token (median, min, max, spread) and the table prints the median with the
+    range; one timed run (--repeats 1) prints no decode figure, as it has no spread."""
+    argv = ["bench-inference", "(AM)x2", "--preset", "tiny", "--batch-sizes", "1", "--context-lengths", "8",
+            "--new-tokens", "3", "--no-baseline", "--out", str(tmp_path / "bench")]
+    assert main([*argv, "--repeats", "3"]) == 0
+    text = capsys.readouterr().out
+    row = json.loads((tmp_path / "bench" / "bench_inference.json").read_text())["results"][0]
+    ms = row["decode_ms_per_token"]
+    assert ms["repeats"] == 3 and ms["min"] <= ms["median"] <= ms["max"] and ms["spread"] >= 0
+    assert row["decode_tokens_per_s"] == pytest.approx(1000 / ms["median"])
+    assert "decode tok/s/seq: the median, in brackets the range, over 3 repeats" in text
+    cell = f"{row['decode_tokens_per_s']:,.1f} ({1000 / ms['max']:,.1f}-{1000 / ms['min']:,.1f})"
+    assert cell in text
+    assert main([*argv, "--repeats", "1"]) == 0
+    text = capsys.readouterr().out
+    single = json.loads((tmp_path / "bench" / "bench_inference.json").read_text())["results"][0]
+    assert "decode tok/s not printed: one timed run has no spread" in text
+    assert f"{single['decode_tokens_per_s']:,.1f}" not in text

@@ -113,3 +113,12 @@ def test_ctrl_c_is_one_line_and_exit_130(monkeypatch, capsys):
     monkeypatch.setattr(search.run, "run_search", interrupted)
     assert main(["search", *SMOKE]) == 130
     assert capsys.readouterr().err == "composer search: interrupted\n"
+
+
+def test_the_sampler_help_says_which_sampler_two_objectives_get_under_each_strategy():
+    """Issue 61, item 4: --sampler's help said nsga2 is the default with 2+ objectives; under successive halving
+    (the default strategy) the rungs rank by the score alone and the sampler stays gp."""
+    [sampler] = [a for a in _search_parser()._actions if "--sampler" in a.option_strings]
+    assert SearchConfig(objectives=["score", "kv"], strategy="successive-halving").sampler_name == "gp"
+    assert SearchConfig(objectives=["score", "kv"], strategy="one-shot").sampler_name == "nsga2"
+    assert "except under successive-halving" in sampler.help and "gp there" in sampler.help

@@ -20,6 +20,19 @@ def test_plan_maps_batch_onto_devices_and_steps():
     assert long.steps == 10_000 and long.val_interval == 1000 and long.checkpoint_interval == 2000
 
 
+def test_train_help_says_how_often_the_default_run_validates():
+    """Issue 61, item 4: --val-interval's help said "default: 10 per run", but the interval is at least 50 steps,
+    so composer train's default run (244 steps) validates 4 times, and runs under 500 steps fewer than 10."""
+    from composer.cli.train import HELP
+
+    default = plan_run(TrainConfig(), world_size=1)
+    assert default.steps == 244 and default.steps // default.val_interval == 4
+    assert "10 per run" not in HELP["val_interval"] and "at least 50 steps" in HELP["val_interval"]
+    for steps in (500, 5_000):  # the help's 10: from 500 steps
+        plan = plan_run(TrainConfig(tokens=steps * 16 * 256), world_size=1)
+        assert plan.steps // plan.val_interval == 10
+
+
 @pytest.mark.parametrize(
     "kwargs, world, message",
     [
