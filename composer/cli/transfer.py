@@ -32,7 +32,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "transfer",
         help="measure whether search scores predict the loss at a target scale (rank correlation over seeds)",
-        description="Pick K patterns spread over a search's score range (or --patterns), extrapolate each to --target, "
+        description="Pick --patterns N patterns spread over a search's score range (or the ones --patterns names), "
+                    "extrapolate each to --target, "
                     "train each once per seed, and report the Spearman and Kendall correlation between search "
                     "score and mean target loss with a bootstrap interval, and the target's own between-seed "
                     "agreement (the noise ceiling). Writes transfer.json/.md/.png; finished runs are kept, so a "
