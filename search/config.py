@@ -156,7 +156,7 @@ class SearchConfig:
     min_throughput: str | None = None
     cost_device: str | None = None
     # successive halving: the answer must recall at least this much at the probe's longest length (a fraction, or
-    # "known": as much as the best known layout with attention); the finalists are probed with `recall_budget`
+    # "known": as much as the known layout with attention that has the best loss); the finalists are probed with `recall_budget`
     min_recall: float | str | None = None
     recall_budget: str = "probe"  # search.recall budget of the finalists' probe (their mixers without MLPs)
     # successive halving: seeds of the best new and the best known finalist at the last rung's budget, for a paired

@@ -143,7 +143,7 @@ def check_recall_under_max_kv(config: SearchConfig, echo) -> None:
                f"layer that keeps every token of the recall probe's {length:,} (attention, or a window that long) "
                f"on its model at {config.report_target}")
     if config.min_recall == "known":
-        raise ConfigError(f"{problem}, so none can recall as the best known layout with attention: {fix}, or "
+        raise ConfigError(f"{problem}, so none can recall as a known layout with attention: {fix}, or "
                           f"drop --min-recall")
     echo(f"warning: {problem}; without one no finalist probed so far recalled above 0.015 at 1,024 tokens "
          f"(docs/recall.md), so --min-recall {config.min_recall} may leave only known layouts: {fix}")

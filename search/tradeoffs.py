@@ -6,8 +6,8 @@ loss can come from a layout with no attention, which recalls 38-53x less than at
 (``search.recall``'s ``probe``: each finalist's mixers alone on MQAR up to 1,024 tokens), and then:
 
 * ``--min-recall X`` keeps as answers only the finalists that recall at least ``X`` at the probe's longest length
-  (``known``: at least as much as the best known layout with attention among the finalists, within the two
-  recalls' 95% intervals over the test sequences);
+  (``known``: at least as much as the known layout with attention the answer is weighed against, the one with the
+  best loss among the finalists, within the two recalls' 95% intervals over the test sequences);
 * ``--objectives score,recall,kv`` returns the finalists no other beats on every objective (loss lower, recall
   higher, cache per sequence at 32K tokens lower), with the known layouts placed among them, and says for each
   known layout whether the answer dominates it.
@@ -79,9 +79,19 @@ def attach_trained_recall(rows: list[dict[str, Any]]) -> None:
                    recall_source="trained")
 
 
+# which known layout --min-recall known holds the answer to, as the summary says it
+BAR_LAYOUT = "the best loss of the known layouts with attention"
+
+
 def recall_threshold(rows: list[dict[str, Any]], min_recall: float | str) -> tuple[float | None, str]:
-    """The recall an answer needs, and where it comes from: a fraction as given, or (``known``) the best recall of
-    a known layout with attention among the finalists (None when none was probed).
+    """The recall an answer needs, and where it comes from: a fraction as given, or (``known``) the recall of the
+    known layout with attention that has the best loss among the finalists (None when none was probed).
+
+    Why that layout and not the one that recalls most: it is the layout a user would deploy instead of the answer,
+    so "recalls as well as the known layouts" means as well as that one. The best recall of any known layout held
+    the answer to a bar the best known layout itself failed: in the equal-cost search of 2026-11-29 linear-7to1's
+    probe (1.000) set it at 0.9995, which dropped Nemotron-H (0.993, the better loss by 0.034) and made the search
+    recommend linear-7to1 (docs/reports/equal-cost-2026-11-29.md). Equal losses go to the higher recall.
 
     ``known`` asks for the lower end of that layout's 95% interval over its test sequences
     (:func:`recall_interval`), not its point estimate: where the known layouts recall 0.9996 and 0.9999 of 16,384
@@ -97,17 +107,18 @@ def recall_threshold(rows: list[dict[str, Any]], min_recall: float | str) -> tup
         return None, ("--min-recall known: no known layout with attention has a trained recall recorded (scored "
                       "before it was measured: re-run with another --out)" if trained else
                       "--min-recall known: no known layout with attention was probed")
-    best = max(with_attention, key=lambda row: row["recall"])
+    best = min(with_attention, key=lambda row: (_loss(row), -row["recall"]))
     if best.get("recall_source") == "trained":
         interval = recall_interval(best)
-        said = (f"--min-recall known: {best['known']} {best['pattern']}'s trained model copies random spans at "
+        said = (f"--min-recall known: {best['known']} {best['pattern']} ({BAR_LAYOUT}): its trained model copies "
+                f"random spans at "
                 f"{best['recall_length']} tokens with a gain of {best['recall']:+.3f} nats")
         if interval is None:
             return best["recall"], said
         return interval[0], (f"{said}, at least {interval[0]:+.4f} (95% interval over its {best['recall_sequences']:,} "
                              "held-out sequences, averaged over its seeds: the sequences' noise, not another training "
                              "seed's)")
-    said = f"--min-recall known: {best['known']} {best['pattern']} recalls {best['recall']:.3f}"
+    said = f"--min-recall known: {best['known']} {best['pattern']} ({BAR_LAYOUT}) recalls {best['recall']:.3f}"
     interval = recall_interval(best)
     if interval is None:
         return best["recall"], said
@@ -115,6 +126,12 @@ def recall_threshold(rows: list[dict[str, Any]], min_recall: float | str) -> tup
     return low, (f"{said}, at least {low:.4f} (95% interval over its {best['recall_sequences']:,} test sequences "
                  f"({best['recall_queries']:,} queries): the test sample's noise at one training seed, not another "
                  "training seed's)")
+
+
+def _loss(row: dict[str, Any]) -> float:
+    """A finalist's loss for choosing the known layout ``known`` reads; none recorded ranks last."""
+    score = row.get("score")
+    return float("inf") if score is None or score != score else float(score)
 
 
 def meets(row: dict[str, Any], threshold: float | None, within_noise: bool = False) -> bool:

@@ -23,8 +23,8 @@ FLAGS = {
                         "under successive-halving score[,recall][,kv]: the rungs rank by score, the finalists' "
                         "front on all (recall: the finalists' probe; kv: cache at 32K tokens)"),
     "min_recall": (str, "successive-halving: the answer must recall at least this fraction at the probe's longest "
-                        "length (1,024 tokens), or 'known': as much as the best known layout with attention; "
-                        "probes every finalist (about 10 min each on 2 CPU cores)"),
+                        "length (1,024 tokens), or 'known': as much as the known layout with attention that has the "
+                        "best loss; probes every finalist (about 10 min each on 2 CPU cores)"),
     "recall_budget": (str, "search.recall budget of the finalists' probe (default probe; probe-smoke: a plumbing "
                            "check)"),
     "confirm_seeds": (int, "successive-halving: train the best new and the best known finalist to this many seeds "

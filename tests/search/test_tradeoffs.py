@@ -55,7 +55,8 @@ def test_recall_comes_from_the_probe_at_its_longest_length():
 def test_min_recall_known_allows_the_known_layouts_test_sample_noise():
     # Llama's mixers recall 16,378 of 16,384 queries at 1,024 tokens, one miss in each of 6 of its 256 sequences: a
     # finalist at 0.9994 is not worse than that
-    rows = [finalist("SDMMSD", 1.3), finalist("DMDMAM", 1.35, known="linear-7to1"), finalist("AMAMAM", 1.4, known="llama")]
+    rows = [finalist("SDMMSD", 1.3), finalist("DMDMAM", 1.4, known="linear-7to1"),
+            finalist("AMAMAM", 1.35, known="llama")]
     attach_recall(rows, [probed(p, [1] * misses) for p, misses in (("SDMMSD", 10), ("DMDMAM", 16), ("AMAMAM", 6))])
     assert rows[2]["recall"] == 16_378 / 16_384 and rows[2]["recall_sequences"] == 256
     threshold, why = recall_threshold(rows, "known")
@@ -104,11 +105,11 @@ def test_an_old_probe_row_without_the_sequences_spread_gets_the_worst_case_inter
     assert recall_interval(rows[0])[0] < recall_interval(spread_out)[0]
 
 
-def test_min_recall_known_keeps_a_finalist_whose_interval_reaches_the_best_known_layouts():
-    """The threshold is the lower end of the best known layout's interval; a finalist meets it when its own interval
+def test_min_recall_known_keeps_a_finalist_whose_interval_reaches_the_known_layouts():
+    """The threshold is the lower end of the known layout's interval; a finalist meets it when its own interval
     reaches it (the two overlap: even, as the front reads recall); one whose interval ends below it does not."""
-    rows = [finalist("SDDMAS", 1.30), finalist("SMSAMS", 1.32, known="nemotron-h"),
-            finalist("DMDMAM", 1.35, known="linear-7to1"), finalist("SDDMDM", 1.28)]
+    rows = [finalist("SDDMAS", 1.30), finalist("SMSAMS", 1.35, known="nemotron-h"),
+            finalist("DMDMAM", 1.32, known="linear-7to1"), finalist("SDDMDM", 1.28)]
     attach_recall(rows, [probed(p, [1] * (16_384 - r))  # each miss in a sequence of its own
                          for p, r in (("SDDMAS", 16_378), ("SMSAMS", 16_372), ("DMDMAM", 16_379), ("SDDMDM", 16_364))])
     threshold, _ = recall_threshold(rows, "known")
@@ -119,15 +120,34 @@ def test_min_recall_known_keeps_a_finalist_whose_interval_reaches_the_best_known
     assert meets({"recall": 0.5}, 0.4, within_noise=True) and not meets({"recall": 0.3}, 0.4, within_noise=True)
 
 
-def test_min_recall_known_is_the_best_known_layout_with_attention():
+def test_min_recall_known_is_the_known_layout_with_attention_that_has_the_best_loss():
+    """Not the one that recalls most: Llama (0.99) would set a bar linear-7to1, the better loss, fails."""
     threshold, why = recall_threshold(ROWS, "known")
-    assert threshold == 0.99 and why.startswith("--min-recall known: llama AMAMAM")
-    assert [row["pattern"] for row in ROWS if meets(row, threshold)] == ["AMAMAM"]
+    assert threshold == 0.95 and why.startswith("--min-recall known: linear-7to1 DMDMAM (the best loss"), why
+    assert [row["pattern"] for row in ROWS if meets(row, threshold)] == ["DMDMAM", "AMAMAM"]
+    even = [finalist("SMSAMS", 1.32, 0.90, known="nemotron-h"), finalist("DMDMAM", 1.32, 0.95, known="linear-7to1")]
+    assert recall_threshold(even, "known")[0] == 0.95  # equal losses: the higher recall
     assert recall_threshold(ROWS, 0.9)[0] == 0.9
     assert [row["pattern"] for row in ROWS if meets(row, 0.9)] == ["SMSAMS", "DMDMAM", "AMAMAM"]
     attention_free = [finalist("SDMMSD", 1.3, 0.02, known="x"), finalist("SSSSSS", 1.3, 0.01)]
     assert recall_threshold(attention_free, "known")[0] is None  # no known layout with attention was probed
     assert not meets(finalist("SDMMSD", 1.3), 0.0)  # an unprobed finalist never meets a constraint
+
+
+def test_min_recall_known_never_drops_the_known_layout_the_answer_is_weighed_against():
+    """The equal-cost search of 2026-11-29: linear-7to1's probe recalled 1.000 and Nemotron-H's 0.993, Nemotron-H
+    with the better loss by 0.034. The bar was linear-7to1's (0.9995): Nemotron-H and every new finalist below it
+    were dropped, and the search recommended linear-7to1, worse than Nemotron-H. The bar is Nemotron-H's now: it
+    stays eligible, and so does a new finalist that recalls as well."""
+    rows = [finalist("SMMMAD", 1.3203), finalist("SMSAMS", 1.3255, known="nemotron-h"),
+            finalist("DMDMAM", 1.3598, known="linear-7to1")]
+    attach_recall(rows, [probed("SMMMAD", [1] * 110), probed("SMSAMS", [1] * 115), probed("DMDMAM", [1] * 3)])
+    threshold, why = recall_threshold(rows, "known")
+    assert why.startswith("--min-recall known: nemotron-h SMSAMS"), why
+    eligible = [row["pattern"] for row in rows if meets(row, threshold, within_noise=True)]
+    assert eligible == ["SMMMAD", "SMSAMS", "DMDMAM"]
+    by_most_recall = recall_interval(rows[2])[0]  # the old bar
+    assert [row["pattern"] for row in rows if meets(row, by_most_recall, within_noise=True)] == ["DMDMAM"]
 
 
 # a seed spread at the last rung's budget: one-seed losses 0.02 apart differ beyond it (t(4) x 0.004 x sqrt 2 = 0.016)

@@ -75,7 +75,7 @@ def test_min_recall_known_reads_the_trained_models_recall_where_the_last_rung_me
     llama, some, none = rows[2], rows[1], rows[0]
     assert llama["recall_source"] == "trained" and llama["recall"] == llama["trained_recall"]["value"]
     said = answer.summary["min_recall"]
-    # the bar is the low end of the best known layout's interval over its held-out sequences; a finalist whose own
+    # the bar is the low end of the interval of the known layout with the best loss over its held-out sequences; a finalist whose own
     # interval reaches it is eligible, as the probe's within_noise rule
     assert said["source"] == "trained" and said["threshold"] == pytest.approx(llama["trained_recall"]["ci"][0])
     assert some["trained_recall"]["ci"][1] >= said["threshold"] > some["trained_recall"]["value"]
@@ -83,7 +83,8 @@ def test_min_recall_known_reads_the_trained_models_recall_where_the_last_rung_me
     assert said["eligible"] == ["MMAMMM", "AMAMAM"] and [row["pattern"] for row in answer.eligible] == said["eligible"]
     assert said["recall"]["MMMMMM"]["value"] == none["trained_recall"]["value"]
     assert said["recall"]["AMAMAM"]["ci"] == llama["trained_recall"]["ci"] and said["recall"]["AMAMAM"]["length"] == 32
-    assert said["why"].startswith("--min-recall known: llama AMAMAM's trained model copies random spans at 32 tokens")
+    assert said["why"].startswith("--min-recall known: llama AMAMAM (the best loss of the known layouts with "
+                                  "attention): its trained model copies random spans at 32 tokens")
     assert "recall_probe" not in answer.summary
     assert answer.summary["front"]["recall_source"] == "trained"
     # one seed each and no measured seed spread: the losses are even, so Llama's recall, beyond MMMMMM's interval,
