@@ -1715,6 +1715,21 @@ def test_the_equal_cost_search():
         assert plain(cells[3]) == paired["verdict"]
         recorded = data["vs_control"][f"{mine} - {theirs}"]["difference"]
         assert recorded["mean"] == pytest.approx(paired["mean"])
+    # the same search under the corrected --min-recall known: its bar, the eligible finalists and its verdict as
+    # its record holds them, and the verdict recomputed from the per-seed losses
+    rerun = results("equal_cost_search_rerun-2026-11-29.json")
+    bar = rerun["min_recall"]
+    assert bar["why"].startswith("--min-recall known: nemotron-h SMSAMS (the best loss")
+    find(text, re.escape(f"at least **{bar['threshold']:.4f}**"))
+    eligible = [row["pattern"] for row in rerun["leaderboard"] if row["meets_min_recall"]]
+    assert eligible == bar["eligible"] == ["SMMMAD", "SMSAMD", "SMSAMS", "SMMAMM", "DMDMAM"]
+    said = rerun["vs_known"]
+    assert (said["answer"], said["recommended"]) == ("tie", "SMSAMS")
+    by_pattern = {row["pattern"]: row["evidence"]["scores"] for row in rerun["leaderboard"]}
+    paired = paired_difference(by_pattern["SMMMAD"], by_pattern["SMSAMS"])
+    assert paired["seeds"] == ["0", "1", "2"] and paired["verdict"] == "within noise"
+    find(text, re.escape(f"**{paired['mean']:+.4f} [{paired['ci'][0]:+.4f}, {paired['ci'][1]:+.4f}]**, a tie"))
+    assert said["difference"] == pytest.approx(paired["mean"])
 
 
 # ------------------------------------------------------------------ reports/seed-spread-and-target-cache-2026-11-29.md
