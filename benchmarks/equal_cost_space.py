@@ -5,14 +5,14 @@ Why: ``composer search --max-latency known --min-throughput known --max-kv ...``
 at the target costs more than the known layouts. Whether *any* layout of ``AMSD`` gets there decides whether an
 equal-cost search can find a new answer at all, and the cost model says so for the whole space in a minute, on
 this CPU and on H200 at 1B. This script grows every pattern of the space as the search grows it
-(``search.growth.Growth``: ``--attention``, ``--depth``), costs its model with ``composer.costmodel`` (decode ms per
-token at batch 1, training tokens/s; the CPU constants fitted on this machine, the GPU's decode constants assumed)
+(``search.growth.Growth``: ``--attention-at-target``, ``--depth-at-target``), costs its model with
+``composer.costmodel`` (decode ms per token at batch 1, training tokens/s; the CPU constants fitted on this machine, the GPU's decode constants assumed)
 and its cache analytically, and counts the patterns no worse than the family on each axis and on all of them.
 It also places the finalists of a search (``--finalists``) on those axes.
 
-    python benchmarks/equal_cost_space.py --primitives AMSD --attention keep --max-kv 10MiB@32K \\
+    python benchmarks/equal_cost_space.py --primitives AMSD --attention-at-target keep --max-kv 10MiB@32K \\
         --against nemotron-h --finalists SADDDD,SDDADM,SDDMSM --json out.json
-    python benchmarks/equal_cost_space.py ... --depth nemotron-h      # every model at the family's own depth
+    python benchmarks/equal_cost_space.py ... --depth-at-target nemotron-h      # every model at the family's own depth
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ _ROOT = Path(__file__).resolve().parent.parent
 if str(_ROOT) not in sys.path:
     sys.path.insert(0, str(_ROOT))
 
+from composer.cli.format import old_spelling
 from composer.errors import ConfigError
 from composer.files import atomic_write_json
 
@@ -78,11 +79,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--layers", type=int, default=6)
     parser.add_argument("--target", default="demo-4m")
     parser.add_argument("--scale", default="llama-3.2-1b", help="the size the H200 figures are modeled at")
-    parser.add_argument("--attention", choices=("repeat", "keep"), default="keep")
-    parser.add_argument(
-        "--depth",
-        help="a family's name: every model at its own depth at each size (default: by depth at the widths)",
-    )
+    # the flags' names are composer search's (docs/usage/vocabulary.md); the old ones still work, with a notice
+    old_spelling(parser, "--attention", parser.add_argument(
+        "--attention-at-target", dest="attention", choices=("repeat", "keep"), default="keep"))
+    old_spelling(parser, "--depth", parser.add_argument(
+        "--depth-at-target", dest="depth",
+        help="a family's name: every model at its own depth at each size (default: by depth at the widths)"))
     parser.add_argument("--max-kv", default="10MiB@32K")
     parser.add_argument("--against", default="nemotron-h", help="the family every pattern is held against")
     parser.add_argument(

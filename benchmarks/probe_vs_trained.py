@@ -18,13 +18,13 @@ noise is in it. With k layouts the rank correlation can only take a few values a
 layouts has a permutation p of 1/24: the report says so rather than reading a point value.
 
 A finished search whose finalists were probed (``--min-recall``) and whose last rung measured their trained models'
-recall (``recall_sequences``: the cpu ladder's rung 2 does) holds both for every finalist: ``--search OUT`` reads
+recall (``recall_sequences``: the cpu ladder's rung 2 does) holds both for every finalist: ``--from-search OUT`` reads
 them from its ``leaderboard.json`` (the trained figure there is already averaged over the finalist's seeds, its
 interval over the held-out sequences), so the comparison needs no run of its own.
 
     python benchmarks/probe_vs_trained.py --trained runs/recall_scale/recall_scale.json \\
         --probe benchmarks/results/recall_probe-2026-11-27.json --probe runs/probe-more/runs.json
-    python benchmarks/probe_vs_trained.py --search runs/amsd-constrained
+    python benchmarks/probe_vs_trained.py --from-search runs/amsd-constrained
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from composer.cli.format import old_spelling
 from report import finish
 
 KIND = "random"  # search.trained_recall.KIND: only a copy predicts random spans
@@ -219,13 +220,14 @@ def main(argv: list[str] | None = None) -> int:
                         help="recall_scale.json or trained_recall's runs.json (repeatable)")
     parser.add_argument("--probe", action="append", default=[], type=Path,
                         help="a recall_vs_length report or benchmarks/results/recall_probe-*.json (repeatable)")
-    parser.add_argument("--search", type=Path,
-                        help="a finished composer search's --out whose finalists were probed and their trained "
-                             "recall measured (leaderboard.json holds both)")
+    old_spelling(parser, "--search", parser.add_argument(
+        "--from-search", dest="search", type=Path,
+        help="a finished composer search's --out whose finalists were probed and their trained recall measured "
+             "(leaderboard.json holds both)"))
     parser.add_argument("--out", type=Path, default=Path("runs/probe_vs_trained"))
     args = parser.parse_args(argv)
     if args.search is None and not (args.trained and args.probe):
-        parser.error("give --search OUT, or both --trained and --probe")
+        parser.error("give --from-search OUT, or both --trained and --probe")
     if args.search is not None and not (args.search / "leaderboard.json").is_file():
         parser.error(f"{args.search}: no leaderboard.json (give the --out of a finished composer search)")
     for path in [*args.trained, *args.probe]:

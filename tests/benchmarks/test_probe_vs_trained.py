@@ -88,13 +88,13 @@ def test_a_finished_search_gives_both_measures_of_its_finalists(load_benchmark, 
     assert probe == {"SADDDD": [0.9], "SSAS": [0.5], "SDDS": [0.1]} and set(trained) == {r["pattern"] for r in rows}
     assert trained["SADDDD"][0]["value"] == 0.3 and 0 < trained["SADDDD"][0]["se"] < 0.01
     out = tmp_path / "out"
-    assert bench.main(["--search", str(search), "--out", str(out)]) == 0
+    assert bench.main(["--from-search", str(search), "--out", str(out)]) == 0
     result = json.loads((out / "probe_vs_trained.json").read_text())
     assert result["n"] == 3 and result["spearman"] == 1.0 and result["ci"][0] > 0
     assert [row["trained_seeds"] for row in result["rows"]] == [3, 1, 1]  # SADDDD's figure averages its 3 seeds
     assert result["missing_probe"] == [{"layout": "DMDMAM", "stack": "DDA"}]
     try:
-        bench.main(["--search", str(tmp_path)])
+        bench.main(["--from-search", str(tmp_path)])
     except SystemExit as stop:
         assert stop.code == 2
     assert "no leaderboard.json" in capsys.readouterr().err
