@@ -37,9 +37,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from report import finish
 
 from composer.cli.format import old_spelling
-from report import finish
 
 KIND = "random"  # search.trained_recall.KIND: only a copy predicts random spans
 FAMILY_FITS = {"llama": "AMAMAM", "nemotron-h": "SMSAMS", "samba": "SMSMWM"}  # benchmarks/trained_recall.py's
