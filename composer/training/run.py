@@ -374,7 +374,7 @@ def preflight(config: TrainConfig) -> None:
     plan_run(config, world_size)
     resolve_strategy(config, world_size)
     if config.init_from is None:
-        check_data(config.data, config.text_field, config.tokenizer)
+        check_data(config.data, config.text_field, config.tokenizer, config.seq_len, config.max_documents)
     else:
         check_source(config.data, config.text_field)
 

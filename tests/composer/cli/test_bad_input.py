@@ -33,6 +33,7 @@ CASES = [
     ("train --data {T}/nofield.jsonl --out {out}", 2, "text field 'text' not found"),
     ("train --data {T}/nofield.jsonl --text-field nope --out {out}", 2, "text field 'nope' not found"),
     ("train --data {T}/empty.txt --out {out}", 2, "has no non-empty documents"),
+    ("train --data {T}/tiny.txt --out {out}", 2, "holds 7 tokens, fewer than one sequence of seq_len + 1 = 257"),
     ("train --data {T}/missing.txt --out {out}", 2, "does not exist"),
     ("train --data {T}/emptydir --out {out}", 2, "has no .txt"),
     ("train --data {T}/table.csv --out {out}", 2, "unsupported file type"),
@@ -107,6 +108,7 @@ def inputs(tmp_path, monkeypatch) -> Path:
     monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
     monkeypatch.chdir(tmp_path)
     (tmp_path / "empty.txt").write_text("")
+    (tmp_path / "tiny.txt").write_text("a\n\nb\n\nc\n")  # text, but not one sequence of it
     (tmp_path / "nofield.jsonl").write_text('{"body": "hello world"}\n' * 3)
     (tmp_path / "table.csv").write_text("text\nhello\n")
     (tmp_path / "emptydir").mkdir()
