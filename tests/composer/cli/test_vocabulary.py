@@ -185,3 +185,27 @@ def test_the_guides_teach_the_current_names():
                 if used:
                     stale.append(f"{path.relative_to(ROOT)}:{number}: composer {command} {', '.join(used)}")
     assert not stale, "\n".join(stale)
+
+
+@pytest.mark.parametrize("recipe", sorted(str(path.relative_to(ROOT)) for kind in ("train", "search", "pipeline")
+                                          for path in (ROOT / "recipes" / kind).glob("*.yaml"))
+                         + ["recipes/hybridize-llama-3.2-1b.yaml"])
+def test_the_recipes_use_the_current_keys(recipe, capsys, monkeypatch):
+    """A recipe read prints no "X is now Y" notice: the shipped recipes teach the current names, as the guides do."""
+    from composer.cli.hybridize import apply_recipe
+    from composer.experiments.pipeline import PipelineConfig
+    from composer.training.config import TrainConfig
+    from search.config import SearchConfig
+
+    monkeypatch.setattr(train_config, "_noticed", set())
+    path = ROOT / recipe
+    kind = path.parent.name
+    if kind == "train":
+        TrainConfig.recipe_values(path)
+    elif kind == "search":
+        SearchConfig.from_recipe(path)
+    elif kind == "pipeline":
+        PipelineConfig.from_recipe(path)
+    else:
+        apply_recipe(build_parser().parse_args(["hybridize", "--recipe", str(path)]))
+    assert "is now" not in capsys.readouterr().err
