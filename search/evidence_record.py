@@ -104,7 +104,7 @@ class Evidence:
     def __post_init__(self) -> None:
         # a seed without a finite score (None, or NaN from a diverged or custom evaluator) is no seed: counting it
         # would name 3 seeds in a record whose difference pairs 2, and NaN would poison every mean it joins
-        object.__setattr__(self, "scores", {int(s): float(v) for s, v in self.scores.items() if _finite(v)})
+        object.__setattr__(self, "scores", {int(s): float(v) for s, v in self.scores.items() if is_finite_score(v)})
         object.__setattr__(self, "rates", {int(s): (None if v is None else float(v)) for s, v in self.rates.items()})
         object.__setattr__(self, "selected_on", frozenset(int(s) for s in self.selected_on))
 
@@ -161,12 +161,12 @@ class Evidence:
         scores = details.get("losses") or {seed: row["score"]}
         rate = details.get("lr")
         rate = float(rate) if isinstance(rate, (int, float)) else None
-        scores = {int(s): v for s, v in scores.items() if _finite(v)}
+        scores = {int(s): v for s, v in scores.items() if is_finite_score(v)}
         return cls(row["pattern"], setting, scores, {s: rate for s in scores},
                    frozenset(scores if selected_on is None else selected_on))
 
 
-def _finite(value: Any) -> bool:
+def is_finite_score(value: Any) -> bool:
     """A score that counts: a finite number (not None, NaN or infinite)."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 

@@ -174,7 +174,7 @@ def answer_of(out: str | Path) -> dict[str, Any]:
                           f"leaderboard with --arch PATTERN instead")
     rows = [row for row in _json(path / "leaderboard.json") or [best] if row.get("pattern") == pattern]
     row = rows[0] if rows else {}
-    config = _json(path / "config.json") or {}
+    config = config or {}
     known = row.get("known") or known_layout_named(best, pattern)
     setting = (row.get("evidence") or {}).get("setting") or {}
     return {

@@ -31,6 +31,7 @@ from typing import Any
 
 from composer.evidence import clustered_proportion_interval
 from composer.pattern import attention_share
+from search.evidence_record import is_finite_score
 from search.verdict import SeedNoise, difference_interval
 
 CACHE_LENGTH = "32768"  # the cache the kv objective and the plot read: one sequence of 32K tokens
@@ -131,7 +132,7 @@ def recall_threshold(rows: list[dict[str, Any]], min_recall: float | str) -> tup
 def _loss(row: dict[str, Any]) -> float:
     """A finalist's loss for choosing the known layout ``known`` reads; none recorded ranks last."""
     score = row.get("score")
-    return float("inf") if score is None or score != score else float(score)
+    return float(score) if is_finite_score(score) else float("inf")
 
 
 def meets(row: dict[str, Any], threshold: float | None, within_noise: bool = False) -> bool:

@@ -9,6 +9,9 @@ from composer.cli.format import RenamedFlag, is_main_process, old_spelling, prin
 
 DEFAULT_FREEZE = "mlp,embeddings"
 PARSER_DEFAULTS: dict[str, object] = {}  # filled by add_parser: an option still at its default was not given
+# old recipe keys, read under their new names with a notice: the old flags' names (their RenamedFlag actions), so a
+# recipe and the command line accept the same old spellings; filled by add_parser
+OLD_KEYS: dict[str, str] = {}
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -16,8 +19,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "hybridize",
         help="turn a pretrained Transformer into a hybrid by distillation",
         description="Build the hybrid --arch PATTERN over the model in --init-from (same depth and FFN layers; "
-                    "attention layers become the mixers the pattern names, initialised from the attention weights where a "
-                    "mapping exists), freeze the MLPs and embeddings, and distil the original model's "
+                    "attention layers become the mixers the pattern names, initialised from the attention weights "
+                    "where a mapping exists), freeze the MLPs and embeddings, and distil the original model's "
                     "next-token distribution into it (KL at --distill-temperature). Runs on Lightning like composer "
                     "train: --resume continues a killed run; <out>/summary.json holds val_loss, the KL to the "
                     "teacher and the cache against the teacher's.",
@@ -85,13 +88,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=run)
     PARSER_DEFAULTS.update({action.dest: action.default for action in parser._actions
                             if action.default is not argparse.SUPPRESS})  # not --strategy's, the old spelling's
+    OLD_KEYS.update({flag.lstrip("-").replace("-", "_"): action.dest for action in parser._actions
+                     if isinstance(action, RenamedFlag) for flag in action.option_strings})
 
 
 # recipe keys that differ from the flags' destinations
 RECIPE_KEYS = {"no_distill": "distill"}
-# old recipe keys (the old flags' names), read under their new names with a notice
-OLD_KEYS = {"from": "init_from", "pattern": "arch", "temperature": "distill_temperature", "accelerator": "device",
-            "search": "search_placement", "strategy": "parallelism"}
 
 
 def apply_recipe(args: argparse.Namespace) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from composer.data.config import DataConfig
 from composer.data.errors import DataError
-from composer.data.sources import LocalFiles, check_source, resolve_source
+from composer.data.sources import LocalFiles, Source, check_source
 from composer.data.tokenizer import ByteTokenizer, HFTokenizer, load_tokenizer
 
 # a local source this small is tokenised whole by the preflight, to count its tokens (a second or less)
@@ -22,23 +22,22 @@ def check_data(data: str | None, text_field: str = "text", tokenizer: str | None
     """Check that ``data`` opens and holds text in ``text_field`` (``check_source``), that ``tokenizer`` loads and,
     with ``seq_len``, that a small local source holds one training sequence (:func:`check_enough_text`); return
     the tokenizer. Each failure is a one-line ``DataError`` (a usage error: exit status 2)."""
-    check_source(data, text_field)
+    source = check_source(data, text_field)
     loaded = load_tokenizer(tokenizer)
     if seq_len is not None:
-        check_enough_text(data, text_field, loaded, seq_len, max_documents)
+        check_enough_text(source, text_field, loaded, seq_len, max_documents)
     return loaded
 
 
-def check_enough_text(data: str | None, text_field: str, tokenizer: ByteTokenizer | HFTokenizer, seq_len: int,
+def check_enough_text(source: Source, text_field: str, tokenizer: ByteTokenizer | HFTokenizer, seq_len: int,
                       max_documents: int | None = None) -> None:
     """A local source of at most ``SMALL_SOURCE_BYTES`` that holds fewer tokens than one sequence of ``seq_len + 1``
     is a ``DataError`` before a run starts: the data module would find it only after Lightning printed its start-up
     lines and ``--out`` held config.json (issue 61). Larger sources, the default corpus and hub datasets are left to
     the data module: counting them means tokenising them."""
-    source = resolve_source(data)
     if not isinstance(source, LocalFiles) or sum(path.stat().st_size for path in source.files) > SMALL_SOURCE_BYTES:
         return
-    config = DataConfig(source=data, text_field=text_field, max_documents=max_documents)
+    config = DataConfig(source=source.spec, text_field=text_field, max_documents=max_documents)
     texts = [text for batch in source.iter_texts(config) for text in batch]  # batches of documents
     tokens = len(tokenizer.encode_documents(texts)[0]) if texts else 0
     if tokens < seq_len + 1:

@@ -229,16 +229,17 @@ def document_texts(batch: dict[str, list[Any]], field: str, description: str) ->
     return texts
 
 
-def check_source(spec: str | None, text_field: str = "text") -> None:
+def check_source(spec: str | None, text_field: str = "text") -> Source:
     """Read the first document of a local source: JSON or Parquet records without ``text_field`` (issue 47) and a
     source with no text at all (an empty ``.txt``, issue 61) are a ``DataError`` here, in a second, before a command
     writes its ``--out`` or starts a run, instead of the same error in every run that trains on it. The default
     corpus is checked when it is found, and a hub dataset is left to its first run (reading it may take the
-    network)."""
+    network). Returns the source it resolved."""
     source = resolve_source(spec)
     if isinstance(source, LocalFiles):
         if next(source.iter_texts(DataConfig(source=spec, text_field=text_field, max_documents=1)), None) is None:
             raise DataError(no_documents(source))
+    return source
 
 
 def no_documents(source: Source) -> str:

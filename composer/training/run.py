@@ -356,7 +356,8 @@ def preflight(config: TrainConfig) -> None:
     starts Lightning and W&B (issue 61: a bad --arch, --preset, --tokens or --tokenizer left an empty --out, and data
     without its text field printed Lightning's start-up lines and left config.json): the architecture (or the model
     a hybrid starts from and the pattern over it), the plan (at least one optimizer step), the devices and
-    parallelism, the data and the tokenizer. Each is a one-line usage error; none trains or tokenises."""
+    parallelism, the data and the tokenizer. Each is a one-line usage error; none trains, and only a small local
+    source is tokenised, to count its tokens (``composer.data.checks.check_enough_text``)."""
     from composer.data.checks import check_data
     from composer.data.sources import check_source
 
@@ -369,7 +370,7 @@ def preflight(config: TrainConfig) -> None:
     elif not any(is_transformers_checkpoint(path) for path in (config.init_from, config.teacher) if path):
         # a Composer model: its widths, the pattern over them and its tokenizer (a transformers checkpoint is
         # imported into --out first, so it is checked when the run builds)
-        _hybrid_architecture(dataclasses.replace(config))
+        _hybrid_architecture(dataclasses.replace(config))  # a copy: it resolves init_from and teacher in place
     world_size = world_size_of(config)
     plan_run(config, world_size)
     resolve_strategy(config, world_size)
