@@ -13,7 +13,10 @@ Every generator returns a canonical pattern of exactly ``n_layers`` symbols. Two
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import random
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -156,6 +159,32 @@ def linear_7to1(n_layers: int) -> str:
     return _periodic("DM" * 7 + "AM", n_layers)
 
 
+def nemotron_flash(n_layers: int) -> str:
+    """Nemotron-Flash (arXiv 2511.18890, Table 11; HF ``nvidia/Nemotron-Flash-1B`` and ``-3B`` ``layer_types``):
+    Gated DeltaNet and Mamba-2 mixers alternating, an FFN after every mixer, about one mixer in six attention.
+
+    The 1B model has 12 mixers, ``D S A S D S A S D S D S``, and the 3B 18, ``D S A S D S A S D S A S D S D S D
+    S``: mixers alternate ``D`` and ``S`` from the bottom, and the j-th attention layer takes the ``D`` slot of the
+    j-th block of four mixers (mixer ``4j + 2``), ``round(mixers / 6)`` of them (at least one). Each mixer is
+    followed by an MLP (two symbols), so the 1B layout is ``nemotron_flash(24)``. Its searched depth and width are
+    latency-optimal for its GPU; a model of it at another size keeps the rule, not the depth.
+    """
+    _check_layers(n_layers)
+    mixers = (n_layers + 1) // 2
+    n_attention = max(1, round(mixers / 6))
+    attention = {4 * j + 2 for j in range(n_attention) if 4 * j + 2 < mixers} or {mixers - 1}
+    slots = ["A" if i in attention else "DS"[i % 2] for i in range(mixers)]
+    return "".join(mixer + "M" for mixer in slots)[:n_layers]
+
+
+def linear_3to1(n_layers: int) -> str:
+    """Kimi Linear's and Qwen3-Next's ratio (arXiv 2510.26692; HF ``Qwen3NextConfig``): 3 linear-attention mixers,
+    then 1 full attention, each followed by an FFN. Kimi Linear's linear mixer is Kimi Delta Attention, a gated
+    delta rule with finer gates, and Qwen3-Next's is Gated DeltaNet (``D`` for both here); both use MoE FFNs,
+    plain MLPs here, so the family isolates the 3:1 ratio (``qwen3-next`` keeps the MoE)."""
+    return _periodic("DMDMDMAM", n_layers)
+
+
 BASELINES = {
     "llama": llama,
     "striped": striped,
@@ -178,6 +207,12 @@ class Family:
     period: int
     source: str
     fact: str  # the published fact the generator encodes, for listings
+    # preset -> the depth the family shipped at that size (Nemotron-Flash's 1B and 3B), where it published one: its
+    # own rule for that size, used instead of the depth nearest the preset's parameters (composer.presets)
+    published: dict[str, int] = dataclasses.field(default_factory=dict, hash=False, compare=False)
+    # its generator is a rule defined at every depth (an attention share spread evenly), not a period cut short: a
+    # depth that is not whole periods takes the rule, not the nearest layout (search.known.family_at_depth)
+    every_depth: bool = False
 
     def pattern(self, n_layers: int) -> str:
         if not isinstance(n_layers, int) or isinstance(n_layers, bool) or n_layers < self.unit \
@@ -193,14 +228,53 @@ FAMILIES: dict[str, Family] = {family.name: family for family in (
            "1 attention : 7 Mamba (attention at offset 4 of each 8), MoE in every other FFN"),
     Family("samba", samba, 2, 4, "arXiv 2406.07522; microsoft/Samba", "Mamba, MLP, SWA, MLP repeated"),
     Family("nemotron-h", nemotron_h, 1, 13, "arXiv 2504.03624 (Nemotron-H 8B: 24 Mamba-2 + 24 FFN + 4 attention)",
-           "Mamba-2 and MLP, ~8% of layers attention spread evenly"),
+           "Mamba-2 and MLP, ~8% of layers attention spread evenly", every_depth=True),
     Family("qwen3-next", qwen3_next, 2, 8, "HF Qwen3NextConfig (full_attention_interval=4)",
            "3 Gated DeltaNet : 1 attention, MoE FFNs"),
     Family("gdn-h1", gdn_h1, 2, 4, "arXiv 2412.06464 (Gated DeltaNet-H1)",
            "Gated DeltaNet and SWA alternating, with MLPs"),
     Family("linear-7to1", linear_7to1, 2, 16, "arXiv 2501.08313 (MiniMax-01's ratio; Gated DeltaNet for lightning)",
            "7 linear-attention (Gated DeltaNet) : 1 attention, with MLPs"),
+    Family("nemotron-flash", nemotron_flash, 2, 24, "arXiv 2511.18890 (Nemotron-Flash 1B: 12 mixers, 2 attention)",
+           "Gated DeltaNet and Mamba-2 alternating, 1 in 6 mixers attention, an MLP after each",
+           published={"llama-3.2-1b": 24, "llama-3.2-3b": 36}, every_depth=True),
+    Family("linear-3to1", linear_3to1, 2, 8, "arXiv 2510.26692 (Kimi Linear's 3:1; Qwen3-Next's ratio with MLPs)",
+           "3 linear-attention (Gated DeltaNet) : 1 attention, with MLPs"),
 )}
+
+
+def nearest_layout(period: str, n_layers: int, unit: int = 1) -> str:
+    """``period``'s composition and order at ``n_layers`` layers, in whole ``unit``-layer groups (a mixer + FFN
+    pair stays a pair) when ``n_layers`` allows it (search.known's docstring: each item's share and place kept)."""
+    tokens = layers(period)
+    if unit > 1 and n_layers % unit == 0 and len(tokens) % unit == 0:
+        units = ["".join(tokens[i:i + unit]) for i in range(0, len(tokens), unit)]
+        return "".join(_resample(units, n_layers // unit))
+    return "".join(_resample(tokens, n_layers))
+
+
+def _resample(items: list[str], n: int) -> list[str]:
+    """``n`` items keeping each distinct item's share (largest remainders, each kept at least once while room
+    allows) and its place: the j-th of c copies sits at the quantile (j + 1/2) / c of its positions."""
+    size, counts = len(items), Counter(items)
+    order = list(dict.fromkeys(items))
+    if len(order) > n:  # more distinct items than room: keep the commonest
+        order = sorted(order, key=lambda item: (-counts[item], items.index(item)))[:n]
+    share = {item: counts[item] * n / size for item in order}
+    copies = {item: max(1, math.floor(share[item])) for item in order}
+    while sum(copies.values()) > n:  # the minimum of one copy overshot: take from the largest surplus
+        item = max(order, key=lambda i: (copies[i] - share[i], -items.index(i)))
+        copies[item] -= 1
+    by_remainder = sorted(order, key=lambda item: (-(share[item] - copies[item]), items.index(item)))
+    for item in by_remainder[: n - sum(copies.values())]:
+        copies[item] += 1
+    placed = []
+    for item in order:
+        positions = [i for i, other in enumerate(items) if other == item]
+        for j in range(copies[item]):
+            position = positions[min(len(positions) - 1, int((j + 0.5) / copies[item] * len(positions)))]
+            placed.append(((position + 0.5 + j * 1e-6) / size, items.index(item), item))
+    return [item for _, _, item in sorted(placed)]
 
 
 def get_family(name: str) -> Family:

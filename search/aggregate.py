@@ -588,13 +588,19 @@ def search_attention(source: str | Path) -> tuple[str | None, Path | None]:
 
 
 def refuse_depth_search(source: str | Path, command: str) -> None:
-    """Refuse a search that grew its models at ``--depth-at-target`` (by width): ``command`` grows by depth at the
-    target's widths, so it would train models the search never scored. One line naming what does train them."""
-    depth = _read_json(search_dir_of(source) / "config.json").get("depth_at_target")
+    """Refuse a search that grew its models at ``--depth-at-target`` (by width) or to ``--equal-cost``: ``command``
+    grows by depth at the target's widths, so it would train models the search never scored. One line naming what
+    does train them."""
+    config = _read_json(search_dir_of(source) / "config.json")
+    depth = config.get("depth_at_target")
+    if config.get("equal_cost"):
+        raise ConfigError(f"{source}: the search grew its models to {config['equal_cost']}'s cost (--equal-cost); "
+                          f"{command} grows to the target's size and would train other models: train the answer "
+                          "with composer train --from-search DIR --target P (it grows it as the search did)")
     if depth is not None:
         raise ConfigError(f"{source}: the search grew its models to {depth} layers by width (--depth-at-target); "
                           f"{command} grows by depth at the target's widths and would train other models: train the "
-                          "answer with composer train --from-search DIR --preset P (it grows it as the search did)")
+                          "answer with composer train --from-search DIR --target P (it grows it as the search did)")
 
 
 def load_population(source: str | Path, study: str | None = None, direction: str | None = None) -> Population:

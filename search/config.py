@@ -30,7 +30,8 @@ SCORE_SETTINGS_NAMED = ("evaluator", "budget", "strategy", "layers", "primitives
 # ... and the rest, as a digest (a default run and one with another --data used to share a study and its scores)
 SCORE_SETTINGS_DIGESTED = ("widths", "target", "data", "tokenizer", "min_share", "max_share", "max_params", "max_kv",
                            "known", "prune", "compile", "depth", "attention_at_target", "text_field",
-                           "depth_at_target", "max_latency", "min_throughput", "cost_device")
+                           "depth_at_target", "max_latency", "min_throughput", "cost_device", "equal_cost",
+                           "deployed_at", "equal_cost_figure")
 
 # the key of the budget's definition digest in a study's stored score settings (budget_definition_digest)
 BUDGET_DEFINITION = "budget_definition"
@@ -155,6 +156,12 @@ class SearchConfig:
     max_latency: str | None = None
     min_throughput: str | None = None
     cost_device: str | None = None
+    # growth to equal cost (scaling.equal_cost): every model at the target is the widest whose cost (decode at batch 1,
+    # training, or both: equal_cost_figure) on cost_device (default cpu), at the preset it is deployed at (default
+    # the target), is no more than this published family's own layout's; None grows to the target's size
+    equal_cost: str | None = None
+    deployed_at: str | None = None
+    equal_cost_figure: str = "both"
     # successive halving: the answer must recall at least this much at the probe's longest length (a fraction, or
     # "known": as much as the known layout with attention that has the best loss); the finalists are probed with `recall_budget`
     min_recall: float | str | None = None
@@ -225,9 +232,11 @@ class SearchConfig:
 
         limits = CostLimits.of(self)  # a malformed limit is one error now
         check_device(self.cost_device)
-        if self.cost_device is not None and not limits.active:
-            raise ConfigError("--cost-device says where --max-latency and --min-throughput are costed: give one of "
-                              "them, or drop it")
+        if self.cost_device is not None and not limits.active and self.equal_cost is None:
+            raise ConfigError("--cost-device says where --max-latency, --min-throughput and --equal-cost are costed: "
+                              "give one of them, or drop it")
+        if self.equal_cost is not None or self.deployed_at is not None or self.equal_cost_figure != "both":
+            self.growth  # an unknown family, preset or figure: one error now
         if self.max_kv is not None:
             from search.cost import parse_max_kv
 
@@ -400,10 +409,12 @@ class SearchConfig:
     def growth(self):
         """How a searched pattern becomes its model at the target (``search.growth.Growth``): the one rule every
         stage, the plan and the answer grow it by."""
+        from scaling.equal_cost import EqualCost
         from search.growth import Growth, depth_at_target
 
         return Growth(self.attention_at_target,
-                      depth_at_target(self.depth_at_target, self.report_target, "--depth-at-target"))
+                      depth_at_target(self.depth_at_target, self.report_target, "--depth-at-target"),
+                      EqualCost.of(self.equal_cost, self.deployed_at, self.cost_device, self.equal_cost_figure))
 
     @property
     def final_depth(self) -> int:
@@ -478,6 +489,10 @@ class SearchConfig:
         definition = budget_definition_digest(self.evaluator, self.budget, self.strategy)
         if definition is not None:
             values[BUDGET_DEFINITION] = definition
+        if self.equal_cost is not None:  # the cost model's constants decide each model's widths
+            from composer.costmodel import TABLE_PATH
+
+            values["cost_table"] = hashlib.sha256(Path(TABLE_PATH).read_bytes()).hexdigest()[:12]
         return json.loads(json.dumps(values, default=str))  # as it reads back from storage: lists, not tuples
 
     def to_dict(self) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from composer.accounting import analyze
 from composer.data.errors import DataError
 from composer.errors import ConfigError
 from composer.presets import get_preset
+from scaling.equal_cost import OverBudget
 from search.config import BUDGET_DEFINITION, SearchConfig
 from search.cost import over_max_kv, parse_max_kv, serving_cost
 from search.evaluators import Evaluator, make_evaluator
@@ -234,7 +235,11 @@ def make_objective(config: SearchConfig, stage: Stage, evaluator: Evaluator, stu
             raise optuna.TrialPruned("no promotion was waiting")
         pattern = stage.space.suggest(trial)
         search_stats = analyze(widths.with_pattern(pattern))
-        layout, target_widths, _ = growth.model(pattern, config.report_target, known.get(pattern))
+        over_budget = None
+        try:
+            layout, target_widths, _ = growth.model(pattern, config.report_target, known.get(pattern))
+        except OverBudget as error:  # --equal-cost: too deep to be as cheap as the reference at any width
+            layout, target_widths, over_budget = pattern, config.widths, str(error)  # skipped below, with why
         target_arch = get_preset(target_widths).arch.with_pattern(layout)
         cost = serving_cost(target_arch)
         trial.set_user_attr("pattern", pattern)
@@ -247,7 +252,7 @@ def make_objective(config: SearchConfig, stage: Stage, evaluator: Evaluator, stu
         trial.set_user_attr("cost", cost)
         # one read of the storage per trial: earlier results answer repeats, failures and penalties
         history = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL))
-        reason = stage.space.violation(pattern, search_stats.non_embedding_params) or (
+        reason = over_budget or stage.space.violation(pattern, search_stats.non_embedding_params) or (
             over_max_kv(target_arch, max_kv) if max_kv else None)
         if reason is None and over_cost is not None:  # measured or modeled: only where nothing cheaper refused it
             reason, figures = over_cost(target_arch, best_known_so_far(history, evaluator.direction,
@@ -364,7 +369,8 @@ def stage_evaluator(config: SearchConfig, stage: Stage) -> Evaluator:
     return make_evaluator(config.evaluator, config.budget, config.widths, config.data, config.tokenizer,
                           config.precision, config.compile, config.trunks, known=known_names(stage),
                           chosen_rates=chosen_rates(stage), attention_at_target=config.attention_at_target,
-                          text_field=config.text_field, depth_at_target=config.growth.depth)
+                          text_field=config.text_field, depth_at_target=config.growth.depth,
+                          equal_cost=config.growth.equal_cost)
 
 
 def chosen_rates(stage: Stage) -> dict[str, float]:

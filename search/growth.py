@@ -21,7 +21,11 @@ The rule:
   the stack's, so the family is compared at the same size; a depth of whole periods where that range holds one;
 * with ``depth`` (``--depth-at-target``), the layout has that many layers and the widths are scaled
   until it weighs what the target does (``scaling.extrapolate.grow_to_depth``, a scaled preset such as
-  ``demo-4m:d280``); a family in its own layout at that depth.
+  ``demo-4m:d280``); a family in its own layout at that depth;
+* with ``equal_cost`` (``--equal-cost FAMILY``), the layout is the one the rule above gives (at the preset the model
+  is deployed at, ``--deployed-at``), and the widths are the widest whose cost on ``--cost-device`` is no more
+  than FAMILY's own layout's there (``scaling.equal_cost``): loss then ranks models of equal cost. A deployed
+  preset larger than the target is scaled down to it as the reference's own layout is.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from search.known import family_at_depth
 
 if TYPE_CHECKING:
     from composer.config import ArchConfig
+    from scaling.equal_cost import EqualCost
     from scaling.extrapolate import Extrapolation
 
 
@@ -46,6 +51,9 @@ class Grown:
 
     extrapolation: Extrapolation
     how: str
+    # grown to equal cost (scaling.equal_cost): the reference, where and on what, the budget and this model's
+    # figures, the binding one, and its deployed shape where that is larger than the target; None: to equal size
+    cost: dict | None = None
 
     @property
     def layout(self) -> str:
@@ -89,11 +97,19 @@ def grown_line(pattern: str, layout: str, target: str) -> str | None:
 
 @functools.lru_cache(maxsize=16_384)  # a search's space (4,096 patterns) under each rule
 def grow(pattern: str, target: str, known: str | None = None, attention: str = "repeat", depth: int | None = None,
-         *, target_params: int | None = None, method: str = "auto", rounding: str = "ceil") -> Grown:
+         *, target_params: int | None = None, method: str = "auto", rounding: str = "ceil",
+         equal_cost: EqualCost | None = None) -> Grown:
     """The model ``pattern`` (``known``: the known layout it is, if any) becomes at preset ``target`` under
     ``attention`` (``repeat``/``keep``) and ``depth`` (None: by depth at the target's widths); the module docstring
     gives the rule. ``target_params``, ``method`` and ``rounding`` are ``composer extrapolate``'s options for a new
-    pattern grown by depth (a search grows with their defaults)."""
+    pattern grown by depth (a search grows with their defaults). ``equal_cost``: the widths are then the widest
+    within the reference family's cost instead of its size (:func:`_grow_to_cost`)."""
+    if equal_cost is not None:
+        if target_params is not None:
+            from composer.errors import ConfigError
+
+            raise ConfigError("--params sets the size a model grows to, --equal-cost its cost: give one of them")
+        return _grow_to_cost(pattern, target, known, attention, depth, equal_cost)
     grown = _grow(pattern, target, known, attention, depth, target_params, method, rounding)
     dropped = None if depth is not None else dropped_layers(pattern, grown.layout, grown.widths)  # depth: as asked
     return Grown(grown.extrapolation, f"{grown.how}; {dropped}") if dropped else grown
@@ -124,6 +140,71 @@ def _grow(pattern: str, target: str, known: str | None, attention: str, depth: i
     if known not in FAMILIES:
         return Grown(stacked, "stacked to the target's size")
     return _family_at_size(pattern, target, known, stacked)
+
+
+def _grow_to_cost(pattern: str, target: str, known: str | None, attention: str, depth: int | None,
+                  rule: EqualCost) -> Grown:
+    """Growth to equal cost (``scaling.equal_cost``): the layout the rule gives at the deployed preset (a family's
+    own layout there, or at ``depth``; a new pattern by depth at its widths, or laid out at ``depth``), at the
+    widest ``d_model`` within the reference's cost there; scaled down to ``target`` where deployed is larger. The
+    reference family itself is the budget, as it is."""
+    from composer.errors import ConfigError
+    from composer.presets import get_preset
+    from scaling.equal_cost import (
+        FIGURE_NAMES,
+        at_widths,
+        binding,
+        budget_of,
+        family_layout_at,
+        scaled_to,
+        widest_within,
+    )
+
+    deployed = rule.deployed_at(target)
+    if depth is not None and deployed != target:
+        raise ConfigError(f"--depth-at-target sets the depth at {target}, --deployed-at {deployed} the size cost is "
+                          f"taken at: give one of them (or --deployed-at {target})")
+    budget = budget_of(rule, deployed)
+    relayout = _relayout(pattern, known, attention, deployed)  # the layout at n layers, by the growth rule
+    if known == rule.reference and depth is None:
+        layout = family_layout_at(known, deployed)
+        arch, costs = get_preset(deployed).arch.with_pattern(layout), dict(budget)
+        how = f"{known}'s own layout at {len(layers(layout))} layers at {deployed}: the reference whose cost the " \
+              "others are grown to"
+    else:
+        if known in FAMILIES:
+            layout = relayout(depth) if depth else family_layout_at(known, deployed)
+            how = f"{known}'s own layout at {len(layers(layout))} layers"
+        elif depth is not None:
+            layout, how = relayout(depth), f"laid out at {depth} layers"
+        else:
+            by_size = _grow(pattern, deployed, known, attention, None, None, "auto", "ceil")
+            layout, how = by_size.layout, by_size.how.replace("the target's size", f"{deployed}'s size")
+        arch, costs = widest_within(layout, deployed, rule)
+        limit = binding(costs, budget)
+        how += (f", then widths to {rule.reference}'s cost at {deployed} on {rule.device} (cost model): d_model "
+                f"{arch.d_model}, {FIGURE_NAMES[limit]} {costs[limit] / budget[limit]:.2f}x {rule.reference}'s")
+    record = {**rule.to_dict(), "deployed": deployed, "budget": budget, "costs": costs,
+              "binding": binding(costs, budget), "deployed_pattern": arch.pattern, "deployed_d_model": arch.d_model}
+    if deployed != target:
+        arch = scaled_to(arch.pattern, arch, rule, deployed, target, relayout)
+        how += f"; scaled to {target} as {rule.reference}'s is: {arch.n_layers} layers, d_model {arch.d_model}"
+    grown = at_widths(pattern, arch, target, "equal-cost", attention=attention, depth=depth)
+    return Grown(grown, how, record)
+
+
+def _relayout(pattern: str, known: str | None, attention: str, target: str):
+    """``n -> layout``: ``pattern`` at ``n`` layers under its growth rule (a family's own layout at ``n``; a pattern
+    stacked whole with a remainder copy, its full attention kept at the middles under ``keep``), so a deployed
+    shape scaled down to a smaller target keeps the structure it grew with."""
+    from composer.presets import get_preset
+    from scaling.extrapolate import full_attention_layers, pattern_at_depth
+
+    if known in FAMILIES:
+        return lambda n: family_at_depth(known, n).pattern
+    rule = attention if known is None else "repeat"  # Llama and the paper's winner are stacked whatever it says
+    kept = full_attention_layers(get_preset(target).arch.with_pattern(pattern)) if rule == "keep" else []
+    return lambda n: pattern_at_depth(pattern, n, rule, kept)
 
 
 def _family_at_size(pattern: str, target: str, known: str, stacked: Extrapolation) -> Grown:
@@ -162,9 +243,9 @@ def layout_at_target(pattern: str, target: str, known: str | None = None,
 
 
 def model_at_target(pattern: str, target: str, known: str | None = None, attention: str = "repeat",
-                    depth: int | None = None) -> tuple[str, str, str]:
+                    depth: int | None = None, equal_cost: EqualCost | None = None) -> tuple[str, str, str]:
     """``(layout, widths, how)`` of :func:`grow`, ``widths`` a preset name."""
-    grown = grow(pattern, target, known, attention, depth)
+    grown = grow(pattern, target, known, attention, depth, equal_cost=equal_cost)
     return grown.layout, grown.widths, grown.how
 
 
@@ -189,17 +270,19 @@ def depth_at_target(spec: int | str | None, target: str, flag: str = "--depth-at
 
 @dataclass(frozen=True)
 class Growth:
-    """A search's growth rule as one value: its attention rule (``repeat`` or ``keep``, ``--attention-at-target``)
-    and its depth at the target (None: by depth at the target's widths; N: N layers, widths scaled,
-    ``--depth-at-target``). It travels from the search's config to every place that grows a pattern (its trials'
+    """A search's growth rule as one value: its attention rule (``repeat`` or ``keep``, ``--attention-at-target``),
+    its depth at the target (None: by depth at the target's widths; N: N layers, widths scaled,
+    ``--depth-at-target``) and what the widths are matched to (None: the target's size; an
+    ``scaling.equal_cost.EqualCost``: a reference family's cost, ``--equal-cost``). It travels from the search's config to every place that grows a pattern (its trials'
     cost and cache, the rungs' training, the plan, the answer, the commands given ``--from-search``), so they
     cannot disagree on the model."""
 
     attention: str = "repeat"
     depth: int | None = None
+    equal_cost: EqualCost | None = None  # grown to a reference family's cost, not the target's size
 
     def grow(self, pattern: str, target: str, known: str | None = None) -> Grown:
-        return grow(pattern, target, known, self.attention, self.depth)
+        return grow(pattern, target, known, self.attention, self.depth, equal_cost=self.equal_cost)
 
     def model(self, pattern: str, target: str, known: str | None = None) -> tuple[str, str, str]:
         """``(layout, widths, how)``: :func:`grow` under this rule."""

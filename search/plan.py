@@ -228,7 +228,15 @@ def _trained_patterns(patterns, known, spec, config) -> list[str]:
 
     if not spec.extrapolate_to:
         return list(patterns)
-    return [pattern_at_target(p, spec.extrapolate_to, known.get(p), config.growth) for p in patterns]
+    from scaling.equal_cost import OverBudget
+
+    trained = []
+    for p in patterns:
+        try:
+            trained.append(pattern_at_target(p, spec.extrapolate_to, known.get(p), config.growth))
+        except OverBudget:  # --equal-cost: a layout too deep for the budget is skipped, it trains nothing
+            continue
+    return trained or list(patterns)
 
 
 def _lm_stage(name, budget, study, candidates, expected, config, patterns, known, below, model: SecondsModel,

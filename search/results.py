@@ -17,7 +17,7 @@ from typing import Any
 from composer.errors import ConfigError
 
 # the keys of best.json that summary_text (search.summary) reads from a search's result beside its leaderboard
-SUMMARY_KEYS = ("min_recall", "front", "recall_probe", "confirmation", "cost_limits")
+SUMMARY_KEYS = ("min_recall", "front", "recall_probe", "confirmation", "cost_limits", "equal_cost")
 TRIAL_STATES = ("COMPLETE", "PRUNED", "FAIL", "RUNNING", "WAITING")
 
 
@@ -187,6 +187,10 @@ def answer_of(out: str | Path) -> dict[str, Any]:
         "lr_at": ", ".join(str(setting[key]) for key in ("preset", "budget") if setting.get(key)) or None,
         "attention_at_target": config.get("attention_at_target") or "repeat",
         "depth_at_target": config.get("depth_at_target"),
+        # growth to equal cost (scaling.equal_cost), as the flags that give it: None where the search grew to size
+        "equal_cost_rule": {name: config.get(name) for name in ("equal_cost", "deployed_at", "cost_device",
+                                                                 "equal_cost_figure")}
+        if config.get("equal_cost") else None,
         "evaluator": best.get("evaluator") or config.get("evaluator"),
         "study": best.get("study"),
     }
@@ -215,13 +219,18 @@ def search_dir_of(source: str | Path) -> Path:
 
 
 def grow_answer(answer: dict[str, Any], preset: str, *, attention: str | None = None, depth: int | str | None = None,
-                **options: Any):
+                equal_cost=None, **options: Any):
     """The model ``answer`` (:func:`answer_of`) is at ``preset``, grown as the search grew it
-    (:func:`search.growth.grow` under its ``--attention-at-target`` and ``--depth-at-target``), unless
-    ``attention`` or ``depth`` says otherwise. ``options``: ``composer extrapolate``'s ``target_params``,
-    ``method``, ``rounding``."""
+    (:func:`search.growth.grow` under its ``--attention-at-target``, ``--depth-at-target`` and ``--equal-cost``),
+    unless ``attention``, ``depth`` or ``equal_cost`` (a ``scaling.equal_cost.EqualCost``) says otherwise.
+    ``options``: ``composer extrapolate``'s ``target_params``, ``method``, ``rounding``."""
+    from scaling.equal_cost import EqualCost
     from search.growth import depth_at_target, grow
 
     depth = answer.get("depth_at_target") if depth is None else depth
+    if equal_cost is None and answer.get("equal_cost_rule"):
+        rule = answer["equal_cost_rule"]
+        equal_cost = EqualCost.of(rule["equal_cost"], rule.get("deployed_at"), rule.get("cost_device"),
+                                  rule.get("equal_cost_figure"))
     return grow(answer["pattern"], preset, answer["known"], attention or answer["attention_at_target"],
-                depth_at_target(depth, preset), **options)
+                depth_at_target(depth, preset), equal_cost=equal_cost, **options)

@@ -50,6 +50,7 @@ from search.cost.measured import add_measured_cost, cost_grid
 from search.plots import plot_all, plot_loss_against_recall, plot_rung_curves
 from search.progress import SearchEta, SearchProgress, evaluations_done, worker_heartbeat
 from search.resume import StudyLock, reap_dead_workers
+from search.results import SUMMARY_KEYS
 from search.storage import GRACE_S, default_storage_url, worker_lock_path
 from search.strategies import StageRun, get_strategy
 from search.strategies.base import make_space, missing_first
@@ -278,6 +279,10 @@ def run_search(config: SearchConfig, echo=print, notes: Sequence[str] = ()) -> d
     answer = strategy.answer(config, done, stopped, deadline is not None and time.time() >= deadline)
     study, rows = answer.study, answer.rows
     first = done[0].stage.first
+    if config.growth.equal_cost is not None:  # what every model at the target was grown to (scaling.equal_cost)
+        from scaling.equal_cost import describe
+
+        answer.summary["equal_cost"] = describe(config.growth.equal_cost, config.report_target)
     answer.eligible, at_known_cost = eligible_at_known_cost(rows, answer.eligible, CostLimits.of(config))
     if at_known_cost is not None:
         answer.summary["cost_limits"] = at_known_cost
@@ -326,6 +331,4 @@ def run_search(config: SearchConfig, echo=print, notes: Sequence[str] = ()) -> d
     return {"leaderboard": rows, "best": rows[0], "plots": [str(p) for p in plots], "study": study.study_name,
             "storage": config.storage or default_storage_url(out), "out": str(out), "precision": precision,
             "vs_known": comparison.as_dict(), "rungs": answer.files.get("rungs.json"),
-            **{key: answer.summary[key] for key in ("min_recall", "front", "recall_probe", "confirmation",
-                                                    "cost_limits")
-               if key in answer.summary}}
+            **{key: answer.summary[key] for key in SUMMARY_KEYS if key in answer.summary}}

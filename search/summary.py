@@ -245,6 +245,10 @@ def summary_text(result: dict[str, Any]) -> str:
     if result.get("rungs"):
         lines.append("rungs: " + "; ".join(f"{r['rung']}: {r['candidates']} at {r['budget']} "
                                           f"({r['seconds'] / 60:.1f} min)" for r in result["rungs"]))
+    if result.get("equal_cost"):
+        from scaling.equal_cost import describe_line
+
+        lines.append(describe_line(result["equal_cost"]))
     said = result.get("vs_known") or {}
     early = said.get("stopped_early")
     if early:

@@ -6,6 +6,7 @@ import argparse
 import re
 
 from composer.accounting import analyze
+from composer.cli.equal_cost import add_equal_cost_flags, cost_rows, equal_cost_of
 from composer.cli.format import RenamedFlag, human, old_spelling, print_json, print_rows, print_table
 from composer.errors import ConfigError
 from composer.pattern import layers, n_layers
@@ -70,6 +71,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
              "heads and the MLP's width scaled together until the model weighs the target's size (composer.widths); "
              "default: by depth at the target's widths (the search's --depth-at-target with --from-search)",
     ))
+    add_equal_cost_flags(parser)
     parser.add_argument(
         "--baselines", action="store_true",
         help="also list the matched baselines (Llama, Sandwich, striped 1:2, random) at the target widths",
@@ -140,7 +142,7 @@ def searched(args: argparse.Namespace) -> dict | None:
     if args.depth is None and answer.get("depth_at_target") is not None:
         args.depth = str(answer["depth_at_target"])
     return {"out": answer["out"], "answer": answer["answer"], "pattern": answer["pattern"], "known": answer["known"],
-            "attention": args.attention, "attention_from": why}
+            "attention": args.attention, "attention_from": why, "equal_cost_rule": answer.get("equal_cost_rule")}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -151,16 +153,20 @@ def run(args: argparse.Namespace) -> int:
     source = searched(args)
     target_params = None if args.params is None else parse_count(args.params)
     depth = None if args.depth is None else depth_at_target(args.depth, args.target)
+    rule = equal_cost_of(args, source)  # --equal-cost, or the search's own with --from-search
     # the one rule every command grows a search's answer by (search.growth.grow): a published family answer in its
-    # own layout, a new pattern by --attention-at-target, by depth or, with --depth-at-target, by width
+    # own layout, a new pattern by --attention-at-target, by depth or, with --depth-at-target, by width; with
+    # --equal-cost at the widest widths within the reference family's cost
     grown = grow(args.pattern, args.target, source["known"] if source else None, args.attention, depth,
-                 target_params=target_params, method=args.method, rounding=args.rounding)
+                 target_params=target_params, method=args.method, rounding=args.rounding, equal_cost=rule)
     result = grown.extrapolation
-    if depth is None:
+    if depth is None and rule is None:
         check_grown(result, args.pattern, args.target, args.params is not None)
     data = result.to_dict()
     if source is not None:
         data["from_search"] = source
+    if grown.cost is not None:
+        data["equal_cost"] = grown.cost
     # Llama and striped are matched to the extrapolation's target size (the preset's own unless --params).
     baselines = _baselines(result.arch, args.seed, result.target_non_embedding_params) if args.baselines else None
     if args.json:
@@ -170,7 +176,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     kept = result.kept_attention
     mixers = "".join(token for token in layers(result.source_pattern) if token not in kept)
-    if result.method == "family":
+    if result.method in ("family", "equal-cost"):
         how = grown.how
     elif result.method == "depth":
         how = (f"depth: {mixers} laid out at {result.depth} layers, widths scaled x{result.scale:.3f} to the "
@@ -185,6 +191,8 @@ def run(args: argparse.Namespace) -> int:
     counts = ", ".join(f"{symbol} {n} ({REGISTRY.get(symbol).name})" for symbol, n in result.counts.items())
     target = result.target_non_embedding_params
     origin = f"{args.target}'s own" if args.params is None else f"--params, at {args.target} widths"
+    if rule is not None:
+        origin = f"{args.target}'s own; grown to {rule.reference}'s cost, not to this size"
     print_rows(
         ([("from search", f"{source['out']}: answer {source['answer'] or '-'}, {source['pattern']}"
            + (f" ({source['known']})" if source["known"] else "") + f"; attention {source['attention']} "
@@ -201,6 +209,7 @@ def run(args: argparse.Namespace) -> int:
             ("target", f"{target:,} non-embedding ({origin})"),
             ("difference", f"{result.difference:+,} ({result.relative_error:+.2%}), bound {result.bound:,}"),
             ("KV cache/token", f"{data['kv_cache_bytes_per_token']:,} bytes (bf16)"),
+            *cost_rows(grown),
         ]
     )
     if baselines is not None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 
 from composer.accounting import DTYPE_BYTES, analyze
+from composer.cli.equal_cost import add_equal_cost_flags, equal_cost_of
+from composer.cli.equal_cost import cost_rows as equal_cost_rows
 from composer.cli.format import human, old_spelling, print_json, print_rows, resolve_spec
 from composer.errors import ConfigError
 from composer.interop.formats import FORMATS, convert, format_text
@@ -47,13 +49,25 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     old_spelling(parser, "--attention", parser.add_argument(
                         "--attention-at-target", dest="attention", choices=("repeat", "keep"), default="repeat",
                         help="with --depth-at-target: how the pattern's attention layers grow (default repeat)"))
+    add_equal_cost_flags(parser, cost_device=False)  # --cost-device above is the device the cost is taken on
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     arch, widths = resolve_spec(args.spec, args.preset, DEFAULT_WIDTHS)
-    if args.depth is not None:
+    args.cost_device = args.device  # info's --cost-device also says where --equal-cost is costed
+    rule = equal_cost_of(args, own_device=False)
+    equal = None  # the model grown to equal cost, when --equal-cost asks for one
+    if rule is not None:
+        from search.growth import depth_at_target, grow
+
+        if args.spec in PRESETS:
+            raise ConfigError("--equal-cost grows a pattern SPEC to --preset's cost: give a pattern, not a preset")
+        depth = None if args.depth is None else depth_at_target(args.depth, widths)
+        equal = grow(arch.pattern, widths, None, args.attention, depth, equal_cost=rule)
+        arch, widths = equal.arch, equal.widths
+    elif args.depth is not None:
         from scaling.extrapolate import grow_to_depth
         from search.growth import depth_at_target
 
@@ -74,7 +88,9 @@ def run(args: argparse.Namespace) -> int:
 
         cost = serving_summary(arch, args.device, train_seq_len=args.seq_len)
     if args.json:
-        print_json({"preset": widths, **stats.to_dict(), **(cost_json(cost) if cost else {}), "arch": arch.to_dict()})
+        print_json({"preset": widths, **stats.to_dict(), **(cost_json(cost) if cost else {}),
+                    **({"equal_cost": equal.cost, "grown": equal.how} if equal is not None else {}),
+                    "arch": arch.to_dict()})
         return 0
     counts = ", ".join(f"{symbol} {n} ({REGISTRY.get(symbol).name})" for symbol, n in stats.counts.items())
     tied = "tied" if arch.tie_embeddings else "untied"
@@ -93,6 +109,7 @@ def run(args: argparse.Namespace) -> int:
                             f"seq len {stats.seq_len})"),
             ("KV cache/token", f"{stats.kv_cache_bytes_per_token:,} bytes ({args.cache_dtype})"),
             ("cache/sequence", f"{human(stats.cache_bytes_per_sequence, 'B')} at seq len {stats.seq_len}"),
+            *(equal_cost_rows(equal) if equal is not None else []),
             *(cost_rows(cost) if cost else []),
         ]
     )

@@ -55,8 +55,16 @@ FLAGS = {
                          "with --cost-device; candidates over it are skipped before they train"),
     "min_throughput": (str, "TOK_S or known: the least training tokens/s of a candidate's model at the target (known: "
                             "no slower to train than the known layouts); as --max-latency"),
-    "cost_device": (str, "where --max-latency and --min-throughput are costed: cpu, h100 or h200 through the cost "
-                         "model (composer info --device); default: measured on the machine the search runs on"),
+    "cost_device": (str, "where --max-latency, --min-throughput and --equal-cost are costed: cpu, h100 or h200 "
+                         "through the cost model (composer info --cost-device); default: the limits measured on the "
+                         "machine the search runs on, --equal-cost modeled on cpu"),
+    "equal_cost": (str, "FAMILY (e.g. nemotron-h): grow every model at the target to equal cost instead of equal "
+                        "size: each layout (by the growth rule) at the widest d_model whose cost on --cost-device is "
+                        "no more than FAMILY's own layout's at --deployed-at, so loss ranks models of equal cost"),
+    "deployed_at": (str, "with --equal-cost: the preset the answer will be deployed at, where cost is taken (default: "
+                         "the target); a larger one is scaled down to the target as FAMILY's layout is"),
+    "equal_cost_figure": (str, "with --equal-cost: the cost held equal: both (default; the binding one wins), decode "
+                               "(ms per token at batch 1 after 4,096 tokens) or train (training tokens/s)"),
     "attention_at_target": (str, "repeat (default): a searched pattern's attention layers are stacked with it to "
                                  "the target's size; keep: the model at the target keeps as many attention layers "
                                  "as the pattern has, at the middles of its depth (Nemotron-H's placement), so a "
@@ -91,6 +99,7 @@ GROUPS = {
                                     "depth_at_target", "precision", "compile"),
     "advanced: constraints": ("min_share", "max_share", "max_params", "max_kv", "max_latency", "min_throughput",
                               "cost_device"),
+    "advanced: equal cost": ("equal_cost", "deployed_at", "equal_cost_figure"),
     "advanced: data": ("text_field", "tokenizer"),
     "distributed and storage": ("storage", "study", "wandb", "wandb_project"),
 }

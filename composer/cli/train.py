@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
+from composer.cli.equal_cost import add_equal_cost_flags, equal_cost_of
 from composer.cli.format import RenamedFlag, is_main_process, old_spelling, print_json
 from composer.errors import ConfigError
 from composer.pattern import compact_pattern, layers
@@ -142,6 +143,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "--attention-at-target", dest="attention", choices=("repeat", "keep"),
         help="with --depth-at-target: how the pattern's attention layers grow (repeat, the default; keep: as many "
         "as the pattern has, at the middles); --from-search takes the search's rule"))
+    add_equal_cost_flags(parser)
     for field in dataclasses.fields(TrainConfig):
         flag = "--" + field.name.replace("_", "-")
         kind = _scalar_type(str(field.type))
@@ -169,7 +171,7 @@ def config_from_args(args: argparse.Namespace, notes: list[str] | None = None) -
     if getattr(args, "target", None) is not None:
         raise ConfigError(f"--target {args.target} is the size a --from-search answer grows to: give --from-search "
                           "DIR, or --preset for the widths --arch trains at")
-    if getattr(args, "depth", None) is not None:
+    if getattr(args, "depth", None) is not None or getattr(args, "equal_cost", None) is not None:
         return at_depth(config, args, notes.append)
     if getattr(args, "attention", None) is not None:
         raise ConfigError("--attention-at-target says how a pattern grows: give it with --depth-at-target N (or use "
@@ -181,18 +183,27 @@ def config_from_args(args: argparse.Namespace, notes: list[str] | None = None) -
 
 def at_depth(config: TrainConfig, args: argparse.Namespace, say) -> TrainConfig:
     """``config`` training ``--arch PATTERN`` grown to ``--preset``'s size at ``--depth-at-target`` layers, by width
-    (``scaling.extrapolate.grow_to_depth``): the preset becomes the scaled one (``demo-4m:d280``)."""
+    (``scaling.extrapolate.grow_to_depth``), or with ``--equal-cost`` to a family's cost (``scaling.equal_cost``):
+    the preset becomes the scaled one (``demo-4m:d280``)."""
     from search.growth import depth_at_target, grow
 
+    what = "--depth-at-target" if args.equal_cost is None else "--equal-cost"
     if config.preset is None or config.arch in PRESETS:
-        raise ConfigError("--depth-at-target grows --arch PATTERN to --preset's size: give both (e.g. --arch SADDDD "
-                          "--preset demo-4m --depth-at-target 16)")
-    grown = grow(config.arch, config.preset, None, args.attention or "repeat",
-                 depth_at_target(args.depth, config.preset)).extrapolation
-    say(f"--depth-at-target {args.depth}: {config.arch} at {grown.n_layers} layers, {compact_pattern(grown.pattern)}, "
-        f"widths d_model {grown.arch.d_model} (preset {grown.target}), {grown.non_embedding_params:,} "
-        f"non-embedding parameters against {config.preset}'s {grown.target_non_embedding_params:,}")
-    return dataclasses.replace(config, arch=grown.pattern, preset=grown.target)
+        raise ConfigError(f"{what} grows --arch PATTERN at --preset: give both (e.g. --arch SADDDD --preset demo-4m "
+                          + ("--depth-at-target 16)" if args.equal_cost is None else "--equal-cost nemotron-h)"))
+    rule = equal_cost_of(args)
+    depth = None if args.depth is None else depth_at_target(args.depth, config.preset)
+    grown = grow(config.arch, config.preset, None, args.attention or "repeat", depth, equal_cost=rule)
+    model = grown.extrapolation
+    if rule is not None:
+        say(f"{rule.words()}: {config.arch} at {model.n_layers} layers, {compact_pattern(model.pattern)}, widths "
+            f"d_model {model.arch.d_model} (preset {model.target}): {grown.how}")
+    else:
+        say(f"--depth-at-target {args.depth}: {config.arch} at {model.n_layers} layers, "
+            f"{compact_pattern(model.pattern)}, widths d_model {model.arch.d_model} (preset {model.target}), "
+            f"{model.non_embedding_params:,} non-embedding parameters against {config.preset}'s "
+            f"{model.target_non_embedding_params:,}")
+    return dataclasses.replace(config, arch=model.pattern, preset=model.target)
 
 
 def from_search(config: TrainConfig, args: argparse.Namespace, say) -> TrainConfig:
@@ -211,7 +222,8 @@ def from_search(config: TrainConfig, args: argparse.Namespace, say) -> TrainConf
     answer = answer_of(args.from_search)
     asked = getattr(args, "attention", None)
     rule = asked or answer["attention_at_target"]
-    grown = grow_answer(answer, target, attention=rule, depth=getattr(args, "depth", None))
+    grown = grow_answer(answer, target, attention=rule, depth=getattr(args, "depth", None),
+                        equal_cost=equal_cost_of(args, answer))
     pattern, widths, how = grown.layout, grown.widths, grown.how
     rule_from = f"--attention-at-target {rule}" if asked else f"the search's --attention-at-target {rule}"
     name = f" ({answer['known']})" if answer["known"] else ""

@@ -323,13 +323,18 @@ def known_figures(config, figures: CostFigures) -> dict[str, dict[str, Any]]:
     from composer.pattern import layers
     from search.known import known_layouts
 
+    from scaling.equal_cost import OverBudget
+
     offered = layers(config.primitives) if config.primitives else []
     layouts, _ = known_layouts(config.layers, offered)
     growth = config.growth
-    return {
-        layout.name: figures.of(growth.arch(layout.pattern, config.report_target, layout.name))
-        for layout in layouts
-    }
+    said = {}
+    for layout in layouts:
+        try:
+            said[layout.name] = figures.of(growth.arch(layout.pattern, config.report_target, layout.name))
+        except OverBudget:  # --equal-cost: a known layout too deep for the budget is skipped; it sets no limit
+            continue
+    return said
 
 
 def eligible_at_known_cost(

@@ -30,6 +30,7 @@ from typing import Any
 
 from composer.accounting import format_bytes
 from composer.errors import ConfigError
+from scaling.equal_cost import OverBudget
 
 COST_LENGTHS = (4_096, 32_768)  # the serving lengths every trial's cache is reported at
 # --max-kv's units, read in any case: a size in bytes takes B, KB/MB/GB (powers of 1,000, as disks count) or
@@ -133,7 +134,10 @@ def recall_under_max_kv(patterns: list[str], target: str, max_kv: tuple[int, int
     fit = keeping = 0
     cheapest = None
     for pattern in patterns:
-        stats = analyze(growth.arch(pattern, target), seq_len=at)
+        try:
+            stats = analyze(growth.arch(pattern, target), seq_len=at)
+        except OverBudget:  # --equal-cost: skipped by the search, whatever its cache
+            continue
         cache, keeps = stats.cache_bytes_per_sequence, _keeps_every_token(stats, length)
         fit += cache <= limit
         keeping += cache <= limit and keeps
@@ -165,7 +169,10 @@ def first_within(patterns: list[str], widths: str, target: str, max_params: int 
             continue
         if max_kv is None:
             return {"fits": pattern}
-        grown = growth.arch(pattern, target)
+        try:
+            grown = growth.arch(pattern, target)
+        except OverBudget:  # --equal-cost: skipped by the search, whatever its cache
+            continue
         cache = analyze(grown, seq_len=max_kv[1]).cache_bytes_per_sequence
         if cache <= max_kv[0]:
             return {"fits": pattern}

@@ -108,7 +108,7 @@ class LanguageModelEvaluator:
                  tokenizer: str | None = None, precision: str = "auto", compile: bool = False,
                  trunks: str | Path | None = None, known: dict[str, str] | None = None,
                  chosen_rates: dict[str, float] | None = None, attention_at_target: str = "repeat",
-                 text_field: str = "text", depth_at_target: int | None = None) -> None:
+                 text_field: str = "text", depth_at_target: int | None = None, equal_cost=None) -> None:
         from composer.training import TrainConfig
         from composer.training.run import resolve_precision
 
@@ -139,6 +139,7 @@ class LanguageModelEvaluator:
         # None: grown by depth at the target's widths; N: every model at extrapolate_to has N layers, its widths
         # scaled to the target's size (search.growth.model_at_target)
         self.depth_at_target = depth_at_target
+        self.equal_cost = equal_cost  # scaling.equal_cost.EqualCost: widths to a family's cost, not the target's size
         self._trained_widths: dict[str, str] = {}  # trained layout -> the preset it trains at, where not self.widths
         self._held_out = None  # composer.evaluation.loading.HeldOutCache: recall's held-out text, read once
 
@@ -151,7 +152,7 @@ class LanguageModelEvaluator:
         from search.growth import model_at_target
 
         layout, widths, _ = model_at_target(pattern, self.spec.extrapolate_to, self.known.get(pattern),
-                                            self.attention_at_target, self.depth_at_target)
+                                            self.attention_at_target, self.depth_at_target, self.equal_cost)
         if widths != self.widths:
             self._trained_widths[layout] = widths
         return layout

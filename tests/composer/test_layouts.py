@@ -53,7 +53,17 @@ def test_bad_arguments(call, message):
 
 # ------------------------------------------------------------------------------------------ published families
 
-from composer.layouts import FAMILIES, gdn_h1, jamba, linear_7to1, nemotron_h, qwen3_next, samba  # noqa: E402
+from composer.layouts import (  # noqa: E402
+    FAMILIES,
+    gdn_h1,
+    jamba,
+    linear_3to1,
+    linear_7to1,
+    nemotron_flash,
+    nemotron_h,
+    qwen3_next,
+    samba,
+)
 
 
 def test_jamba_has_one_attention_per_eight_mixers_at_offset_4_and_moe_in_every_other_ffn():
@@ -75,6 +85,18 @@ def test_nemotron_h_at_8b_depth_is_24_mamba_24_mlp_4_attention_spread_evenly():
     positions = [i for i, symbol in enumerate(pattern) if symbol == "A"]
     assert [b - a for a, b in zip(positions, positions[1:])] == [13, 13, 13]
     assert "AA" not in nemotron_h(13) and counts(nemotron_h(13))["A"] == 1
+
+
+def test_nemotron_flash_is_its_published_1b_and_3b_layouts():
+    """HF nvidia/Nemotron-Flash-1B and -3B ``layer_types`` in this grammar: 12 and 18 mixers, each with an FFN."""
+    assert nemotron_flash(24) == "DMSMAMSMDMSMAMSMDMSMDMSM"  # the issue's 1B layout, symbol for symbol
+    assert nemotron_flash(36)[0::2] == "DSASDSASDSASDSDSDS" and set(nemotron_flash(36)[1::2]) == {"M"}
+    assert FAMILIES["nemotron-flash"].published == {"llama-3.2-1b": 24, "llama-3.2-3b": 36}
+    assert counts(nemotron_flash(6)) == {"D": 1, "S": 1, "A": 1, "M": 3}  # one attention at least
+
+
+def test_linear_3to1_is_three_delta_mixers_to_one_attention_each_with_an_mlp():
+    assert linear_3to1(16)[0::2] == "DDDADDDA" and set(linear_3to1(16)[1::2]) == {"M"}
 
 
 @pytest.mark.parametrize("family", FAMILIES.values(), ids=lambda f: f.name)
