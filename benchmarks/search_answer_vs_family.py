@@ -116,12 +116,13 @@ def train_family(config, family: str, work: Path, echo=print, layout: str | None
 
 def train_stages(config, name: str, fit: str, work: Path, *, known: dict[str, str] | None = None,
                  attention: str = "repeat", depth: int | None = None, expect: str | None = None,
-                 echo=print) -> dict:
+                 echo=print, equal_cost=None) -> dict:
     """``fit`` (a pattern of the search's depth, or a layout) trained as the search trains a finalist: its rungs at
     the target's size and its confirmation, a record per stage in ``work/family.json`` (kept across runs: a stage
     already there is not trained again). ``known``: ``fit`` -> the family it stands for; ``attention`` and
     ``depth``: how ``fit`` grows to the target (``search.growth.model_at_target``); ``expect``: the layout ``fit``
-    must become there (a layout of the target's size, trained as given)."""
+    must become there (a layout of the target's size, trained as given); ``equal_cost``: grown to that
+    ``scaling.equal_cost.EqualCost`` instead of the target's size."""
     from search.evaluators import make_evaluator
     from search.fidelity import get_ladder
     from search.lm import confirm_budget, get_lm_budget
@@ -151,7 +152,7 @@ def train_stages(config, name: str, fit: str, work: Path, *, known: dict[str, st
         evaluator = make_evaluator("lm", budget, config.widths, config.data, config.tokenizer, config.precision,
                                    config.compile, str(work / "trunks"), known=known or {},
                                    chosen_rates={fit: chosen} if chosen else None, attention_at_target=attention,
-                                   depth_at_target=depth)
+                                   depth_at_target=depth, equal_cost=equal_cost)
         trained = evaluator.trained_pattern(fit)
         widths = evaluator.widths_of(trained)
         if expect and trained != expect:
