@@ -97,13 +97,48 @@ def test_every_setting_that_changes_a_score_changes_the_study_name(setting):
     other = {"widths": "tiny", "target": "llama-350m", "data": "other.jsonl", "tokenizer": "gpt2",
              "min_share": {"A": 0.2}, "max_share": {"A": 0.5}, "max_params": 10**6, "max_kv": "64MiB@32K", "known": False,
              "prune": False, "compile": True, "depth": 12, "attention_at_target": "keep", "text_field": "body",
-             "depth_at_target": 16, "max_latency": "5", "min_throughput": "known", "cost_device": "h200"}
+             "depth_at_target": 16, "max_latency": "5", "min_throughput": "known", "cost_device": "h200",
+             "equal_cost": "nemotron-h", "deployed_at": "llama-3.2-1b", "equal_cost_figure": "decode"}
     assert set(other) == set(SCORE_SETTINGS_DIGESTED)
     base = {"data": "other.jsonl"} if setting == "text_field" else {}  # a text field is one of --data's
     if setting == "cost_device":  # says where the limits are costed: one of them with it
         base = {"max_latency": "5"}
+    if setting in ("deployed_at", "equal_cost_figure"):  # say where and on what --equal-cost holds cost equal
+        base = {"equal_cost": "nemotron-h"}
     default = SearchConfig(precision="fp32", **base)
     assert SearchConfig(precision="fp32", **base, **{setting: other[setting]}).study_name != default.study_name
+
+
+def test_a_search_at_equal_cost_trains_every_model_at_its_widest_shape_and_says_so(tmp_path, fake, monkeypatch):
+    """--equal-cost: the rung at the target trains each model at the widths its growth gives (a scaled preset), a
+    layout too deep for the budget at any width is skipped with the reason, and best.json and the summary name the
+    reference, the device, the deployed size and that the figures are modeled."""
+    from search.growth import grow
+    from scaling.equal_cost import EqualCost
+
+    config = halving(tmp_path, primitives="AMSD", equal_cost="nemotron-h", trials=6)
+    rule = EqualCost("nemotron-h")
+    trained_at: dict[str, str] = {}  # trained layout -> the preset it trained at
+
+    def train_once(evaluator, pattern, lr, seed):
+        trained_at[pattern] = evaluator.widths_of(pattern)
+        return fake(evaluator, pattern, lr, seed)
+
+    monkeypatch.setattr(LanguageModelEvaluator, "train_once", train_once)
+    result = run_search(config, echo=lambda _: None)
+    best = json.loads((tmp_path / "out" / "best.json").read_text())
+    assert best["equal_cost"]["reference"] == "nemotron-h" and best["equal_cost"]["modeled"] is True
+    assert "grown to equal cost" in summary_text(result) and "modeled on cpu" in summary_text(result)
+    at_target = {row["pattern"]: row for row in result["leaderboard"]}
+    for pattern, row in at_target.items():
+        grown = grow(pattern, "tiny", row.get("known"), "repeat", equal_cost=rule)
+        assert trained_at[grown.layout] == grown.widths, pattern
+    assert any(widths != "tiny" for widths in trained_at.values()), "every model trained at the target's widths"
+    storage = f"sqlite:///{tmp_path / 'out' / 'study.db'}"
+    first = optuna.load_study(study_name=result["rungs"][0]["study"], storage=storage)
+    skipped = {t.user_attrs["pattern"]: t.user_attrs["skip_reason"] for t in first.get_trials()
+               if "skip_reason" in t.user_attrs}
+    assert "costs more than nemotron-h at tiny" in skipped["DMSMAM"], skipped  # Nemotron-Flash: too deep there
 
 
 def test_a_default_search_keeps_the_study_name_it_had():
