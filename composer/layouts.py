@@ -213,6 +213,9 @@ class Family:
     # its generator is a rule defined at every depth (an attention share spread evenly), not a period cut short: a
     # depth that is not whole periods takes the rule, not the nearest layout (search.known.family_at_depth)
     every_depth: bool = False
+    # designed at equal latency (Nemotron-Flash's search; Kimi Linear's 3:1): an equal-cost search's floor, entered
+    # before the others where two families share a layout at the search's depth (search.known.known_layouts)
+    equal_latency: bool = False
 
     def pattern(self, n_layers: int) -> str:
         if not isinstance(n_layers, int) or isinstance(n_layers, bool) or n_layers < self.unit \
@@ -237,9 +240,9 @@ FAMILIES: dict[str, Family] = {family.name: family for family in (
            "7 linear-attention (Gated DeltaNet) : 1 attention, with MLPs"),
     Family("nemotron-flash", nemotron_flash, 2, 24, "arXiv 2511.18890 (Nemotron-Flash 1B: 12 mixers, 2 attention)",
            "Gated DeltaNet and Mamba-2 alternating, 1 in 6 mixers attention, an MLP after each",
-           published={"llama-3.2-1b": 24, "llama-3.2-3b": 36}, every_depth=True),
+           published={"llama-3.2-1b": 24, "llama-3.2-3b": 36}, every_depth=True, equal_latency=True),
     Family("linear-3to1", linear_3to1, 2, 8, "arXiv 2510.26692 (Kimi Linear's 3:1; Qwen3-Next's ratio with MLPs)",
-           "3 linear-attention (Gated DeltaNet) : 1 attention, with MLPs"),
+           "3 linear-attention (Gated DeltaNet) : 1 attention, with MLPs", equal_latency=True),
 )}
 
 

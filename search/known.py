@@ -56,9 +56,13 @@ def family_at_depth(name: str, n_layers: int) -> KnownLayout:
                                       f"fit): {dict(sorted(Counter(layers(pattern)).items()))}")
 
 
-def known_layouts(n_layers: int, primitives: list[str]) -> tuple[list[KnownLayout], dict[str, str]]:
+def known_layouts(n_layers: int, primitives: list[str],
+                  equal_cost: bool = False) -> tuple[list[KnownLayout], dict[str, str]]:
     """The known layouts a search of ``n_layers`` over ``primitives`` (layer tokens) can express, deduplicated
-    by pattern (the first name wins), and the ones it cannot, with the reason."""
+    by pattern (the first name wins), and the ones it cannot, with the reason. ``equal_cost``: the families
+    designed at equal latency (``Family.equal_latency``) come first among the families, so that where two share a
+    layout at this depth (the 3:1 and the 7:1 linear ratios are both ``DMDMAM`` at 6 layers) the one an equal-cost
+    search must beat enters, and grows to its own layout at the target."""
     offered = set(primitives)
     candidates = [KnownLayout("llama", llama(n_layers), "1:1 alternation")]
     if n_layers % len(PAPER_STACKED) == 0:
@@ -68,7 +72,7 @@ def known_layouts(n_layers: int, primitives: list[str]) -> tuple[list[KnownLayou
         candidates.append(KnownLayout("composer-paper", nearest_layout(PAPER_STACKED, n_layers),
                                       f"nearest layout at {n_layers} layers"))
     left_out: dict[str, str] = {}
-    for name in FAMILIES:
+    for name in sorted(FAMILIES, key=lambda name: equal_cost and not FAMILIES[name].equal_latency):
         missing = sorted(set(layers(_period(name))) - offered)
         if missing:
             left_out[name] = f"needs {', '.join(missing)}, not in --primitives"

@@ -326,7 +326,7 @@ def known_figures(config, figures: CostFigures) -> dict[str, dict[str, Any]]:
     from scaling.equal_cost import OverBudget
 
     offered = layers(config.primitives) if config.primitives else []
-    layouts, _ = known_layouts(config.layers, offered)
+    layouts, _ = known_layouts(config.layers, offered, config.equal_cost is not None)
     growth = config.growth
     said = {}
     for layout in layouts:

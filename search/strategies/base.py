@@ -119,7 +119,7 @@ def known_first(config: SearchConfig, space: SearchSpace, echo) -> tuple[tuple[s
     """The known layouts the first stage enqueues (none with ``known: false``); says which were left out."""
     if not config.known:
         return ()
-    layouts, left_out = known_layouts(space.n_layers, space.choices)
+    layouts, left_out = known_layouts(space.n_layers, space.choices, config.equal_cost is not None)
     allowed = [layout for layout in layouts if space.violation(layout.pattern) is None]
     for layout in layouts:
         if layout not in allowed:

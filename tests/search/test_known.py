@@ -117,3 +117,13 @@ def test_a_score_cached_from_another_model_at_the_target_is_not_reused():
     stacked = SimpleNamespace(user_attrs={"details": {"trained_pattern": "SMSAMS" * 3}})
     own = SimpleNamespace(user_attrs={"details": {"trained_pattern": evaluator.trained_pattern("SMSAMS")}})
     assert not same_model(stacked, "SMSAMS", evaluator) and same_model(own, "SMSAMS", evaluator)
+
+
+def test_an_equal_cost_search_enters_the_families_designed_at_equal_latency_first():
+    """At 6 layers the 3:1 and 7:1 linear ratios share DMDMAM: an equal-cost search enters it as linear-3to1 (Kimi
+    Linear's and Qwen3-Next's ratio, its floor) and grows it in that layout; other searches keep linear-7to1."""
+    layouts, left_out = known_layouts(6, list("AMSD"), equal_cost=True)
+    names = {layout.pattern: layout.name for layout in layouts}
+    assert names["DMDMAM"] == "linear-3to1" and names["DMSMAM"] == "nemotron-flash"
+    assert left_out["linear-7to1"] == "same layout as linear-3to1 at this depth (DMDMAM)"
+    assert {layout.pattern: layout.name for layout in known_layouts(6, list("AMSD"))[0]}["DMDMAM"] == "linear-7to1"
