@@ -198,7 +198,7 @@ def describe_line(said: dict[str, Any]) -> str:
                                                    else "") for figure in said["figures"])
     scaled = (f", scaled down to {said['target']} as its layout is" if said["deployed"] != said["target"] else "")
     assumed = (f"; rests on assumed constants ({', '.join(said['assumed_constants'])})"
-               if said["assumed_constants"] else "; fitted and datasheet constants only")
+               if said["assumed_constants"] else "; no assumed constant")
     return (f"grown to equal cost: every model is the widest whose {figures}, modeled on {said['device']} (cost "
             f"model{assumed}) at {said['deployed']}, is no more than {said['reference']}'s own layout's "
             f"({said['reference_layers']} layers, d_model {said['reference_d_model']}){scaled}; 'at' names each "

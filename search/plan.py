@@ -363,6 +363,7 @@ def plan_search(config: SearchConfig, device: Device | None = None) -> dict[str,
         "widths": config.widths,
         "target": config.report_target,
         "precision": config.resolved_precision,
+        "equal_cost": _equal_cost(config),
         "device": {**dataclasses.asdict(device), "describe": device.describe()},
         "workers": workers,
         "parallel": model.parallel,
@@ -448,6 +449,15 @@ def _span(pair) -> str:
     return f"{pair[0]}" if pair[0] == pair[1] else f"{pair[0]}-{pair[1]}"
 
 
+def _equal_cost(config: SearchConfig) -> dict[str, Any] | None:
+    """What ``--equal-cost`` grows every model at the target to (``scaling.equal_cost.describe``), or None."""
+    if config.growth.equal_cost is None:
+        return None
+    from scaling.equal_cost import describe
+
+    return describe(config.growth.equal_cost, config.report_target)
+
+
 def plan_text(plan: dict[str, Any]) -> str:
     """The plan as ``composer search --plan`` prints it."""
     device = plan["device"]
@@ -458,6 +468,10 @@ def plan_text(plan: dict[str, Any]) -> str:
     lines = [f"plan: {plan['strategy']}{how}, {plan['trials']} candidates of {plan['space']} patterns at "
              f"{plan['widths']}, answer at {plan['target']}, {plan['precision']}; nothing trains with --plan",
              f"device: {device['describe']}"]
+    if plan.get("equal_cost"):
+        from scaling.equal_cost import describe_line
+
+        lines.append(describe_line(plan["equal_cost"]))
     workers, threads = plan["workers"], plan["workers"][0]["threads"]
     if cuda:
         mapping = ", ".join(f"{w['worker']}->GPU {w['gpu']}" for w in workers[:8])

@@ -166,3 +166,14 @@ def test_the_multihost_recipe_shares_its_study_with_a_second_process(tmp_path, c
     answers = {json.loads((tmp_path / f"host{i}" / "best.json").read_text())["study"] for i in range(2)}
     assert answers == {f"{study}-rung1"}
     assert re.search(r"study .gpu-halving", results[0][1] + results[1][1])
+
+
+def test_the_plan_says_what_an_equal_cost_search_grows_every_model_to():
+    from search.plan import plan_search, plan_text
+
+    config = SearchConfig(primitives="AMSD", equal_cost="nemotron-h", deployed_at="llama-3.2-1b", cost_device="h200")
+    plan = plan_search(config)
+    assert plan["equal_cost"]["deployed"] == "llama-3.2-1b" and plan["equal_cost"]["device"] == "h200"
+    text = plan_text(plan)
+    assert "grown to equal cost" in text and "modeled on h200" in text and "assumed constants" in text
+    assert plan_search(SearchConfig(primitives="AMSD"))["equal_cost"] is None
