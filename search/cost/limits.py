@@ -333,19 +333,27 @@ def known_figures(config, figures: CostFigures) -> dict[str, dict[str, Any]]:
 
 
 def eligible_at_known_cost(
-    rows: list[dict[str, Any]], eligible: list[dict[str, Any]] | None, limits: CostLimits
+    rows: list[dict[str, Any]], eligible: list[dict[str, Any]] | None, limits: CostLimits,
+    known: dict[str, Any] | None = None,
 ) -> tuple[list[dict[str, Any]] | None, dict[str, Any] | None]:
     """After the last rung, under a ``known`` limit: the rows the answer may come from (of ``eligible``, or of every
-    row) whose figures are no worse than the best known layout's (``rows`` ranked best first), each row marked
+    row) whose figures are no worse than the best known layout's (``known``: its row, ``search.best_known``'s, which
+    is computed here by the same rule where it is not given; ``rows`` ranked best first), each row marked
     ``meets_cost_limits``; and what the summary says. ``(eligible, None)`` unchanged where no ``known`` limit is
-    set or no known layout has figures."""
+    set; ``eligible`` unchanged, with the reason, where there is no best known layout or it has no figures (no other
+    known layout stands in for it: the verdict compares with this one)."""
+    from search.best_known import best_known
+
     if not limits.asks_known:
         return eligible, None
-    known = next((row for row in rows if row.get("known") and row.get("limit_cost")), None)
+    known = known if known is not None else best_known(rows, eligible)
     if known is None:
-        return eligible, {
-            "why": "no known layout was costed: the known limits could not be checked after the rungs"
-        }
+        return eligible, {"why": "no known layout among the rows the answer may come from: the known limits could "
+                                 "not be checked after the rungs"}
+    if not known.get("limit_cost"):
+        return eligible, {"best_known": {"name": known["known"], "pattern": known["pattern"]},
+                          "why": f"the best known layout, {known['known']} {known['pattern']}, has no cost figures: "
+                                 "the known limits could not be checked after the rungs"}
     for row in rows:
         figures = row.get("limit_cost")
         row["meets_cost_limits"] = bool(row.get("known")) or (

@@ -111,8 +111,10 @@ def test_after_the_rungs_known_admits_only_finalists_no_worse_than_the_best_know
         "AMAMAM",
     ]  # SADDDD decodes slower than nemotron-h
     assert said["best_known"]["name"] == "nemotron-h" and rows[0]["meets_cost_limits"] is False
-    kept, _ = eligible_at_known_cost(rows, rows[:1], CostLimits("known"))  # an earlier filter is kept
-    assert kept == []
+    kept, _ = eligible_at_known_cost(rows, rows[:1] + rows[2:3], CostLimits("known"))  # an earlier filter is kept
+    assert [r["pattern"] for r in kept] == ["SMSAMS"]
+    kept, said = eligible_at_known_cost(rows, rows[:1], CostLimits("known"))  # no known layout left to hold them to
+    assert kept == rows[:1] and "no known layout among the rows the answer may come from" in said["why"]
     assert eligible_at_known_cost(rows, None, CostLimits(5.0)) == (None, None)  # numbers were applied before
 
 
@@ -169,8 +171,11 @@ def test_a_search_under_known_cost_limits_skips_slower_candidates_and_answers_on
                if "--max-latency known" in str(entry.get("reason", ""))]
     board = json.loads((out / "leaderboard.json").read_text())
     assert all(row["limit_cost"]["source"].startswith("cost model, cpu") for row in board)
-    said = json.loads((out / "best.json").read_text())["cost_limits"]
+    best = json.loads((out / "best.json").read_text())
+    said = best["cost_limits"]
     best_known = said["best_known"]
+    # one best known layout per answer (search.best_known): the limits' is the verdict's
+    assert best["best_known"]["name"] == best_known["name"] == best["vs_known"]["best_known"]["name"]
     for row in board:
         eligible = row["pattern"] in said["eligible"]
         assert eligible == (bool(row.get("known")) or row["limit_cost"]["decode_ms"] <= best_known["decode_ms"])
