@@ -304,8 +304,8 @@ def run_search(config: SearchConfig, echo=print, notes: Sequence[str] = ()) -> d
                                        + " and ".join(["failures.json", *answer.files]))
     if config.strategy == "successive-halving" and any(row.get("rung") for row in rows):  # ranked at the target
         # what each finalist and known layout costs on this machine, beside the known layout the answer weighs
-        add_measured_cost(rows, config.report_target, cost_grid(answered.budget, bool(config.compile)), out,
-                          comparison.best_known, echo)
+        grid = cost_grid(answered.budget, bool(config.compile), config.resolved_precision)
+        add_measured_cost(rows, config.report_target, grid, out, comparison.best_known, echo)
         standing = cost_standing(rows, comparison)  # dominates the best known layout, or wins on loss only
         if standing is not None:
             comparison.at_equal_cost = standing
