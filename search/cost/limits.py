@@ -166,8 +166,9 @@ class CostFigures:
             return {}
         return data if isinstance(data, dict) else {}
 
-    def _kept(self, key: str) -> list[dict[str, Any]]:
-        kept = self._store().get(key) or []
+    def _kept(self, key: str, kept: Any = None) -> list[dict[str, Any]]:
+        """``key``'s measurements (of the store, or ``kept``) that carry their repeats."""
+        kept = (self._store().get(key) if kept is None else kept) or []
         return [m for m in (kept if isinstance(kept, list) else [kept]) if isinstance(m, dict) and "repeats" in m]
 
     def _add(self, key: str, measurement: dict[str, Any]) -> list[dict[str, Any]]:
@@ -191,7 +192,7 @@ class CostFigures:
         key = store_key(arch, self.grid, self.here)
         kept = self._kept(key)
         while len(kept) < min(at_least, MEASUREMENTS):
-            kept = self._add(key, measured(arch, self.grid))
+            kept = self._kept(key, self._add(key, measured(arch, self.grid)))
         return pooled(kept)
 
 
