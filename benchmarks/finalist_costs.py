@@ -79,14 +79,16 @@ def model_at(entry: str, preset: str):
 
 
 def measure(entries: list[str], target: str, seq_len: int = 128, measured: bool = True,
-            device_here: str = "cpu", train_batch: int = 16, compile: bool = False) -> list[dict[str, Any]]:
+            device_here: str = "cpu", train_batch: int = 16, compile: bool = False,
+            precision: str | None = None) -> list[dict[str, Any]]:
     """Each entry's model at ``target``: its analytic cost, and with ``measured`` its measured cost on this
-    machine beside the cost model's prediction for ``device_here``."""
+    machine (the search's harness and statistic, in ``precision``: None for the device's default) beside the cost
+    model's prediction for ``device_here``."""
     from composer.costmodel import serving_summary
     from composer.evaluation.bench_cost import CostGrid, measure_cost
     from search.cost import serving_cost
 
-    grid = CostGrid(train_batch=train_batch, seq_len=seq_len, compile_decode=compile)
+    grid = CostGrid(train_batch=train_batch, seq_len=seq_len, compile_decode=compile, precision=precision)
     rows = []
     for entry in entries:
         name, pattern, arch, how = model_at(entry, target)
@@ -205,6 +207,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="training batch at the target (default 16; the CPU cuts it to 1,024 tokens a step)")
     parser.add_argument("--compile", action="store_true",
                         help="on the CPU, time the decode step compiled (composer.inference.compile_decode_step)")
+    parser.add_argument("--precision", choices=("fp32", "bf16"), default=None,
+                        help="time training and decode in this precision, as a search that trains in it does "
+                             "(default: the device's, bf16 on CUDA, fp32 on the CPU)")
     parser.add_argument("--no-measure", action="store_true", help="the analytic cost and the predictions only")
     parser.add_argument("--device-here", default="cpu", help="the cost model's device for this machine (default cpu)")
     parser.add_argument("--predict", action="append", default=[], metavar="DEVICE@PRESET",
@@ -228,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[dict[str, Any]] = []
     for entry in args.patterns:  # the file is rewritten after every model: a run cut short keeps what it measured
         rows += measure([entry], args.target, args.seq_len, not args.no_measure, args.device_here, args.train_batch,
-                        args.compile)
+                        args.compile, args.precision)
         (out / "finalist_costs.json").write_text(json.dumps(
             {"target": args.target, "seq_len": args.seq_len, "device_here": args.device_here, "rows": rows,
              "predicted": predicted}, indent=2))

@@ -5,14 +5,20 @@ unique per process and call, so concurrent writers (ranks, workers) never interl
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
 import os
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
+
+try:
+    import fcntl
+except ImportError:  # not POSIX: no advisory locks, updates are atomic but may lose a concurrent writer's entry
+    fcntl = None
 
 
 def temporary_path(path: Path) -> Path:
@@ -35,6 +41,39 @@ def atomic_write_text(path: str | Path, text: str) -> Path:
 def atomic_write_json(path: str | Path, data: Any, **dumps: Any) -> Path:
     """``json.dumps(data, indent=2, **dumps)`` written atomically."""
     return atomic_write_text(path, json.dumps(data, **{"indent": 2, **dumps}))
+
+
+@contextlib.contextmanager
+def locked(path: str | Path) -> Iterator[None]:
+    """An exclusive advisory lock (``fcntl.flock``) on ``path``'s sidecar ``.<name>.lock``, held for the block.
+
+    Why: an atomic write keeps a file whole, not its entries. Two processes that each read a shared file, add an
+    entry and write it back (a search's workers measuring cost figures) lose one another's entry unless the read,
+    the change and the write happen under one lock. Blocking: a writer waits its turn."""
+    path = Path(path)
+    if fcntl is None:
+        yield
+        return
+    with open(path.with_name(f".{path.name}.lock"), "a") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def update_json(path: str | Path, change: Callable[[dict[str, Any]], dict[str, Any]]) -> dict[str, Any]:
+    """Read ``path``'s JSON object (empty where it is missing, damaged or not an object), apply ``change`` to it and
+    write the result atomically, all under :func:`locked`; returns what was written."""
+    path = Path(path)
+    with locked(path):
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            data = {}
+        data = change(data if isinstance(data, dict) else {})
+        atomic_write_json(path, data)
+    return data
 
 
 def atomic_write_csv(path: str | Path, rows: list[dict[str, Any]], columns: list[str] | tuple[str, ...]) -> Path:

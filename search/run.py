@@ -45,6 +45,7 @@ from search.evaluators import make_evaluator
 from search.evidence_record import attach
 from search.leaderboard import failures, leaderboard, write_leaderboard
 from search.cost.front import cost_standing, plot_loss_against_cost
+from search.best_known import best_known, named
 from search.cost.limits import CostLimits, check_known_limits, eligible_at_known_cost
 from search.cost.measured import add_measured_cost, cost_grid
 from search.plots import plot_all, plot_loss_against_recall, plot_rung_curves
@@ -283,7 +284,10 @@ def run_search(config: SearchConfig, echo=print, notes: Sequence[str] = ()) -> d
         from scaling.equal_cost import describe
 
         answer.summary["equal_cost"] = describe(config.growth.equal_cost, config.report_target)
-    answer.eligible, at_known_cost = eligible_at_known_cost(rows, answer.eligible, CostLimits.of(config))
+    # the one best known layout of this answer (search.best_known): the cost limits, the verdict, the cost ratios
+    # and the standing at equal cost all weigh the answer against this row
+    known = best_known(rows, answer.eligible)
+    answer.eligible, at_known_cost = eligible_at_known_cost(rows, answer.eligible, CostLimits.of(config), known)
     if at_known_cost is not None:
         answer.summary["cost_limits"] = at_known_cost
     ranked = rows if answer.eligible is None else answer.eligible  # the rows an answer may come from
@@ -293,7 +297,8 @@ def run_search(config: SearchConfig, echo=print, notes: Sequence[str] = ()) -> d
     attach(rows, stage_setting(answered), answered.seed)  # a strategy that has not given its rows theirs
     # the seed spread measured at that stage's budget stands in for seeds its scores were not trained on, where
     # its setting is theirs (search.verdict)
-    comparison = compare_with_known(ranked, maximize, measured_seed_noise(answered.evaluator, answered.budget))
+    comparison = compare_with_known(ranked, maximize, measured_seed_noise(answered.evaluator, answered.budget),
+                                    known=known)
     if answer.eligible is not None and not answer.eligible:
         comparison.answer, comparison.recommended = None, None
         comparison.note = no_eligible_note(answer.summary)
@@ -304,14 +309,15 @@ def run_search(config: SearchConfig, echo=print, notes: Sequence[str] = ()) -> d
                                        + " and ".join(["failures.json", *answer.files]))
     if config.strategy == "successive-halving" and any(row.get("rung") for row in rows):  # ranked at the target
         # what each finalist and known layout costs on this machine, beside the known layout the answer weighs
-        add_measured_cost(rows, config.report_target, cost_grid(answered.budget, bool(config.compile)), out,
-                          comparison.best_known, echo)
+        grid = cost_grid(answered.budget, bool(config.compile), config.resolved_precision)
+        add_measured_cost(rows, config.report_target, grid, out, comparison.best_known, echo)
         standing = cost_standing(rows, comparison)  # dominates the best known layout, or wins on loss only
         if standing is not None:
             comparison.at_equal_cost = standing
     extra = {"study": study.study_name, "evaluator": config.evaluator, "budget": config.budget,
              "strategy": config.strategy, "direction": evaluator.direction, "precision": precision,
-             "answer": comparison.answer, "recommended": comparison.recommended, "vs_known": comparison.as_dict(),
+             "answer": comparison.answer, "recommended": comparison.recommended, "best_known": named(known),
+             "vs_known": comparison.as_dict(),
              "known_layouts": [{"name": attrs["known"], "pattern": pattern, "fit": attrs["known_fit"]}
                                for pattern, attrs in first if "known_fit" in attrs], **answer.summary}
     for name, content in answer.files.items():

@@ -118,7 +118,8 @@ def measured_cost_table(rows: list[dict[str, Any]]) -> str:
     lines.append(f"measured on {first['device']} ({first['device_name']}), {threads_text(first['threads'])}: training "
                  f"{first['train_dtype']} at {train['batch']} x {train['seq_len']} tokens, decode path "
                  f"{first['decode_path']}, ms per decode step after {int(context):,} tokens; each the median of its "
-                 f"repeats (training {train.get('repeats')}, decode {repeats}), their spread below")
+                 f"repeats (training {train.get('repeats')}, decode {repeats}), their spread below"
+                 + (f"; warm-up: {first['warmup']}" if first.get("warmup") else ""))
     lines.append(f"{COST_HEADER}  {'train tok/s':>14}  {'decode ms b1':>13}  {f'decode ms b{large}':>14}")
     noisy = []
     for row in measured:
@@ -276,6 +277,8 @@ def summary_text(result: dict[str, Any]) -> str:
     limits = result.get("cost_limits")
     if limits and limits.get("eligible") is not None:
         lines.append(f"cost limits {limits['why']}: eligible {', '.join(limits['eligible']) or 'none'}")
+    elif limits and limits.get("why"):  # not checked: no best known layout, or it has no figures
+        lines.append(f"cost limits: {limits['why']}")
     scored = f"a known layout ({best['known']})" if best.get("known") else "a new pattern"
     recommended = said.get("recommended", best["pattern"]) or "none (no answer, above)"
     if best.get("trained_recall"):

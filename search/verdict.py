@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from search.best_known import best_known
 from search.comparison_record import Comparison, Side
 from search.evidence_record import Evidence, SeedNoise, difference, held_out_seeds, of
 
@@ -83,16 +84,19 @@ def held_out_verdict(new: Evidence, known: Evidence, noise: SeedNoise | None, ma
             "ci": interval["ci"], "method": interval["method"]}
 
 
-def compare_with_known(rows: list[dict], maximize: bool, noise: SeedNoise | None = None) -> Comparison:
+def compare_with_known(rows: list[dict], maximize: bool, noise: SeedNoise | None = None,
+                       known: dict | None = None) -> Comparison:
     """The search's answer: its best new pattern against its best known layout, ``new``, ``known`` or ``tie``.
 
     ``rows``: a leaderboard, best first, whose rows carry ``known`` (a layout name or None) and ``evidence`` (their
     records, ``search.evidence_record.attach``). The difference is ``new - known`` in the score's units, over the
     records' seeds (see the module docstring); ``noise`` stands in only at the setting it was measured at.
     ``recommended`` is the pattern to pretrain: the new one only when it wins, the known layout on a tie.
+    ``known``: the best known layout's row (``search.best_known``, computed once per answer and read by the cost
+    limits and the cost standing too); where not given, the same rule over ``rows``.
     Returns best.json's ``vs_known`` as its record (``search.comparison_record.Comparison``).
     """
-    known = next((row for row in rows if row.get("known")), None)
+    known = known if known is not None else best_known(rows)
     new = next((row for row in rows if not row.get("known")), None)
     result = Comparison(answer="known" if rows and rows[0].get("known") else "new" if rows else None,
                         recommended=rows[0]["pattern"] if rows else None,

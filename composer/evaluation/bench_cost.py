@@ -5,7 +5,8 @@ slow to train and to serve (issue 58: the constrained ``AMSD`` answer decoded at
 the CPU). This module measures, on one architecture with random weights (speed does not depend on them):
 
 * ``train_tokens_per_s``: forward and backward of the causal-LM loss on random tokens, ``batch x seq_len`` (no
-  optimizer step: its cost is per parameter, not per layer); one warmup step, then the median of the repeats.
+  optimizer step: its cost is per parameter, not per layer), in the grid's precision (bf16 autocast with fp32
+  weights where the search trains in bf16, and on CUDA); one warmup step, then the median of the repeats.
   On the CPU the batch is cut to at most ``CostGrid.max_train_tokens`` tokens a step (throughput per token is
   nearly flat in the batch there: 2,642 and 2,334 tokens/s for ``AAMMMM`` at demo-4m at batch 4 and 16, one
   thread; and a full demo-4m batch takes 1-2 s a step), and the record says which batch ran (``batch``,
@@ -28,12 +29,16 @@ the CPU). This module measures, on one architecture with random weights (speed d
 The decode step runs the way it is served: on CUDA the static step (``ComposerModel.decode_step``) captured once
 as a CUDA graph and replayed (per-kernel launch overhead dominates a small model's decode step, state-spaces/mamba
 issue 90), falling back to eager where capture fails (the record's ``decode_path`` says which and why). On the CPU
-eagerly through :class:`~composer.inference.InferenceCache` in fp32 by default; with ``CostGrid.compile_decode``
+eagerly through :class:`~composer.inference.InferenceCache` in the grid's precision (fp32 by default, bf16 weights
+and cache where the search trains in bf16); with ``CostGrid.compile_decode``
 the step compiled by Inductor (``composer.inference.compile_decode_step``), the fastest path the project has there
 (2.7x eager for the 34-layer answer at batch 1, demo-4m) but 20-50 s of compiling per batch size and context.
 
-Each figure carries its repeats, ``min``, ``max`` and ``spread`` (``(max - min) / median``); the record's
-``noisy`` lists the figures whose spread is over ``NOISY_SPREAD``.
+Each figure is one statistic, the ``median`` over its repeats, and carries the repeats (``values``), ``min``,
+``max`` and ``spread`` (``(max - min) / median``); every figure is timed after one untimed warm-up call
+(``WARMUP``, stated in the record); the record's ``noisy`` lists the figures whose spread is over ``NOISY_SPREAD``.
+This module is the one timing harness of the search (its cost limits and the finalists' cost table) and of
+``benchmarks/finalist_costs.py``.
 """
 
 from __future__ import annotations
@@ -56,6 +61,9 @@ from composer.config import ArchConfig
 from composer.precision import torch_dtype
 
 NOISY_SPREAD = 0.10  # a figure whose repeats spread more than this around their median is flagged noisy
+# the warm-up before every figure's timed repeats (repeat_seconds), as each record states it
+WARMUP = ("one untimed call before the timed repeats (a compiled or CUDA-graph decode step: after the calls that "
+          "compile or capture it)")
 MEMORY_EVENT = "[memory]"  # the torch profiler's name for an allocation (positive bytes) or a free (negative)
 CPU_MEMORY_METHOD = ("cpu: bytes of the model's parameters and buffers (and the decode cache) plus the highest "
                      "running sum of the allocations and frees the torch profiler recorded in one step "
@@ -88,13 +96,32 @@ class CostGrid:
     # path there (2.7x eager for the 34-layer answer at batch 1): off by default, as each batch size and cache
     # length compiles for 20-50 s at demo-4m, more than a search's whole measurement
     compile_decode: bool = False
+    # the precision the model trains and serves in: "bf16" (training under bf16 autocast with fp32 weights, decode
+    # with bf16 weights and cache), "fp32", or None for the device's default (bf16 on CUDA, fp32 on the CPU). A
+    # search passes its own (SearchConfig.resolved_precision): it trains in bf16 on a CPU that computes it natively
+    precision: str | None = None
+    # decode after seq_len tokens too, not only at the decode point (the longest context): the cost limits, which
+    # read the decode point alone, leave it out
+    short_decode: bool = True
 
     def contexts(self, max_seq_len: int) -> tuple[int, ...]:
         """The decode contexts: ``seq_len`` and ``long_factor`` times it, each leaving room for the decoded token
-        within ``max_seq_len``."""
+        within ``max_seq_len``; only the longer (the decode point) without ``short_decode``."""
         short = min(self.seq_len, max_seq_len - 1)
         long = min(self.seq_len * self.long_factor, max_seq_len - 1)
-        return (short,) if long <= short else (short, long)
+        if long <= short:
+            return (short,)
+        return (short, long) if self.short_decode else (long,)
+
+    def decode_point(self, max_seq_len: int) -> int:
+        """The one decode context every cost figure of a search is read at (its cost limits, the finalists' table
+        and standing, a modeled figure): the longest this grid measures, ``seq_len * long_factor`` within
+        ``max_seq_len``. One point, so that a limit, a ratio and a verdict on decode speak of the same step."""
+        return self.contexts(max_seq_len)[-1]
+
+    def dtype(self, device: torch.device) -> str:
+        """``bf16`` or ``fp32``: :attr:`precision`, else the device's default."""
+        return self.precision or ("bf16" if device.type == "cuda" else "fp32")
 
     def cpu_train_batch(self) -> int:
         if self.max_train_tokens is None:
@@ -106,13 +133,15 @@ class CostGrid:
 
 
 def figure(values: list[float], **extra: Any) -> dict[str, Any]:
-    """The median of ``values`` (one per repeat) with its min, max, repeats, relative spread and whether that is
-    over ``NOISY_SPREAD`` (``extra``: what else the figure is of, e.g. ``calls`` per repeat, ``batch``)."""
+    """The one statistic of a figure: the median of ``values`` (one per repeat, kept as ``values``), with its min,
+    max, repeats, relative spread and whether that is over ``NOISY_SPREAD`` (``extra``: what else the figure is
+    of, e.g. ``calls`` per repeat, ``batch``). The median, not the fastest repeat: the search, its cost limits and
+    the benchmarks read one statistic, and the spread beside it says how far to trust it."""
     median = statistics.median(values)
     low, high = min(values), max(values)
     spread = (high - low) / median if median else 0.0
     return {"median": median, "min": low, "max": high, "repeats": len(values), "spread": spread,
-            "noisy": spread > NOISY_SPREAD, **extra}
+            "noisy": spread > NOISY_SPREAD, "values": list(values), **extra}
 
 
 def noisy_figures(record: dict[str, Any]) -> list[str]:
@@ -266,11 +295,12 @@ def repeat_seconds(run: Callable[[], Any], device: torch.device, repeats: int, m
 
 def measure_training(model, batch: int, grid: CostGrid, device: torch.device) -> tuple[dict[str, Any], int | None]:
     """Training tokens/s of forward and backward at ``batch x grid.seq_len``, and the peak memory of a step.
-    On CUDA under bf16 autocast with fp32 weights, as the project trains there."""
+    In bf16 (``grid.dtype``: on CUDA by default, on the CPU where the search trains in it) under bf16 autocast with
+    fp32 weights, as the project trains (Lightning's bf16-mixed)."""
     generator = torch.Generator().manual_seed(grid.seed)
     tokens = torch.randint(0, model.arch.vocab_size, (batch, grid.seq_len + 1), generator=generator).to(device)
     inputs, targets = tokens[:, :-1], tokens[:, 1:]
-    autocast = (torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda"
+    autocast = (torch.autocast(device.type, dtype=torch.bfloat16) if grid.dtype(device) == "bf16"
                 else contextlib.nullcontext())
     model.train()
 
@@ -474,7 +504,7 @@ def _measure_cost(arch: ArchConfig, grid: CostGrid, device: torch.device) -> dic
 
     started = time.perf_counter()
     cuda = device.type == "cuda"
-    dtype = "bf16" if cuda else "fp32"
+    dtype = grid.dtype(device)
     contexts = grid.contexts(arch.max_seq_len)
     torch.manual_seed(grid.seed)
     model = build_model(arch, device=device)
@@ -496,7 +526,8 @@ def _measure_cost(arch: ArchConfig, grid: CostGrid, device: torch.device) -> dic
     path = DecodePath.for_device(device, dtype, compile=grid.compile_decode, model=model)
     large = largest_batch(arch, grid.large_batch, contexts[-1] + 1, dtype, free_memory_bytes(device))
     decode, decode_peak, large = measure_decode_grid(model, grid, contexts, large, device, path, dtype)
-    record = {**machine(device, grid), "dtype": dtype, "train_dtype": "bf16 autocast, fp32 weights" if cuda else dtype,
+    record = {**machine(device, grid), "dtype": dtype,
+              "train_dtype": "bf16 autocast, fp32 weights" if dtype == "bf16" else dtype, "warmup": WARMUP,
               "decode_path": path.name, "train_tokens_per_s": train, "prefill_tokens_per_s": prefill,
               "decode_ms_per_token": decode,
               "decode_ms_per": "decode step: each sequence of the batch gets one token per step",
@@ -520,6 +551,7 @@ __all__ = [
     "CPU_MEMORY_METHOD",
     "CUDA_MEMORY_METHOD",
     "NOISY_SPREAD",
+    "WARMUP",
     "CostGrid",
     "DecodePath",
     "cpu_allocation_peak",

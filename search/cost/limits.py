@@ -12,21 +12,27 @@ Each figure belongs to the candidate's model at the target (``search.growth.Grow
 
 Where they come from (``--cost-device``):
 
-* not given: **measured on the machine the search runs on** (``composer.evaluation.bench_cost``, one thread, the
-  model's random weights: speed does not depend on them), decode after the last rung's context, training at its
-  batch and length (what the finalists' cost table measures again, with more repeats), each the fastest of its
-  repeats: other work on the machine only slows a repeat. A few seconds per model,
-  once: figures are kept in ``--out/limit_cost.json``, so a resumed search reads them back. Measured figures carry
-  the machine's noise: a candidate within that noise of the limit may fall either side of it on a busy machine;
+* not given: **measured on the machine the search runs on** (``composer.evaluation.bench_cost``, the one timing
+  harness of the search and the benchmarks; one thread, the model's random weights: speed does not depend on
+  them), the way the search's models train and are served: in its precision (``resolved_precision``: bf16 autocast
+  where it trains in bf16) and, under ``--compile``, with the decode step compiled. Decode at batch 1 at the
+  search's one decode point (``CostGrid.decode_point``: the last rung's context times 8, within the model's length,
+  where the finalists' cost table and the standing read it too), training at the last rung's batch and length;
+  each figure the median of its repeats with their spread beside it, after one untimed warm-up call. A few
+  seconds per model, once: figures are kept in ``--out/limit_cost.json`` under the machine's CPU or GPU name,
+  threads, torch, precision and decode path (:func:`store_key`), appended under a file lock (workers share it), so
+  a resumed search on the same machine reads them back and one on another machine measures again. Measured
+  figures carry the machine's noise: a candidate within that noise of the limit may fall either side of it on a
+  busy machine;
 * ``cpu``, ``h100``, ``h200``: **modeled** (``composer.costmodel``, its constants' sources in its table): decode
-  after 4,096 tokens, training at the device's own shape; deterministic, and the only way to ask about a GPU from a
-  CPU. The GPUs' decode constants are assumed, not fitted (docs/reports/layout-cost-cpu-2026-11-29.md).
+  at the same decode point, training at the device's own shape; deterministic, and the only way to ask about a GPU
+  from a CPU. The GPUs' decode constants are assumed, not fitted (docs/reports/layout-cost-cpu-2026-11-29.md).
 
 A limit is a number (``5`` ms, ``2000`` tokens/s) or ``known``: as good as the best known layout. Which known
-layout is best is decided by loss after the last rung. Before training, ``known`` holds a candidate to the known
-layout that scores best so far in its stage (the known layouts are its first trials); where none has scored yet,
-to *some* known layout (the slowest decode and the lowest throughput among those the search trains: one worse than
-all of them cannot match the best, whichever it is). After the last rung a finalist is eligible to be the answer
+layout is best is decided by loss after the last rung, once per answer (``search.best_known``). Before
+training, ``known`` holds a candidate to the known layout that scores best so far in its stage (the known layouts
+are its first trials); where none has scored yet, to *some* known layout (the slowest decode and the lowest
+throughput among those the search trains: one worse than all of them cannot match the best, whichever it is). After the last rung a finalist is eligible to be the answer
 only when it is no worse than the best known layout itself (:func:`eligible_at_known_cost`). A known layout is
 never held to a ``known`` limit.
 """
@@ -41,10 +47,10 @@ from pathlib import Path
 from typing import Any
 
 from composer.errors import ConfigError
-from composer.files import atomic_write_json
+from composer.files import update_json
 
 STORE = "limit_cost.json"
-MODEL_CONTEXT = 4_096  # the decode context of a modeled figure (composer info's)
+MODEL_CONTEXT = 4_096  # a modeled figure's decode context where no search's decode point is given (composer info's)
 FIGURES = {"decode_ms": "decode ms per token at batch 1", "train_tokens_per_s": "training tokens/s"}
 LIMITS = {  # figure -> the CostLimits field that limits it, its flag, and the most lenient of several figures
     "decode_ms": ("max_latency", "--max-latency", max),
@@ -112,20 +118,42 @@ def check_device(device: str | None) -> None:
 
 MEASUREMENTS = 3
 """A measured figure that decides something (a skip, or the best known layout's figure that others are held to)
-rests on this many measurements, taken at different moments, of which the fastest counts: on 2 CPU cores the
-best known layout measured once at the start of a search read 14.2 ms where three later measurements read 5.7,
-and the limit it set let every candidate through."""
+rests on this many measurements, taken at different moments, the median over all their repeats counted: on 2 CPU
+cores the best known layout measured once at the start of a search read 14.2 ms where three later measurements
+read 5.7, and the limit it set let every candidate through. One slowed measurement of three moves the median of
+their repeats little, where it alone would have set the limit."""
+
+
+def store_key(arch, grid, here: dict[str, Any]) -> str:
+    """The key of ``arch``'s figures in ``STORE``: the machine (``here``: ``bench_cost.machine``'s CPU model or GPU
+    name, threads and torch), the precision and decode path measured in, and the model and its training length.
+    A figure measured under another key is never read: a search resumed on another machine, with other threads,
+    another torch, precision or ``--compile`` measures again."""
+    path = "compiled" if grid.compile_decode else "eager"
+    return (f"{here['device_name']}|{here['threads']} thread(s)|torch {here['torch']}|{grid.precision or 'default'}|"
+            f"{path}|{arch.d_model}:{arch.pattern}:{grid.seq_len}")
 
 
 class CostFigures:
     """Each model's figures on the limits' device. Modeled ones are computed; measured ones are kept in
-    ``out/STORE``, up to :data:`MEASUREMENTS` per model, and read back by a resumed search."""
+    ``out/STORE``, up to :data:`MEASUREMENTS` per model under :func:`store_key` (entries of a store written before
+    it was keyed by machine are never read: measured again), appended under a file lock so that workers sharing
+    the ``--out`` keep each other's measurements, and read back by a resumed search on the same machine."""
 
     def __init__(self, limits: CostLimits, grid, out: str | Path | None = None) -> None:
         self.limits = limits
-        self.grid = grid  # the measured figures' shape (search.cost.measured.cost_grid of the last rung)
+        self.grid = grid  # the measured figures' shape (search.cost.limits.limits_grid: the last rung's)
         self.path = Path(out) / STORE if out is not None else None
         self._memory: dict[str, list[dict[str, Any]]] = {}  # without an out: this process's measurements
+
+    @functools.cached_property
+    def here(self) -> dict[str, Any]:
+        """The machine the figures are measured on (``composer.evaluation.bench_cost.machine``)."""
+        import torch
+
+        from composer.evaluation.bench_cost import machine
+
+        return machine(torch.device("cuda" if torch.cuda.is_available() else "cpu"), self.grid)
 
     def _store(self) -> dict[str, Any]:
         if self.path is None:
@@ -138,54 +166,84 @@ class CostFigures:
             return {}
         return data if isinstance(data, dict) else {}
 
+    def _kept(self, key: str, kept: Any = None) -> list[dict[str, Any]]:
+        """``key``'s measurements (of the store, or ``kept``) that carry their repeats."""
+        kept = (self._store().get(key) if kept is None else kept) or []
+        return [m for m in (kept if isinstance(kept, list) else [kept]) if isinstance(m, dict) and "repeats" in m]
+
+    def _add(self, key: str, measurement: dict[str, Any]) -> list[dict[str, Any]]:
+        """``measurement`` appended to ``key``'s, read and written under the store's lock; returns them all."""
+        if self.path is None:
+            self._memory[key] = [*self._memory.get(key, []), measurement]
+            return self._memory[key]
+
+        def append(data: dict[str, Any]) -> dict[str, Any]:
+            kept = data.get(key) if isinstance(data.get(key), list) else []
+            return {**data, key: [*kept, measurement]}
+
+        return update_json(self.path, append)[key]
+
     def of(self, arch, at_least: int = 1) -> dict[str, Any]:
-        """``{"decode_ms", "train_tokens_per_s", "source", "measurements"}`` of ``arch`` (a model at the target):
-        measured until ``at_least`` measurements are kept, the fastest of them counted (other work on the machine
-        only slows a measurement)."""
+        """``{"decode_ms", "train_tokens_per_s", "spread", "repeats", "source", "measurements"}`` of ``arch`` (a
+        model at the target): measured until ``at_least`` measurements are kept, each figure the median over all
+        their repeats, with its spread (``(max - min) / median``) beside it."""
         if self.limits.device is not None:
-            return modeled(arch, self.limits.device)
-        key = f"{arch.d_model}:{arch.pattern}:{self.grid.seq_len}"
-        kept = self._store().get(key) or []
-        kept = kept if isinstance(kept, list) else [kept]
+            return modeled(arch, self.limits.device, self.grid.decode_point(arch.max_seq_len))
+        key = store_key(arch, self.grid, self.here)
+        kept = self._kept(key)
         while len(kept) < min(at_least, MEASUREMENTS):
-            kept = [*kept, measured(arch, self.grid)]
-            if self.path is not None:
-                atomic_write_json(self.path, {**self._store(), key: kept})
-            else:
-                self._memory[key] = kept
-        return {"decode_ms": min(m["decode_ms"] for m in kept),
-                "train_tokens_per_s": max(m["train_tokens_per_s"] for m in kept),
-                "source": kept[0]["source"] + (f", the fastest of {len(kept)} measurements" if len(kept) > 1 else ""),
-                "measurements": len(kept)}
+            kept = self._kept(key, self._add(key, measured(arch, self.grid)))
+        return pooled(kept)
 
 
-def modeled(arch, device: str) -> dict[str, Any]:
+def pooled(kept: list[dict[str, Any]]) -> dict[str, Any]:
+    """The figures of several measurements of one model: each the median over all their repeats, the spread and
+    the repeats counted beside it, the source saying so."""
+    import statistics
+
+    said: dict[str, Any] = {"spread": {}, "repeats": {}}
+    for name in FIGURES:
+        values = [value for measurement in kept for value in measurement["repeats"][name]]
+        median = statistics.median(values)
+        said[name] = median
+        said["spread"][name] = (max(values) - min(values)) / median if median else 0.0
+        said["repeats"][name] = len(values)
+    said["measurements"] = len(kept)
+    said["source"] = (f"{kept[0]['source']}; the median of {said['repeats']['decode_ms']} decode repeats over "
+                      f"{len(kept)} measurement(s), spread {said['spread']['decode_ms']:.0%}")
+    return said
+
+
+def modeled(arch, device: str, context: int = MODEL_CONTEXT) -> dict[str, Any]:
+    """The cost model's figures on ``device``, decode after ``context`` tokens (the search's decode point, where a
+    search asks; capped by the model's ``max_seq_len``)."""
     from composer.costmodel import predict_decode, predict_train
 
+    context = min(context, arch.max_seq_len - 1)
     return {
-        "decode_ms": predict_decode(
-            arch, device, context=min(MODEL_CONTEXT, arch.max_seq_len - 1)
-        ).ms_per_token,
+        "decode_ms": predict_decode(arch, device, context=context).ms_per_token,
         "train_tokens_per_s": predict_train(arch, device).tokens_per_s,
-        "source": f"cost model, {device}, decode after {MODEL_CONTEXT:,} tokens",
+        "source": f"cost model, {device}, decode after {context:,} tokens",
     }
 
 
 def measured(arch, grid) -> dict[str, Any]:
-    """Decode at batch 1 after the grid's context and training tokens/s, on this machine (one thread)."""
+    """Decode at batch 1 at the grid's decode point and training tokens/s, on this machine (the grid's threads,
+    precision and decode path): each the median of its repeats, the repeats kept (:func:`pooled` joins
+    measurements)."""
     from composer.evaluation.bench_cost import measure_cost
 
-    small = dataclasses.replace(grid, long_factor=1, large_batch=1, prefill_repeats=1)
+    small = dataclasses.replace(grid, large_batch=1, prefill_repeats=1, short_decode=False)
     record = measure_cost(arch, small)
-    decode = record["decode_ms_per_token"]["1"]
-    context = min(decode, key=int)
-    # the fastest repeat: other work on the machine only ever slows a repeat, so the best one is the least
-    # contaminated figure of what the model costs (timeit's reasoning); the finalists' table prints medians
+    context = str(small.decode_point(arch.max_seq_len))
+    decode, train = record["decode_ms_per_token"]["1"][context], record["train_tokens_per_s"]
     return {
-        "decode_ms": decode[context]["min"],
-        "train_tokens_per_s": record["train_tokens_per_s"]["max"],
+        "decode_ms": decode["median"],
+        "train_tokens_per_s": train["median"],
+        "repeats": {"decode_ms": decode["values"], "train_tokens_per_s": train["values"]},
         "source": f"measured on {record.get('device_name') or record['device']}, {record['threads']} thread(s), "
-        f"decode after {int(context):,} tokens",
+        f"torch {record['torch']}, training {record['train_dtype']}, decode {record['decode_path']} at batch 1 "
+        f"after {int(context):,} tokens, {record['warmup']}",
     }
 
 
@@ -240,8 +298,15 @@ def meets_known(figures: dict[str, Any], best_known: dict[str, Any], limits: Cos
 
 def limits_grid(config):
     """The measured figures' shape: the last rung's batch and length for an ``lm`` ladder (what its finalists'
-    cost table measures), the budget's own for one ``lm`` budget, else 16 x 128. A stage of the ladder (its budget
-    a rung's, ``rung-cpu-0``, or a confirmation's) measures on the same shape as the others."""
+    cost table measures), the budget's own for one ``lm`` budget, else 16 x 128; timed in the precision the search
+    trains in (``resolved_precision``) and with the decode step compiled under ``--compile``, the path its models
+    train and are served in. A stage of the ladder (its budget a rung's, ``rung-cpu-0``, or a confirmation's)
+    measures on the same shape as the others."""
+    return dataclasses.replace(_limits_shape(config), compile_decode=bool(config.compile),
+                               precision=config.resolved_precision)
+
+
+def _limits_shape(config):
     from composer.evaluation.bench_cost import CostGrid
     from search.cost.measured import cost_grid
     from search.fidelity import get_ladder, rung_budget
@@ -338,19 +403,27 @@ def known_figures(config, figures: CostFigures) -> dict[str, dict[str, Any]]:
 
 
 def eligible_at_known_cost(
-    rows: list[dict[str, Any]], eligible: list[dict[str, Any]] | None, limits: CostLimits
+    rows: list[dict[str, Any]], eligible: list[dict[str, Any]] | None, limits: CostLimits,
+    known: dict[str, Any] | None = None,
 ) -> tuple[list[dict[str, Any]] | None, dict[str, Any] | None]:
     """After the last rung, under a ``known`` limit: the rows the answer may come from (of ``eligible``, or of every
-    row) whose figures are no worse than the best known layout's (``rows`` ranked best first), each row marked
+    row) whose figures are no worse than the best known layout's (``known``: its row, ``search.best_known``'s, which
+    is computed here by the same rule where it is not given; ``rows`` ranked best first), each row marked
     ``meets_cost_limits``; and what the summary says. ``(eligible, None)`` unchanged where no ``known`` limit is
-    set or no known layout has figures."""
+    set; ``eligible`` unchanged, with the reason, where there is no best known layout or it has no figures (no other
+    known layout stands in for it: the verdict compares with this one)."""
+    from search.best_known import best_known
+
     if not limits.asks_known:
         return eligible, None
-    known = next((row for row in rows if row.get("known") and row.get("limit_cost")), None)
+    known = known if known is not None else best_known(rows, eligible)
     if known is None:
-        return eligible, {
-            "why": "no known layout was costed: the known limits could not be checked after the rungs"
-        }
+        return eligible, {"why": "no known layout among the rows the answer may come from: the known limits could "
+                                 "not be checked after the rungs"}
+    if not known.get("limit_cost"):
+        return eligible, {"best_known": {"name": known["known"], "pattern": known["pattern"]},
+                          "why": f"the best known layout, {known['known']} {known['pattern']}, has no cost figures: "
+                                 "the known limits could not be checked after the rungs"}
     for row in rows:
         figures = row.get("limit_cost")
         row["meets_cost_limits"] = bool(row.get("known")) or (
@@ -377,6 +450,7 @@ __all__ = [
     "CostFigures",
     "CostLimits",
     "FIGURES",
+    "MEASUREMENTS",
     "KNOWN",
     "LIMITS",
     "MODEL_CONTEXT",
@@ -391,6 +465,8 @@ __all__ = [
     "meets_known",
     "modeled",
     "parse_limit",
+    "pooled",
     "resolved",
+    "store_key",
     "violation",
 ]

@@ -28,20 +28,22 @@ import json
 from pathlib import Path
 from typing import Any
 
-from composer.files import atomic_write_json
+from composer.files import update_json
 
 STORE = "measured_cost.json"  # in --out: {"<target>:<target pattern>": record}
 
 
-def cost_grid(budget: str, compile: bool = False):
+def cost_grid(budget: str, compile: bool = False, precision: str | None = None):
     """The :class:`~composer.evaluation.bench_cost.CostGrid` of an ``lm`` budget: its batch and sequence length.
     ``compile`` (``composer search --compile``): on the CPU the decode step is timed compiled, the fastest path
-    there, at 20-50 s of compiling per shape at demo-4m; a default search times it eagerly, in seconds."""
+    there, at 20-50 s of compiling per shape at demo-4m; a default search times it eagerly, in seconds.
+    ``precision``: what the search trains in (``SearchConfig.resolved_precision``), timed in it; None: the
+    device's default."""
     from composer.evaluation.bench_cost import CostGrid
     from search.lm import get_lm_budget
 
     spec = get_lm_budget(budget)
-    return CostGrid(train_batch=spec.batch_size, seq_len=spec.seq_len, compile_decode=compile)
+    return CostGrid(train_batch=spec.batch_size, seq_len=spec.seq_len, compile_decode=compile, precision=precision)
 
 
 def read_store(out: Path | None) -> dict[str, Any]:
@@ -57,9 +59,22 @@ def read_store(out: Path | None) -> dict[str, Any]:
 
 
 def reusable(record: dict[str, Any] | None, machine: dict[str, Any], grid: dict[str, Any]) -> bool:
-    """Whether a stored record was measured on this machine (``machine``'s every field) with ``grid``."""
-    return (isinstance(record, dict) and "error" not in record and record.get("grid") == grid
+    """Whether a stored record was measured on this machine (``machine``'s every field) with ``grid`` (a record's
+    grid written before a field existed reads as that field's default: a measurement whose grid lacks
+    ``precision`` was made at the device's default)."""
+    if not isinstance(record, dict) or "error" in record or not isinstance(record.get("grid"), dict):
+        return False
+    return (_with_defaults(record["grid"]) == grid
             and all(record.get(key) == value for key, value in machine.items()))
+
+
+def _with_defaults(grid: dict[str, Any]) -> dict[str, Any] | None:
+    from composer.evaluation.bench_cost import CostGrid
+
+    try:
+        return dataclasses.asdict(CostGrid(**grid))
+    except TypeError:  # a field this version does not know
+        return None
 
 
 def measure_row(pattern: str, target: str, grid) -> dict[str, Any]:
@@ -117,9 +132,8 @@ def add_measured_cost(rows: list[dict[str, Any]], target: str, grid, out: Path |
         key = f"{at}:{pattern}"
         reused = reusable(store.get(key), here, wanted)
         record = store[key] if reused else measure_row(pattern, at, grid)
-        if not reused and "error" not in record and out is not None:
-            store[key] = record
-            atomic_write_json(Path(out) / STORE, store)
+        if not reused and "error" not in record and out is not None:  # under the store's lock: workers share it
+            store = update_json(Path(out) / STORE, lambda data, key=key, record=record: {**data, key: record})
         row["cost"] = {**(row.get("cost") or {}), "measured": record}
         if echo is not None:
             echo(progress_line(row, record, at, reused))

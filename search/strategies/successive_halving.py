@@ -192,13 +192,15 @@ def confirm_plan(config: SearchConfig, provisional: Answer, index: int, space) -
     kept trunk's): with the last rung's seed they pair, and the answer's interval is paired over them
     (``search.verdict``) instead of resting on a seed spread measured elsewhere. The two are the ones the answer
     compares: among the finalists that meet --min-recall, where it is given. None when one of them is missing."""
+    from search.best_known import best_known
     from search.cost.limits import CostLimits, eligible_at_known_cost
 
-    # the rows the verdict will choose its pair from (search.run): those meeting --min-recall, then the known cost
-    eligible, _ = eligible_at_known_cost(provisional.rows, provisional.eligible, CostLimits.of(config))
+    # the rows the verdict will choose its pair from (search.run): those meeting --min-recall, then the known cost,
+    # held to the one best known layout the verdict compares with
+    known = best_known(provisional.rows, provisional.eligible)
+    eligible, _ = eligible_at_known_cost(provisional.rows, provisional.eligible, CostLimits.of(config), known)
     pool = eligible if eligible is not None else provisional.rows
     new = next((row for row in pool if not row.get("known")), None)
-    known = next((row for row in pool if row.get("known")), None)
     if new is None or known is None:
         return None
     last = rung_config(config, len(get_ladder(config.budget).rungs) - 1)

@@ -37,6 +37,7 @@ def test_it_measures_predicts_and_writes_json(tmp_path, capsys, load_benchmark):
         assert measured["train_tokens_per_s"]["median"] > 0 and predicted["train_tokens_per_s"] > 0
         assert set(predicted["decode_ms_per_token"]) == set(measured["decode_ms_per_token"]) == {"1", "64"}
         assert set(predicted["decode_ms_per_token"]["1"]) == {"32", "256"}
+    assert all(row["measured"]["dtype"] == "fp32" for row in rows)  # the CPU's default precision
     grown = saved["predicted"]["h200@llama-350m"]
     assert [row["pattern"] for row in grown] == ["SAMD", "SMSAMS"]
     assert grown[0]["at_target"].count("A") == 1 and grown[0]["n_layers"] > 4  # kept, grown to 350M
@@ -54,3 +55,11 @@ def test_an_unknown_family_is_a_usage_error(tmp_path, capsys, load_benchmark, en
     script = load_benchmark("finalist_costs")
     assert script.main(["--no-measure", entry, "--out", str(tmp_path)]) == 2
     assert "not a published family" in capsys.readouterr().err
+
+
+def test_it_times_in_the_precision_a_search_trains_in(tmp_path, load_benchmark):
+    script = load_benchmark("finalist_costs")
+    assert script.main(["--target", "tiny", "--seq-len", "16", "--train-batch", "2", "--precision", "bf16", "AMSM",
+                        "--out", str(tmp_path)]) == 0
+    measured = json.loads((tmp_path / "finalist_costs.json").read_text())["rows"][0]["measured"]
+    assert measured["dtype"] == "bf16" and measured["train_dtype"] == "bf16 autocast, fp32 weights"

@@ -42,3 +42,15 @@ def test_write_outputs_writes_each_form_given_and_only_those(tmp_path):
     write_outputs(tmp_path, "bare", report)
     assert (tmp_path / "bare.json").exists()
     assert not any((tmp_path / f"bare.{ext}").exists() for ext in ("csv", "md", "png"))
+
+
+def test_update_json_changes_the_object_under_its_lock_and_starts_over_a_damaged_file(tmp_path):
+    from composer.files import update_json
+
+    path = tmp_path / "limit_cost.json"
+    assert update_json(path, lambda data: {**data, "a": 1}) == {"a": 1}
+    assert update_json(path, lambda data: {**data, "b": 2}) == {"a": 1, "b": 2}
+    path.write_text("{half")
+    assert update_json(path, lambda data: {**data, "c": 3}) == {"c": 3}
+    assert json.loads(path.read_text()) == {"c": 3}
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".limit_cost.json.lock", "limit_cost.json"]

@@ -53,6 +53,23 @@ def test_the_record_has_every_figure_with_its_repeats_and_spread():
     assert record["grid"]["seq_len"] == 16 and record["seconds"] > 0
 
 
+def test_a_grid_in_bf16_trains_and_decodes_in_bf16_at_its_decode_point_with_the_median_of_its_repeats():
+    """The search trains in bf16 on a CPU that computes it: its cost is timed so, not in fp32; the cost limits
+    read one decode point; every figure is the median of the repeats it keeps, its warm-up stated."""
+    import dataclasses
+
+    grid = dataclasses.replace(GRID, precision="bf16", short_decode=False, large_batch=1)
+    record = measure_cost(TINY, grid, "cpu")
+    assert record["dtype"] == "bf16" and record["train_dtype"] == "bf16 autocast, fp32 weights"
+    assert record["decode_path"] == "eager InferenceCache, bf16" and record["warmup"] == bench_cost.WARMUP
+    assert list(record["decode_ms_per_token"]) == ["1"]
+    assert list(record["decode_ms_per_token"]["1"]) == [str(grid.decode_point(TINY.max_seq_len))] == ["32"]
+    train = record["train_tokens_per_s"]
+    assert len(train["values"]) == train["repeats"] and train["median"] == figure(train["values"])["median"]
+    assert figure([3.0, 1.0, 9.0])["median"] == 3.0  # the median, not the fastest repeat
+    assert GRID.dtype(torch.device("cpu")) == "fp32" and GRID.dtype(torch.device("cuda")) == "bf16"
+
+
 def test_the_cpu_cuts_the_training_batch_and_contexts_stop_at_the_models_length():
     grid = CostGrid(train_batch=16, seq_len=128)
     assert grid.cpu_train_batch() == 8  # at most 1,024 tokens a step on the CPU
@@ -100,7 +117,7 @@ def test_the_large_batch_is_halved_until_its_cache_takes_a_quarter_of_the_free_m
     assert largest_batch(TINY, 64, 33, "fp32", 4 * 20 * one) == 16
     assert largest_batch(TINY, 64, 33, "fp32", one) == 1
     assert figure([3.0, 1.0, 2.0]) == {"median": 2.0, "min": 1.0, "max": 3.0, "repeats": 3, "spread": 1.0,
-                                       "noisy": True}
+                                       "noisy": True, "values": [3.0, 1.0, 2.0]}
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="the CUDA-graph decode path needs a CUDA device")

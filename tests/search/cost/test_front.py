@@ -68,6 +68,18 @@ def test_figures_apart_beyond_their_repeats_are_not_even():
     assert side(figure(10), figure(12), lower_is_better=False) == "worse"
 
 
+def test_even_on_cost_is_decided_on_the_medians_against_the_stated_ratio_not_on_overlapping_ranges():
+    """Recorded spreads of 26-34% made any two figures' min-max ranges overlap: 20% slower read "even"."""
+    from search.cost.front import EVEN_WITHIN
+
+    assert side(figure(10, spread=0.3), figure(12, spread=0.3), lower_is_better=True) == "better"
+    assert side(figure(10.4, spread=0.0), figure(10, spread=0.0), lower_is_better=True) == "even"  # within 5%
+    assert side(figure(10 * (1 + EVEN_WITHIN) * 1.01), figure(10), lower_is_better=True) == "worse"
+    rows = [row("SADDDD", 1.27, 8.0, 1690, 8.0e6), row("SMSAMS", 1.32, 7.9, 1700, 8.8e6, "nemotron-h")]
+    standing = cost_standing(rows, COMPARISON)
+    assert standing["even_within"] == EVEN_WITHIN and f"medians are within {EVEN_WITHIN:.0%}" in standing["line"]
+
+
 def test_the_plot_is_written_where_rows_were_measured(tmp_path):
     rows = [row("SADDDD", 1.27, 18.4, 1100, 9.0e6), row("SMSAMS", 1.32, 7.9, 1700, 8.8e6, "nemotron-h")]
     path = plot_loss_against_cost(rows, tmp_path / "loss_vs_cost.png", "SADDDD")
