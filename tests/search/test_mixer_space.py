@@ -180,6 +180,8 @@ def test_a_mixers_search_end_to_end_varies_depth_and_starts_from_the_known_layou
     assert all(space.inexpressible(row["pattern"]) is None for row in rows), [row["pattern"] for row in rows]
     assert {row.get("known") for row in rows} >= {"llama", "nemotron-h"}
     assert len({len(row["pattern"]) for row in rows}) > 1, "every candidate at one depth: depth is not searched"
+    assert main(["report", str(out)]) == 0
+    assert "space mixers (up to 4 mixers)" in capsys.readouterr().out.splitlines()[0]
 
 
 def test_brute_force_over_a_mixers_search_trains_each_pattern_once(tmp_path, monkeypatch):
