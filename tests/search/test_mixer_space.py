@@ -109,6 +109,16 @@ def test_the_up_front_share_check_agrees_with_every_pattern_of_the_space(shares)
             MixerSpace(3, "AMS", **shares)
 
 
+def test_a_stage_without_known_layouts_is_timed_by_a_stack_at_the_middle_depth():
+    """The ETA's stand-in pattern (``--no-known``): the mixers space's middle depth with one MLP a mixer, not a
+    6-layer pattern a fifth the length of the stacks the space trains."""
+    from search.progress import SearchEta
+
+    config = SearchConfig(space="mixers", primitives="AMSD", layers=8, out="unused")
+    assert SearchEta._representative(config) == "AMSMDMAMSMDM" == MixerSpace(8, "AMSD").representative
+    assert SearchEta._representative(SearchConfig(primitives="AMSD", out="unused")) == "AMSDAM"
+
+
 def test_every_trial_holds_every_parameter_so_gp_tpe_and_nsga2_model_the_deep_slots():
     """Optuna's model-based samplers learn only the parameters every trial has (the intersection search space):
     the fixed form keeps the slots past the sampled depth in it, dormant, instead of drawing them at random."""
