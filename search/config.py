@@ -264,7 +264,8 @@ class SearchConfig:
         build_space(self.space, self.layers, self.primitives, self.min_share, self.max_share, self.max_params)
         if self.space != "layers" and self.strategy not in ("one-shot", "successive-halving"):
             raise ConfigError(f"--space {self.space} searches whole stacks, not the layers {self.strategy} adds "
-                              "around a frozen pattern: use --strategy successive-halving or one-shot, or --space layers")
+                              "around a frozen pattern: use --strategy successive-halving or one-shot, or --space "
+                              "layers")
 
     def _check_recall(self) -> None:
         """--min-recall and the recall objective: only successive halving probes its finalists."""
