@@ -44,6 +44,7 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import optuna
 
@@ -91,17 +92,17 @@ class MixerSpace:
         if problem:
             raise ConfigError(f"no pattern satisfies the constraints: {problem}; relax --min-share / --max-share")
 
-    @property
+    @cached_property  # read per layer by slots_of: parsed once
     def choices(self) -> list[str]:
         """The layer tokens offered, mixers and FFN, e.g. ``["A", "M", "S"]``."""
         return layers(parse_pattern(self.primitives))
 
-    @property
+    @cached_property  # read per layer by slots_of: parsed once
     def mixers(self) -> list[str]:
         """The tokens a slot's mixer may be: every offered token but the FFNs."""
         return [token for token in self.choices if token not in FFN_TOKENS]
 
-    @property
+    @cached_property  # read per layer by slots_of: parsed once
     def ffn(self) -> str | None:
         """The FFN token a slot ends with (``M``, or ``E`` offered instead), or None: mixers only."""
         return next((token for token in self.choices if token in FFN_TOKENS), None)
