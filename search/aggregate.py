@@ -639,8 +639,8 @@ def aggregate_population(population: Population, *, c: int | str = 0, k: int = 5
     lengths = sorted({len(layer_tokens(s.pattern)) for s in scored})
     if len(lengths) > 1:
         raise ConfigError(f"the scored patterns have different lengths ({', '.join(map(str, lengths))} "
-                          "layers); "
-                          "aggregate one study (one stage of an incremental search) at a time")
+                          "layers); aggregate one study (one stage of an incremental search) at a time; a "
+                          "--space mixers search varies its depth, and voting layer by layer needs one depth")
     maximize = population.direction == "maximize"
     clusters = kmeans_1d([s.score for s in scored], k)
     top = top_cluster(clusters, population.direction)

@@ -26,7 +26,7 @@ OBJECTIVES = ("score", "kv", "tokens_per_s", "recall")
 HALVING_OBJECTIVES = ("score", "recall", "kv")
 # The settings that change a score, or which patterns a study trains: spelled out in the study name ...
 SCORE_SETTINGS_NAMED = ("evaluator", "budget", "strategy", "layers", "primitives", "sampler", "objectives", "seed",
-                        "precision")
+                        "precision", "space")
 # ... and the rest, as a digest (a default run and one with another --data used to share a study and its scores)
 SCORE_SETTINGS_DIGESTED = ("widths", "target", "data", "tokenizer", "min_share", "max_share", "max_params", "max_kv",
                            "known", "prune", "compile", "depth", "attention_at_target", "text_field",
@@ -119,7 +119,10 @@ def preset_or_widths(preset: str | None, widths: str | None, where: str = "") ->
 
 @dataclass
 class SearchConfig:
-    layers: int = 6  # searched layers per stage (the paper: 6 or 16)
+    layers: int = 6  # searched layers per stage (the paper: 6 or 16); with space "mixers" the most mixer slots
+    # the search space (search.spaces): "layers", a primitive per layer; "mixers", mixer slots with 0-2 MLPs after
+    # each and a searched depth (search.mixer_space)
+    space: str = "layers"
     primitives: str = "AM"
     strategy: str = "auto"  # auto (see STRATEGIES), one-shot, incremental; successive-halving: search.fidelity
     depth: int | None = None  # final depth of incremental strategies (default: 2 x layers)
@@ -255,7 +258,7 @@ class SearchConfig:
         config.json (issue 47: --widths nope, now --preset, failed after the header, --layers 0 and --min-share A=2
         left a config.json behind, and --max-params -5 skipped every candidate without end)."""
         from composer.presets import get_preset
-        from search.space import SearchSpace
+        from search.spaces import build_space
 
         for flag, preset in (("preset", self.widths), ("target", self.target)):
             if preset is not None:
@@ -267,8 +270,11 @@ class SearchConfig:
                                             or self.max_params <= 0):
             raise ConfigError(f"--max-params is the most non-embedding parameters a candidate may have at the search "
                               f"widths, a positive whole number; got {self.max_params!r}")
-        SearchSpace(self.layers, self.primitives, dict(self.min_share or {}), dict(self.max_share or {}),
-                    self.max_params)
+        build_space(self.space, self.layers, self.primitives, self.min_share, self.max_share, self.max_params)
+        if self.space != "layers" and self.strategy not in ("one-shot", "successive-halving"):
+            raise ConfigError(f"--space {self.space} searches whole stacks, not the layers {self.strategy} adds "
+                              "around a frozen pattern: use --strategy successive-halving or one-shot, or --space "
+                              "layers")
 
     def _check_recall(self) -> None:
         """--min-recall and the recall objective: only successive halving probes its finalists."""
@@ -450,7 +456,8 @@ class SearchConfig:
         suffix = "-bf16" if builtin and self.resolved_precision == "bf16" else ""
         digest = self.settings_digest()
         suffix = self._schedule_suffix() + suffix
-        return (f"{self.evaluator}-{self.budget}-{self.strategy}-{self.layers}L-{self.primitives}-"
+        depth = f"{self.layers}L" if self.space == "layers" else f"{self.layers}{self.space}"  # 6L, or 6mixers
+        return (f"{self.evaluator}-{self.budget}-{self.strategy}-{depth}-{self.primitives}-"
                 f"{self.sampler_name}-{objectives}-seed{self.seed}{suffix}{'-' + digest if digest else ''}")
 
     def _schedule_suffix(self) -> str:

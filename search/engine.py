@@ -36,7 +36,7 @@ from search.resume import (
     max_trials_for,
     reap_dead_workers,
 )
-from search.space import SearchSpace
+from search.spaces import Space
 from search.storage import GRACE_S, make_storage, worker_lock_path
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
@@ -47,7 +47,7 @@ class Stage:
     """One study of a strategy: the searched layers between a frozen head and tail."""
 
     index: int
-    space: SearchSpace
+    space: Space  # search.spaces: the layers or the mixers space
     trials: int
     study_name: str
     # (pattern, user attributes) enqueued before the sampler proposes: known layouts, or a rung's promoted patterns
@@ -55,7 +55,7 @@ class Stage:
     only_first: bool = False  # train exactly the enqueued patterns, never a sampled one (a rung's promotions)
 
 
-def make_sampler(config: SearchConfig, space: SearchSpace, worker: int = 0) -> optuna.samplers.BaseSampler:
+def make_sampler(config: SearchConfig, space: Space, worker: int = 0) -> optuna.samplers.BaseSampler:
     seed = config.seed + worker
     name = config.sampler_name
     if name == "gp":

@@ -335,6 +335,7 @@ def _single_stage(config: SearchConfig, model: SecondsModel) -> list[StagePlan]:
 def plan_search(config: SearchConfig, device: Device | None = None) -> dict[str, Any]:
     """The plan of ``config``'s search on ``device`` (default: this machine's), as a JSON-able dict."""
     from search.engine import visible_gpu, worker_placement
+    from search.spaces import build_space
     from search.storage import default_storage_url
 
     if device is None:
@@ -359,7 +360,7 @@ def plan_search(config: SearchConfig, device: Device | None = None) -> dict[str,
         "ladder": config.budget if halving else None,
         "evaluator": config.evaluator,
         "trials": config.trials,
-        "space": f"{config.layers}-layer {config.primitives}",
+        "space": build_space(config.space, config.layers, config.primitives).describe,  # "6-layer AM"
         "widths": config.widths,
         "target": config.report_target,
         "precision": config.resolved_precision,

@@ -272,9 +272,14 @@ class SearchEta:
 
     @staticmethod
     def _representative(config) -> str:
-        """A pattern of the searched primitives in turn, for a stage that enqueues none."""
+        """A pattern of the searched primitives in turn, for a stage that enqueues none (the mixers space's: its
+        middle depth, each mixer with one MLP, ``MixerSpace.representative``)."""
         primitives = str(getattr(config, "primitives", "AM")) or "AM"
         layers = int(getattr(config, "layers", 6) or 6)
+        if getattr(config, "space", "layers") == "mixers":
+            from search.mixer_space import MixerSpace
+
+            return MixerSpace(layers, primitives).representative
         return (primitives * layers)[:layers]
 
     def update(self, index: int, candidate: int, total: int, info: dict[str, Any]) -> tuple[float | None, float | None]:

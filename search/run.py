@@ -69,6 +69,7 @@ def run_stage(config: SearchConfig, stage: Stage, label: str, precision: str, de
     evaluator = stage_evaluator(config, stage)
     maximize = evaluator.direction == "maximize"
     echo(f"{label}study {stage.study_name!r}: {stage.trials} trials over {stage.space.size:,} patterns "
+         f"of {stage.space.describe} "
          f"({config.sampler_name}, {config.evaluator}/{config.budget}, {precision}, {config.workers} worker(s))")
     for pattern, attrs in stage.first:
         if "known_fit" in attrs:
@@ -128,7 +129,10 @@ def check_recall_under_max_kv(config: SearchConfig, echo) -> None:
         return
     length = config.recall_length
     limit, at = parse_max_kv(config.max_kv)
-    patterns = make_space(config, config.layers).enumerate()
+    space = make_space(config, config.layers)
+    if space.size > MAX_PATTERNS_CHECKED:  # a mixers space at 16 layers holds more patterns than atoms
+        return
+    patterns = space.enumerate()
     found = recall_under_max_kv(patterns, config.report_target, (limit, at), length, config.growth)
     if found is None or found["fit_and_keep"]:
         return

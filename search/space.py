@@ -1,4 +1,5 @@
-"""The search space: one categorical choice of layer per layer, with optional constraints.
+"""The layers space (``--space layers``, the default): one categorical choice of layer per layer, with optional
+constraints. The other space, mixers with 0-2 MLPs after each and a searched depth, is ``search.mixer_space``.
 
 The Optuna parameters are ``layer_0 .. layer_{n-1}``; a trial's pattern is their concatenation (plus any frozen
 head/tail from an incremental strategy). Constraints are checked on the whole pattern; a violating sample is
@@ -33,17 +34,7 @@ class SearchSpace:
     def __post_init__(self) -> None:
         if not isinstance(self.n_layers, int) or self.n_layers < 1:
             raise ConfigError(f"layers must be a positive integer, got {self.n_layers!r}")
-        symbols = self.choices
-        if len(set(symbols)) != len(symbols):
-            raise ConfigError(f"primitives {self.primitives!r} repeats a symbol; list each layer once, e.g. 'AM' or "
-                              "'AM[AS]'")
-        for name, shares in (("min_share", self.min_share), ("max_share", self.max_share)):
-            for symbol, share in shares.items():
-                if symbol not in symbols:
-                    raise ConfigError(f"{name} names {symbol!r}, which is not among the primitives "
-                                      f"{''.join(symbols)!r}")
-                if not 0.0 <= share <= 1.0:
-                    raise ConfigError(f"{name} of {symbol} must be between 0 and 1, got {share}")
+        check_choices(self.primitives, self.choices, self.min_share, self.max_share)
         problem = self.infeasibility()
         if problem:
             raise ConfigError(f"no pattern satisfies the constraints: {problem}; relax --min-share / --max-share")
@@ -104,19 +95,64 @@ class SearchSpace:
 
     def violation(self, pattern: str, non_embedding_params: int | None = None) -> str | None:
         """Why ``pattern`` is outside the constraints, or None."""
-        n = n_layers(pattern)
-        have = counts(pattern)
-        for symbol, share in self.min_share.items():
-            if have.get(symbol, 0) < share * n - 1e-9:
-                return f"{symbol} share {have.get(symbol, 0) / n:.2f} is below the minimum {share:.2f}"
-        for symbol, share in self.max_share.items():
-            if have.get(symbol, 0) > share * n + 1e-9:
-                return f"{symbol} share {have.get(symbol, 0) / n:.2f} is above the maximum {share:.2f}"
-        if self.max_params is not None and non_embedding_params is not None and non_embedding_params > self.max_params:
-            # short: a progress line shows 51 characters of a reason (issue 47: cut mid-number)
-            return f"{non_embedding_params:,} params > --max-params {self.max_params:,}"
-        return None
+        return constraint_violation(pattern, self.min_share, self.max_share, self.max_params, non_embedding_params)
 
     def enumerate(self) -> list[str]:
         """Every pattern of the space (for brute force; only sensible for small spaces)."""
         return [self.head + "".join(p) + self.tail for p in itertools.product(self.choices, repeat=self.n_layers)]
+
+    @property
+    def known_depth(self) -> int:
+        """The depth the known layouts enter at (search.known): the searched layers."""
+        return self.n_layers
+
+    def inexpressible(self, pattern: str) -> str | None:
+        """Why no choice of this space's parameters gives ``pattern``, or None (``params_of``'s precondition)."""
+        tokens = layers(pattern)
+        searched = len(tokens) - n_layers(self.head) - n_layers(self.tail)
+        if searched != self.n_layers:
+            return f"{searched} searched layers, not {self.n_layers}"
+        missing = sorted(set(tokens) - set(self.choices) - set(layers(self.head + self.tail)))
+        return f"needs {', '.join(missing)}, not in --primitives" if missing else None
+
+    @property
+    def describe(self) -> str:
+        """The space in a few words, for the plan and the stage's first line."""
+        return f"{self.n_layers}-layer {self.primitives}"
+
+    @property
+    def representative(self) -> str:
+        """A pattern of the searched primitives in turn: what a stage that enqueues none is timed by."""
+        return (self.primitives * self.n_layers)[: self.n_layers]
+
+
+def check_choices(primitives: str, choices: list[str], min_share: dict[str, float],
+                  max_share: dict[str, float]) -> None:
+    """Refuse a primitive offered twice, or a share of one not offered or outside 0..1 (every space's rule)."""
+    if len(set(choices)) != len(choices):
+        raise ConfigError(f"primitives {primitives!r} repeats a symbol; list each layer once, e.g. 'AM' or "
+                          "'AM[AS]'")
+    for name, shares in (("min_share", min_share), ("max_share", max_share)):
+        for symbol, share in shares.items():
+            if symbol not in choices:
+                raise ConfigError(f"{name} names {symbol!r}, which is not among the primitives "
+                                  f"{''.join(choices)!r}")
+            if not 0.0 <= share <= 1.0:
+                raise ConfigError(f"{name} of {symbol} must be between 0 and 1, got {share}")
+
+
+def constraint_violation(pattern: str, min_share: dict[str, float], max_share: dict[str, float],
+                         max_params: int | None, non_embedding_params: int | None = None) -> str | None:
+    """Why ``pattern`` is outside the shares (of its whole layers) or ``max_params``, or None (every space's rule)."""
+    n = n_layers(pattern)
+    have = counts(pattern)
+    for symbol, share in min_share.items():
+        if have.get(symbol, 0) < share * n - 1e-9:
+            return f"{symbol} share {have.get(symbol, 0) / n:.2f} is below the minimum {share:.2f}"
+    for symbol, share in max_share.items():
+        if have.get(symbol, 0) > share * n + 1e-9:
+            return f"{symbol} share {have.get(symbol, 0) / n:.2f} is above the maximum {share:.2f}"
+    if max_params is not None and non_embedding_params is not None and non_embedding_params > max_params:
+        # short: a progress line shows 51 characters of a reason (issue 47: cut mid-number)
+        return f"{non_embedding_params:,} params > --max-params {max_params:,}"
+    return None

@@ -60,6 +60,8 @@ def report_text(search: dict[str, Any]) -> str:
     config = search["config"]
     settings = ", ".join(f"{key} {config[key]}" for key in ("strategy", "evaluator", "budget", "widths", "target",
                                                             "attention_at_target") if config.get(key))
+    if config.get("space", "layers") != "layers":  # --space mixers: its patterns are stacks of mixer slots
+        settings += f", space {config['space']} (up to {config.get('layers')} mixers)"
     lines = [f"search {search['out']}: {settings}", *study_lines(search), ""]
     if not search["finished"]:
         lines.append("not finished: no best.json yet; re-run the search's command with this --out to resume it")

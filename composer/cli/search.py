@@ -10,9 +10,12 @@ from composer.errors import ConfigError
 
 FLAGS = {
     # option: (type, help)
-    "layers": (int, "searched layers (default 6; the paper also uses 16)"),
+    "layers": (int, "searched layers (default 6; the paper also uses 16); with --space mixers the most mixers"),
     "primitives": (str, "layer tokens a layer may be (default AM; e.g. \"AMS[AS]\" adds Mamba-2 and a "
                         "parallel A+S layer)"),
+    "space": (str, "layers (default): a primitive per layer, --layers of them; mixers: Nemotron-Flash's space, "
+                   "mixers (every primitive but M and E) each followed by 0, 1 or 2 MLPs, from half of --layers to "
+                   "--layers of them"),
     "strategy": (str, "auto (default: successive-halving with the lm evaluator and one objective, else "
                       "one-shot), one-shot, end-incremental, middle-incremental, or successive-halving (lm only: "
                       "rungs of rising tokens, the last at the target; --budget names the ladder: smoke, cpu, gpu)"),
@@ -94,7 +97,8 @@ RENAMED = {"widths": "widths", "depth": "depth"}  # old flag -> the field it set
 # `composer search --help` shows the flags above these groups (issue 49: it was 133 lines of internals);
 # `--help-all` shows every flag, the advanced ones in these groups. Every flag works whichever help shows it.
 GROUPS = {
-    "advanced: search algorithm": ("depth", "sampler", "objectives", "evaluator", "timeout", "seed", "prune", "known"),
+    "advanced: search algorithm": ("space", "depth", "sampler", "objectives", "evaluator", "timeout", "seed", "prune",
+                                   "known"),
     "advanced: ladder and budget": ("min_recall", "recall_budget", "confirm_seeds", "attention_at_target",
                                     "depth_at_target", "precision", "compile"),
     "advanced: constraints": ("min_share", "max_share", "max_params", "max_kv", "max_latency", "min_throughput",

@@ -82,7 +82,8 @@ TERMS: tuple[Term, ...] = (
     Term("--keep", "attention layers that stay in a hybrid", ("hybridize",)),
     Term("--final-layers", "the layers incremental search strategies grow a pattern to", ("search",),
          was=("search --depth",)),
-    Term("--layers", "the layers of a searched pattern", ("search",)),
+    Term("--layers", "the layers of a searched pattern (with --space mixers, its most mixers)", ("search",)),
+    Term("--space", "the search space: a primitive per layer, or mixers with 0-2 MLPs after each", ("search",)),
     # shared by several commands
     Term("--out", "the directory a command writes its results to",
          ("search", "aggregate", "train", "pipeline", "transfer", "import", "hybridize", "export", "eval",

@@ -390,11 +390,16 @@ def known_figures(config, figures: CostFigures) -> dict[str, dict[str, Any]]:
 
     from scaling.equal_cost import OverBudget
 
+    from search.spaces import build_space
+
+    space = build_space(config.space, config.layers, config.primitives)  # the layouts the first stage can enter
     offered = layers(config.primitives) if config.primitives else []
-    layouts, _ = known_layouts(config.layers, offered, config.equal_cost is not None)
+    layouts, _ = known_layouts(space.known_depth, offered, config.equal_cost is not None)
     growth = config.growth
     said = {}
     for layout in layouts:
+        if space.inexpressible(layout.pattern):  # --space mixers: never trained, so it sets no limit
+            continue
         try:
             said[layout.name] = figures.of(growth.arch(layout.pattern, config.report_target, layout.name))
         except OverBudget:  # --equal-cost: a known layout too deep for the budget is skipped; it sets no limit

@@ -20,7 +20,7 @@ from search.engine import Stage
 from search.known import known_layouts
 from search.leaderboard import failures
 from search.progress import stage_label
-from search.space import SearchSpace
+from search.spaces import Space, build_space
 
 MAX_BRUTE_FORCE = 4096
 
@@ -105,25 +105,34 @@ def missing_first(run: StageRun) -> list[dict[str, Any]]:
             for pattern, attrs in run.stage.first if pattern not in scored]
 
 
-def make_space(config: SearchConfig, n_layers: int, head: str = "", tail: str = "") -> SearchSpace:
-    """The searched layers of a stage under the search's constraints; brute force over too many is refused."""
-    space = SearchSpace(n_layers, config.primitives, dict(config.min_share), dict(config.max_share),
-                        config.max_params, head, tail)
+def make_space(config: SearchConfig, n_layers: int, head: str = "", tail: str = "") -> Space:
+    """The searched layers of a stage (its ``--space``) under the search's constraints; brute force over too many is
+    refused, and walks the mixers space's active slots only (``search.mixer_space``: why)."""
+    space = build_space(config.space, n_layers, config.primitives, config.min_share, config.max_share,
+                        config.max_params, head, tail, conditional=config.sampler_name == "brute")
     if config.sampler_name == "brute" and space.size > MAX_BRUTE_FORCE:
         raise ConfigError(f"brute force over {space.size:,} patterns is too many (max {MAX_BRUTE_FORCE:,}); "
                           "use --sampler gp or fewer --layers")
     return space
 
 
-def known_first(config: SearchConfig, space: SearchSpace, echo) -> tuple[tuple[str, dict], ...]:
-    """The known layouts the first stage enqueues (none with ``known: false``); says which were left out."""
+def known_first(config: SearchConfig, space: Space, echo) -> tuple[tuple[str, dict], ...]:
+    """The known layouts the first stage enqueues (none with ``known: false``), fitted to the space's depth; says
+    which were left out and why: a layout the space cannot express (the mixers space: an FFN first, or 3 after a
+    mixer) or one outside the constraints."""
     if not config.known:
         return ()
-    layouts, left_out = known_layouts(space.n_layers, space.choices, config.equal_cost is not None)
-    allowed = [layout for layout in layouts if space.violation(layout.pattern) is None]
+    layouts, left_out = known_layouts(space.known_depth, space.choices, config.equal_cost is not None)
+    allowed = []
     for layout in layouts:
-        if layout not in allowed:
-            left_out[layout.name] = f"outside the constraints: {space.violation(layout.pattern)}"
+        inexpressible = space.inexpressible(layout.pattern)
+        violation = None if inexpressible else space.violation(layout.pattern)
+        if inexpressible:
+            left_out[layout.name] = f"{layout.pattern} is not in the space: {inexpressible}"
+        elif violation:
+            left_out[layout.name] = f"outside the constraints: {violation}"
+        else:
+            allowed.append(layout)
     if left_out:
         echo("   known layouts left out: " + "; ".join(f"{name} ({why})" for name, why in left_out.items()))
     return tuple((layout.pattern, {"known": layout.name, "known_fit": layout.fit}) for layout in allowed)
