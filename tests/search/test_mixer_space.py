@@ -143,11 +143,11 @@ def test_known_layouts_enter_where_the_space_expresses_them_and_the_rest_say_why
     lines = []
     first = dict(known_first(config, make_space(config, config.layers), lines.append))
     assert {attrs["known"]: pattern for pattern, attrs in first.items()} == {
-        "llama": "AMAMAM", "nemotron-h": "SMSAMS", "linear-7to1": "DMDMAM"}
+        "llama": "AMAMAM", "nemotron-h": "SMSAMS", "linear-7to1": "DMDMAM", "nemotron-flash": "DMSMAM"}
     assert "composer-paper (AAMMMM is not in the space: A at slot 1 is followed by more than 2 M)" in lines[0]
     assert "samba (needs W, not in --primitives)" in lines[0]
     space = make_space(config, config.layers)
-    assert [space.params_of(pattern)["slots"] for pattern in first] == [3, 4, 3]
+    assert [space.params_of(pattern)["slots"] for pattern in first] == [3, 4, 3, 3]
 
 
 def test_the_study_name_keeps_todays_default_and_names_the_mixers_space():
