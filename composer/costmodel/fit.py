@@ -53,7 +53,8 @@ def design_row(
     tags: Mapping[str, str] | None = None,
 ) -> Row:
     """The row of one measured ``phase`` step of ``units``. ``counts(key, count_phase)`` gives a unit's op
-    counts (None: no op term, e.g. a GPU whose training launches overlap); ``known`` maps unknown names to values
+    counts, taken at the unit's chunks and batch slices (None: no op term, e.g. a GPU whose training launches
+    overlap); ``known`` maps unknown names to values
     already fixed (their terms join the offset: a reciprocal efficiency, or an op cost); ``group`` maps an
     efficiency key to the one it is fitted together with (fewer constants where the data cannot tell them
     apart)."""
@@ -72,7 +73,8 @@ def design_row(
         key = group(unit.key) if group is not None else unit.key
         add(efficiency_name(phase, key), unit.layers * max(unit.flops / peak_flops, unit.bytes / bandwidth))
         if counts is not None and unit.count_phase is not None:
-            add(op_cost_name(unit.count_phase), unit.layers * counts(unit.count_key, unit.count_phase).at(unit.chunks))
+            ops = counts(unit.count_key, unit.count_phase).at(unit.chunks, unit.slices)
+            add(op_cost_name(unit.count_phase), unit.layers * ops)
     return Row(coefficients, float(measured_s), offset, label, dict(tags or {}))
 
 

@@ -101,9 +101,10 @@ def predict(
     dtype_bytes = DTYPE_BYTES[dev.precision]
     used: dict[str, Constant] = {f"{dev.name}.peak_flops": dev.peak_flops, f"{dev.name}.bandwidth": dev.bandwidth}
     units = []
-    for work in step_work(arch, phase, batch, length, dtype_bytes):
+    for work in step_work(arch, phase, batch, length, dtype_bytes, dev.activation_bytes(phase)):
         units.append(_unit_time(work, phase, dev, table, used))
-    return Prediction(dev.name, phase, batch, length, dev.precision, units, used)
+    precision = dev.train_precision if phase == "train" and dev.train_precision else dev.precision
+    return Prediction(dev.name, phase, batch, length, precision, units, used)
 
 
 def _unit_time(work: Work, phase: str, dev: Device, table: Table, used: dict[str, Constant]) -> UnitTime:
@@ -118,7 +119,8 @@ def _unit_time(work: Work, phase: str, dev: Device, table: Table, used: dict[str
         used[f"{dev.name}.op_cost_s.{work.count_phase}"] = constant
         op_cost = constant.value
         if op_cost:
-            ops = table.counts_of(work.count_key, work.count_phase, dev.overhead_unit).at(work.chunks)
+            counts = table.counts_of(work.count_key, work.count_phase, dev.overhead_unit)
+            ops = counts.at(work.chunks, work.slices if dev.batch_slices else ())
     return UnitTime(
         key=work.key, count_key=work.count_key, layers=work.layers, flops=work.flops, bytes=work.bytes, ops=ops,
         compute_s=work.flops / (dev.peak_flops.value * eff.value),
