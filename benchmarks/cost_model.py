@@ -96,11 +96,14 @@ KEYS = (*PRIMITIVES, "head")
 PHASES = ("train", "prefill", "decode")
 FP32 = 4
 
-# -- what fit measures: per width, the shapes of each phase (batch, tokens); decode tokens are the context. The
-# head trains at fewer tokens (at a 128K vocabulary its step is 6 x 131M FLOPs a token) and at two counts, so that
+# -- what fit measures: per width, the shapes of each phase (batch, tokens); decode tokens are the context.
+# Training at search-1m is timed at 2,048 tokens a step, the regime models train in (their activations spill the
+# core's cache): a 2 x 64 step's activations stayed in cache, so its layers ran faster per token than any model's,
+# and the one efficiency it shared with 8 x 256 was too high for both (-33% to -49% in-sample at 8 x 256 on
+# 2026-11-29). The head trains at fewer tokens (at a 128K vocabulary its step is 6 x 131M FLOPs a token) and at two counts, so that
 # its matmuls (per token) and its embedding gradient (per step) can be told apart.
 FIT_SHAPES = {
-    "search-1m": {"train": [(8, 256), (2, 64)], "prefill": [(1, 256), (4, 64)], "decode": [(1, 128), (8, 128)],
+    "search-1m": {"train": [(8, 256), (16, 128)], "prefill": [(1, 256), (4, 64)], "decode": [(1, 128), (8, 128)],
                   "head_train": [(8, 64), (2, 16)]},
     "llama-350m": {"train": [(1, 256)], "prefill": [(1, 256)], "decode": [(1, 128)],
                    "head_train": [(1, 64), (1, 16)]},
@@ -639,7 +642,8 @@ def cmd_fit(args: argparse.Namespace, argv: list[str] | None) -> int:
                           t["tokens"], train_precision)
         step_phase = "train" if t["phase"] == "optimizer" else t["phase"]
         rows.append(design_row(units, step_phase, roofs["peak_flops"], roofs["bandwidth"], counts_of, t["seconds"],
-                               label=f"{t['preset']} {t['key']} {t['phase']} {t['batch']}x{t['tokens']}"))
+                               label=f"{t['preset']} {t['key']} {t['phase']} {t['batch']}x{t['tokens']}",
+                               activation_passes=True))
     # unbounded: the CPU's peak is a measured GEMM, not a bound (a layer's larger or better-shaped GEMMs, or a
     # noisy roof measurement, can beat it), unlike a GPU's datasheet peak
     solution = fit_nonnegative(rows, max_efficiency=None)
@@ -679,15 +683,19 @@ def constants_from(solution: dict[str, float]) -> dict[str, Any]:
     """The fitted unknowns as the table holds them: efficiency = 1 / the reciprocal fitted (None where the fit
     gave 0: no time could be attributed to that key, so it has no efficiency), op costs as fitted."""
     efficiency: dict[str, dict[str, float | None]] = {}
+    passes: dict[str, dict[str, float]] = {}
     op_cost: dict[str, float] = {}
     for name, value in solution.items():
         kind, rest = name.split(".", 1)
         if kind == "efficiency":
             phase, key = rest.split(".", 1)
             efficiency.setdefault(phase, {})[key] = 1.0 / value if value > 0 else None
+        elif kind == "activation_passes":
+            phase, key = rest.split(".", 1)
+            passes.setdefault(phase, {})[key] = value
         else:
             op_cost[rest] = value
-    return {"efficiency": efficiency, "op_cost_s": op_cost}
+    return {"efficiency": efficiency, "activation_passes": passes, "op_cost_s": op_cost}
 
 
 def store_cpu_fit(raw: dict, roofs: dict, counts: dict, constants: dict, results: dict, results_path: Path,
@@ -720,6 +728,8 @@ def store_cpu_fit(raw: dict, roofs: dict, counts: dict, constants: dict, results
     cpu["batch_slices"] = True  # the counts carry per-slice figures: predictions count the CPU kernels' slices
     for phase, value in constants["op_cost_s"].items():
         cpu["op_cost_s"][phase] = {"value": value, "source": fit_id}
+    cpu["activation_passes"] = {phase: {key: {"value": value, "source": fit_id} for key, value in keys.items()}
+                                for phase, keys in constants["activation_passes"].items()}
     for phase, keys in constants["efficiency"].items():
         for key, value in keys.items():
             if value is not None:
@@ -737,6 +747,7 @@ def _constants(raw: dict) -> list[dict]:
     for device in raw["devices"].values():
         out += [device["peak_flops"], device["bandwidth"], *device["op_cost_s"].values()]
         out += [c for keys in device["efficiency"].values() for c in keys.values()]
+        out += [c for keys in device.get("activation_passes", {}).values() for c in keys.values()]
     return out
 
 

@@ -75,7 +75,8 @@ class Counts:
 class Device:
     """A device's constants: ``peak_flops`` (FLOP/s at ``precision``), ``bandwidth`` (bytes/s), ``op_cost_s``
     (seconds per op or kernel, by phase), ``efficiency`` (phase -> key -> fraction of peak; keys are primitive
-    symbols, ``head`` and ``optimizer``), the count each op cost multiplies (``overhead_unit``), the default
+    symbols, ``head`` and ``optimizer``), ``activation_passes`` (phase -> key -> passes over a layer's
+    ``d_model``-wide activations, :mod:`composer.costmodel.work`), the count each op cost multiplies (``overhead_unit``), the default
     training shape ``train_shape`` (batch, sequence length), the precision training runs in there
     (``train_precision``: ``bf16`` is autocast over ``precision``'s weights, the CPU's where it has native bf16) and
     whether it runs the CPU kernels that slice the batch (``batch_slices``: their op counts grow per slice)."""
@@ -92,6 +93,12 @@ class Device:
     efficiency: dict[str, dict[str, Constant]]
     train_precision: str = ""
     batch_slices: bool = False
+    activation_passes: dict[str, dict[str, Constant]] = field(default_factory=dict)
+
+    def activation_passes_of(self, phase: str, key: str) -> Constant | None:
+        """How many ``d_model``-wide passes over its tokens a ``key`` layer makes in ``phase`` (fitted where the
+        device's entry has them, the CPU's; None elsewhere: a GPU's fitted efficiency absorbs them)."""
+        return self.activation_passes.get(phase, {}).get(key)
 
     def activation_bytes(self, phase: str) -> int:
         """Bytes of an activation in ``phase``: the training precision's in training, else the weights'."""
@@ -190,6 +197,9 @@ def parse_table(raw: dict[str, Any], where: str = "the cost-model table") -> Tab
             precision=d["precision"],
             train_precision=d.get("train_precision", d["precision"]),
             batch_slices=bool(d.get("batch_slices", False)),
+            activation_passes={phase: {key: constant(v, f"{name}.activation_passes.{phase}.{key}")
+                                       for key, v in keys.items()}
+                               for phase, keys in d.get("activation_passes", {}).items()},
             threads=d.get("threads"),
             overhead_unit=d["overhead_unit"],
             train_shape=tuple(d["train_shape"]),

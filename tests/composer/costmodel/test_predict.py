@@ -84,3 +84,23 @@ def test_on_a_device_that_slices_the_batch_s_runs_its_scan_ops_once_a_slice(raw_
     assert one == {"S": 10, "M": 10}
     assert many["S"] == 10 + 7 * (slices["ssd_scan"] - 1) + 3 * (slices["short_conv"] - 1) > 10 and many["M"] == 10
     assert ops(16, False)[0] == one
+
+
+def test_activation_passes_add_memory_time_that_grows_with_the_width_not_its_square(raw_table):
+    """A device with fitted activation passes charges each layer ``passes x tokens x d_model x bytes`` of memory
+    traffic on top of its roofline; one without (a GPU) charges none."""
+    a, wide = arch("SM"), arch("SM", "demo-4m:d384")
+    plain = parse_table(raw_table)
+    raw_table["devices"]["box"]["activation_passes"] = {"train": {"S": {"value": 6.0, "source": "test"}}}
+    table = parse_table(raw_table)
+
+    def extra(model):
+        with_passes = predict(model, "box", "train", batch=4, length=128, table=table)
+        without = predict(model, "box", "train", batch=4, length=128, table=plain)
+        assert "box.activation_passes.train.S" in with_passes.constants
+        return with_passes.seconds - without.seconds
+
+    assert extra(a) == pytest.approx(6.0 * 4 * 128 * a.d_model * 4 / 1e10)  # one S layer, fp32, the box's bandwidth
+    assert extra(wide) == pytest.approx(extra(a) * 2)
+    assert predict(a, "box", "decode", batch=4, length=128, table=table).seconds == pytest.approx(
+        predict(a, "box", "decode", batch=4, length=128, table=plain).seconds)  # a decode step: none
