@@ -231,15 +231,28 @@ def command_line(argv: list[str] | None) -> str:
     return "python benchmarks/cost_model.py " + " ".join(sys.argv[1:] if argv is None else argv)
 
 
-# This machine's 2 cores are shared with other jobs: a one-thread timing taken while more jobs than cores are
-# runnable measures the scheduler (on 2026-12-07, with 8-11 runnable, a layer's step took 2-4x its idle time). So
-# each timing first waits, up to QUIET_TIMEOUT_S, until no more than QUIET_RUNNABLE tasks are runnable (this one
-# and one other: a core each) on QUIET_POLLS polls in a row; what it waited and saw is kept (``QUIET_LOG``).
+# This machine's 2 cores are shared with other jobs: a one-thread timing on the wall clock, taken while more jobs
+# than cores are runnable, measures the scheduler (on 2026-12-07, with 6-11 runnable, two S and M layers at
+# demo-4m trained in a median 318 ms of wall time, 200 ms at best, and 178 ms of this process's CPU time, 170 at
+# best). So every timing reads the clock ``--clock`` names: ``cpu`` (the default), the CPU time of this process
+# (one thread: the time its step ran, not the time it waited for a core; contention for memory bandwidth and
+# caches still shows), or ``wall``. On the wall clock, each timing first waits, up to QUIET_TIMEOUT_S, until no
+# more than QUIET_RUNNABLE tasks are runnable (this one and one other: a core each) on QUIET_POLLS polls in a row;
+# what it waited and saw is kept (``QUIET_LOG``).
+CLOCKS = {"cpu": time.process_time, "wall": time.perf_counter}
+CLOCK = {"name": "cpu"}
+
+
+def now() -> float:
+    """Seconds on the clock this run times with (``--clock``)."""
+    return CLOCKS[CLOCK["name"]]()
+
+
 QUIET_RUNNABLE = 2
 QUIET_POLLS = 5
 QUIET_TIMEOUT_S = 90.0
 QUIET_LOG: list[dict[str, float]] = []
-QUIET = {"enabled": True}  # off under --quick (plumbing, not figures) and --no-wait
+QUIET = {"enabled": True}  # on the wall clock only; off under --quick (plumbing, not figures) and --no-wait
 
 
 def runnable_tasks() -> int:
@@ -285,9 +298,9 @@ def timed(fn: Callable[[], Any], steps: int, warmup: int) -> list[float]:
     gc.disable()
     try:
         for _ in range(steps):
-            start = time.perf_counter()
+            start = now()
             fn()
-            times.append(time.perf_counter() - start)
+            times.append(now() - start)
     finally:
         gc.enable()
     return times
@@ -657,7 +670,7 @@ def cmd_fit(args: argparse.Namespace, argv: list[str] | None) -> int:
         "provisional": args.provisional, "seconds": time.perf_counter() - started, "roofs": roofs,
         "train_precision": train_precision, "native_bf16": device_has_native_bf16("cpu"),
         "fit_widths": {preset: arch_for(preset, "AM").d_model for preset in shapes}, "fit_patterns": list(keys),
-        "machine": {"before": machine_before, "after": machine_state(), "waits": quiet_summary()},
+        "clock": CLOCK["name"], "machine": {"before": machine_before, "after": machine_state(), "waits": quiet_summary()},
         "counts": counts, "timings": timings, "constants": constants,
         "fit_error": {phase: error_summary([t["error"] for t in timings if t["phase"] == phase])
                       for phase in ("train", "optimizer", "prefill", "decode")},
@@ -709,7 +722,8 @@ def store_cpu_fit(raw: dict, roofs: dict, counts: dict, constants: dict, results
               "torch": results["torch"], **status}
     note = "non-negative least squares on relative error over the single-layer timings"
     raw["sources"][fit_id] = {"kind": "fitted", **common, "note": note + (f"; {args.note}" if args.note else ""),
-                              "train_precision": results["train_precision"], "widths": results["fit_widths"],
+                              "train_precision": results["train_precision"], "clock": results["clock"],
+                              "widths": results["fit_widths"],
                               "patterns": results["fit_patterns"]}
     raw["sources"][roofs_id] = {"kind": "measured", **common,
                                 "note": f"best of fp32 {roofs['gemm_n']}^3 GEMMs; best of "
@@ -779,16 +793,16 @@ def measure_serving(model, context: int, new_tokens: int) -> tuple[float, list[f
     model.next_token_logits(prompt, cache)  # warm
     cache.reset()
     wait_for_quiet()
-    start = time.perf_counter()
+    start = now()
     token = model.next_token_logits(prompt, cache).argmax(-1)
-    prefill = time.perf_counter() - start
+    prefill = now() - start
     steps = []
     gc.disable()
     try:
         for _ in range(new_tokens):
-            start = time.perf_counter()
+            start = now()
             token = model.next_token_logits(token[:, None], cache).argmax(-1)
-            steps.append(time.perf_counter() - start)
+            steps.append(now() - start)
     finally:
         gc.enable()
     return prefill, steps
@@ -807,6 +821,9 @@ def cmd_validate(args: argparse.Namespace, argv: list[str] | None) -> int:
     fit = fit_source(table)
     if args.cases == "validation":
         check_out_of_sample(cases, fit)
+    if fit.get("clock", "wall") != CLOCK["name"]:
+        raise ConfigError(f"fit {fit['id']} timed on the {fit.get('clock', 'wall')} clock: validate with --clock "
+                          f"{fit.get('clock', 'wall')}, one clock for both")
     train_precision = table.device("cpu").train_precision
     steps, new_tokens = (1, 4) if args.quick else (args.steps, 16)
     started = time.perf_counter()
@@ -859,7 +876,7 @@ def cmd_validate(args: argparse.Namespace, argv: list[str] | None) -> int:
         "cases": args.cases, "out_of_sample": args.cases == "validation",
         "threads": torch.get_num_threads(), "torch": torch.__version__, "quick": args.quick,
         "train_precision": train_precision, "native_bf16": device_has_native_bf16("cpu"),
-        "machine": {"before": machine_before, "after": machine_state(), "waits": quiet_summary()},
+        "clock": CLOCK["name"], "machine": {"before": machine_before, "after": machine_state(), "waits": quiet_summary()},
         "seconds": time.perf_counter() - started, "table": shown(args.table or TABLE_PATH),
         "fit_source": fit, "cpu_constants_digest": constants_digest(table.raw, "cpu"),
         "table_sources": table.sources, "rows": rows, "errors": summary["pooled"],
@@ -1119,8 +1136,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             p.add_argument("--quick", action="store_true", help="tiny widths, one step: the plumbing, not figures")
             p.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
             p.add_argument("--steps", type=int, default=5, help="timed steps per measurement (default 5)")
+            p.add_argument("--clock", choices=tuple(CLOCKS), default="cpu",
+                           help="what a timing reads: cpu (default), this process's CPU time, steady on a shared "
+                                "machine; wall, the wall clock (then each timing waits for a quiet machine)")
             p.add_argument("--no-wait", action="store_true",
-                           help="time at once, without waiting for a quiet machine (timings then share the cores)")
+                           help="on the wall clock, time at once without waiting for a quiet machine")
     fit = sub.choices["fit"]
     fit.add_argument("--widths", type=lambda s: s.split(","), default=list(FIT_SHAPES),
                      help=f"presets whose widths the layers are timed at (default {','.join(FIT_SHAPES)})")
@@ -1143,7 +1163,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    QUIET["enabled"] = not (getattr(args, "quick", False) or getattr(args, "no_wait", False))
+    CLOCK["name"] = getattr(args, "clock", "cpu")
+    QUIET["enabled"] = CLOCK["name"] == "wall" and not (getattr(args, "quick", False) or getattr(args, "no_wait", False))
     QUIET_LOG.clear()
     try:
         if getattr(args, "threads", 1) < 1 or getattr(args, "steps", 1) < 1:
