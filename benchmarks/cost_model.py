@@ -1,42 +1,54 @@
 """Fit and validate the cost model (``composer/costmodel``): its constants from single layers, its predictions
-against whole models it never saw, and the stored GPU runs leave one out.
+against whole models it never saw, and the stored GPU runs with each pattern left out.
 
-    python benchmarks/cost_model.py fit --device cpu        # one thread, ~1.5 min: rewrites the table's cpu entry
-    python benchmarks/cost_model.py validate --device cpu   # one thread, ~2 min: 10 held-out models, measured
-    python benchmarks/cost_model.py loo --write-table       # seconds: the stored H100/H200 runs, leave one out
+    python benchmarks/cost_model.py fit --device cpu        # one thread, ~3 min: rewrites the table's cpu entry
+    python benchmarks/cost_model.py validate --device cpu   # one thread, ~3 min: 12 held-out models, measured
+    python benchmarks/cost_model.py loo                     # seconds: the stored H100/H200 runs, by pattern
+    python benchmarks/cost_model.py loo --write-table       # ... and the grouped fit as the GPUs' constants
     python benchmarks/cost_model.py fit --device cpu --quick --table /tmp/t.json --out /tmp/r   # plumbing only
 
 ``fit``: first the CPU's own roofs, measured (``peak_flops``: the best of 20 1024^3 fp32 GEMMs; ``bandwidth``:
 the best of 20 64 MiB copies, bytes read + written), then per primitive (A, M, S, D, W, E: one residual layer,
 ``x + primitive(rmsnorm(x))``, at each of ``--widths``; and the head: embedding, final norm, tied LM head and loss;
 each call on the next of enough copies that their weights are cold, as in a model: :class:`Unit`) the median time
-of a training step (forward + backward, the input requiring grad as inside a model), of the
-optimizer over its parameters (``clip_grad_norm_`` + AdamW), of a prefill and of a decoding step (the layer's
-inference cache, as ``ComposerModel.next_token_logits`` runs it); and, with ``torch.profiler``, the ops (every
-aten op dispatched) and kernels (leaf ops that do work) each of those runs at 1, 2 and 4 chunks of a scan. Each
-timing is one row of the linear system of :mod:`composer.costmodel.fit`; the solution (each primitive's efficiency
-per phase, the op cost per phase) is written into the table with a source naming this command, its date and the
-results JSON (``benchmarks/results/cost_model_fit-<date>.json``). ``--provisional`` marks them so.
+of a training step (forward + backward, the input requiring grad as inside a model; under bf16 autocast where
+this CPU has native bf16, as ``composer search`` trains there: ``--precision``), of the optimizer over its
+parameters (``clip_grad_norm_`` + AdamW), of a prefill and of a decoding step (the layer's inference cache, as
+``ComposerModel.next_token_logits`` runs it); and, with ``torch.profiler``, the ops (every aten op dispatched) and
+kernels (leaf ops that do work) each of those runs at 1, 2 and 4 chunks of a scan, at batch 1, and what each
+further slice of the batch adds to them for each CPU kernel that runs the batch in slices (S's and D's short
+convolution, S's scan: :func:`measure_counts`). Each timing is one row of the linear system of
+:mod:`composer.costmodel.fit`; the solution (each primitive's efficiency and activation passes per phase, the op
+cost per phase) is written into the table with a source naming this command, its date, the results JSON
+(``benchmarks/results/cost_model_fit-<date>.json``), the widths and patterns it ran, the precision and the clock.
+``--provisional`` marks them so. The results JSON records the digest of the constants written.
 
-``validate``: whole models of patterns the fit never ran (it runs single layers only), A/M/S/D/W mixes of 6 to 73
-layers at ``search-1m``, ``demo-4m`` and ``llama-350m`` widths: the measured training step (forward, loss,
-backward, clipping, AdamW: what ``composer train`` steps), prefill and batch-1 decode beside the table's
-prediction; median and worst relative error (``predicted / measured - 1``) per measure, raw JSON to
-``benchmarks/results/cost_model_validation-<date>.json``.
+``validate``: whole models the fit never ran, by construction: no single layer and no width (``d_model``) of the
+fit (``VALIDATION``; a table whose fit ran one is refused), six of each layout class
+(:mod:`composer.costmodel.classes`: A/M-heavy, S/D-heavy), A/M/S/D/W mixes of 6 to 73 layers at d_model 160 to
+768: the measured training step (forward, loss, backward, clipping, AdamW: what ``composer train`` steps, in the
+fit's precision), prefill and batch-1 decode beside the table's prediction; median and worst relative error
+(``predicted / measured - 1``) per measure, per class and pooled, and the digest of the constants predicted with
+(equal to the fit's: no refit in between), raw JSON to ``benchmarks/results/cost_model_validation-<date>.json``.
+``--cases development`` runs the 2026-11-29 validation's models at the fit's own widths instead: what a change
+of the model is tried on, so that the validation is run once, on a frozen fit.
 
 ``loo``: the training runs stored in ``benchmarks/results/gpu_check-2026-11-26.json`` (H100 and H200, bf16,
-compiled, ``llama-3.2-1b`` widths; ``GPU_RUNS`` below lists each with the path of its figure in that file). Each
-configuration is predicted with efficiencies fitted to the *other* configurations (repeats of one configuration
-are left out together). There are 20 runs of 16 configurations and 7 efficiency keys, and A and M always train
-side by side in the full models, so the data cannot fit one constant per primitive (E is in one run only): the
-default, ``grouped``, fits four (``dense``: A, W, M and E; the head; S; D); ``three`` (the head in ``dense``),
-``by-kind`` (attention and MLP apart), ``one`` and ``per-primitive`` are reported beside it. ``--write-table`` stores
-the grouped fit to all runs as the GPUs' training (and, assumed alike, prefill) efficiencies.
+compiled, ``llama-3.2-1b`` widths; ``GPU_RUNS`` below lists each with the path of its figure in that file). Repeats
+of one configuration are one case (their median); each pattern (at its shape: its runs on both GPUs and with
+either S kernel) is held out together and its cases predicted with efficiencies fitted to the *other* patterns.
+Errors per case, per held-out pattern, per layout class and pooled. There are 20 runs of 16 configurations and 10
+patterns, and A and M always train side by side in the full models, so the data cannot fit one constant per
+primitive (E is in one run only): the default, ``grouped``, fits four (``dense``: A, W, M and E; the head; S; D);
+``three`` (the head in ``dense``), ``by-kind`` (attention and MLP apart), ``one`` and ``per-primitive`` are reported
+beside it. ``--write-table`` stores the grouped fit to all cases as the GPUs' training (and, assumed alike,
+prefill) efficiencies; without it the table is not touched.
 
 Every measurement here runs on one thread (``--threads``, default 1): the ``cpu`` constants are one thread's, and
-on this 2-core machine a second job then keeps a core of its own. The timings are still only as steady as the
-machine is idle.
+on this 2-core machine a second job then keeps a core of its own. Timings read this process's CPU time by
+default (``--clock``), which the machine's other jobs do not inflate the way they do the wall clock.
 """
+
 
 from __future__ import annotations
 
@@ -821,9 +833,9 @@ def cmd_validate(args: argparse.Namespace, argv: list[str] | None) -> int:
     fit = fit_source(table)
     if args.cases == "validation":
         check_out_of_sample(cases, fit)
-    if fit.get("clock", "wall") != CLOCK["name"]:
-        raise ConfigError(f"fit {fit['id']} timed on the {fit.get('clock', 'wall')} clock: validate with --clock "
-                          f"{fit.get('clock', 'wall')}, one clock for both")
+    if fit.get("clock", CLOCK["name"]) != CLOCK["name"]:  # a fit from before 2026-12-07 did not record its clock
+        raise ConfigError(f"fit {fit['id']} timed on the {fit['clock']} clock: validate with --clock {fit['clock']}, "
+                          "one clock for both")
     train_precision = table.device("cpu").train_precision
     steps, new_tokens = (1, 4) if args.quick else (args.steps, 16)
     started = time.perf_counter()
