@@ -112,8 +112,8 @@ FP32 = 4
 # Training at search-1m is timed at 2,048 tokens a step, the regime models train in (their activations spill the
 # core's cache): a 2 x 64 step's activations stayed in cache, so its layers ran faster per token than any model's,
 # and the one efficiency it shared with 8 x 256 was too high for both (-33% to -49% in-sample at 8 x 256 on
-# 2026-11-29). The head trains at fewer tokens (at a 128K vocabulary its step is 6 x 131M FLOPs a token) and at two counts, so that
-# its matmuls (per token) and its embedding gradient (per step) can be told apart.
+# 2026-11-29). The head trains at fewer tokens (at a 128K vocabulary its step is 6 x 131M FLOPs a token) and at
+# two counts, so that its matmuls (per token) and its embedding gradient (per step) can be told apart.
 FIT_SHAPES = {
     "search-1m": {"train": [(8, 256), (16, 128)], "prefill": [(1, 256), (4, 64)], "decode": [(1, 128), (8, 128)],
                   "head_train": [(8, 64), (2, 16)]},
@@ -684,7 +684,8 @@ def cmd_fit(args: argparse.Namespace, argv: list[str] | None) -> int:
         "provisional": args.provisional, "seconds": time.perf_counter() - started, "roofs": roofs,
         "train_precision": train_precision, "native_bf16": device_has_native_bf16("cpu"),
         "fit_widths": {preset: arch_for(preset, "AM").d_model for preset in shapes}, "fit_patterns": list(keys),
-        "clock": CLOCK["name"], "machine": {"before": machine_before, "after": machine_state(), "waits": quiet_summary()},
+        "clock": CLOCK["name"],
+        "machine": {"before": machine_before, "after": machine_state(), "waits": quiet_summary()},
         "counts": counts, "timings": timings, "constants": constants,
         "fit_error": {phase: error_summary([t["error"] for t in timings if t["phase"] == phase])
                       for phase in ("train", "optimizer", "prefill", "decode")},
@@ -890,7 +891,8 @@ def cmd_validate(args: argparse.Namespace, argv: list[str] | None) -> int:
         "cases": args.cases, "out_of_sample": args.cases == "validation",
         "threads": torch.get_num_threads(), "torch": torch.__version__, "quick": args.quick,
         "train_precision": train_precision, "native_bf16": device_has_native_bf16("cpu"),
-        "clock": CLOCK["name"], "machine": {"before": machine_before, "after": machine_state(), "waits": quiet_summary()},
+        "clock": CLOCK["name"],
+        "machine": {"before": machine_before, "after": machine_state(), "waits": quiet_summary()},
         "seconds": time.perf_counter() - started, "table": shown(args.table or TABLE_PATH),
         "fit_source": fit, "cpu_constants_digest": constants_digest(table.raw, "cpu"),
         "table_sources": table.sources, "rows": rows, "errors": summary["pooled"],
@@ -1178,7 +1180,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     CLOCK["name"] = getattr(args, "clock", "cpu")
-    QUIET["enabled"] = CLOCK["name"] == "wall" and not (getattr(args, "quick", False) or getattr(args, "no_wait", False))
+    QUIET["enabled"] = CLOCK["name"] == "wall" and not (getattr(args, "quick", False)
+                                                        or getattr(args, "no_wait", False))
     QUIET_LOG.clear()
     try:
         if getattr(args, "threads", 1) < 1 or getattr(args, "steps", 1) < 1:

@@ -1828,7 +1828,7 @@ def test_cost_model_out_of_sample():
         after, old = summary(val, cells[1], measure), summary(before, cells[1], measure)
         assert int(cells[2]) == after["n"] == old["n"]
         agree_all([c.rstrip("%") for c in cells[3:7]],
-                  [100 * after["median_abs"], 100 * after["worst_abs"], 100 * old["median_abs"], 100 * old["worst_abs"]],
+                  [100 * s[k] for s in (after, old) for k in ("median_abs", "worst_abs")],
                   f"{cells[0]} {cells[1]}")
     # the goals: training median <= 15% and worst <= 30% in every class, decode at batch 1 median <= 15%
     goals = table(text, "| goal | class | figure | met |")
@@ -1860,14 +1860,15 @@ def test_cost_model_out_of_sample():
         match = find(text, rf"{re.escape(cls)} median {NUM}%, worst {NUM}% over {v['n']}")
         agree_all([match[1], match[2]], [100 * v["median_abs"], 100 * v["worst_abs"]], f"GPU {cls}")
     # the prose: the machine, the run times, the per-slice counts, decode's noise, bf16 against fp32
-    agree(find(text, rf"load average of {NUM} when the fit began")[1], fit["machine"]["before"]["load_average_1_5_15"][0],
-          "load at the fit's start")
+    agree(find(text, rf"load average of {NUM} when the fit began")[1],
+          fit["machine"]["before"]["load_average_1_5_15"][0], "load at the fit's start")
     agree(find(text, rf"and {NUM} when the last run ended")[1], before["machine"]["after"]["load_average_1_5_15"][0],
           "load at the end")
     agree(find(text, rf"# {NUM} s; writes composer/costmodel/constants.json")[1], fit["seconds"], "fit seconds")
     agree(find(text, rf"validate --device cpu +# {NUM} s")[1], val["seconds"], "validate seconds")
     per_slice = fit["counts"]["S"]["train"]["per_slice"]
-    match = find(text, rf"adds {NUM}-{NUM} ops to an `S` training step for the convolution and {NUM}-{NUM} for the scan")
+    match = find(text, rf"adds {NUM}-{NUM} ops to an `S` training step for the convolution and {NUM}-{NUM} for "
+                       "the scan")
     agree_all(list(match.groups()), [min(per_slice["short_conv"]["ops"]), max(per_slice["short_conv"]["ops"]),
                                      min(per_slice["ssd_scan"]["ops"]), max(per_slice["ssd_scan"]["ops"])], "per slice")
     pairs = list(zip(val["rows"], before["rows"], strict=True))
@@ -1887,5 +1888,5 @@ def test_cost_model_out_of_sample():
     too_fast = sum(r["error"]["decode_ms_per_token"] < 0 for r in val["rows"])
     assert too_fast == sum(r["error"]["decode_ms_per_token"] < 0 for r in before["rows"])
     find(text, rf"{too_fast} of {len(val['rows'])} predictions are too fast, before as after")
-    agree(find(text, rf"fitted op cost \({NUM} us an op in training\)")[1], 1e6 * fit["constants"]["op_cost_s"]["train"],
-          "train op cost")
+    agree(find(text, rf"fitted op cost \({NUM} us an op in training\)")[1],
+          1e6 * fit["constants"]["op_cost_s"]["train"], "train op cost")

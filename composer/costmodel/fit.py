@@ -6,9 +6,10 @@ The model is linear in the reciprocal efficiencies and the op costs: a step of u
                       + activation_bytes_u / bandwidth * passes_u + ops_u * op_cost)
 
 so each measurement is one row of a linear system in the unknowns ``efficiency.<phase>.<key>`` (holding
-``1 / e``), ``activation_passes.<phase>.<key>`` (the CPU fit only) and ``op_cost_s.<count phase>``, and :func:`fit_nonnegative` solves it by non-negative least squares
-on *relative* residuals (a 1 ms step and a 1 s step count alike, as the errors are reported). Constants already
-known (a datasheet peak, an assumed op cost) are passed in ``known`` and move to the row's offset.
+``1 / e``), ``activation_passes.<phase>.<key>`` (the CPU fit only) and ``op_cost_s.<count phase>``, and
+:func:`fit_nonnegative` solves it by non-negative least squares on *relative* residuals (a 1 ms step and a 1 s
+step count alike, as the errors are reported). Constants already known (a datasheet peak, an assumed op cost)
+are passed in ``known`` and move to the row's offset.
 """
 
 from __future__ import annotations

@@ -76,10 +76,11 @@ class Device:
     """A device's constants: ``peak_flops`` (FLOP/s at ``precision``), ``bandwidth`` (bytes/s), ``op_cost_s``
     (seconds per op or kernel, by phase), ``efficiency`` (phase -> key -> fraction of peak; keys are primitive
     symbols, ``head`` and ``optimizer``), ``activation_passes`` (phase -> key -> passes over a layer's
-    ``d_model``-wide activations, :mod:`composer.costmodel.work`), the count each op cost multiplies (``overhead_unit``), the default
-    training shape ``train_shape`` (batch, sequence length), the precision training runs in there
-    (``train_precision``: ``bf16`` is autocast over ``precision``'s weights, the CPU's where it has native bf16) and
-    whether it runs the CPU kernels that slice the batch (``batch_slices``: their op counts grow per slice)."""
+    ``d_model``-wide activations, :mod:`composer.costmodel.work`), the count each op cost multiplies
+    (``overhead_unit``), the default training shape ``train_shape`` (batch, sequence length), the precision
+    training runs in there (``train_precision``: ``bf16`` is autocast over ``precision``'s weights, the CPU's
+    where it has native bf16) and whether it runs the CPU kernels that slice the batch (``batch_slices``: their op
+    counts grow per slice)."""
 
     name: str
     description: str

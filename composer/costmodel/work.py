@@ -48,9 +48,10 @@ class Work:
     and ``count_phase`` the measured op counts (an optimizer unit counts the optimizer's ops over ``count_key``'s
     parameters; ``count_phase`` None: no ops of its own, they are counted with another unit's); ``chunks``: chunks
     of the unit's scan this step runs (1 for a layer without one); ``activation_bytes``: one ``d_model``-wide pass
-    over the tokens of one of them (training and prefill layers; module doc); ``slices``: (kernel, slices) of each kernel that
-    the unit's CPU path runs a slice of the batch at a time (``Primitive.cpu_batch_slices``), whose ops are run
-    once per slice: what a device that runs those kernels (the table's ``batch_slices``) counts.
+    over the tokens of one of them (training and prefill layers; module doc); ``slices``: (kernel, slices) of
+    each kernel that the unit's CPU path runs a slice of the batch at a time (``Primitive.cpu_batch_slices``),
+    whose ops are run once per slice: what a device that runs those kernels (the table's ``batch_slices``)
+    counts.
     """
 
     key: str

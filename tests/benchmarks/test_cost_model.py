@@ -47,7 +47,8 @@ def test_quick_fit_writes_the_cpu_constants_with_their_source_then_validate_pred
     assert validation["errors"]["train_tokens_per_s"]["n"] == len(validation["rows"])
     assert validation["cpu_constants_digest"] == results["cpu_constants_digest"]  # the fit as written, validated
     assert validation["fit_source"]["id"] == cpu.efficiency["train"]["M"].source
-    assert validation["fit_source"]["widths"] == {"tiny": 64} and "tiny" not in {r["preset"] for r in validation["rows"]}
+    assert validation["fit_source"]["widths"] == {"tiny": 64}
+    assert "tiny" not in {r["preset"] for r in validation["rows"]}
     assert {r["layout_class"] for r in validation["rows"]} == {"A/M-heavy", "S/D-heavy"}
     assert validation["errors_by_class"]["S/D-heavy"]["train_tokens_per_s"]["n"] == 1
     assert validation["train_precision"] == results["train_precision"] == table.device("cpu").train_precision
@@ -94,7 +95,8 @@ def test_loo_fits_without_the_held_out_patterns_twin(load_benchmark, table_copy)
         cases = script.gpu_cases(moved)
         rows = script.gpu_rows(cases, table, script.GPU_GROUPINGS["grouped"])
         i = next(i for i, c in enumerate(cases) if c["device"] == "h100" and c["pattern"] == "(DMAM)x4")
-        return script.predicted_s(rows[i], script.fit_nonnegative([r for r in rows if r.tags["group"] != cases[i]["group"]]))
+        others = [r for r in rows if r.tags["group"] != cases[i]["group"]]
+        return script.predicted_s(rows[i], script.fit_nonnegative(others))
 
     assert h100_dmam_prediction(3.0) == pytest.approx(h100_dmam_prediction(1.0))
 
