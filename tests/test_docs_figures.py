@@ -1890,3 +1890,8 @@ def test_cost_model_out_of_sample():
     find(text, rf"{too_fast} of {len(val['rows'])} predictions are too fast, before as after")
     agree(find(text, rf"fitted op cost \({NUM} us an op in training\)")[1],
           1e6 * fit["constants"]["op_cost_s"]["train"], "train op cost")
+    errors = [r["error"]["train_tokens_per_s"] for r in val["rows"]]
+    assert max(errors) < 0, "the report says every training error is negative"
+    match = find(text, rf"predicts {NUM}-{NUM}% slower than measured")
+    agree_all(list(match.groups()), [-100 * max(errors), -100 * min(errors)], "training error range")
+    assert all(r["error"]["train_tokens_per_s"] > 0 for r in before["rows"] if r["layout_class"] == "S/D-heavy")
