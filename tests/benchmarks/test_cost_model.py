@@ -145,3 +145,25 @@ def test_the_development_models_share_no_width_with_the_validation(load_benchmar
     development = {script.arch_for(preset, "AM").d_model for preset, *_ in script.development_cases()}
     validation = {script.arch_for(preset, "AM").d_model for preset, *_ in script.VALIDATION}
     assert development and not development & validation
+
+
+def test_op_counts_follow_the_kernels_batch_slices(load_benchmark):
+    """The counts fit measures (at batch 1, plus what each further slice of a slicing kernel adds) predict what
+    the profiler counts for S and D at a batch the kernels run in several slices; the count of one slice alone
+    (what a count at a small batch gave every batch before) misses S's by more than a fifth."""
+    from composer.costmodel import Counts, step_work
+
+    script = load_benchmark("cost_model")
+    arch = script.arch_for("tiny", "AM").replace(max_seq_len=4096)
+    counts = script.measure_counts("tiny", ("S", "D"))
+    for key in "SD":
+        unit = script.Unit(arch, key, copies=1)
+        measured = counts[key]["train"]
+        per_slice = {kernel: tuple(by_unit["ops"]) for kernel, by_unit in measured["per_slice"].items()}
+        ops = Counts(tuple(measured["ops"]), per_slice)
+        work = next(u for u in step_work(arch.with_pattern(key), "train", 40, 64, 4) if u.key == key)
+        assert max(n for _, n in work.slices) > 1
+        profiled = script.count_ops(unit.call("train", 40, 64))["ops"]
+        assert ops.at(work.chunks, work.slices) == pytest.approx(profiled, rel=0.05), key
+        if key == "S":
+            assert ops.at(work.chunks) < 0.8 * profiled
