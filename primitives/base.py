@@ -208,6 +208,14 @@ class Primitive(nn.Module, ABC):
         return cls.param_count(config) * dtype_bytes
 
     @classmethod
+    def cpu_batch_slices(cls, config: Any, batch: int, seq_len: int, activation_bytes: int = 4) -> dict[str, int]:
+        """Kernels of this layer's whole-sequence CPU path (training, prefill) that run the batch a slice at a
+        time, each with its number of slices at ``batch x seq_len`` tokens (activations of ``activation_bytes``):
+        every slice runs that kernel's ops again, so the layer's op count grows with these numbers, not with the
+        batch. None by default (every op runs once over the whole batch)."""
+        return {}
+
+    @classmethod
     def decode_cache_bytes(cls, config: Any, context: int, dtype_bytes: int = 2) -> int:
         """Cache bytes one decoding step of one sequence reads and writes when the cache holds ``context``
         tokens, from :meth:`inference_cache`: the keys and values still in the window read (``bytes_at``) and

@@ -52,6 +52,7 @@ from torch import nn
 
 from primitives.base import CacheSpec, InitScheme, LayerCache, Primitive
 from primitives.short_conv import causal_depthwise_conv1d, conv_step
+from primitives.short_conv import cpu_batch_slices as conv_batch_slices
 
 try:  # optional CUDA extra: pip install "composer-hnas[cuda]" (fla's ops live in the fla-core package)
     from fla.ops.gated_delta_rule import chunk_gated_delta_rule as _fla_chunk_gated_delta_rule
@@ -606,6 +607,13 @@ class GatedDeltaNet(Primitive):
         return usable
 
     # -- analytic accounting ------------------------------------------------------------------------------
+    @classmethod
+    def cpu_batch_slices(cls, config: GatedDeltaNetConfig, batch: int, seq_len: int,
+                         activation_bytes: int = 4) -> dict[str, int]:
+        """The short convolution's slices (one over the joined q, k, v: ``conv_dim`` channels); the delta rule
+        itself runs the whole batch at once."""
+        return {"short_conv": conv_batch_slices(batch, seq_len, config.conv_dim, activation_bytes)}
+
     @classmethod
     def _matmul_params(cls, c: GatedDeltaNetConfig) -> int:
         """Weights that do a multiply-add per token: projections and short-convolution taps."""

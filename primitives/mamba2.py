@@ -50,6 +50,7 @@ from torch import nn
 from primitives.base import CacheSpec, InitScheme, LayerCache, Primitive
 from primitives.mamba_ssm_triton import load_triton_kernels
 from primitives.short_conv import causal_depthwise_conv1d, conv_step
+from primitives.short_conv import cpu_batch_slices as conv_batch_slices
 
 # optional CUDA extra: pip install "composer-hnas[cuda]"; None where mamba_ssm's Triton kernels do not import
 _ssd_kernel, _gated_rmsnorm_kernel = load_triton_kernels() or (None, None)
@@ -241,9 +242,7 @@ def ssd_chunked(
     are :class:`_DecayedScores`.
     """
     batch, seq, heads, head_dim = x.shape
-    f = _compute_dtype(x.dtype)
-    q = min(chunk_size, seq)
-    block = max(1, _CPU_SCAN_BLOCK_BYTES // (heads * -(-seq // q) * q * q * f.itemsize))
+    block = _scan_sequences_per_slice(seq, heads, chunk_size, _compute_dtype(x.dtype).itemsize)
     if x.device.type == "cpu" and batch > block:
         parts = [_ssd_chunked(x[i : i + block], dt[i : i + block], A, B[i : i + block], C[i : i + block],
                               chunk_size, D, None if initial_state is None else initial_state[i : i + block],
@@ -252,6 +251,19 @@ def ssd_chunked(
             return torch.cat([y for y, _ in parts]), torch.cat([state for _, state in parts])
         return torch.cat(parts)
     return _ssd_chunked(x, dt, A, B, C, chunk_size, D, initial_state, return_final_state)
+
+
+def _scan_sequences_per_slice(seq: int, heads: int, chunk_size: int, itemsize: int) -> int:
+    """Sequences whose per-head ``[chunk, chunk]`` score blocks fit :data:`_CPU_SCAN_BLOCK_BYTES` (at least 1)."""
+    q = min(chunk_size, seq)
+    return max(1, _CPU_SCAN_BLOCK_BYTES // (heads * -(-seq // q) * q * q * itemsize))
+
+
+def cpu_scan_slices(batch: int, seq: int, heads: int, chunk_size: int, dtype: torch.dtype = torch.float32) -> int:
+    """How many slices of the batch :func:`ssd_chunked` runs the scan in on a CPU (inputs of ``dtype``; the scan
+    computes in at least float32). Every slice runs the whole scan's ops again, so a layer's op count grows with
+    this number: the cost model counts ops by it, from this rule, so the two cannot drift apart."""
+    return -(-batch // _scan_sequences_per_slice(seq, heads, chunk_size, _compute_dtype(dtype).itemsize))
 
 
 def _ssd_chunked(x, dt, A, B, C, chunk_size, D, initial_state, return_final_state):
@@ -571,6 +583,15 @@ class Mamba2(Primitive):
         return kernels
 
     # -- analytic accounting ------------------------------------------------------------------------------
+    @classmethod
+    def cpu_batch_slices(cls, config: Mamba2Config, batch: int, seq_len: int,
+                         activation_bytes: int = 4) -> dict[str, int]:
+        """The short convolution's slices (its input ``xBC``, ``conv_dim`` channels) and the SSD scan's (which
+        computes in float32 whatever the activations' dtype)."""
+        c = config
+        return {"short_conv": conv_batch_slices(batch, seq_len, c.conv_dim, activation_bytes),
+                "ssd_scan": cpu_scan_slices(batch, seq_len, c.n_heads, c.chunk_size)}
+
     @classmethod
     def param_count(cls, config: Mamba2Config) -> int:
         c = config

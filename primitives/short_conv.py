@@ -64,8 +64,19 @@ class _ShiftedTaps(torch.autograd.Function):
 
 def _slices(t: torch.Tensor) -> list[torch.Tensor]:
     """``t [batch, seq, channels]`` in slices of whole sequences of at most :data:`_CPU_BLOCK_BYTES`."""
-    per_sequence = t.shape[1] * t.shape[2] * t.element_size()
-    return list(t.split(max(1, _CPU_BLOCK_BYTES // per_sequence)))
+    return list(t.split(_sequences_per_slice(t.shape[1], t.shape[2], t.element_size())))
+
+
+def _sequences_per_slice(seq: int, channels: int, itemsize: int) -> int:
+    return max(1, _CPU_BLOCK_BYTES // (seq * channels * itemsize))
+
+
+def cpu_batch_slices(batch: int, seq: int, channels: int, itemsize: int) -> int:
+    """How many slices of the batch :func:`causal_depthwise_conv1d` runs its taps in on a CPU, for an input of
+    ``batch x seq x channels`` elements of ``itemsize`` bytes. Each slice runs every tap again, so a layer's op
+    count grows with this number, not with the batch: the cost model (``composer.costmodel.work``) counts a
+    layer's ops by it, from this rule, so the two cannot drift apart."""
+    return -(-batch // _sequences_per_slice(seq, channels, itemsize))
 
 
 def _taps(x: torch.Tensor, taps: torch.Tensor, bias: torch.Tensor | None = None, ahead: bool = False) -> torch.Tensor:

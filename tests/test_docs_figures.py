@@ -1768,3 +1768,130 @@ def test_the_seed_spread_and_the_cache_at_the_target():
     grown, fit = (analyze(arch.with_pattern(p)).kv_cache_bytes_per_token for p in (layout, "AMAMAM"))
     assert len(layout) == 18 and grown == data["kv_cache_AMAMAM_at_demo_4m"]["model_at_target_bytes_per_token"]
     find(text, rf"\*\*{grown:,}\*\* bytes per token \(bf16\), against \*\*{fit:,}\*\* for the 6-layer pattern")
+
+
+COST_MEASURES = {"training": "train_tokens_per_s", "prefill": "prefill_tokens_per_s",
+                 "decode, batch 1": "decode_ms_per_token"}
+
+
+def test_cost_model_out_of_sample():
+    """Issue 68's cost model report: the validation is of the fit as written (same constants digest, no refit in
+    between) on widths and patterns the fit never ran; every model's figures, the errors by layout class (before
+    and after), the goals, and the GPU leave-one-pattern-out, against their JSON."""
+    from composer.costmodel import error_summary
+    from composer.costmodel.classes import LAYOUT_CLASSES, layout_class
+    from composer.presets import get_preset
+
+    text = doc("reports/cost-model-out-of-sample-2026-12-07.md")
+    fit = results("cost_model_fit-2026-12-07.json")
+    val = results("cost_model_validation-2026-12-07.json")
+    before = results("cost_model_validation_before-2026-12-07.json")
+    loo = results("cost_model_gpu_loo-2026-12-07.json")
+    for name in ("cost_model_fit", "cost_model_validation", "cost_model_validation_before", "cost_model_gpu_loo"):
+        assert f"benchmarks/results/{name}-2026-12-07.json" in text, f"the report does not cite {name}"
+    # frozen before validation, out of sample by construction
+    assert val["out_of_sample"] and val["cpu_constants_digest"] == fit["cpu_constants_digest"]
+    assert val["fit_source"]["id"] == f"fit-cpu-{fit['date']}" and val["fit_source"]["command"] == fit["command"]
+    find(text, rf"digest `{fit['cpu_constants_digest']}`")
+    assert not set(fit["fit_widths"].values()) & {r["d_model"] for r in val["rows"]}
+    assert not set(fit["fit_patterns"]) & {r["compact"] for r in val["rows"]}
+    assert val["train_precision"] == fit["train_precision"] == ("bf16" if fit["native_bf16"] else "fp32")
+    for run in (val, before):
+        for r in run["rows"]:
+            assert layout_class(get_preset(r["preset"]).arch.with_pattern(r["pattern"])) == r["layout_class"]
+    # every model
+    rows = {(r["preset"], r["compact"]): r for r in val["rows"]}
+    cells_seen = table(text, "| class | widths | pattern |")
+    assert len(cells_seen) == len(rows)
+    for cells in cells_seen:
+        r = rows[cells[1], plain(cells[2])]
+        assert cells[0] == r["layout_class"] and int(cells[3]) == r["n_layers"]
+        for measure, start in (("train_tokens_per_s", 4), ("prefill_tokens_per_s", 7)):
+            agree_all(cells[start:start + 2], [r[measure], r[f"{measure}_predicted"]], f"{cells[2]} {measure}")
+            agree(cells[start + 2].rstrip("%"), 100 * r["error"][measure], f"{cells[2]} {measure} error")
+        agree_all(cells[10:12], [r["decode_ms_per_token"], r["decode_ms_per_token_predicted"]], f"{cells[2]} decode")
+        agree(cells[12].rstrip("%"), 100 * r["error"]["decode_ms_per_token"], f"{cells[2]} decode error")
+    # errors by class, after and before, each recomputed from the rows
+
+    def summary(run: dict, group: str, measure: str) -> dict:
+        members = [r for r in run["rows"] if group in ("pooled", r["layout_class"])]
+        stored = run["errors"][measure] if group == "pooled" else run["errors_by_class"][group][measure]
+        recomputed = error_summary([r["error"][measure] for r in members])
+        reproduced([stored["median_abs"], stored["worst_abs"]], [recomputed["median_abs"], recomputed["worst_abs"]],
+                   f"{group} {measure}")
+        return stored
+
+    by_class = table(text, "| phase | class | models | median error |")
+    assert len(by_class) == len(COST_MEASURES) * (len(LAYOUT_CLASSES) + 1)
+    for cells in by_class:
+        measure = COST_MEASURES[cells[0]]
+        after, old = summary(val, cells[1], measure), summary(before, cells[1], measure)
+        assert int(cells[2]) == after["n"] == old["n"]
+        agree_all([c.rstrip("%") for c in cells[3:7]],
+                  [100 * s[k] for s in (after, old) for k in ("median_abs", "worst_abs")],
+                  f"{cells[0]} {cells[1]}")
+    # the goals: training median <= 15% and worst <= 30% in every class, decode at batch 1 median <= 15%
+    goals = table(text, "| goal | class | figure | met |")
+    checked = 0
+    for cells in goals:
+        measure, statistic, limit = {"training median <= 15%": ("train_tokens_per_s", "median_abs", 0.15),
+                                     "training worst <= 30%": ("train_tokens_per_s", "worst_abs", 0.30),
+                                     "decode batch 1 median <= 15%": ("decode_ms_per_token", "median_abs", 0.15)}[
+            plain(cells[0])]
+        value = summary(val, cells[1], measure)[statistic]
+        agree(cells[2].rstrip("%"), 100 * value, f"goal {cells[0]} {cells[1]}")
+        assert cells[3] == ("yes" if value <= limit else "no"), f"goal {cells[0]} {cells[1]}"
+        checked += 1
+    assert checked == 2 * len(LAYOUT_CLASSES) + len(LAYOUT_CLASSES) + 1  # decode: each class and pooled
+    # the GPUs, leave one pattern out
+    grouped = loo["groupings"]["grouped"]
+    assert grouped["errors"]["n"] == len(loo["cases"]) and grouped["not_predicted"] == 0
+    s = grouped["errors"]
+    match = find(text, rf"median error \*\*{NUM}%\*\*, worst \*\*{NUM}%\*\* over {len(loo['cases'])} configurations")
+    agree_all([match[1], match[2]], [100 * s["median_abs"], 100 * s["worst_abs"]], "GPU grouped")
+    for cells in table(text, "| held-out pattern |"):
+        group = plain(cells[0])
+        cases = [c for c in loo["cases"] if c["group"] == group]
+        assert cells[1] == f"{len(cases)} ({sum(len(c['repeats']) for c in cases)})" and cells[2] == cases[0][
+            "layout_class"]
+        g = grouped["errors_by_held_out_group"][group]
+        agree_all([c.rstrip("%") for c in cells[3:5]], [100 * g["median_abs"], 100 * g["worst_abs"]], group)
+    for cls, v in grouped["errors_by_class"].items():
+        match = find(text, rf"{re.escape(cls)} median {NUM}%, worst {NUM}% over {v['n']}")
+        agree_all([match[1], match[2]], [100 * v["median_abs"], 100 * v["worst_abs"]], f"GPU {cls}")
+    # the prose: the machine, the run times, the per-slice counts, decode's noise, bf16 against fp32
+    agree(find(text, rf"load average of {NUM} when the fit began")[1],
+          fit["machine"]["before"]["load_average_1_5_15"][0], "load at the fit's start")
+    agree(find(text, rf"and {NUM} when the last run ended")[1], before["machine"]["after"]["load_average_1_5_15"][0],
+          "load at the end")
+    agree(find(text, rf"# {NUM} s; writes composer/costmodel/constants.json")[1], fit["seconds"], "fit seconds")
+    agree(find(text, rf"validate --device cpu +# {NUM} s")[1], val["seconds"], "validate seconds")
+    per_slice = fit["counts"]["S"]["train"]["per_slice"]
+    match = find(text, rf"adds {NUM}-{NUM} ops to an `S` training step for the convolution and {NUM}-{NUM} for "
+                       "the scan")
+    agree_all(list(match.groups()), [min(per_slice["short_conv"]["ops"]), max(per_slice["short_conv"]["ops"]),
+                                     min(per_slice["ssd_scan"]["ops"]), max(per_slice["ssd_scan"]["ops"])], "per slice")
+    pairs = list(zip(val["rows"], before["rows"], strict=True))
+    assert all(a["compact"] == b["compact"] and a["preset"] == b["preset"] for a, b in pairs)
+    assert before["train_precision"] == "fp32" and val["train_precision"] == "bf16"
+    drift = [abs(a["decode_ms_per_token"] / b["decode_ms_per_token"] - 1) for a, b in pairs]
+    match = find(text, rf"differed by a median {NUM}% and up to {NUM}% between the validation run")
+    agree_all(list(match.groups()), [100 * float(np.median(drift)), 100 * max(drift)], "decode run to run")
+    agree(find(text, rf"differed by a median {NUM}% between the two validation runs")[1], 100 * float(np.median(drift)),
+          "decode run to run (setting)")
+    speedup = [a["train_tokens_per_s"] / b["train_tokens_per_s"] for a, b in pairs]
+    match = find(text, rf"a median {NUM}x faster in bf16 autocast than in fp32 \({NUM}x-{NUM}x")
+    agree_all(list(match.groups()), [float(np.median(speedup)), min(speedup), max(speedup)], "bf16 speed-up")
+    decode_fit = fit["fit_error"]["decode"]
+    match = find(text, rf"in-sample decode error {NUM}% median, {NUM}% worst")
+    agree_all(list(match.groups()), [100 * decode_fit["median_abs"], 100 * decode_fit["worst_abs"]], "fit decode")
+    too_fast = sum(r["error"]["decode_ms_per_token"] < 0 for r in val["rows"])
+    assert too_fast == sum(r["error"]["decode_ms_per_token"] < 0 for r in before["rows"])
+    find(text, rf"{too_fast} of {len(val['rows'])} predictions are too fast, before as after")
+    agree(find(text, rf"fitted op cost \({NUM} us an op in training\)")[1],
+          1e6 * fit["constants"]["op_cost_s"]["train"], "train op cost")
+    errors = [r["error"]["train_tokens_per_s"] for r in val["rows"]]
+    assert max(errors) < 0, "the report says every training error is negative"
+    match = find(text, rf"predicts {NUM}-{NUM}% slower than measured")
+    agree_all(list(match.groups()), [-100 * max(errors), -100 * min(errors)], "training error range")
+    assert all(r["error"]["train_tokens_per_s"] > 0 for r in before["rows"] if r["layout_class"] == "S/D-heavy")

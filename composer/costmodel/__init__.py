@@ -20,6 +20,7 @@ project's PyTorch paths measured on the CPU, so a fused CUDA kernel (flash-attn,
     predict_decode(arch, "h200", context=4096, batch=64).ms_per_token
 """
 
+from composer.costmodel.classes import LAYOUT_CLASSES, layout_class
 from composer.costmodel.fit import (
     Row,
     design_row,
@@ -58,8 +59,9 @@ def device_names() -> list[str]:
 
 
 __all__ = [
-    "DEFAULT_BATCHES", "DEFAULT_CONTEXT", "OPTIMIZER_BYTES_PER_PARAM", "TABLE_PATH", "Constant", "Counts", "Device",
-    "Prediction", "Row", "Table", "UnitTime", "Work", "design_row", "device_names", "error_summary",
-    "fit_nonnegative", "load_table", "parse_table", "predict", "predict_decode", "predict_prefill", "predict_train",
-    "predicted_s", "relative_error", "serving_summary", "step_work", "write_table",
+    "DEFAULT_BATCHES", "DEFAULT_CONTEXT", "LAYOUT_CLASSES", "OPTIMIZER_BYTES_PER_PARAM", "TABLE_PATH", "Constant",
+    "Counts", "Device", "Prediction", "Row", "Table", "UnitTime", "Work", "design_row", "device_names",
+    "error_summary", "fit_nonnegative", "layout_class", "load_table", "parse_table", "predict", "predict_decode",
+    "predict_prefill", "predict_train", "predicted_s", "relative_error", "serving_summary", "step_work",
+    "write_table",
 ]

@@ -2,12 +2,14 @@
 
 The model is linear in the reciprocal efficiencies and the op costs: a step of units ``u`` takes::
 
-    sum_u layers_u * (max(flops_u / peak, bytes_u / bandwidth) * (1 / e_u) + ops_u * op_cost)
+    sum_u layers_u * (max(flops_u / peak, bytes_u / bandwidth) * (1 / e_u)
+                      + activation_bytes_u / bandwidth * passes_u + ops_u * op_cost)
 
 so each measurement is one row of a linear system in the unknowns ``efficiency.<phase>.<key>`` (holding
-``1 / e``) and ``op_cost_s.<count phase>``, and :func:`fit_nonnegative` solves it by non-negative least squares
-on *relative* residuals (a 1 ms step and a 1 s step count alike, as the errors are reported). Constants already
-known (a datasheet peak, an assumed op cost) are passed in ``known`` and move to the row's offset.
+``1 / e``), ``activation_passes.<phase>.<key>`` (the CPU fit only) and ``op_cost_s.<count phase>``, and
+:func:`fit_nonnegative` solves it by non-negative least squares on *relative* residuals (a 1 ms step and a 1 s
+step count alike, as the errors are reported). Constants already known (a datasheet peak, an assumed op cost)
+are passed in ``known`` and move to the row's offset.
 """
 
 from __future__ import annotations
@@ -39,6 +41,10 @@ def op_cost_name(count_phase: str) -> str:
     return f"op_cost_s.{count_phase}"
 
 
+def passes_name(phase: str, key: str) -> str:
+    return f"activation_passes.{phase}.{key}"
+
+
 def design_row(
     units: Iterable[Work],
     phase: str,
@@ -51,12 +57,15 @@ def design_row(
     group: Callable[[str], str] | None = None,
     label: str = "",
     tags: Mapping[str, str] | None = None,
+    activation_passes: bool = False,
 ) -> Row:
     """The row of one measured ``phase`` step of ``units``. ``counts(key, count_phase)`` gives a unit's op
-    counts (None: no op term, e.g. a GPU whose training launches overlap); ``known`` maps unknown names to values
+    counts, taken at the unit's chunks and batch slices (None: no op term, e.g. a GPU whose training launches
+    overlap); ``known`` maps unknown names to values
     already fixed (their terms join the offset: a reciprocal efficiency, or an op cost); ``group`` maps an
     efficiency key to the one it is fitted together with (fewer constants where the data cannot tell them
-    apart)."""
+    apart); ``activation_passes``: each layer's passes over its activations are unknowns too (the CPU fit; a GPU's
+    few runs cannot tell them from the efficiencies)."""
     known = dict(known or {})
     coefficients: dict[str, float] = {}
     offset = 0.0
@@ -71,8 +80,11 @@ def design_row(
     for unit in units:
         key = group(unit.key) if group is not None else unit.key
         add(efficiency_name(phase, key), unit.layers * max(unit.flops / peak_flops, unit.bytes / bandwidth))
+        if activation_passes and unit.activation_bytes:
+            add(passes_name(phase, unit.key), unit.layers * unit.activation_bytes / bandwidth)
         if counts is not None and unit.count_phase is not None:
-            add(op_cost_name(unit.count_phase), unit.layers * counts(unit.count_key, unit.count_phase).at(unit.chunks))
+            ops = counts(unit.count_key, unit.count_phase).at(unit.chunks, unit.slices)
+            add(op_cost_name(unit.count_phase), unit.layers * ops)
     return Row(coefficients, float(measured_s), offset, label, dict(tags or {}))
 
 
@@ -120,5 +132,5 @@ def error_summary(errors: list[float]) -> dict[str, float | int]:
             "mean_signed": statistics.fmean(errors)}
 
 
-__all__ = ["Row", "design_row", "efficiency_name", "error_summary", "fit_nonnegative", "op_cost_name",
+__all__ = ["Row", "design_row", "efficiency_name", "error_summary", "fit_nonnegative", "op_cost_name", "passes_name",
            "predicted_s", "relative_error"]

@@ -2,10 +2,12 @@
 
 Per unit (a layer of one primitive, the LM head, the optimizer over some parameters)::
 
-    seconds = max(flops / (peak_flops * e), bytes / (bandwidth * e)) + ops * op_cost
+    seconds = max(flops / (peak_flops * e), bytes / (bandwidth * e)) + passes * activation_bytes / bandwidth
+              + ops * op_cost
 
 with ``e`` the unit's efficiency on that device in that phase (one fraction of peak for both roofs: a fitted
-constant that absorbs how far the implementation is from either), ``ops`` the ops (eager CPU) or kernels (GPU)
+constant that absorbs how far the implementation is from either), ``passes`` the passes over its ``d_model``-wide
+activations the unit's kernels make (fitted on the CPU; none on a GPU), ``ops`` the ops (eager CPU) or kernels (GPU)
 the unit runs, measured once per primitive, and ``op_cost`` the device's cost of one in that phase. A step is
 the sum over its units; nothing overlaps. Training tokens/s and prefill tokens/s are ``batch x length`` over the
 step; decode milliseconds per token is one step (one token of every sequence of the batch).
@@ -40,18 +42,19 @@ class UnitTime:
     compute_s: float
     memory_s: float
     overhead_s: float
+    activation_s: float = 0.0
 
     @property
     def seconds(self) -> float:
-        return self.layers * (max(self.compute_s, self.memory_s) + self.overhead_s)
+        return self.layers * (max(self.compute_s, self.memory_s) + self.activation_s + self.overhead_s)
 
     @property
     def bound(self) -> str:
-        """What dominates one layer: ``compute``, ``memory`` or ``overhead`` (ops)."""
-        roof = max(self.compute_s, self.memory_s)
-        if self.overhead_s > roof:
+        """What dominates one layer: ``compute``, ``memory`` (weights, cache, activations) or ``overhead``."""
+        memory = max(self.memory_s, self.activation_s)
+        if self.overhead_s > max(self.compute_s, memory):
             return "overhead"
-        return "compute" if self.compute_s >= self.memory_s else "memory"
+        return "compute" if self.compute_s >= memory else "memory"
 
 
 @dataclass(frozen=True)
@@ -101,9 +104,10 @@ def predict(
     dtype_bytes = DTYPE_BYTES[dev.precision]
     used: dict[str, Constant] = {f"{dev.name}.peak_flops": dev.peak_flops, f"{dev.name}.bandwidth": dev.bandwidth}
     units = []
-    for work in step_work(arch, phase, batch, length, dtype_bytes):
+    for work in step_work(arch, phase, batch, length, dtype_bytes, dev.activation_bytes(phase)):
         units.append(_unit_time(work, phase, dev, table, used))
-    return Prediction(dev.name, phase, batch, length, dev.precision, units, used)
+    precision = dev.train_precision if phase == "train" and dev.train_precision else dev.precision
+    return Prediction(dev.name, phase, batch, length, precision, units, used)
 
 
 def _unit_time(work: Work, phase: str, dev: Device, table: Table, used: dict[str, Constant]) -> UnitTime:
@@ -118,12 +122,18 @@ def _unit_time(work: Work, phase: str, dev: Device, table: Table, used: dict[str
         used[f"{dev.name}.op_cost_s.{work.count_phase}"] = constant
         op_cost = constant.value
         if op_cost:
-            ops = table.counts_of(work.count_key, work.count_phase, dev.overhead_unit).at(work.chunks)
+            counts = table.counts_of(work.count_key, work.count_phase, dev.overhead_unit)
+            ops = counts.at(work.chunks, work.slices if dev.batch_slices else ())
+    activation_s = 0.0
+    passes = dev.activation_passes_of(phase, work.key) if work.activation_bytes else None
+    if passes is not None:
+        used[f"{dev.name}.activation_passes.{phase}.{work.key}"] = passes
+        activation_s = passes.value * work.activation_bytes / dev.bandwidth.value
     return UnitTime(
         key=work.key, count_key=work.count_key, layers=work.layers, flops=work.flops, bytes=work.bytes, ops=ops,
         compute_s=work.flops / (dev.peak_flops.value * eff.value),
         memory_s=work.bytes / (dev.bandwidth.value * eff.value),
-        overhead_s=ops * op_cost,
+        overhead_s=ops * op_cost, activation_s=activation_s,
     )
 
 

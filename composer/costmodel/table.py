@@ -15,7 +15,8 @@ efficiencies. Nothing else writes the file.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -39,27 +40,47 @@ class Constant:
     source: str
 
 
+def _at_chunks(at_chunks: tuple[float, float, float], chunks: int) -> float:
+    one, two, four = at_chunks
+    if chunks <= 1:
+        return one
+    return max(0.0, two + (four - two) / 2 * (chunks - 2))
+
+
 @dataclass(frozen=True)
 class Counts:
     """Ops (or kernels) one layer runs in one phase, measured at 1, 2 and 4 chunks of its scan (the same three
-    numbers for a layer without chunks). A sequence of ``n`` chunks is interpolated linearly from 2 and 4 (one
-    chunk is measured apart: a one-chunk scan skips its state passing)."""
+    numbers for a layer without chunks), with the whole batch in one slice. A sequence of ``n`` chunks is
+    interpolated linearly from 2 and 4 (one chunk is measured apart: a one-chunk scan skips its state passing).
+
+    ``per_slice``: for each kernel the layer's CPU path runs a slice of the batch at a time (``short_conv``,
+    ``ssd_scan``), the ops each further slice adds (at 1, 2 and 4 chunks). A batch of 16 sequences whose scan runs
+    in 4 slices runs the scan's ops 4 times: counted at one slice, the op term of an S layer did not grow with
+    the batch while its kernels' did."""
 
     at_chunks: tuple[float, float, float]
+    per_slice: dict[str, tuple[float, float, float]] = field(default_factory=dict)
 
-    def at(self, chunks: int) -> float:
-        one, two, four = self.at_chunks
-        if chunks <= 1:
-            return one
-        return max(0.0, two + (four - two) / 2 * (chunks - 2))
+    def at(self, chunks: int, slices: Iterable[tuple[str, int]] = ()) -> float:
+        """The count at ``chunks`` chunks with ``slices`` ((kernel, number of slices) pairs, ``Work.slices``); a
+        kernel this count has no per-slice figure for adds nothing."""
+        total = _at_chunks(self.at_chunks, chunks)
+        for kernel, n in slices:
+            if kernel in self.per_slice and n > 1:
+                total += (n - 1) * _at_chunks(self.per_slice[kernel], chunks)
+        return total
 
 
 @dataclass(frozen=True)
 class Device:
     """A device's constants: ``peak_flops`` (FLOP/s at ``precision``), ``bandwidth`` (bytes/s), ``op_cost_s``
     (seconds per op or kernel, by phase), ``efficiency`` (phase -> key -> fraction of peak; keys are primitive
-    symbols, ``head`` and ``optimizer``), the count each op cost multiplies (``overhead_unit``) and the default
-    training shape ``train_shape`` (batch, sequence length)."""
+    symbols, ``head`` and ``optimizer``), ``activation_passes`` (phase -> key -> passes over a layer's
+    ``d_model``-wide activations, :mod:`composer.costmodel.work`), the count each op cost multiplies
+    (``overhead_unit``), the default training shape ``train_shape`` (batch, sequence length), the precision
+    training runs in there (``train_precision``: ``bf16`` is autocast over ``precision``'s weights, the CPU's
+    where it has native bf16) and whether it runs the CPU kernels that slice the batch (``batch_slices``: their op
+    counts grow per slice)."""
 
     name: str
     description: str
@@ -71,6 +92,18 @@ class Device:
     bandwidth: Constant
     op_cost_s: dict[str, Constant]
     efficiency: dict[str, dict[str, Constant]]
+    train_precision: str = ""
+    batch_slices: bool = False
+    activation_passes: dict[str, dict[str, Constant]] = field(default_factory=dict)
+
+    def activation_passes_of(self, phase: str, key: str) -> Constant | None:
+        """How many ``d_model``-wide passes over its tokens a ``key`` layer makes in ``phase`` (fitted where the
+        device's entry has them, the CPU's; None elsewhere: a GPU's fitted efficiency absorbs them)."""
+        return self.activation_passes.get(phase, {}).get(key)
+
+    def activation_bytes(self, phase: str) -> int:
+        """Bytes of an activation in ``phase``: the training precision's in training, else the weights'."""
+        return DTYPE_BYTES[self.train_precision or self.precision if phase == "train" else self.precision]
 
     def efficiency_of(self, phase: str, key: str) -> Constant:
         try:
@@ -144,21 +177,30 @@ def parse_table(raw: dict[str, Any], where: str = "the cost-model table") -> Tab
     counts_source = counts_raw.get("source", "")
     if counts_raw and counts_source not in sources:
         raise ConfigError(f"{where}: the counts name source {counts_source!r}, which the table does not list")
-    counts = {
-        key: {phase: {unit: Counts(tuple(float(n) for n in values)) for unit, values in units.items()}
-              for phase, units in phases.items()}
-        for key, phases in counts_raw.get("per_key", {}).items()
-    }
+    def counts_of_phase(units: dict[str, Any]) -> dict[str, Counts]:
+        per_slice = units.get("per_slice", {})
+        return {unit: Counts(tuple(float(n) for n in values),
+                             {kernel: tuple(float(n) for n in by_unit[unit]) for kernel, by_unit in per_slice.items()})
+                for unit, values in units.items() if unit != "per_slice"}
+
+    counts = {key: {phase: counts_of_phase(units) for phase, units in phases.items()}
+              for key, phases in counts_raw.get("per_key", {}).items()}
     devices = {}
     for name, d in raw.get("devices", {}).items():
         if d.get("overhead_unit") not in OVERHEAD_UNITS:
             raise ConfigError(f"{where}: device {name}'s overhead_unit must be one of {OVERHEAD_UNITS}")
-        if d.get("precision") not in DTYPE_BYTES:
-            raise ConfigError(f"{where}: device {name}'s precision must be one of {', '.join(DTYPE_BYTES)}")
+        for field_name in ("precision", "train_precision"):
+            if d.get(field_name, d.get("precision")) not in DTYPE_BYTES:
+                raise ConfigError(f"{where}: device {name}'s {field_name} must be one of {', '.join(DTYPE_BYTES)}")
         devices[name] = Device(
             name=name,
             description=d.get("description", ""),
             precision=d["precision"],
+            train_precision=d.get("train_precision", d["precision"]),
+            batch_slices=bool(d.get("batch_slices", False)),
+            activation_passes={phase: {key: constant(v, f"{name}.activation_passes.{phase}.{key}")
+                                       for key, v in keys.items()}
+                               for phase, keys in d.get("activation_passes", {}).items()},
             threads=d.get("threads"),
             overhead_unit=d["overhead_unit"],
             train_shape=tuple(d["train_shape"]),
@@ -170,6 +212,17 @@ def parse_table(raw: dict[str, Any], where: str = "the cost-model table") -> Tab
                         for phase, keys in d["efficiency"].items()},
         )
     return Table(sources=sources, counts=counts, counts_source=counts_source, devices=devices, raw=raw)
+
+
+def constants_digest(raw: dict[str, Any], device: str) -> str:
+    """A short hash of everything a prediction on ``device`` reads from the table (its entry, the shared counts
+    and the sources they name). ``fit`` records it after writing the constants and ``validate`` records the one it
+    predicted with: equal digests show that the validation checked the fit as written, with no refit in
+    between."""
+    import hashlib
+
+    entry = {"device": raw["devices"][device], "counts": raw.get("counts", {})}
+    return hashlib.sha256(json.dumps(entry, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def write_table(raw: dict[str, Any], path: str | Path | None = None) -> Path:

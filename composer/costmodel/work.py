@@ -9,9 +9,14 @@ gradient and the optimizer over each symbol's parameters and the embedding's.
 Everything here is accounting (no constants): FLOPs follow :mod:`composer.accounting`'s conventions (2 per
 multiply-add, training 3x forward, norms and activations not counted); bytes are what must cross the memory bus
 at least once: the weights (read by the forward, read again and their gradients written by the backward), the KV
-cache or recurrent state a decoding step reads and writes, the cache a prefill writes. Activations are not
-counted: at the sizes that matter a training step is bound by FLOPs, and their traffic is part of what each
-primitive's fitted efficiency absorbs.
+cache or recurrent state a decoding step reads and writes, the cache a prefill writes.
+
+Activations are counted apart (``Work.activation_bytes``): one ``d_model``-wide pass over a layer's tokens, which
+a device's fitted ``activation_passes`` per primitive and phase multiplies (how many such passes its kernels make:
+norms, gates, casts, the scan's blocks, all of widths that scale with ``d_model``). A layer's FLOPs grow as
+``d_model^2`` and these passes as ``d_model``, so one efficiency alone had to be too high at narrow widths or
+too low at wide ones: on this CPU, fitted at d_model 128 and 1024, a layer at 128 trained 33-49% slower than
+predicted and one at 1024 20% faster (cost_model_fit-2026-11-29.json).
 """
 
 from __future__ import annotations
@@ -42,7 +47,11 @@ class Work:
     ``key`` selects the efficiency (a primitive symbol, ``head``, ``embedding`` or ``optimizer``); ``count_key``
     and ``count_phase`` the measured op counts (an optimizer unit counts the optimizer's ops over ``count_key``'s
     parameters; ``count_phase`` None: no ops of its own, they are counted with another unit's); ``chunks``: chunks
-    of the unit's scan this step runs (1 for a layer without one).
+    of the unit's scan this step runs (1 for a layer without one); ``activation_bytes``: one ``d_model``-wide pass
+    over the tokens of one of them (training and prefill layers; module doc); ``slices``: (kernel, slices) of
+    each kernel that the unit's CPU path runs a slice of the batch at a time (``Primitive.cpu_batch_slices``),
+    whose ops are run once per slice: what a device that runs those kernels (the table's ``batch_slices``)
+    counts.
     """
 
     key: str
@@ -52,12 +61,16 @@ class Work:
     flops: float
     bytes: float
     chunks: int = 1
+    slices: tuple[tuple[str, int], ...] = ()
+    activation_bytes: float = 0.0
 
 
-def step_work(arch: ArchConfig, phase: str, batch: int, length: int, dtype_bytes: int) -> list[Work]:
+def step_work(arch: ArchConfig, phase: str, batch: int, length: int, dtype_bytes: int,
+              activation_bytes: int | None = None) -> list[Work]:
     """The units of one ``phase`` step of ``arch`` (module doc). ``length`` is the training sequence length, the
     prompt length (prefill) or the tokens the cache holds (decode); ``dtype_bytes`` the bytes of a weight and
-    of a cache element."""
+    of a cache element; ``activation_bytes`` those of an activation (default ``dtype_bytes``; 2 for training
+    under bf16 autocast over fp32 weights), which decide how a CPU kernel slices the batch."""
     if phase not in PHASES:
         raise ConfigError(f"unknown phase {phase!r}; choose one of {', '.join(PHASES)}")
     for name, value in (("batch", batch), ("length", length), ("dtype_bytes", dtype_bytes)):
@@ -67,7 +80,8 @@ def step_work(arch: ArchConfig, phase: str, batch: int, length: int, dtype_bytes
     units: list[Work] = []
     for token, n in arch.counts.items():
         for cls, config in _branches(REGISTRY.get(token), configs[token]):
-            units.append(_layer(cls, config, phase, batch, length, dtype_bytes, n))
+            units.append(_layer(cls, config, phase, batch, length, dtype_bytes, n,
+                                activation_bytes or dtype_bytes, arch.d_model))
             if phase == "train":
                 params = cls.param_count(config) + arch.d_model  # the residual layer's norm too
                 units.append(Work("optimizer", cls.symbol, "optimizer", n, 0.0,
@@ -88,7 +102,8 @@ def _branches(cls: type[Primitive], config) -> list[tuple[type[Primitive], objec
     return [(cls, config)]
 
 
-def _layer(cls: type[Primitive], config, phase: str, batch: int, length: int, dtype_bytes: int, n: int) -> Work:
+def _layer(cls: type[Primitive], config, phase: str, batch: int, length: int, dtype_bytes: int, n: int,
+           activation_bytes: int, d_model: int) -> Work:
     tokens = batch * length if phase != "decode" else batch
     weights = cls.weight_bytes(config, dtype_bytes, tokens)
     if phase == "train":
@@ -102,7 +117,10 @@ def _layer(cls: type[Primitive], config, phase: str, batch: int, length: int, dt
         moved = weights + batch * cls.decode_cache_bytes(config, length, dtype_bytes)
     chunk = getattr(config, "chunk_size", None)
     chunks = math.ceil(length / chunk) if phase != "decode" and isinstance(chunk, int) and chunk > 0 else 1
-    return Work(cls.symbol, cls.symbol, phase, n, float(flops), float(moved), chunks)
+    # a decoding step is one token per sequence, run whole (conv_step, the recurrent steps): no slices
+    slices = () if phase == "decode" else tuple(cls.cpu_batch_slices(config, batch, length, activation_bytes).items())
+    passes = 0.0 if phase == "decode" else float(batch * length * d_model * activation_bytes)
+    return Work(cls.symbol, cls.symbol, phase, n, float(flops), float(moved), chunks, slices, passes)
 
 
 def _head(arch: ArchConfig, phase: str, batch: int, length: int, dtype_bytes: int) -> Work:

@@ -45,21 +45,86 @@ def test_quick_fit_writes_the_cpu_constants_with_their_source_then_validate_pred
         assert row["train_tokens_per_s"] > 0 and row["train_tokens_per_s_predicted"] > 0
         assert row["decode_ms_per_token"] > 0 and row["decode_ms_per_token_predicted"] > 0
     assert validation["errors"]["train_tokens_per_s"]["n"] == len(validation["rows"])
-    assert "| tiny |" in capsys.readouterr().out
+    assert validation["cpu_constants_digest"] == results["cpu_constants_digest"]  # the fit as written, validated
+    assert validation["fit_source"]["id"] == cpu.efficiency["train"]["M"].source
+    assert validation["fit_source"]["widths"] == {"tiny": 64}
+    assert "tiny" not in {r["preset"] for r in validation["rows"]}
+    assert {r["layout_class"] for r in validation["rows"]} == {"A/M-heavy", "S/D-heavy"}
+    assert validation["errors_by_class"]["S/D-heavy"]["train_tokens_per_s"]["n"] == 1
+    assert validation["train_precision"] == results["train_precision"] == table.device("cpu").train_precision
+    assert "| tiny:d96 |" in capsys.readouterr().out
 
 
-def test_loo_predicts_every_stored_gpu_run_from_the_others(load_benchmark, table_copy, tmp_path, capsys):
+def test_loo_holds_out_each_pattern_on_both_gpus_and_counts_repeats_once(load_benchmark, table_copy, tmp_path,
+                                                                         capsys):
     script = load_benchmark("cost_model")
-    assert script.main(["loo", "--table", str(table_copy), "--out", str(tmp_path), "--write-table"]) == 0
+    shipped = load_table(table_copy).device("h100").efficiency["train"]["S"]
+    assert script.main(["loo", "--table", str(table_copy), "--out", str(tmp_path)]) == 0
+    assert load_table(table_copy).device("h100").efficiency["train"]["S"] == shipped  # no --write-table: untouched
     report = json.loads(next(tmp_path.glob("cost_model_gpu_loo-*.json")).read_text())
+    cases = report["cases"]
+    assert len(cases) == len({run["config"] for run in report["runs"]}) < len(report["runs"])  # repeats joined
+    assert sum(len(c["repeats"]) for c in cases) == len(report["runs"])
     grouped = report["groupings"]["grouped"]
-    assert grouped["not_predicted"] == 0 and grouped["errors"]["n"] == len(report["runs"]) >= 19
-    assert set(grouped["efficiency_all_runs"]) == {"dense", "head", "S", "D"}
-    assert all(0 < e <= 1 for e in grouped["efficiency_all_runs"].values())
+    assert grouped["not_predicted"] == 0 and grouped["errors"]["n"] == len(cases)
+    # a pattern that ran on both GPUs is one held-out group: its twin is never in the fit that predicts it
+    twins = {c["group"] for c in cases if c["device"] == "h100"} & {c["group"] for c in cases if c["device"] == "h200"}
+    assert twins and set(report["held_out_groups"]) == {c["group"] for c in cases}
+    for group in twins:
+        assert grouped["errors_by_held_out_group"][group]["n"] >= 2
+    assert sum(v["n"] for v in grouped["errors_by_class"].values()) == len(cases)
+    assert set(grouped["efficiency_all_cases"]) == {"dense", "head", "S", "D"}
+    assert all(0 < e <= 1 for e in grouped["efficiency_all_cases"].values())
     assert report["groupings"]["per-primitive"]["not_predicted"] >= 1  # E trained in one run only: said, not hidden
+    assert "| (AM)x16 at 8 x 2048 | h200 (AM)x16 | A/M-heavy | 3 |" in capsys.readouterr().out
+    assert script.main(["loo", "--table", str(table_copy), "--out", str(tmp_path), "--write-table"]) == 0
     h100 = load_table(table_copy).device("h100")
-    assert h100.efficiency["train"]["S"].value == pytest.approx(grouped["efficiency_all_runs"]["S"])
-    assert "| run1 (AM)x4 |" in capsys.readouterr().out
+    assert h100.efficiency["train"]["S"].value == pytest.approx(grouped["efficiency_all_cases"]["S"])
+
+
+def test_loo_fits_without_the_held_out_patterns_twin(load_benchmark, table_copy):
+    """Each case is predicted by a fit to rows of other patterns only: the prediction of the H100's (DMAM)x4 does
+    not move when its H200 twin's measurement does (it would, were the twin in the fit)."""
+    script = load_benchmark("cost_model")
+    runs = script.gpu_observations(script.GPU_RESULTS)
+    table = load_table(table_copy)
+
+    def h100_dmam_prediction(scale):
+        moved = [{**r, "tokens_per_s": r["tokens_per_s"] * (scale if r["config"].startswith("h200|(DMAM)x4") else 1)}
+                 for r in runs]
+        cases = script.gpu_cases(moved)
+        rows = script.gpu_rows(cases, table, script.GPU_GROUPINGS["grouped"])
+        i = next(i for i, c in enumerate(cases) if c["device"] == "h100" and c["pattern"] == "(DMAM)x4")
+        others = [r for r in rows if r.tags["group"] != cases[i]["group"]]
+        return script.predicted_s(rows[i], script.fit_nonnegative(others))
+
+    assert h100_dmam_prediction(3.0) == pytest.approx(h100_dmam_prediction(1.0))
+
+
+def test_validation_is_out_of_sample_by_construction(load_benchmark):
+    """No validation model's width (d_model) is one the fit times, none is a single layer (what the fit runs),
+    and each layout class has at least 5 models."""
+    from composer.costmodel.classes import LAYOUT_CLASSES, layout_class
+
+    script = load_benchmark("cost_model")
+    fit_widths = {script.arch_for(preset, "AM").d_model for preset in script.FIT_SHAPES}
+    archs = [script.arch_for(preset, pattern) for preset, pattern, *_ in script.VALIDATION]
+    assert not fit_widths & {a.d_model for a in archs}
+    assert all(a.n_layers > 1 and a.compact not in script.KEYS for a in archs)
+    classes = [layout_class(a) for a in archs]
+    assert all(classes.count(c) >= 5 for c in LAYOUT_CLASSES)
+    script.check_out_of_sample(script.VALIDATION, {"id": "fit-cpu-test"})  # FIT_SHAPES's widths: passes
+
+
+def test_validate_refuses_a_model_the_fit_ran_in_one_line(load_benchmark, table_copy, tmp_path, capsys):
+    script = load_benchmark("cost_model")
+    raw = json.loads(table_copy.read_text())
+    fit_id = raw["devices"]["cpu"]["efficiency"]["train"]["A"]["source"]
+    raw["sources"][fit_id]["widths"] = {"tiny:d96": 96}  # as if the fit had timed the quick validation's width
+    table_copy.write_text(json.dumps(raw))
+    assert script.main(["validate", "--quick", "--table", str(table_copy), "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "is in the sample of fit" in err and err.count("\n") == 1
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -72,3 +137,33 @@ def test_usage_errors_exit_2_with_one_line(load_benchmark, table_copy, tmp_path,
     assert script.main([*argv, "--table", str(table_copy), "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
+
+
+def test_the_development_models_share_no_width_with_the_validation(load_benchmark):
+    """What a change is tried on before the one validation run stays at the fit's widths, never validation's."""
+    script = load_benchmark("cost_model")
+    development = {script.arch_for(preset, "AM").d_model for preset, *_ in script.development_cases()}
+    validation = {script.arch_for(preset, "AM").d_model for preset, *_ in script.VALIDATION}
+    assert development and not development & validation
+
+
+def test_op_counts_follow_the_kernels_batch_slices(load_benchmark):
+    """The counts fit measures (at batch 1, plus what each further slice of a slicing kernel adds) predict what
+    the profiler counts for S and D at a batch the kernels run in several slices; the count of one slice alone
+    (what a count at a small batch gave every batch before) misses S's by more than a fifth."""
+    from composer.costmodel import Counts, step_work
+
+    script = load_benchmark("cost_model")
+    arch = script.arch_for("tiny", "AM").replace(max_seq_len=4096)
+    counts = script.measure_counts("tiny", ("S", "D"))
+    for key in "SD":
+        unit = script.Unit(arch, key, copies=1)
+        measured = counts[key]["train"]
+        per_slice = {kernel: tuple(by_unit["ops"]) for kernel, by_unit in measured["per_slice"].items()}
+        ops = Counts(tuple(measured["ops"]), per_slice)
+        work = next(u for u in step_work(arch.with_pattern(key), "train", 40, 64, 4) if u.key == key)
+        assert max(n for _, n in work.slices) > 1
+        profiled = script.count_ops(unit.call("train", 40, 64))["ops"]
+        assert ops.at(work.chunks, work.slices) == pytest.approx(profiled, rel=0.05), key
+        if key == "S":
+            assert ops.at(work.chunks) < 0.8 * profiled

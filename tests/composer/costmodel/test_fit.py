@@ -78,3 +78,25 @@ def test_error_summary_is_median_and_worst_of_the_absolute_errors():
     assert error_summary([0.1, -0.3, 0.05]) == {"n": 3, "median_abs": 0.1, "worst_abs": 0.3,
                                                 "mean_signed": pytest.approx(-0.05)}
     assert error_summary([]) == {"n": 0}
+
+
+def test_the_cpu_fit_can_tell_activation_passes_from_efficiency_across_widths():
+    """Steps at two widths whose time is FLOPs at one efficiency plus a fixed number of d_model-wide passes: the
+    fit with passes recovers both; one efficiency alone cannot fit both widths."""
+    from composer.costmodel.fit import passes_name
+    from composer.presets import get_preset
+
+    peak, bandwidth = 1e11, 1e10
+    rows, plain = [], []
+    for preset, batch, length in (("search-1m", 16, 128), ("search-1m", 8, 256), ("search-1m:d1024", 1, 256)):
+        a = get_preset(preset).arch.with_pattern("M")
+        units = [u for u in step_work(a, "train", batch, length, 4) if u.key == "M"]
+        m = units[0]
+        seconds = m.flops / (peak * 0.5) + 100.0 * m.activation_bytes / bandwidth
+        rows.append(design_row(units, "train", peak, bandwidth, None, seconds, activation_passes=True))
+        plain.append(design_row(units, "train", peak, bandwidth, None, seconds))
+    solution = fit_nonnegative(rows, max_efficiency=None)
+    assert solution[passes_name("train", "M")] == pytest.approx(100.0, rel=1e-6)
+    assert 1 / solution["efficiency.train.M"] == pytest.approx(0.5, rel=1e-6)
+    plain_solution = fit_nonnegative(plain, max_efficiency=None)
+    assert max(abs(predicted_s(r, plain_solution) / r.measured_s - 1) for r in plain) > 0.1

@@ -65,3 +65,42 @@ def test_a_key_the_device_has_no_constant_for_is_one_line(raw_table):
     del raw_table["devices"]["box"]["efficiency"]["decode"]["E"]
     with pytest.raises(ConfigError, match="no decode efficiency for 'E'"):
         predict_decode(arch("EM"), "box", context=64, table=parse_table(raw_table))
+
+
+def test_on_a_device_that_slices_the_batch_s_runs_its_scan_ops_once_a_slice(raw_table):
+    """S's ops grow with the slices its CPU kernels run at a larger batch (M's do not); a device that runs other
+    kernels (a GPU: ``batch_slices`` false) counts one slice whatever the batch."""
+    raw_table["counts"]["per_key"]["S"]["train"]["per_slice"] = {
+        "ssd_scan": {"ops": [7, 7, 7], "kernels": [7, 7, 7]}, "short_conv": {"ops": [3, 3, 3], "kernels": [3, 3, 3]}}
+    a = arch("SM")
+
+    def ops(batch, slicing):
+        raw_table["devices"]["box"]["batch_slices"] = slicing
+        units = predict(a, "box", "train", batch=batch, length=128, table=parse_table(raw_table)).units
+        return {u.key: u.ops for u in units if u.key in "SM"}, {u.key: u for u in step_work(a, "train", batch, 128, 4)}
+
+    (one, _), (many, work) = ops(1, True), ops(16, True)
+    slices = dict(work["S"].slices)
+    assert one == {"S": 10, "M": 10}
+    assert many["S"] == 10 + 7 * (slices["ssd_scan"] - 1) + 3 * (slices["short_conv"] - 1) > 10 and many["M"] == 10
+    assert ops(16, False)[0] == one
+
+
+def test_activation_passes_add_memory_time_that_grows_with_the_width_not_its_square(raw_table):
+    """A device with fitted activation passes charges each layer ``passes x tokens x d_model x bytes`` of memory
+    traffic on top of its roofline; one without (a GPU) charges none."""
+    a, wide = arch("SM"), arch("SM", "demo-4m:d384")
+    plain = parse_table(raw_table)
+    raw_table["devices"]["box"]["activation_passes"] = {"train": {"S": {"value": 6.0, "source": "test"}}}
+    table = parse_table(raw_table)
+
+    def extra(model):
+        with_passes = predict(model, "box", "train", batch=4, length=128, table=table)
+        without = predict(model, "box", "train", batch=4, length=128, table=plain)
+        assert "box.activation_passes.train.S" in with_passes.constants
+        return with_passes.seconds - without.seconds
+
+    assert extra(a) == pytest.approx(6.0 * 4 * 128 * a.d_model * 4 / 1e10)  # one S layer, fp32, the box's bandwidth
+    assert extra(wide) == pytest.approx(extra(a) * 2)
+    assert predict(a, "box", "decode", batch=4, length=128, table=table).seconds == pytest.approx(
+        predict(a, "box", "decode", batch=4, length=128, table=plain).seconds)  # a decode step: none

@@ -87,3 +87,58 @@ def test_prefill_of_a_chunked_scan_counts_its_chunks():
 def test_bad_input_is_one_line(phase, batch, length, message):
     with pytest.raises(ConfigError, match=message):
         step_work(arch("AM"), phase, batch, length, 2)
+
+
+def test_s_and_d_slices_follow_the_cpu_kernels_rules():
+    """The slices a step's S and D layers are counted at are those their CPU kernels run: the conv's by its
+    input's bytes (bf16 activations: half as many slices), the scan's by its fp32 score blocks."""
+    from primitives.mamba2 import cpu_scan_slices
+    from primitives.short_conv import cpu_batch_slices
+
+    a = arch("SDAM")
+    configs = a.primitive_configs()
+    s, d = configs["S"], configs["D"]
+    fp32 = by_key(step_work(a, "train", 16, 128, 4))
+    assert dict(fp32["S"].slices) == {"short_conv": cpu_batch_slices(16, 128, s.conv_dim, 4),
+                                      "ssd_scan": cpu_scan_slices(16, 128, s.n_heads, s.chunk_size)}
+    assert dict(fp32["D"].slices) == {"short_conv": cpu_batch_slices(16, 128, d.conv_dim, 4)}
+    assert fp32["A"].slices == fp32["M"].slices == ()
+    assert dict(fp32["S"].slices)["ssd_scan"] > 1 and dict(fp32["D"].slices)["short_conv"] > 1  # demo-4m, 16 x 128
+    bf16 = by_key(step_work(a, "train", 16, 128, 4, activation_bytes=2))
+    assert dict(bf16["S"].slices)["short_conv"] < dict(fp32["S"].slices)["short_conv"]
+    assert dict(bf16["S"].slices)["ssd_scan"] == dict(fp32["S"].slices)["ssd_scan"]
+    assert by_key(step_work(a, "decode", 16, 128, 4))["S"].slices == ()
+    assert all(n == 1 for _, n in by_key(step_work(a, "train", 1, 128, 4))["S"].slices)
+
+
+def test_the_slice_rules_are_the_kernels_own(monkeypatch):
+    """Counting the slices the kernels actually run: a rule that drifted from its kernel fails here."""
+    import torch
+
+    import primitives.mamba2 as mamba2
+    import primitives.short_conv as short_conv
+
+    calls = {"scan": 0, "taps": 0}
+    scan, taps = mamba2._ssd_chunked, short_conv._taps
+
+    def counted(name, fn):
+        def wrapper(*args, **kwargs):
+            calls[name] += 1
+            return fn(*args, **kwargs)
+        return wrapper
+
+    monkeypatch.setattr(mamba2, "_ssd_chunked", counted("scan", scan))
+    monkeypatch.setattr(short_conv, "_taps", counted("taps", taps))
+    batch, seq, heads, head_dim, d_state, chunk = 24, 192, 8, 16, 16, 64
+    x = torch.randn(batch, seq, heads, head_dim)
+    dt = torch.rand(batch, seq, heads)
+    bc = torch.randn(batch, seq, 1, d_state)
+    mamba2.ssd_chunked(x, dt, -torch.rand(heads), bc, bc, chunk)
+    assert calls["scan"] == mamba2.cpu_scan_slices(batch, seq, heads, chunk) > 1
+    for dtype in (torch.float32, torch.bfloat16):
+        calls["taps"] = 0
+        channels = 384
+        short_conv.causal_depthwise_conv1d(torch.randn(batch, seq, channels, dtype=dtype),
+                                           torch.randn(channels, 1, 4, dtype=dtype))
+        itemsize = torch.empty((), dtype=dtype).element_size()
+        assert calls["taps"] == short_conv.cpu_batch_slices(batch, seq, channels, itemsize) > 1
