@@ -146,31 +146,10 @@ def edge_check(arm: Arm, work: Path, threads: int) -> dict:
     """Rung 1 of ``arm`` once more at the rate past the edge of the ladder's two (twice the higher where it chose
     the higher, half the lower where it chose the lower), seed 0: whether a rate outside the grid would have scored
     it better. Kept in its ``family.json`` as ``edge``; done once."""
-    import torch
+    from search_answer_vs_family import rate_past_edge
 
-    from search.evaluators import make_evaluator
-    from search.lm import get_lm_budget
-    from search.strategies.successive_halving import rung_config
-
-    torch.set_num_threads(threads)
-    path = work / arm.name / "family.json"
-    record = json.loads(path.read_text())
-    if "edge" in record:
-        return record["edge"]
-    config = control_config()
-    rung = get_lm_budget(rung_config(config, 1).budget)
-    chosen = record["stages"]["rung1"]["lr"]
-    past = 2 * chosen if chosen == max(rung.lrs) else chosen / 2
-    budget = dataclasses.replace(rung, name=f"{rung.name}-edge", lrs=(past,), keeps_trunk=False, extend_edge=False)
-    evaluator = make_evaluator("lm", budget, config.widths, config.data, config.tokenizer, config.precision,
-                               config.compile, None, known={arm.fit: arm.family} if arm.family else {},
-                               attention_at_target=arm.attention, depth_at_target=arm.depth)
-    result = evaluator(arm.fit, config.seed, None)
-    record["edge"] = {"lr": past, "loss": result.score, "chosen_lr": chosen,
-                      "chosen_loss": record["stages"]["rung1"]["losses"][str(config.seed)],
-                      "budget": rung.name, "seed": config.seed}
-    atomic_write_json(path, record)
-    return record["edge"]
+    return rate_past_edge(control_config(), arm.fit, work / arm.name / "family.json", threads,
+                          known={arm.fit: arm.family} if arm.family else {}, attention=arm.attention, depth=arm.depth)
 
 
 def arm_losses(arm: Arm, work: Path) -> dict[str, float] | None:

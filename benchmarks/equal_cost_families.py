@@ -93,6 +93,15 @@ def train_arm(arm: Arm, work: Path, threads: int) -> dict:
                         equal_cost=RULE)
 
 
+def edge_check(arm: Arm, work: Path, threads: int) -> dict:
+    """The arm's rung 1 at the rate past the grid's edge on the side it chose (``rate_past_edge``)."""
+    from search_answer_vs_family import rate_past_edge
+
+    return rate_past_edge(control_config(), arm.fit, work / arm.name / "family.json", threads,
+                          known={arm.fit: arm.family} if arm.family else {}, attention=arm.attention,
+                          equal_cost=RULE)
+
+
 def arm_losses(arm: Arm, work: Path) -> dict[str, float] | None:
     """The arm's per-seed losses (the last rung's seed 0, the confirmation's seeds 1 and 2), or None before."""
     from search_answer_vs_family import last_rung_name
@@ -127,6 +136,8 @@ def arm_record(arm: Arm, work: Path) -> dict:
                                    for figure in record["figures"]}, "binding": record["binding"]},
             "lr": (stages.get("rung2") or stages.get("rung1") or {}).get("lr"), "losses": arm_losses(arm, work),
             "stage_minutes": {k: round(v["seconds"] / 60, 1) for k, v in stages.items()},
+            "edge": json.loads(path.read_text()).get("edge") if path.is_file() else None,
+            "h200": h200_ratios(arm),
             "trained_recall": {k: v.get("trained_recall") for k, v in stages.items() if v.get("trained_recall")}}
 
 
@@ -175,13 +186,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work", default="runs/equal-cost-families", help="where the arms' runs go")
     parser.add_argument("--threads", type=int, default=max(1, (os.cpu_count() or 2) // 2),
                         help="torch threads (default: half the cores, so two arms train at once)")
+    parser.add_argument("--edge", action="store_true", help="with --arm: its rung 1 at the rate past the grid's edge")
     parser.add_argument("--cost", action="store_true", help="also measure each arm's model here at the target")
     parser.add_argument("--json", help="write the result here")
     args = parser.parse_args(argv)
     work = Path(args.work)
     if args.arm:
         try:
-            train_arm(ARMS[args.arm], work, args.threads)
+            (edge_check if args.edge else train_arm)(ARMS[args.arm], work, args.threads)
         except ConfigError as error:
             print(f"equal_cost_families: {error}", file=sys.stderr)
             return 2
@@ -194,8 +206,6 @@ def main(argv: list[str] | None = None) -> int:
 
     from composer.costmodel import TABLE_PATH
 
-    for name, arm in ARMS.items():
-        records[name]["h200"] = h200_ratios(arm)
     result = {"rule": describe(RULE, TARGET), "arms": records, "differences": differences(records),
               "cost_table": hashlib.sha256(Path(TABLE_PATH).read_bytes()).hexdigest()[:12],
               "seeds": "seed 0 at the last rung, seeds 1 and 2 from scratch at its rate; paired 95% t intervals"}

@@ -106,6 +106,39 @@ def serving_cost_at_target(widths: str, trained: str) -> dict:
     return serving_cost(get_preset(widths).arch.with_pattern(trained))
 
 
+def rate_past_edge(config, fit: str, path: Path, threads: int, *, known: dict[str, str] | None = None,
+                   attention: str = "repeat", depth: int | None = None, equal_cost=None) -> dict:
+    """Rung 1 of ``fit`` once more at the rate past the edge of the ladder's two (twice the higher where it chose
+    the higher, half the lower where it chose the lower), seed 0: whether a rate outside the grid would have scored
+    it better, so that each model's rate is shown to be its own good one. Kept in ``path`` (its ``family.json``) as
+    ``edge``; done once."""
+    import dataclasses
+
+    import torch
+
+    from search.evaluators import make_evaluator
+    from search.lm import get_lm_budget
+    from search.strategies.successive_halving import rung_config
+
+    torch.set_num_threads(threads)
+    record = json.loads(path.read_text())
+    if "edge" in record:
+        return record["edge"]
+    rung = get_lm_budget(rung_config(config, 1).budget)
+    chosen = record["stages"]["rung1"]["lr"]
+    past = 2 * chosen if chosen == max(rung.lrs) else chosen / 2
+    budget = dataclasses.replace(rung, name=f"{rung.name}-edge", lrs=(past,), keeps_trunk=False, extend_edge=False)
+    evaluator = make_evaluator("lm", budget, config.widths, config.data, config.tokenizer, config.precision,
+                               config.compile, None, known=known or {}, attention_at_target=attention,
+                               depth_at_target=depth, equal_cost=equal_cost)
+    result = evaluator(fit, config.seed, None)
+    record["edge"] = {"lr": past, "loss": result.score, "chosen_lr": chosen,
+                      "chosen_loss": record["stages"]["rung1"]["losses"][str(config.seed)],
+                      "budget": rung.name, "seed": config.seed}
+    atomic_write_json(path, record)
+    return record["edge"]
+
+
 def train_family(config, family: str, work: Path, echo=print, layout: str | None = None) -> dict:
     """The family (or ``layout``, named ``family``) through the search's rungs at the target's size and its
     confirmation, a record per stage in ``work/family.json`` (kept across runs: a stage already there is not

@@ -180,6 +180,10 @@ def _grow_to_cost(pattern: str, target: str, known: str | None, attention: str, 
         else:
             by_size = _grow(pattern, deployed, known, attention, None, None, "auto", "ceil")
             layout, how = by_size.layout, by_size.how.replace("the target's size", f"{deployed}'s size")
+            if by_size.extrapolation.method == "stretch":  # a long pattern: stacked to that depth instead, so the
+                # deployed shape and the one scaled down from it (relayout) keep its order, run for run
+                layout = relayout(len(layers(layout)))
+                how = f"stacked to {deployed}'s depth by size ({len(layers(layout))} layers)"
         arch, costs = widest_within(layout, deployed, rule)
         limit = binding(costs, budget)
         how += (f", then widths to {rule.reference}'s cost at {deployed} on {rule.device} (cost model): d_model "
