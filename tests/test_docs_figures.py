@@ -1895,3 +1895,45 @@ def test_cost_model_out_of_sample():
     match = find(text, rf"predicts {NUM}-{NUM}% slower than measured")
     agree_all(list(match.groups()), [-100 * max(errors), -100 * min(errors)], "training error range")
     assert all(r["error"]["train_tokens_per_s"] > 0 for r in before["rows"] if r["layout_class"] == "S/D-heavy")
+
+
+def test_the_families_at_equal_cost():
+    """Each arm's model, its cost ratios at the deployed size and its losses as benchmarks/equal_cost_families.py
+    wrote them; the pairings against Nemotron-H recomputed from the per-seed losses."""
+    import statistics
+
+    from composer.evidence import paired_difference
+
+    text = doc("reports/equal-cost-families-2026-12-07.md")
+    data = results("equal_cost_families-2026-12-07.json")
+    arms = data["arms"]
+    assert data["rule"]["reference"] == "nemotron-h" and data["rule"]["deployed"] == "llama-3.2-1b"
+    for cells in table(text, "| arm | model at `demo-4m`"):
+        arm = arms[plain(cells[0])]
+        assert plain(cells[1]) == arm["layout"]
+        assert int(cells[2]) == arm["d_model"]
+        agree(cells[3].rstrip("M"), arm["non_embedding_params"] / 1e6, f"{cells[0]} size")
+        assert [int(n) for n in numbers(cells[4])] == [arm["deployed"]["layers"], arm["deployed"]["d_model"]]
+        agree_all(numbers(cells[5]), [arm["deployed"]["ratio"]["decode"], arm["deployed"]["ratio"]["train"]],
+                  f"{cells[0]} cpu ratios")
+        agree_all(numbers(cells[6]), [arm["h200"]["ratio"]["decode"], arm["h200"]["ratio"]["train"]],
+                  f"{cells[0]} h200 ratios")
+        assert plain(cells[7]) == (f"{arm['lr']:g}" if arm["lr"] else "-")
+    reference = arms["nemotron-h"]["losses"]
+    for cells in table(text, "| arm | seeds | mean loss"):
+        arm = arms[plain(cells[0])]
+        losses = arm["losses"] or {}
+        assert int(cells[1]) == len(losses)
+        agree(cells[2], statistics.mean(losses.values()), f"{cells[0]} loss")
+        if plain(cells[0]) == "nemotron-h" or len(losses) < 2:
+            continue
+        paired = paired_difference(losses, reference)
+        agree(cells[3], paired["mean"], f"{cells[0]} difference")
+        agree_all(numbers(cells[4]), list(paired["ci"]), f"{cells[0]} interval")
+        assert plain(cells[5]) == paired["verdict"]
+    said = find(text, r"Nemotron-H (NUM), Nemotron-Flash (NUM), the 3:1 (NUM), `SMMMAD` (NUM), `answer-mlp@16` (NUM)\."
+                .replace("NUM", r"[0-9]+\.[0-9]+"))
+    for printed, name in zip(said.groups(), ("nemotron-h", "nemotron-flash", "linear-3to1", "smmmad", "answer-mlp")):
+        agree(printed, arms[name]["trained_recall"]["confirmation"]["value"], f"{name} copy gain")
+    for name, arm in arms.items():  # the rate past the grid's edge was worse for every arm
+        assert arm["edge"]["loss"] > arm["edge"]["chosen_loss"], name
