@@ -157,17 +157,9 @@ def arm_losses(arm: Arm, work: Path) -> dict[str, float] | None:
     exist."""
     if arm.recorded:
         return recorded_losses(arm.recorded)
-    path = work / arm.name / "family.json"
-    if not path.is_file():
-        return None
-    from search_answer_vs_family import last_rung_name
+    from search_answer_vs_family import stage_losses
 
-    stages, last = json.loads(path.read_text())["stages"], last_rung_name(control_config())
-    if last not in stages:
-        return None
-    losses = dict(stages[last]["losses"])
-    losses.update(stages.get("confirmation", {}).get("losses", {}))
-    return losses
+    return stage_losses(work / arm.name / "family.json", control_config())
 
 
 def arm_record(arm: Arm, work: Path) -> dict:

@@ -104,17 +104,9 @@ def edge_check(arm: Arm, work: Path, threads: int) -> dict:
 
 def arm_losses(arm: Arm, work: Path) -> dict[str, float] | None:
     """The arm's per-seed losses (the last rung's seed 0, the confirmation's seeds 1 and 2), or None before."""
-    from search_answer_vs_family import last_rung_name
+    from search_answer_vs_family import stage_losses
 
-    path = work / arm.name / "family.json"
-    if not path.is_file():
-        return None
-    stages, last = json.loads(path.read_text())["stages"], last_rung_name(control_config())
-    if last not in stages:
-        return None
-    losses = dict(stages[last]["losses"])
-    losses.update(stages.get("confirmation", {}).get("losses", {}))
-    return losses
+    return stage_losses(work / arm.name / "family.json", control_config())
 
 
 def arm_record(arm: Arm, work: Path) -> dict:

@@ -106,6 +106,19 @@ def serving_cost_at_target(widths: str, trained: str) -> dict:
     return serving_cost(get_preset(widths).arch.with_pattern(trained))
 
 
+def stage_losses(path: Path, config) -> dict[str, float] | None:
+    """Per-seed losses of a model trained by :func:`train_stages` (its ``family.json`` at ``path``): the last rung's
+    at seed 0 and the confirmation's further seeds; None before the last rung exists."""
+    if not path.is_file():
+        return None
+    stages, last = json.loads(path.read_text())["stages"], last_rung_name(config)
+    if last not in stages:
+        return None
+    losses = dict(stages[last]["losses"])
+    losses.update(stages.get("confirmation", {}).get("losses", {}))
+    return losses
+
+
 def rate_past_edge(config, fit: str, path: Path, threads: int, *, known: dict[str, str] | None = None,
                    attention: str = "repeat", depth: int | None = None, equal_cost=None) -> dict:
     """Rung 1 of ``fit`` once more at the rate past the edge of the ladder's two (twice the higher where it chose
