@@ -12,11 +12,11 @@ constants only: this CPU (``--cost-device cpu``; at 1B a decode step reads the w
 the per-op overhead a small model's is). The H200's decode constants are assumed, not measured (no GPU decode was
 ever timed): a rule built on them would set the widths by an assumption, so its figures are reported beside each arm
 (``h200``), not used to grow it. Decode at batch 1 and training are both held to Nemotron-H's, the binding one
-winning; each deployed shape is scaled down to ``demo-4m`` as Nemotron-H's own layout is. Every arm trains as the search trains a finalist
-(``benchmarks/search_answer_vs_family.train_stages``, the constrained search's settings in fp32): the ``cpu``
-ladder's rung 1 at its two rates (each arm at its own better rate), rung 2 continued to 500K tokens, seeds 1 and 2
-from scratch at that rate; losses pair seed by seed against Nemotron-H. ``--arm NAME`` trains one arm (two processes
-train two arms at once, one thread each; a killed run keeps every finished stage). Without ``--arm`` it prints and
+winning; each deployed shape is scaled down to ``demo-4m`` as Nemotron-H's own layout is. Every arm trains as the
+search trains a finalist (``benchmarks/search_answer_vs_family.train_stages``, the constrained search's settings in
+fp32): the ``cpu`` ladder's rung 1 at its two rates (each arm at its own better rate), rung 2 continued to 500K
+tokens, seeds 1 and 2 from scratch at that rate; losses pair seed by seed against Nemotron-H. ``--arm NAME`` trains
+one arm (two processes train two arms at once, one thread each; a killed run keeps every finished stage). Without ``--arm`` it prints and
 (``--json``) writes what is trained, and ``--cost`` adds each arm's cost measured here at ``demo-4m``
 (``composer.evaluation.bench_cost``, medians of its repeats) beside the modeled figures at the deployed size.
 

@@ -135,46 +135,45 @@ def reference_model(reference: str, preset: str) -> ArchConfig:
     return get_preset(preset).arch.with_pattern(family_layout_at(reference, preset))
 
 
+def _prediction(arch: ArchConfig, device: str, figure: str, table):
+    """The cost model's prediction behind one figure: a decode step at batch 1 at :data:`DECODE_CONTEXT`, or a
+    training step at the device's training shape."""
+    from composer.costmodel import predict_decode, predict_train
+
+    if figure == "decode":
+        return predict_decode(arch, device, context=min(DECODE_CONTEXT, arch.max_seq_len - 1), batch=1, table=table)
+    if figure == "train":
+        return predict_train(arch, device, table=table)
+    raise ConfigError(f"unknown cost figure {figure!r}: one of {', '.join(FIGURES)}")
+
+
 def figure_of(arch: ArchConfig, device: str, figure: str, table=None) -> float:
     """One cost figure of ``arch`` on ``device``, lower is better (module docstring)."""
-    from composer.costmodel import load_table, predict_decode, predict_train
+    from composer.costmodel import load_table
 
-    table = load_table() if table is None else table
-    if figure == "decode":
-        context = min(DECODE_CONTEXT, arch.max_seq_len - 1)
-        return predict_decode(arch, device, context=context, batch=1, table=table).ms_per_token
-    if figure == "train":
-        return 1.0 / predict_train(arch, device, table=table).tokens_per_s
-    raise ConfigError(f"unknown cost figure {figure!r}: one of {', '.join(FIGURES)}")
+    prediction = _prediction(arch, device, figure, load_table() if table is None else table)
+    return prediction.ms_per_token if figure == "decode" else 1.0 / prediction.tokens_per_s
 
 
 def costs_of(arch: ArchConfig, rule: EqualCost, table=None) -> dict[str, float]:
     return {figure: figure_of(arch, rule.device, figure, table) for figure in rule.figures}
 
 
+@functools.lru_cache(maxsize=64)
 def budget_of(rule: EqualCost, preset: str) -> dict[str, float]:
     """The reference's figures at ``preset``: what no model grown to equal cost there may exceed."""
-    return _budget(rule, preset)
-
-
-@functools.lru_cache(maxsize=64)
-def _budget(rule: EqualCost, preset: str) -> dict[str, float]:
     return costs_of(reference_model(rule.reference, preset), rule)
 
 
-def assumed_constants(rule: EqualCost, arch: ArchConfig | None = None) -> list[str]:
-    """The ids of the assumed (not measured or fitted) constants the rule's figures rest on, e.g. the GPUs' decode
-    efficiency: a summary says so beside every modeled figure (issue 68)."""
-    from composer.costmodel import load_table, predict_decode, predict_train
+def assumed_constants(rule: EqualCost, arch: ArchConfig) -> list[str]:
+    """The ids of the assumed (not measured or fitted) constants ``arch``'s figures under ``rule`` rest on, e.g. the
+    GPUs' decode efficiency: a summary says so beside every modeled figure (issue 68)."""
+    from composer.costmodel import load_table
 
     table = load_table()
-    arch = arch or reference_model(rule.reference, rule.deployed or "demo-4m")
     used = {}
-    if "decode" in rule.figures:
-        used.update(predict_decode(arch, rule.device, context=min(DECODE_CONTEXT, arch.max_seq_len - 1),
-                                   table=table).constants)
-    if "train" in rule.figures:
-        used.update(predict_train(arch, rule.device, table=table).constants)
+    for figure in rule.figures:
+        used.update(_prediction(arch, rule.device, figure, table).constants)
     return sorted({c.source for c in used.values() if table.sources.get(c.source, {}).get("kind") == "assumed"})
 
 
@@ -187,7 +186,7 @@ def describe(rule: EqualCost, target: str) -> dict[str, Any]:
     return {
         **rule.to_dict(), "deployed": deployed, "target": target, "modeled": True,
         "reference_pattern": reference.pattern, "reference_layers": reference.n_layers,
-        "reference_d_model": reference.d_model, "budget": budget, "decode_context": DECODE_CONTEXT,
+        "reference_d_model": reference.d_model, "budget": dict(budget), "decode_context": DECODE_CONTEXT,
         "assumed_constants": assumed_constants(rule, reference),
     }
 
@@ -276,6 +275,8 @@ def scaled_to(layout: str, arch: ArchConfig, rule: EqualCost, deployed: str, tar
     return scale_widths(base, d_model).with_pattern(small)
 
 
-__all__ = ["DECODE_CONTEXT", "FIGURES", "FIGURE_CHOICES", "FIGURE_NAMES", "EqualCost", "OverBudget", "assumed_constants", "at_widths",
-           "binding", "budget_of", "costs_of", "describe", "describe_line", "family_layout_at", "figure_of", "reference_model", "scaled_to",
-           "widest_within"]
+__all__ = [
+    "DECODE_CONTEXT", "FIGURES", "FIGURE_CHOICES", "FIGURE_NAMES", "EqualCost", "OverBudget", "assumed_constants",
+    "at_widths", "binding", "budget_of", "costs_of", "describe", "describe_line", "family_layout_at", "figure_of",
+    "reference_model", "scaled_to", "widest_within",
+]

@@ -188,7 +188,7 @@ def _grow_to_cost(pattern: str, target: str, known: str | None, attention: str, 
         limit = binding(costs, budget)
         how += (f", then widths to {rule.reference}'s cost at {deployed} on {rule.device} (cost model): d_model "
                 f"{arch.d_model}, {FIGURE_NAMES[limit]} {costs[limit] / budget[limit]:.2f}x {rule.reference}'s")
-    record = {**rule.to_dict(), "deployed": deployed, "budget": budget, "costs": costs,
+    record = {**rule.to_dict(), "deployed": deployed, "budget": dict(budget), "costs": costs,
               "binding": binding(costs, budget), "deployed_pattern": arch.pattern, "deployed_d_model": arch.d_model}
     if deployed != target:
         arch = scaled_to(arch.pattern, arch, rule, deployed, target, relayout)
@@ -277,9 +277,9 @@ class Growth:
     """A search's growth rule as one value: its attention rule (``repeat`` or ``keep``, ``--attention-at-target``),
     its depth at the target (None: by depth at the target's widths; N: N layers, widths scaled,
     ``--depth-at-target``) and what the widths are matched to (None: the target's size; an
-    ``scaling.equal_cost.EqualCost``: a reference family's cost, ``--equal-cost``). It travels from the search's config to every place that grows a pattern (its trials'
-    cost and cache, the rungs' training, the plan, the answer, the commands given ``--from-search``), so they
-    cannot disagree on the model."""
+    ``scaling.equal_cost.EqualCost``: a reference family's cost, ``--equal-cost``). It travels from the search's
+    config to every place that grows a pattern (its trials' cost and cache, the rungs' training, the plan, the
+    answer, the commands given ``--from-search``), so they cannot disagree on the model."""
 
     attention: str = "repeat"
     depth: int | None = None

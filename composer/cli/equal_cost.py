@@ -57,7 +57,7 @@ def equal_cost_of(args: argparse.Namespace, answer: dict[str, Any] | None = None
 def cost_rows(grown) -> list[tuple[str, str]]:
     """What a command prints of a model grown to equal cost: the reference and its budget, this model's figures
     against it, the binding one, and where a deployed shape was scaled down."""
-    from scaling.equal_cost import FIGURE_NAMES, assumed_constants
+    from scaling.equal_cost import FIGURE_NAMES, EqualCost, assumed_constants, reference_model
 
     record = grown.cost
     if record is None:
@@ -69,10 +69,8 @@ def cost_rows(grown) -> list[tuple[str, str]]:
     if record["deployed_pattern"] != grown.layout or record["deployed_d_model"] != grown.arch.d_model:
         rows.append(("deployed shape", f"{len(record['deployed_pattern'])} layers at d_model "
                                        f"{record['deployed_d_model']} ({record['deployed']})"))
-    from scaling.equal_cost import EqualCost
-
-    assumed = assumed_constants(EqualCost(record["reference"], record["deployed"], record["device"],
-                                          tuple(record["figures"])))
+    rule = EqualCost(record["reference"], record["deployed"], record["device"], tuple(record["figures"]))
+    assumed = assumed_constants(rule, reference_model(rule.reference, record["deployed"]))
     if assumed:
         rows.append(("assumed", f"the {record['device']} figures rest on assumed constants: {', '.join(assumed)}"))
     return rows
