@@ -16,9 +16,10 @@ winning; each deployed shape is scaled down to ``demo-4m`` as Nemotron-H's own l
 search trains a finalist (``benchmarks/search_answer_vs_family.train_stages``, the constrained search's settings in
 fp32): the ``cpu`` ladder's rung 1 at its two rates (each arm at its own better rate), rung 2 continued to 500K
 tokens, seeds 1 and 2 from scratch at that rate; losses pair seed by seed against Nemotron-H. ``--arm NAME`` trains
-one arm (two processes train two arms at once, one thread each; a killed run keeps every finished stage). Without ``--arm`` it prints and
-(``--json``) writes what is trained, and ``--cost`` adds each arm's cost measured here at ``demo-4m``
-(``composer.evaluation.bench_cost``, medians of its repeats) beside the modeled figures at the deployed size.
+one arm (two processes train two arms at once, one thread each; a killed run keeps every finished stage). Without
+``--arm`` it prints and (``--json``) writes what is trained, and ``--cost`` adds each arm's cost measured here at
+``demo-4m`` (``composer.evaluation.bench_cost``, medians of its repeats) beside the modeled figures at the deployed
+size.
 
     python benchmarks/equal_cost_families.py --arm nemotron-flash --threads 1     # one arm (repeat per arm)
     python benchmarks/equal_cost_families.py --cost --json benchmarks/results/equal_cost_families-DATE.json
