@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_docs_figures import plain, section
+from tests.docs_figures.reading import plain, section
 
 ROOT = Path(__file__).resolve().parents[1]
 
