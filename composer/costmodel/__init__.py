@@ -7,8 +7,9 @@ layer's FLOPs and bytes moved per phase come from its primitive's own accounting
 ``decode_cache_bytes``, ``inference_cache``); the device turns them into seconds through a roofline with one
 fitted efficiency per primitive and phase, plus the ops a layer runs times a per-op cost (what dominates a small
 model's decode). The constants live in one table (:mod:`composer.costmodel.table`, ``constants.json``), each
-naming the measurement, datasheet or assumption it came from; ``benchmarks/cost_model.py`` fits and validates
-them.
+naming the measurement, datasheet or assumption it came from; its calibration
+(:mod:`composer.costmodel.calibration`, run as ``benchmarks/cost_model.py``) fits and validates them, and nothing
+here imports it.
 
 What it is not: a simulator. Nothing overlaps (compute, memory traffic and op overhead add up per unit); one
 efficiency per primitive and phase stands for every width and sequence length; op counts are those of this

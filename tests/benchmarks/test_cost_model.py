@@ -8,7 +8,14 @@ import shutil
 
 import pytest
 
-from composer.costmodel import TABLE_PATH, load_table
+from composer.costmodel import TABLE_PATH, Counts, fit_nonnegative, load_table, predicted_s, step_work
+from composer.costmodel.calibration.cases import FIT_SHAPES, KEYS, VALIDATION, development_cases
+from composer.costmodel.calibration.gpu_runs import GPU_GROUPINGS, GPU_RESULTS, gpu_cases, gpu_observations
+from composer.costmodel.calibration.leave_one_out import gpu_rows
+from composer.costmodel.calibration.op_counts import count_ops, measure_counts
+from composer.costmodel.calibration.units import Unit, arch_for
+from composer.costmodel.calibration.validate import check_out_of_sample
+from composer.costmodel.classes import LAYOUT_CLASSES, layout_class
 
 
 @pytest.fixture
@@ -82,38 +89,34 @@ def test_loo_holds_out_each_pattern_on_both_gpus_and_counts_repeats_once(load_be
     assert h100.efficiency["train"]["S"].value == pytest.approx(grouped["efficiency_all_cases"]["S"])
 
 
-def test_loo_fits_without_the_held_out_patterns_twin(load_benchmark, table_copy):
+def test_loo_fits_without_the_held_out_patterns_twin(table_copy):
     """Each case is predicted by a fit to rows of other patterns only: the prediction of the H100's (DMAM)x4 does
     not move when its H200 twin's measurement does (it would, were the twin in the fit)."""
-    script = load_benchmark("cost_model")
-    runs = script.gpu_observations(script.GPU_RESULTS)
+    runs = gpu_observations(GPU_RESULTS)
     table = load_table(table_copy)
 
     def h100_dmam_prediction(scale):
         moved = [{**r, "tokens_per_s": r["tokens_per_s"] * (scale if r["config"].startswith("h200|(DMAM)x4") else 1)}
                  for r in runs]
-        cases = script.gpu_cases(moved)
-        rows = script.gpu_rows(cases, table, script.GPU_GROUPINGS["grouped"])
+        cases = gpu_cases(moved)
+        rows = gpu_rows(cases, table, GPU_GROUPINGS["grouped"])
         i = next(i for i, c in enumerate(cases) if c["device"] == "h100" and c["pattern"] == "(DMAM)x4")
         others = [r for r in rows if r.tags["group"] != cases[i]["group"]]
-        return script.predicted_s(rows[i], script.fit_nonnegative(others))
+        return predicted_s(rows[i], fit_nonnegative(others))
 
     assert h100_dmam_prediction(3.0) == pytest.approx(h100_dmam_prediction(1.0))
 
 
-def test_validation_is_out_of_sample_by_construction(load_benchmark):
+def test_validation_is_out_of_sample_by_construction():
     """No validation model's width (d_model) is one the fit times, none is a single layer (what the fit runs),
     and each layout class has at least 5 models."""
-    from composer.costmodel.classes import LAYOUT_CLASSES, layout_class
-
-    script = load_benchmark("cost_model")
-    fit_widths = {script.arch_for(preset, "AM").d_model for preset in script.FIT_SHAPES}
-    archs = [script.arch_for(preset, pattern) for preset, pattern, *_ in script.VALIDATION]
+    fit_widths = {arch_for(preset, "AM").d_model for preset in FIT_SHAPES}
+    archs = [arch_for(preset, pattern) for preset, pattern, *_ in VALIDATION]
     assert not fit_widths & {a.d_model for a in archs}
-    assert all(a.n_layers > 1 and a.compact not in script.KEYS for a in archs)
+    assert all(a.n_layers > 1 and a.compact not in KEYS for a in archs)
     classes = [layout_class(a) for a in archs]
     assert all(classes.count(c) >= 5 for c in LAYOUT_CLASSES)
-    script.check_out_of_sample(script.VALIDATION, {"id": "fit-cpu-test"})  # FIT_SHAPES's widths: passes
+    check_out_of_sample(VALIDATION, {"id": "fit-cpu-test"})  # FIT_SHAPES's widths: passes
 
 
 def test_validate_refuses_a_model_the_fit_ran_in_one_line(load_benchmark, table_copy, tmp_path, capsys):
@@ -139,31 +142,27 @@ def test_usage_errors_exit_2_with_one_line(load_benchmark, table_copy, tmp_path,
     assert message in err and err.count("\n") == 1
 
 
-def test_the_development_models_share_no_width_with_the_validation(load_benchmark):
+def test_the_development_models_share_no_width_with_the_validation():
     """What a change is tried on before the one validation run stays at the fit's widths, never validation's."""
-    script = load_benchmark("cost_model")
-    development = {script.arch_for(preset, "AM").d_model for preset, *_ in script.development_cases()}
-    validation = {script.arch_for(preset, "AM").d_model for preset, *_ in script.VALIDATION}
+    development = {arch_for(preset, "AM").d_model for preset, *_ in development_cases()}
+    validation = {arch_for(preset, "AM").d_model for preset, *_ in VALIDATION}
     assert development and not development & validation
 
 
-def test_op_counts_follow_the_kernels_batch_slices(load_benchmark):
+def test_op_counts_follow_the_kernels_batch_slices():
     """The counts fit measures (at batch 1, plus what each further slice of a slicing kernel adds) predict what
     the profiler counts for S and D at a batch the kernels run in several slices; the count of one slice alone
     (what a count at a small batch gave every batch before) misses S's by more than a fifth."""
-    from composer.costmodel import Counts, step_work
-
-    script = load_benchmark("cost_model")
-    arch = script.arch_for("tiny", "AM").replace(max_seq_len=4096)
-    counts = script.measure_counts("tiny", ("S", "D"))
+    arch = arch_for("tiny", "AM").replace(max_seq_len=4096)
+    counts = measure_counts("tiny", ("S", "D"))
     for key in "SD":
-        unit = script.Unit(arch, key, copies=1)
+        unit = Unit(arch, key, copies=1)
         measured = counts[key]["train"]
         per_slice = {kernel: tuple(by_unit["ops"]) for kernel, by_unit in measured["per_slice"].items()}
         ops = Counts(tuple(measured["ops"]), per_slice)
         work = next(u for u in step_work(arch.with_pattern(key), "train", 40, 64, 4) if u.key == key)
         assert max(n for _, n in work.slices) > 1
-        profiled = script.count_ops(unit.call("train", 40, 64))["ops"]
+        profiled = count_ops(unit.call("train", 40, 64))["ops"]
         assert ops.at(work.chunks, work.slices) == pytest.approx(profiled, rel=0.05), key
         if key == "S":
             assert ops.at(work.chunks) < 0.8 * profiled
