@@ -25,7 +25,7 @@ _ROOT = Path(__file__).resolve().parent.parent
 if str(_ROOT) not in sys.path:
     sys.path.insert(0, str(_ROOT))
 
-from composer.evidence import format_interval, paired_difference  # noqa: E402
+from composer.statistics import format_interval, paired_difference  # noqa: E402
 
 DEFAULT_FAMILIES = _ROOT / "benchmarks" / "results" / "halving_answer_vs_published-2026-11-26.json"
 # Budget fields two comparisons must share for their runs to pair (tokens may differ by a partial last batch: no)

@@ -2,7 +2,7 @@
 
 Reads recorded rung curves and target losses (``benchmarks/curve_transfer.py`` writes them) and prints, for two
 rankings of the patterns, the Spearman correlation with the target's mean loss and its hierarchical bootstrap 95%
-interval (``composer.evidence.bootstrap_rank_correlation``):
+interval (``composer.statistics.bootstrap_rank_correlation``):
 
 - **snapshot**: the rung's own score (validation loss after the rung's cooldown), what successive halving ranks
   by today;
@@ -13,7 +13,7 @@ interval (``composer.evidence.bootstrap_rank_correlation``):
   so the forecast is judged against the cheapest ranking too;
 
 and the paired difference ``forecast - snapshot`` (and ``forecast - rung0``) of the Spearmans judged on the
-*same* bootstrap replicates (same patterns, same seeds drawn: ``composer.evidence.compare_rank_correlations``;
+*same* bootstrap replicates (same patterns, same seeds drawn: ``composer.statistics.compare_rank_correlations``;
 ``paired_difference`` pairs per-seed values, not bootstrap replicates, so it does not apply here). It also says whether the target's best
 pattern survives ``could_be_best`` at ``--z`` and the attention-share hedge (``hedge_by_share``).
 
@@ -21,7 +21,7 @@ pattern survives ``could_be_best`` at ``--z`` and the attention-share hedge (``h
     python benchmarks/curve_ranking.py --input runs/curves/curves.json --z 2 --json runs/curves/ranking.json
     python benchmarks/curve_ranking.py --input runs/curves/curves.json --targets cosine.json --rung0 rung0.json
 
-``--seed-sd SD`` adds each candidate's rate-selection optimism (``composer.evidence.selection_optimism`` of its
+``--seed-sd SD`` adds each candidate's rate-selection optimism (``composer.statistics.selection_optimism`` of its
 rung's ``lr_sweep`` at the seed spread ``SD``): the rung keeps the lower of its rates' losses on the tokens it
 reports, and the spread of that optimism across candidates is the rank bias the choice adds.
 
@@ -60,13 +60,13 @@ _ROOT = Path(__file__).resolve().parent.parent
 if str(_ROOT) not in sys.path:
     sys.path.insert(0, str(_ROOT))
 
-from composer.evidence import (  # noqa: E402
+from composer.pattern import attention_share  # noqa: E402
+from composer.statistics import (  # noqa: E402
     bootstrap_rank_correlation,
     compare_rank_correlations,
     format_interval,
     selection_optimism,
 )
-from composer.pattern import attention_share  # noqa: E402
 from search.forecast import Forecast, could_be_best, forecast, hedge_by_share  # noqa: E402
 
 

@@ -42,8 +42,8 @@ if str(_ROOT) not in sys.path:
     sys.path.insert(0, str(_ROOT))
 
 from composer.errors import ConfigError
-from composer.evidence import format_interval, paired_difference
 from composer.files import atomic_write_json
+from composer.statistics import format_interval, paired_difference
 
 SEARCH_RESULTS = _ROOT / "benchmarks" / "results" / "amsd_constrained_search-2026-11-28.json"
 TARGET, SCALE_TARGET = "demo-4m", "llama-3.2-1b"
@@ -128,9 +128,8 @@ def recorded_losses(pattern: str) -> dict[str, float]:
 
 
 def train_arm(arm: Arm, work: Path, threads: int) -> dict:
-    from search_answer_vs_family import train_stages
-
     import torch
+    from search_answer_vs_family import train_stages
 
     torch.set_num_threads(threads)
     if arm.recorded:

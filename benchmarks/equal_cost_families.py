@@ -42,8 +42,8 @@ if str(_ROOT / "benchmarks") not in sys.path:
     sys.path.insert(0, str(_ROOT / "benchmarks"))
 
 from composer.errors import ConfigError  # noqa: E402
-from composer.evidence import format_interval, paired_difference  # noqa: E402
 from composer.files import atomic_write_json  # noqa: E402
+from composer.statistics import format_interval, paired_difference  # noqa: E402
 from scaling.equal_cost import EqualCost  # noqa: E402
 
 TARGET, DEPLOYED, DEVICE, REFERENCE = "demo-4m", "llama-3.2-1b", "cpu", "nemotron-h"
@@ -195,9 +195,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.cost:
         for name, arm in ARMS.items():
             records[name]["measured_cpu"] = arm_cost(arm, args.threads)
-    from scaling.equal_cost import describe
-
     from composer.costmodel import TABLE_PATH
+    from scaling.equal_cost import describe
 
     result = {"rule": describe(RULE, TARGET), "arms": records, "differences": differences(records),
               "cost_table": hashlib.sha256(Path(TABLE_PATH).read_bytes()).hexdigest()[:12],

@@ -15,7 +15,7 @@ Every distilled placement starts from the supernet's layers (``composer.experime
 only in where attention stays. The supernet's ranking is then checked: ``--placements`` placements spread over its
 leaderboard (best, worst and between) are distilled separately, and the Spearman correlation between the
 supernet's held-out loss and their distilled held-out loss gets a bootstrap interval over placements and seeds
-(``composer.evidence.bootstrap_rank_correlation``).
+(``composer.statistics.bootstrap_rank_correlation``).
 
     python benchmarks/hybridize_evidence.py                         # the defaults below, ~30 min on 2 CPU cores
     python benchmarks/hybridize_evidence.py --teacher-tokens 200000 --tokens 40000 --seeds 2   # a quick look
@@ -35,8 +35,8 @@ from typing import Any
 
 from report import finish
 
-from composer.evidence import bootstrap_rank_correlation, format_interval, paired_difference, seed_summary
 from composer.experiments.replicates import parse_seeds
+from composer.statistics import bootstrap_rank_correlation, format_interval, paired_difference, seed_summary
 
 
 def parse_args(argv=None) -> argparse.Namespace:

@@ -19,16 +19,15 @@ import argparse
 import json
 import statistics
 import sys
-import time
 from pathlib import Path
 
 _ROOT = Path(__file__).resolve().parent.parent
 if str(_ROOT) not in sys.path:
     sys.path.insert(0, str(_ROOT))
 
-from composer.evidence import bootstrap_rank_correlation, format_interval  # noqa: E402
 from composer.files import atomic_write_json  # noqa: E402
 from composer.precision import describe_bf16_support  # noqa: E402
+from composer.statistics import bootstrap_rank_correlation, format_interval  # noqa: E402
 
 # the proxy-transfer benchmark's 12 patterns: spread over the default 6-layer A/M space
 DEFAULT_PATTERNS = ("AAMMMM", "AMAMAM", "MAMAMA", "MMAAMM", "MMMMAA", "AAAMMM", "AMMMMM", "MMMMAM", "MAMMAA",

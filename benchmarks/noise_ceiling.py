@@ -4,10 +4,10 @@ Trains fixed patterns (eight six-layer A/M interleavings, each stacked to the ta
 extrapolator, exactly as ``composer transfer`` does) once per seed at each token budget, and reports per budget:
 
 - the **noise ceiling**: the mean Spearman correlation of the patterns' validation losses between seeds
-  (``composer.evidence.noise_ceiling``), against ``composer.evidence.POWER_THRESHOLD``, the level at which
+  (``composer.statistics.noise_ceiling``), against ``composer.statistics.POWER_THRESHOLD``, the level at which
   ``composer transfer`` and ``composer pipeline`` name a result;
 - the **separation**: the spread of the patterns' mean losses over the pooled seed spread within a pattern
-  (``composer.evidence.seed_separation``); near 1 the patterns differ by about what reseeding one moves it;
+  (``composer.statistics.seed_separation``); near 1 the patterns differ by about what reseeding one moves it;
 - the smallest budget that reaches the threshold, which is what ``composer transfer``'s default budget uses.
 
     python benchmarks/noise_ceiling.py                          # 300K, 1M, 3M tokens x 8 patterns x 2 seeds, CPU
@@ -28,7 +28,6 @@ from pathlib import Path
 
 from report import finish
 
-from composer.evidence import POWER_THRESHOLD, seed_separation, seed_summary
 from composer.experiments.replicates import (
     finished_summary,
     parse_seeds,
@@ -36,6 +35,7 @@ from composer.experiments.replicates import (
     run_replicates,
     shared_validation,
 )
+from composer.statistics import POWER_THRESHOLD, seed_separation, seed_summary
 
 # Eight of proxy_transfer.py's twelve patterns: seven that land within ~0.15 of each other at 500K tokens and the
 # paper's stacked winner AAMMMM, which lands well above them; the no-attention and all-attention extremes are
@@ -127,7 +127,7 @@ def format_table(report: dict) -> str:
                      f"{number(row['separation'], '.2f')} | {'yes' if row['reaches_threshold'] else 'no'} |")
     smallest = report["smallest_budget_reaching_threshold"]
     lines += ["", f"{len(report['patterns'])} patterns x seeds {', '.join(map(str, report['seeds']))} at "
-                  f"{report['to']}; threshold {report['threshold']} (composer.evidence.POWER_THRESHOLD). Smallest "
+                  f"{report['to']}; threshold {report['threshold']} (composer.statistics.POWER_THRESHOLD). Smallest "
                   f"budget that decides: {'none measured' if smallest is None else f'{smallest:,} tokens'}."]
     return "\n".join(lines)
 

@@ -138,7 +138,7 @@ def compare(trained: dict[str, list[dict[str, float]]], probe: dict[str, list[fl
             n_boot: int = BOOTSTRAP, seed: int = 0) -> dict[str, Any]:
     """The rows both measured and the Spearman of their rankings with its bootstrap interval (module docstring);
     the layouts one side lacks are named with what to run."""
-    from composer.evidence import spearman
+    from composer.statistics import spearman
 
     rows, missing = [], []
     for layout in sorted(trained):

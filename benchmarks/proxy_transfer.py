@@ -43,16 +43,16 @@ from pathlib import Path
 from report import finish
 
 from composer.errors import ConfigError
-from composer.evidence import (
+from composer.experiments.lr_sweep import parse_rates
+from composer.experiments.replicates import parse_seeds, plan_replicates, run_replicates, shared_validation
+from composer.files import atomic_write_json
+from composer.statistics import (
     bootstrap_rank_correlation,
     compare_rank_correlations,
     format_interval,
     noise_ceiling,
     seed_summary,
 )
-from composer.experiments.lr_sweep import parse_rates
-from composer.experiments.replicates import parse_seeds, plan_replicates, run_replicates, shared_validation
-from composer.files import atomic_write_json
 
 # Spread over the default 6-layer A/M space: the paper's winner and the Llama alternation, attention placed
 # early / late / in the middle, one to five attention layers, and the no-attention extreme.

@@ -260,7 +260,7 @@ def _longest(recall: dict[str, Any], kind: str) -> dict[str, Any] | None:
 
 
 def _gain(row: dict[str, Any] | None, key: str = "gain") -> str:
-    from composer.evidence import format_interval
+    from composer.statistics import format_interval
 
     if row is None:
         return ""

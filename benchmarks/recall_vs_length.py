@@ -33,11 +33,11 @@ from report import finish
 
 from composer.accounting import analyze
 from composer.errors import ConfigError
-from composer.evidence import proportion_interval, seed_summary
 from composer.experiments.lr_sweep import parse_rates
 from composer.experiments.replicates import parse_seeds
 from composer.files import atomic_write_json
 from composer.presets import get_preset
+from composer.statistics import proportion_interval, seed_summary
 from search.recall import RecallEvaluator, get_recall_budget, lowest_final_loss, parse_lengths
 
 REFERENCE = "AA"  # pure attention: the named peer

@@ -43,8 +43,8 @@ if str(_ROOT) not in sys.path:
     sys.path.insert(0, str(_ROOT))
 
 from composer.errors import ConfigError
-from composer.evidence import format_interval, paired_difference
 from composer.files import atomic_write_json
+from composer.statistics import format_interval, paired_difference
 
 
 def search_config(out: Path):

@@ -118,7 +118,7 @@ def copy_at_longest(recall: dict[str, Any], kind: str) -> dict[str, Any] | None:
 
 
 def line_of(run: dict[str, Any]) -> str:
-    from composer.evidence import format_interval
+    from composer.statistics import format_interval
 
     recall = run["recall"]
     text, random = copy_at_longest(recall, "text"), copy_at_longest(recall, "random")
@@ -130,7 +130,7 @@ def line_of(run: dict[str, Any]) -> str:
 
 
 def table_of(record: dict[str, Any]) -> str:
-    from composer.evidence import format_interval
+    from composer.statistics import format_interval
 
     lines = ["| layout | at the preset | seed | lr | val loss | copy gain, text | copy gain, random | "
              "AR repeat gain | minutes (its run) |", "|---|---|---|---|---|---|---|---|---|"]

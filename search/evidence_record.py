@@ -18,7 +18,7 @@ stood in at ``llama-350m`` (issue 47). So every score the verdict weighs is an :
   verdict is also reported over the seeds that chose nothing (:func:`held_out_seeds`).
 
 :func:`difference` is the one place a difference of two records is taken, with its interval from
-``composer.evidence``: paired over 2 or more common seeds, else the two records' means with a measured seed
+``composer.statistics``: paired over 2 or more common seeds, else the two records' means with a measured seed
 spread of their setting standing in for the seeds not trained, else no interval.
 """
 
@@ -200,7 +200,7 @@ def difference(new: Evidence, known: Evidence, noise: SeedNoise | None = None, c
     "noise"}``: ``seeds`` the common seeds paired over (empty when the interval is not paired), ``noise`` the
     stand-in's source when one was used, ``ci`` None when there is no interval and ``difference`` None when a
     side has no seed."""
-    from composer.evidence import difference_of_means, paired_difference
+    from composer.statistics import difference_of_means, paired_difference
 
     if new.setting != known.setting:
         raise IncomparableEvidence(f"{new.pattern} at {new.setting.describe()} and {known.pattern} at "
@@ -243,7 +243,7 @@ def wider_than_stand_in(ci: list[float] | None, common: list[int], new: Evidence
     few seeds has few degrees of freedom (2 seeds: 1, t = 12.7 at 95%), so a confirmation of one seed more can
     leave the answer less certain than the stand-in it replaces (issue 60). The pairing is kept (it is the design:
     a spread measured elsewhere only stands in for seeds not trained), and the reader is told."""
-    from composer.evidence import difference_of_means
+    from composer.statistics import difference_of_means
 
     if ci is None or noise is None or not noise.applies_to(new.setting) or len(common) - 1 >= noise.dof:
         return ""

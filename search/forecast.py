@@ -199,7 +199,7 @@ class Forecast:
 
     def as_dict(self) -> dict[str, Any]:
         """``{"mean", "sd", "low", "high", "method"}`` with plain floats, non-finite ones as None (JSON-safe, as
-        ``composer.evidence`` reports), e.g. for a leaderboard row."""
+        ``composer.statistics`` reports), e.g. for a leaderboard row."""
         def plain(value: float) -> float | None:
             return float(value) if math.isfinite(value) else None
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from composer.evidence import cluster_spread
+from composer.statistics import cluster_spread
 from search.mad.evaluate import (
     CandidateFailed,
     NonFinite,
@@ -54,8 +54,8 @@ def sequence_accuracy(predictions: torch.Tensor, targets: torch.Tensor) -> dict[
 
     Why per sequence: the queries of one MQAR sequence share its keys and the model's state along it, so they are
     not independent trials; an interval over the test sample is over its sequences
-    (``composer.evidence.clustered_proportion_interval``), which needs their number and the spread of their
-    accuracies (``composer.evidence.cluster_spread``; ``sequence_sd`` None for one sequence). Sequences with no
+    (``composer.statistics.clustered_proportion_interval``), which needs their number and the spread of their
+    accuracies (``composer.statistics.cluster_spread``; ``sequence_sd`` None for one sequence). Sequences with no
     scored position are left out."""
     mask = targets != IGNORE_INDEX
     trials = mask.sum(dim=1)

@@ -10,8 +10,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from composer.accounting import format_bytes
-from composer.evidence import format_interval
 from composer.pattern import compact_pattern
+from composer.statistics import format_interval
 from search.cost import COST_LENGTHS
 from search.trained_recall import describe as describe_recall
 

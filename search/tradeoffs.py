@@ -29,8 +29,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from composer.evidence import clustered_proportion_interval
 from composer.pattern import attention_share
+from composer.statistics import clustered_proportion_interval
 from search.evidence_record import is_finite_score
 from search.verdict import SeedNoise, difference_interval
 
@@ -179,7 +179,7 @@ def recall_interval(row: dict[str, Any]) -> list[float] | None:
     Why sequences: the queries of one MQAR test sequence share its keys and the model's state along it, so the
     probe's 16,384 queries at 1,024 tokens are 256 sequences' worth of evidence, not 16,384 independent trials;
     Wilson over the queries called "worse recall" on misses that a few sequences explain. The interval is Wilson's
-    over the queries' effective number (``composer.evidence.clustered_proportion_interval``): the queries divided
+    over the queries' effective number (``composer.statistics.clustered_proportion_interval``): the queries divided
     by the design effect the sequences' spread of accuracy (``recall_sequence_sd``) measures, between 1 (misses
     spread one per sequence) and the queries per sequence (misses in whole sequences). A probe that did not record
     that spread gets the widest interval its misses allow (packed into as few sequences as they fill), and a recall

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from composer.evidence import format_interval, seed_summary
+from composer.statistics import format_interval, seed_summary
 
 if TYPE_CHECKING:  # torch-free at import: the summary and `composer report` read this module
     from composer.evaluation.loading import HeldOutCache

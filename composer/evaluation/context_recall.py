@@ -21,7 +21,7 @@ This module does both, on held-out text the model never trained on:
   that sees no further back than that scores the two alike.
 
 Every difference comes with a t interval over sequences (windows for the AR slice; a window without a hit has
-no pair and is left out), from :func:`composer.evidence.paired_difference` keyed by sequence index. Losses are
+no pair and is left out), from :func:`composer.statistics.paired_difference` keyed by sequence index. Losses are
 in nats per token. Spans, fillers and windows depend only on the held-out tokens and ``seed`` (numpy's generator,
 never torch's global one), so two models, or two training seeds of one model, are scored on the same sequences.
 Both copies see the span spliced into filler; the second sits later in the sequence, so a model whose loss still
@@ -56,7 +56,7 @@ import torch.nn.functional as F
 from composer.data.repeated_spans import default_span as span_for
 from composer.data.tokenizer import ByteTokenizer
 from composer.errors import ConfigError
-from composer.evidence import format_interval, paired_difference
+from composer.statistics import format_interval, paired_difference
 
 TASK = "recall"  # the name composer eval knows it by
 KINDS = ("text", "random")

@@ -9,5 +9,5 @@
 * :mod:`composer.experiments.placement_search`: trains a hybrid's supernet, then picks where its attention layers
   stay (``composer hybridize --search-placement``; the pieces it trains are in :mod:`composer.hybridize`).
 
-The statistics they report (intervals, paired differences) live in :mod:`composer.evidence`.
+The statistics they report (intervals, paired differences) live in :mod:`composer.statistics`.
 """

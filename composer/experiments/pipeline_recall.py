@@ -30,9 +30,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from composer.errors import ConfigError
-from composer.evidence import format_interval
 from composer.experiments.replicates import Replicate
 from composer.files import atomic_write_json
+from composer.statistics import format_interval
 from search.trained_recall import RETRIEVAL_SHARE, ar_averaged, describe, retrieval, seed_averaged
 
 SETTING = "recall_sequences"  # the train: key (and --recall-sequences)

@@ -12,12 +12,12 @@ error, never a smaller experiment (``search_ranking``, ``choose``). The report
 - ``spearman`` / ``kendall``: rank correlation between the search score and the *negated* mean target loss, so
   +1 means the search orders the patterns exactly as the target does and 0 means it says nothing;
 - ``spearman_ci`` / ``kendall_ci``: a hierarchical bootstrap interval (patterns and, within each, seeds are
-  resampled; ``composer.evidence.bootstrap_rank_correlation``);
+  resampled; ``composer.statistics.bootstrap_rank_correlation``);
 - ``noise_ceiling``: the mean Spearman correlation between the target's own seeds. A search score cannot agree
   with the target better than the target agrees with itself; when the ceiling is low, the budget is too small
   to decide anything, and the verdict says so instead of reporting a correlation as if it were a property of
   the proxy;
-- ``underpowered``: True when the ceiling is below ``composer.evidence.POWER_THRESHOLD`` (or unknown: one
+- ``underpowered``: True when the ceiling is below ``composer.statistics.POWER_THRESHOLD`` (or unknown: one
   seed) or the correlation's interval contains 0; the verdict then reads "underpowered: raise --tokens or
   --seeds" with the reason, instead of naming a result;
 - per pattern, ``vs_baseline``: the paired per-seed difference to its parameter-matched baseline (``baseline``,
@@ -56,15 +56,6 @@ from typing import Any
 import numpy as np
 
 from composer.errors import ConfigError
-from composer.evidence import (
-    POWER_THRESHOLD,
-    UNDERPOWERED,
-    bootstrap_rank_correlation,
-    format_interval,
-    noise_ceiling,
-    paired_difference,
-    seed_summary,
-)
 from composer.experiments.lr_sweep import SWEEP_KEYS, run_sweep, split_sweep
 from composer.experiments.replicates import (
     check_workers,
@@ -84,6 +75,15 @@ from composer.experiments.search_rates import (
 )
 from composer.files import atomic_write_json, make_output_dir, write_outputs
 from composer.pattern import layers as layer_tokens
+from composer.statistics import (
+    POWER_THRESHOLD,
+    UNDERPOWERED,
+    bootstrap_rank_correlation,
+    format_interval,
+    noise_ceiling,
+    paired_difference,
+    seed_summary,
+)
 from composer.training.config import TrainConfig, apply_overrides, load_recipe, renamed_notice
 from search.aggregate import Population, Scored, load_population, read_rung, read_rungs
 

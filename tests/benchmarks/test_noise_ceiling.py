@@ -20,7 +20,7 @@ def test_noise_ceiling_trains_every_budget_once_and_reports_the_ceiling(tmp_path
     report = json.loads((tmp_path / "nc" / "noise_ceiling.json").read_text())
     row = report["budgets"][0]
     assert row["tokens"] == 1024 and set(row["losses"]) == {"AAMMMM", "AMAMAM", "MMMMMM"}
-    from composer.evidence import noise_ceiling
+    from composer.statistics import noise_ceiling
 
     by_seed = {s: [row["losses"][p][str(s)] for p in report["patterns"]] for s in (0, 1)}
     assert row["noise_ceiling"] == pytest.approx(noise_ceiling(by_seed)["mean"])

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from composer.errors import ConfigError
-from composer.evidence import compare_rank_correlations
+from composer.statistics import compare_rank_correlations
 
 PATTERNS = ["AAMMMM", "AMAMAM", "MMAAMM", "MMMMAA", "MMMMMM"]
 LOSSES = {"AAMMMM": [2.2, 2.3], "AMAMAM": [1.9, 1.95], "MMAAMM": [1.85, 1.9], "MMMMAA": [1.8, 1.9],
@@ -89,7 +89,7 @@ def test_the_search_scores_a_transfer_report_kept_are_a_row_paired_with_the_prox
                                                                                       load_benchmark):
     """A transfer.json keeps the score the search gave each pattern: it becomes row ``search`` (lower loss is
     better, so negated), paired with the re-scored proxies on the same draws, and can be the peer."""
-    from composer.evidence import bootstrap_rank_correlation
+    from composer.statistics import bootstrap_rank_correlation
 
     script = load_benchmark("proxy_transfer")
     argv = write_inputs(tmp_path)
@@ -130,7 +130,7 @@ def test_the_transfers_lr_sweep_is_a_row_at_the_targets_shape_ranked_against_ind
         tmp_path, capsys, load_benchmark):
     """The sweep row scores each pattern by its best sweep loss over --sweep-rates; --target-seeds leaves out the
     seed the sweep trained with, for every row alike."""
-    from composer.evidence import bootstrap_rank_correlation
+    from composer.statistics import bootstrap_rank_correlation
 
     script = load_benchmark("proxy_transfer")
     argv = write_inputs(tmp_path)

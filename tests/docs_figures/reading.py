@@ -4,7 +4,7 @@ the results JSON each doc cites.
 Every figure those tests check is read out of a report's Markdown (``docs/reports/<study>.md``: a table row or a
 sentence found by a stable anchor: :func:`section`, :func:`table`, :func:`find`) and compared, at the precision
 the doc prints (:func:`agree`), with the same figure taken from ``benchmarks/results/*.json``: recomputed with
-the project's own statistics (``composer.evidence``, with the bootstrap seed and replicate count the benchmark
+the project's own statistics (``composer.statistics``, with the bootstrap seed and replicate count the benchmark
 used: ``N_BOOT``, ``BOOT_SEED``) where the doc derives it, read where the JSON stores it. Where both exist the
 test also checks that the recomputation reproduces the stored value (:func:`reproduced`). So a figure edited in
 a doc, or a JSON re-measured without its doc, turns that report's test red.
@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "benchmarks" / "results"
 
-# The bootstrap every benchmark and `composer transfer` ran: composer.evidence's defaults, 10,000 replicates
+# The bootstrap every benchmark and `composer transfer` ran: composer.statistics's defaults, 10,000 replicates
 # at seed 0 (composer/transfer.py's TransferConfig.n_boot, benchmarks/hybridize_evidence.py's n_boot=10_000).
 N_BOOT, BOOT_SEED = 10_000, 0
 

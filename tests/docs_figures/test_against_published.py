@@ -5,7 +5,7 @@ table and paired difference recomputed from the per-seed losses.
 
 from __future__ import annotations
 
-from composer.evidence import paired_difference, seed_separation, seed_summary
+from composer.statistics import paired_difference, seed_separation, seed_summary
 from tests.docs_figures.reading import (
     NUM,
     agree,
@@ -25,7 +25,7 @@ from tests.docs_figures.reading import (
 def check_comparison_table(rows: list[list[str]], models: dict[str, dict], names: dict[str, str], seeds,
                            columns: list[str], where: str) -> None:
     """A pipeline comparison table (model, layout, lr, mean ± std, CI, Δ vs Llama, CI, then ``columns``), each
-    figure recomputed from the per-seed losses with composer.evidence or read from the model's entry."""
+    figure recomputed from the per-seed losses with composer.statistics or read from the model's entry."""
     assert {names[plain(r[0])] for r in rows} == set(models), f"{where}: the table's models"
     reference = per_seed(models["llama"]["val_losses"], seeds)
     for row in rows:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import re
 
-from composer.evidence import paired_difference
+from composer.statistics import paired_difference
 from tests.docs_figures.reading import (
     agree,
     agree_interval,
@@ -245,7 +245,7 @@ def test_search_amsd_constrained_end_to_end():
     # the probe against the trained models' recall, over the 8 finalists
     spearman = data["probe_vs_trained"]
     assert spearman["n"] == 8 and spearman["ci"][0] < 0 < spearman["ci"][1]
-    from composer.evidence import spearman as rank_correlation
+    from composer.statistics import spearman as rank_correlation
 
     again = rank_correlation([r["probe"] for r in spearman["rows"]], [r["trained"] for r in spearman["rows"]])
     reproduced(spearman["spearman"], again, "probe-trained Spearman")

@@ -10,7 +10,7 @@ import re
 import numpy as np
 import pytest
 
-from composer.evidence import paired_difference
+from composer.statistics import paired_difference
 from tests.docs_figures.reading import (
     NUM,
     agree,

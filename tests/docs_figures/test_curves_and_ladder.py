@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import re
 
-from composer.evidence import paired_difference
+from composer.statistics import paired_difference
 from tests.docs_figures.reading import (
     ROOT,
     agree,

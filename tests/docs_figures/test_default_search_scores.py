@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from composer.evidence import (
+from composer.statistics import (
     bootstrap_rank_correlation,
     compare_rank_correlations,
     noise_ceiling,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from composer.evidence import bootstrap_rank_correlation, paired_difference, seed_summary
+from composer.statistics import bootstrap_rank_correlation, paired_difference, seed_summary
 from tests.docs_figures.reading import (
     BOOT_SEED,
     N_BOOT,

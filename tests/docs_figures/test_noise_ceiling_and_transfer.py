@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from composer.evidence import (
+from composer.statistics import (
     POWER_THRESHOLD,
     bootstrap_rank_correlation,
     noise_ceiling,

@@ -4,7 +4,7 @@ trained-recall-2026-11-28.md, each accuracy and interval against its results JSO
 
 from __future__ import annotations
 
-from composer.evidence import proportion_interval
+from composer.statistics import proportion_interval
 from tests.docs_figures.reading import (
     NUM,
     agree,

@@ -242,7 +242,7 @@ def test_a_finished_search_run_again_with_min_recall_probes_its_finalists_withou
     assert all(row["recall_details"]["mixers"] == row["pattern"].replace("M", "") for row in rows)
     constraint = probed["min_recall"]
     assert constraint["why"].startswith("--min-recall known: ")
-    from composer.evidence import clustered_proportion_interval
+    from composer.statistics import clustered_proportion_interval
 
     def interval(row):  # the recall's 95% interval over its test sequences, from the statistics module itself
         return clustered_proportion_interval(row["recall"], row["recall_queries"], row["recall_sequences"],

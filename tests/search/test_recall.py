@@ -79,7 +79,7 @@ def test_the_evaluator_reports_accuracy_per_length_and_their_mean(mixture):
 
 def test_the_probe_counts_each_test_sequences_queries_and_their_spread():
     """The interval of a recall is over test sequences, not queries (issue 47): the probe keeps, per length, how
-    many sequences were tested and how much their accuracies vary (``composer.evidence.cluster_spread``)."""
+    many sequences were tested and how much their accuracies vary (``composer.statistics.cluster_spread``)."""
     import torch
 
     from search.mad.tasks import IGNORE_INDEX

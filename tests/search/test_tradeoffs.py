@@ -3,9 +3,17 @@
 import pytest
 
 from composer.errors import ConfigError
-from composer.evidence import cluster_spread, proportion_interval
+from composer.statistics import cluster_spread, proportion_interval
 from search.config import SearchConfig
-from search.tradeoffs import attach_recall, compare, front, known_against, meets, recall_interval, recall_threshold
+from search.tradeoffs import (
+    attach_recall,
+    compare,
+    front,
+    known_against,
+    meets,
+    recall_interval,
+    recall_threshold,
+)
 from tests.search.records import noise, recorded
 
 
@@ -218,11 +226,10 @@ def test_recall_objectives_keep_successive_halving_and_its_rungs_single_objectiv
 
 
 def test_a_front_on_loss_and_cache_needs_no_probe_and_the_summary_says_what_was_not_run():
+    from search.lm import measured_seed_noise
     from search.run import tradeoff_lines
     from search.strategies.base import Answer
     from search.strategies.halving_answer import mark_eligible, weigh_front
-
-    from search.lm import measured_seed_noise
 
     measured = measured_seed_noise("lm", "rung-cpu-2")
     rows = [recorded(row, setting=measured.setting) for row in ROWS]  # the rows as the cpu ladder's last rung's

@@ -3,7 +3,7 @@ the front read where the last rung measured it (issue 48)."""
 
 import pytest
 
-from composer.evidence import seed_summary
+from composer.statistics import seed_summary
 from search.config import SearchConfig
 from search.strategies.base import Answer
 from search.strategies.halving_answer import mark_eligible, weigh_front

@@ -62,7 +62,7 @@ a starting point, not a rate tuned at the target, and the notes say so. comparis
 ``chosen_lr``, ``lr_source`` (``search``, ``sweep`` or ``shared``), ``search_lr`` and ``search_lr_pattern``.
 
 Power: ``comparison.json``'s ``power`` gives the seed spread within each model against the spread between them
-and the seeds' rank agreement (``composer.evidence.seed_separation``). When that says the budget cannot decide,
+and the seeds' rank agreement (``composer.statistics.seed_separation``). When that says the budget cannot decide,
 or the composite's interval against Llama contains 0, the ``conclusion`` reads "underpowered: raise --tokens or
 --seeds" instead of naming a winner, and no row is starred as best.
 

@@ -9,16 +9,16 @@ from typing import Any
 
 from composer.accounting import format_bytes
 from composer.errors import ConfigError
-from composer.evidence import (
+from composer.experiments import pipeline_recall
+from composer.experiments.pipeline.config import COMPOSITE, CONFIDENCE, read_json
+from composer.files import atomic_write_csv, atomic_write_json, atomic_write_text
+from composer.statistics import (
     UNDERPOWERED,
     VERDICT_HIGHER,
     VERDICT_LOWER,
     format_interval,
     seed_summary,
 )
-from composer.experiments import pipeline_recall
-from composer.experiments.pipeline.config import COMPOSITE, CONFIDENCE, read_json
-from composer.files import atomic_write_csv, atomic_write_json, atomic_write_text
 from search.tradeoffs import CACHE_LENGTH  # the serving length the search's --max-kv and its front read: 32K
 
 

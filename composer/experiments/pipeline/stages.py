@@ -9,11 +9,6 @@ from typing import Any
 
 from composer.accounting import analyze
 from composer.errors import ConfigError
-from composer.evidence import (
-    paired_difference,
-    seed_separation,
-    seed_summary,
-)
 from composer.experiments import pipeline_recall
 from composer.experiments.lr_sweep import run_sweep
 from composer.experiments.pipeline.config import (
@@ -50,6 +45,11 @@ from composer.experiments.search_rates import (
     starting_rates,
 )
 from composer.files import atomic_write_json
+from composer.statistics import (
+    paired_difference,
+    seed_separation,
+    seed_summary,
+)
 from composer.training.config import TrainConfig
 
 

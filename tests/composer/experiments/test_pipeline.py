@@ -185,8 +185,8 @@ def test_cpu_demo_pipeline_runs_end_to_end_with_seeds_and_resumes(tmp_path, monk
 
 
 def test_the_conclusion_names_a_winner_only_when_the_budget_can_decide():
-    from composer.evidence import seed_separation
     from composer.experiments.pipeline import conclusion, format_comparison
+    from composer.statistics import seed_separation
 
     def row(model, losses, verdict, diff=None, ci=None):
         return {"model": model, "pattern": "AM", "layers": 2, "val_loss": sum(losses) / len(losses),

@@ -1,43 +1,24 @@
-"""Evidence from per-seed results: intervals, paired differences and rank agreement with the noise shown.
-
-The users of these functions are ML researchers comparing architectures that were each trained over a few
-seeds. Seed-to-seed variation in a final loss is often as large as the difference between two architectures,
-so a single number (a mean, a point correlation) can say "A beats B" when the noise could just as well
-explain it. Every function here therefore returns the estimate *together with* how far the seeds let us
-trust it, and a difference the noise can explain is reported as such, in words, rather than left for the
-reader to infer from a decimal.
-
-The module is deliberately small and pure: numpy and ``scipy.stats`` only, no torch and no imports from the
-rest of the project, so it can be used on result files anywhere (a notebook, a report script, CI). Every
-returned dict holds plain Python ``int``/``float``/``str``/``list`` values (no numpy types) with NaN turned
-into ``None``, so it goes straight into ``json.dumps``.
-"""
+"""Rank agreement with the noise shown: Spearman and Kendall with bootstrap intervals, the seed noise ceiling,
+whether a budget separates the architectures at all, and how optimistic a best-of-several score reads."""
 
 from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from itertools import combinations
 from typing import Any
 
 import numpy as np
 
-
-def _stats():
-    """``scipy.stats``, imported when an interval is first computed: importing it costs a second or two, which every
-    ``composer`` command paid at start-up through the parsers' imports (issue 49: ``composer report`` in seconds)."""
-    from scipy import stats
-
-    return stats
-
-
-# Verdicts of :func:`paired_difference`: the interval of the per-seed difference, read in words.
-VERDICT_LOWER = "lower"
-VERDICT_HIGHER = "higher"
-VERDICT_WITHIN_NOISE = "within noise"
-VERDICT_SINGLE_SEED = "single seed: no interval"
-VERDICT_NO_COMMON_SEEDS = "no common seeds"
+from composer.statistics._numbers import (
+    as_float,
+    check_confidence,
+    percentile_interval,
+    plain,
+    scipy_stats,
+    sorted_seeds,
+)
 
 # Power: below this between-seed agreement (mean pairwise Spearman of the architectures' losses across training
 # seeds) the budget cannot rank the architectures, and no report names a winner. At 0.7 the mean of two seeds
@@ -49,298 +30,13 @@ UNDERPOWERED = "underpowered: raise --tokens or --seeds"
 # Bound on the elements of one work array of the bootstrap, (replicates, K, K) for the vectorised Kendall
 # tau and (replicates, K, seeds) for the seed resampling: replicates are processed in chunks of this size,
 # which keeps the peak memory well under ~200 MB whatever K is.
-_CHUNK_ELEMENTS = 4_000_000
-
-
-# ----------------------------------------------------------------------------------------------- helpers
-
-
-def _plain(value: Any) -> Any:
-    """``value`` as JSON-ready Python: numpy scalars unwrapped, non-finite floats as ``None``."""
-    if value is None:
-        return None
-    if isinstance(value, (bool, np.bool_)):
-        return bool(value)
-    if isinstance(value, (int, np.integer)):
-        return int(value)
-    if isinstance(value, (float, np.floating)):
-        value = float(value)
-        return value if math.isfinite(value) else None
-    if isinstance(value, str):
-        return value
-    if isinstance(value, np.ndarray):
-        return [_plain(v) for v in value.tolist()]
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
-
-
-def _as_float(value: Any) -> float:
-    """``value`` as a float, with ``None`` (a missing result) read as NaN."""
-    return math.nan if value is None else float(value)
-
-
-def _sorted_seeds(seeds: Iterable[Hashable]) -> list[Hashable]:
-    """Seeds in a stable order: natural order when comparable (ints, strings), else by their text."""
-    seeds = list(seeds)
-    try:
-        return sorted(seeds)
-    except TypeError:
-        return sorted(seeds, key=lambda s: (type(s).__name__, str(s)))
-
-
-def _t_interval(mean: float, std: float, n: int, confidence: float) -> list[float] | None:
-    """Student-t interval ``mean +- t_{(1+c)/2, n-1} * std / sqrt(n)``; ``None`` for fewer than 2 values."""
-    if n < 2:
-        return None
-    half = float(_stats().t.ppf((1.0 + confidence) / 2.0, n - 1)) * std / math.sqrt(n)
-    return [mean - half, mean + half]
-
-
-def _check_confidence(confidence: float) -> None:
-    if not 0.0 < confidence < 1.0:
-        raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
-
-
-# ------------------------------------------------------------------------------------------ one architecture
-
-
-def seed_summary(values: Sequence[float | None], confidence: float = 0.95) -> dict[str, Any]:
-    """Mean, spread and a Student-t interval of the mean over one architecture's per-seed losses.
-
-    Why: with a handful of seeds the mean alone hides how much it would move under another draw of seeds;
-    the t interval (not a normal one, which is too narrow for n of 2 to 5) is what two architectures' means
-    should be judged against. A seed whose run diverged or never finished (``None`` or NaN, also +-inf) is
-    dropped rather than poisoning the mean, and counted in ``"dropped"`` so the report says so.
-
-    Returns ``{"n", "mean", "std", "ci", "values", "dropped"}``: ``n`` counts the finite values only, ``std``
-    is the sample standard deviation (ddof=1), ``ci`` is ``[lo, hi]``. ``std`` and ``ci`` are ``None`` for
-    fewer than two values (one seed gives no estimate of the noise); ``mean`` is ``None`` for none.
-    """
-    _check_confidence(confidence)
-    raw = [_as_float(v) for v in values]
-    kept = [v for v in raw if math.isfinite(v)]
-    n = len(kept)
-    mean = float(np.mean(kept)) if n else None
-    std = float(np.std(kept, ddof=1)) if n >= 2 else None
-    ci = _t_interval(mean, std, n, confidence) if n >= 2 else None
-    return {
-        "n": n,
-        "mean": _plain(mean),
-        "std": _plain(std),
-        "ci": _plain(ci),
-        "values": _plain(kept),
-        "dropped": len(raw) - n,
-    }
-
-
-def proportion_interval(successes: int, trials: int, confidence: float = 0.95) -> list[float] | None:
-    """Wilson score interval of an accuracy measured on ``trials`` independent test items.
-
-    Why: a single training seed gives no spread to build a t interval from, but its test accuracy still has
-    sampling noise from the finite test set; Wilson's interval stays inside [0, 1] and is honest near 0 and 1,
-    where the normal approximation is not. It covers the test sample only, not another training seed.
-    """
-    _check_confidence(confidence)
-    if trials <= 0:
-        return None
-    if not 0 <= successes <= trials:
-        raise ValueError(f"successes must lie in [0, trials={trials}], got {successes}")
-    return _wilson(successes / trials, trials, confidence)
-
-
-def _wilson(p: float, n: float, confidence: float) -> list[float]:
-    """Wilson's interval of a proportion ``p`` over ``n`` independent items (``n`` need not be a whole number)."""
-    z = float(_stats().norm.ppf(0.5 + confidence / 2))
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    # at p = 0 (1) the low (high) end is exactly 0 (1): said so, not left to rounding
-    return [0.0 if p <= 0 else max(0.0, centre - half), 1.0 if p >= 1 else min(1.0, centre + half)]
-
-
-def cluster_spread(successes: Sequence[float], trials: Sequence[float]) -> dict[str, Any]:
-    """How much a proportion varies between the clusters its items come in: ``successes[i]`` of ``trials[i]`` in
-    cluster ``i`` (the queries of one test sequence, say).
-
-    Returns ``{"clusters", "trials", "proportion", "cluster_sd"}``: ``cluster_sd`` is the standard deviation (ddof
-    1) of the per-cluster proportions when the clusters are of one size, in general ``sqrt(clusters)`` times the
-    ratio estimator's standard error of the pooled proportion, ``sqrt(k / (k - 1) * sum((s_i - p t_i)^2)) / N``;
-    None for fewer than two clusters. What :func:`clustered_proportion_interval` needs, in a few JSON numbers
-    rather than one count per cluster.
-    """
-    s = np.asarray([_as_float(v) for v in successes], dtype=float)
-    t = np.asarray([_as_float(v) for v in trials], dtype=float)
-    if s.shape != t.shape:
-        raise ValueError(f"one count of trials per cluster: {s.size} successes, {t.size} trials")
-    if np.any(t <= 0) or np.any(s < 0) or np.any(s > t) or not np.all(np.isfinite(s)):
-        raise ValueError("successes must lie in [0, trials] of their cluster, with trials positive")
-    k, total = int(s.size), float(t.sum())
-    p = float(s.sum()) / total if k else math.nan
-    sd = None
-    if k >= 2:
-        se = math.sqrt(k / (k - 1) * float(np.sum((s - p * t) ** 2))) / total
-        sd = se * math.sqrt(k)
-    return {"clusters": k, "trials": _plain(total if not total.is_integer() else int(total)),
-            "proportion": _plain(p), "cluster_sd": _plain(sd)}
-
-
-def _packed_sd(p: float, clusters: int) -> float:
-    """The largest sd of ``clusters`` per-cluster proportions (ddof 1) whose mean is ``p``: all 0 or 1 but one."""
-    if clusters < 2:
-        return 0.0
-    failed = (1.0 - p) * clusters
-    whole = min(int(failed), clusters - 1)
-    values = np.ones(clusters)
-    values[:whole] = 0.0
-    values[whole] = 1.0 - (failed - whole)
-    return float(np.std(values, ddof=1))
-
-
-def clustered_proportion_interval(proportion: float, trials: int, clusters: int, cluster_sd: float | None = None,
-                                  confidence: float = 0.95) -> dict[str, Any]:
-    """Wilson's interval of a proportion measured on ``trials`` items that come in ``clusters`` equal clusters,
-    over the number of *independent* items they are worth.
-
-    Why: items of one cluster are not independent. The queries of one MQAR test sequence share its keys, its
-    query distances and the model's state along it, so a model that fails a sequence tends to fail several of its
-    queries; :func:`proportion_interval` over the queries then treats 16,384 queries from 256 sequences as 16,384
-    independent trials and calls a difference the sequences drawn could explain. The design effect ``deff``, the
-    variance of the proportion over clusters (``cluster_sd**2 / clusters``, :func:`cluster_spread`) over the
-    binomial one (``p (1 - p) / trials``), says how many items one independent item is worth; Wilson's interval
-    over ``trials / deff`` items follows. ``deff`` is kept within ``[1, trials / clusters]``: from independent
-    items (less spread than that is not taken as more information) to whole clusters standing or falling together.
-
-    Without ``cluster_sd`` (a record that kept only the number of clusters), the spread is the largest the
-    proportion allows: its misses packed into as few clusters as they fill (every cluster all right or all wrong
-    but one), so the interval is at least as wide as any spread consistent with the record would give (6 misses
-    of 16,384 queries in 256 clusters: ``deff`` about 6, where one miss per cluster would give 1). At a proportion
-    of 0 or 1 no spread can show how the items hang together (every cluster's is 0 whatever the correlation), and
-    ``deff`` is its worst case, ``trials / clusters``: Wilson's interval over the clusters (all 256 sequences right
-    is as consistent with a sequence failing now and then as with a query failing now and then). It covers the
-    sampling of the test items only, not another training seed of the model that was tested.
-
-    Returns ``{"proportion", "trials", "clusters", "design_effect", "effective_trials", "ci"}`` (``ci`` None for
-    no trials).
-    """
-    _check_confidence(confidence)
-    p = _as_float(proportion)
-    if not 0.0 <= p <= 1.0:
-        raise ValueError(f"proportion must lie in [0, 1], got {proportion}")
-    if trials <= 0:
-        return {"proportion": _plain(p), "trials": trials, "clusters": clusters, "design_effect": None,
-                "effective_trials": None, "ci": None}
-    if not 1 <= clusters <= trials:
-        raise ValueError(f"clusters must lie in [1, trials={trials}], got {clusters}")
-    most = trials / clusters
-    binomial = p * (1.0 - p) / trials
-    if cluster_sd is None or not math.isfinite(_as_float(cluster_sd)):
-        cluster_sd = _packed_sd(p, clusters)
-    if binomial <= 0:
-        deff = most
-    else:
-        deff = min(max(float(cluster_sd) ** 2 / clusters / binomial, 1.0), most)
-    effective = trials / deff
-    return {"proportion": _plain(p), "trials": trials, "clusters": clusters, "design_effect": _plain(deff),
-            "effective_trials": _plain(effective), "ci": _plain(_wilson(p, effective, confidence))}
-
-
-# ------------------------------------------------------------------------------------------ two architectures
-
-
-def paired_difference(
-    values: Mapping[Hashable, float | None],
-    reference: Mapping[Hashable, float | None],
-    confidence: float = 0.95,
-) -> dict[str, Any]:
-    """Per-seed difference ``values[s] - reference[s]`` with a t interval and a verdict in words.
-
-    Why paired: when two architectures are trained with the same seeds (same data order, same init stream),
-    much of the seed-to-seed variation is shared, and the difference *per seed* is far less noisy than the
-    difference of two independent means. Only seeds both sides have (with a finite value on both) are used,
-    in sorted order, so a seed that only one side finished cannot bias the comparison.
-
-    The verdict reads the interval of the mean difference: ``"lower"`` when the whole interval is below 0
-    (``values`` is lower, i.e. better for a loss), ``"higher"`` when it is wholly above 0, ``"within noise"``
-    when it contains 0 (an interval touching 0 counts as containing it): the seeds cannot tell the two apart,
-    whatever the sign of the mean. One common seed gives ``"single seed: no interval"`` and none gives
-    ``"no common seeds"``; those are not evidence either way.
-
-    Returns ``{"seeds", "differences", "n", "mean", "std", "ci", "verdict"}`` (``std``/``ci`` ``None`` for
-    ``n < 2``, ``mean`` ``None`` for ``n == 0``).
-    """
-    _check_confidence(confidence)
-    seeds, diffs = [], []
-    for seed in _sorted_seeds(set(values) & set(reference)):
-        a, b = _as_float(values[seed]), _as_float(reference[seed])
-        if math.isfinite(a) and math.isfinite(b):
-            seeds.append(seed)
-            diffs.append(a - b)
-    n = len(diffs)
-    mean = float(np.mean(diffs)) if n else None
-    std = float(np.std(diffs, ddof=1)) if n >= 2 else None
-    ci = _t_interval(mean, std, n, confidence) if n >= 2 else None
-    if n == 0:
-        verdict = VERDICT_NO_COMMON_SEEDS
-    elif n == 1:
-        verdict = VERDICT_SINGLE_SEED
-    elif ci[1] < 0.0:
-        verdict = VERDICT_LOWER
-    elif ci[0] > 0.0:
-        verdict = VERDICT_HIGHER
-    else:
-        verdict = VERDICT_WITHIN_NOISE
-    return {
-        "seeds": _plain(seeds),
-        "differences": _plain(diffs),
-        "n": n,
-        "mean": _plain(mean),
-        "std": _plain(std),
-        "ci": _plain(ci),
-        "verdict": verdict,
-    }
-
-
-def difference_of_means(
-    values: Sequence[float],
-    reference: Sequence[float],
-    sd: float,
-    dof: int,
-    confidence: float = 0.95,
-) -> dict[str, Any]:
-    """``mean(values) - mean(reference)`` with a t interval from a seed spread ``sd`` measured elsewhere.
-
-    Why: where two architectures do not share two or more seeds, :func:`paired_difference` has nothing to pair,
-    but a seed standard deviation of one run's loss measured at the same budget, preset and corpus (``dof``
-    degrees of freedom) still says how far two means of ``n`` and ``m`` seeds can differ by chance: the
-    difference has standard deviation ``sd * sqrt(1/n + 1/m)`` and a t interval with the measurement's ``dof``.
-    The interval is centred on the two means, each over its own seeds, never on one seed of a side whose width
-    counts several: a side's extra seeds narrow the interval only where they also move its centre. The two sides
-    are taken as independent, which is conservative for runs that share a seed's data order.
-
-    Returns ``{"n", "m", "mean", "ci"}`` (``ci`` ``None`` when a side is empty, ``sd`` is not positive or ``dof``
-    is below 1).
-    """
-    _check_confidence(confidence)
-    ours = [v for v in (_as_float(x) for x in values) if math.isfinite(v)]
-    theirs = [v for v in (_as_float(x) for x in reference) if math.isfinite(v)]
-    n, m = len(ours), len(theirs)
-    if not n or not m:
-        return {"n": n, "m": m, "mean": None, "ci": None}
-    mean = float(np.mean(ours)) - float(np.mean(theirs))
-    ci = None
-    if sd > 0 and math.isfinite(sd) and dof >= 1:
-        half = float(_stats().t.ppf((1.0 + confidence) / 2.0, dof)) * sd * math.sqrt(1.0 / n + 1.0 / m)
-        ci = [mean - half, mean + half]
-    return {"n": n, "m": m, "mean": _plain(mean), "ci": _plain(ci)}
-
-
-# ------------------------------------------------------------------------------------------ rank agreement
+CHUNK_ELEMENTS = 4_000_000
 
 
 def _paired_arrays(x: Sequence[float], y: Sequence[float]) -> tuple[np.ndarray, np.ndarray] | None:
     """``x``, ``y`` as float arrays, or ``None`` when a rank correlation is undefined on them."""
-    xa = np.asarray([_as_float(v) for v in x], dtype=float)
-    ya = np.asarray([_as_float(v) for v in y], dtype=float)
+    xa = np.asarray([as_float(v) for v in x], dtype=float)
+    ya = np.asarray([as_float(v) for v in y], dtype=float)
     if xa.shape != ya.shape:
         raise ValueError(f"x and y must have the same length, got {xa.size} and {ya.size}")
     if xa.size < 3 or np.all(xa == xa[0]) or np.all(ya == ya[0]):
@@ -359,8 +55,8 @@ def spearman(x: Sequence[float], y: Sequence[float]) -> float:
     if arrays is None:
         return math.nan
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", _stats().ConstantInputWarning)
-        return float(_stats().spearmanr(*arrays).statistic)
+        warnings.simplefilter("ignore", scipy_stats().ConstantInputWarning)
+        return float(scipy_stats().spearmanr(*arrays).statistic)
 
 
 def kendall(x: Sequence[float], y: Sequence[float]) -> float:
@@ -373,14 +69,14 @@ def kendall(x: Sequence[float], y: Sequence[float]) -> float:
     if arrays is None:
         return math.nan
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", _stats().ConstantInputWarning)
-        return float(_stats().kendalltau(*arrays, variant="b").statistic)
+        warnings.simplefilter("ignore", scipy_stats().ConstantInputWarning)
+        return float(scipy_stats().kendalltau(*arrays, variant="b").statistic)
 
 
 def _rowwise_spearman(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Spearman per row of two ``(B, K)`` arrays: Pearson correlation of their average ranks."""
-    rx = _stats().rankdata(x, axis=1, method="average")
-    ry = _stats().rankdata(y, axis=1, method="average")
+    rx = scipy_stats().rankdata(x, axis=1, method="average")
+    ry = scipy_stats().rankdata(y, axis=1, method="average")
     rx -= rx.mean(axis=1, keepdims=True)
     ry -= ry.mean(axis=1, keepdims=True)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -397,7 +93,7 @@ def _rowwise_kendall(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """
     rows, k = x.shape
     out = np.empty(rows, dtype=float)
-    chunk = max(1, _CHUNK_ELEMENTS // (k * k))
+    chunk = max(1, CHUNK_ELEMENTS // (k * k))
     for start in range(0, rows, chunk):
         xs, ys = x[start : start + chunk], y[start : start + chunk]
         sx = np.sign(xs[:, :, None] - xs[:, None, :]).astype(np.int8)
@@ -410,19 +106,12 @@ def _rowwise_kendall(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return out
 
 
-def _percentile_interval(samples: np.ndarray, confidence: float) -> list[float] | None:
-    if samples.size == 0:
-        return None
-    lo, hi = np.quantile(samples, [(1.0 - confidence) / 2.0, (1.0 + confidence) / 2.0])
-    return [float(lo), float(hi)]
-
-
 def _finite_losses(per_seed_losses: Sequence[Sequence[float]], k: int) -> list[list[float]]:
     if len(per_seed_losses) != k:
         raise ValueError(f"{k} scores but {len(per_seed_losses)} per-seed loss lists")
     losses = []
     for index, row in enumerate(per_seed_losses):
-        kept = [v for v in (_as_float(x) for x in row) if math.isfinite(v)]
+        kept = [v for v in (as_float(x) for x in row) if math.isfinite(v)]
         if not kept:
             raise ValueError(f"pattern {index} has no finite target loss")
         losses.append(kept)
@@ -448,7 +137,7 @@ def _resampled_mean_losses(losses: list[list[float]], n_boot: int, seed: int):
     # Two independent streams, consumed in replicate order whatever the chunking (doubles only: one 64-bit
     # draw each), so the answer depends on `seed` and the data, not on memory bounds.
     pattern_rng, seed_rng = (np.random.default_rng(child) for child in np.random.SeedSequence(seed).spawn(2))
-    chunk = max(1, _CHUNK_ELEMENTS // (k * max(k, width)))
+    chunk = max(1, CHUNK_ELEMENTS // (k * max(k, width)))
     for start in range(0, n_boot, chunk):
         rows = min(chunk, n_boot - start)
         patterns = np.floor(pattern_rng.random((rows, k)) * k).astype(np.int64)  # (B, K): pattern per slot
@@ -497,10 +186,10 @@ def bootstrap_rank_correlation(
     Returns ``{"spearman", "spearman_ci", "kendall", "kendall_ci", "n_patterns", "n_boot"}``; with fewer
     than 3 patterns or a constant input everything but the counts is ``None``.
     """
-    _check_confidence(confidence)
+    check_confidence(confidence)
     if n_boot < 1:
         raise ValueError(f"n_boot must be at least 1, got {n_boot}")
-    score_arr = np.asarray([_as_float(s) for s in scores], dtype=float)
+    score_arr = np.asarray([as_float(s) for s in scores], dtype=float)
     k = score_arr.size
     losses = _finite_losses(per_seed_losses, k)
     if not np.all(np.isfinite(score_arr)):
@@ -508,9 +197,9 @@ def bootstrap_rank_correlation(
     mean_loss = np.array([np.mean(row) for row in losses])
 
     result: dict[str, Any] = {
-        "spearman": _plain(spearman(score_arr, -mean_loss)),
+        "spearman": plain(spearman(score_arr, -mean_loss)),
         "spearman_ci": None,
-        "kendall": _plain(kendall(score_arr, -mean_loss)),
+        "kendall": plain(kendall(score_arr, -mean_loss)),
         "kendall_ci": None,
         "n_patterns": k,
         "n_boot": 0,
@@ -527,8 +216,8 @@ def bootstrap_rank_correlation(
         rhos.append(_rowwise_spearman(boot_score, boot_target))
         taus.append(_rowwise_kendall(boot_score, boot_target))
     rho, tau = np.concatenate(rhos), np.concatenate(taus)
-    result["spearman_ci"] = _plain(_percentile_interval(rho, confidence))
-    result["kendall_ci"] = _plain(_percentile_interval(tau, confidence))
+    result["spearman_ci"] = plain(percentile_interval(rho, confidence))
+    result["kendall_ci"] = plain(percentile_interval(tau, confidence))
     result["n_boot"] = int(rho.size)
     return result
 
@@ -554,11 +243,11 @@ def compare_rank_correlations(
     interval over the replicates where both are defined, ``p_better`` the share of those replicates in which
     this proxy correlates better than the reference (0.5: indistinguishable).
     """
-    _check_confidence(confidence)
+    check_confidence(confidence)
     if reference not in scores_by_proxy:
         raise ValueError(f"reference {reference!r} is not among the proxies {sorted(scores_by_proxy)}")
     names = list(scores_by_proxy)
-    score_arrays = {name: np.asarray([_as_float(v) for v in scores_by_proxy[name]], dtype=float) for name in names}
+    score_arrays = {name: np.asarray([as_float(v) for v in scores_by_proxy[name]], dtype=float) for name in names}
     k = len(per_seed_losses)
     for name, scores in score_arrays.items():
         if scores.size != k or not np.all(np.isfinite(scores)):
@@ -583,11 +272,11 @@ def compare_rank_correlations(
         both = np.isfinite(rho) & np.isfinite(base)
         diff = rho[both] - base[both]
         out[name] = {
-            "spearman": _plain(point),
-            "spearman_ci": _plain(_percentile_interval(rho[np.isfinite(rho)], confidence)),
-            "diff_vs_reference": _plain(point - point_reference),
-            "diff_ci": _plain(_percentile_interval(diff, confidence)),
-            "p_better": _plain(float(np.mean(diff > 0) + 0.5 * np.mean(diff == 0)) if diff.size else None),
+            "spearman": plain(point),
+            "spearman_ci": plain(percentile_interval(rho[np.isfinite(rho)], confidence)),
+            "diff_vs_reference": plain(point - point_reference),
+            "diff_ci": plain(percentile_interval(diff, confidence)),
+            "p_better": plain(float(np.mean(diff > 0) + 0.5 * np.mean(diff == 0)) if diff.size else None),
         }
     return out
 
@@ -612,17 +301,17 @@ def noise_ceiling(per_seed_losses_by_seed: Mapping[Hashable, Sequence[float | No
     ``mean`` is the plain average of the defined pairwise values (``None`` with fewer than 2 seeds or none
     defined), and the other two are ``None`` where undefined.
     """
-    seeds = _sorted_seeds(per_seed_losses_by_seed)
+    seeds = sorted_seeds(per_seed_losses_by_seed)
     width = max((len(per_seed_losses_by_seed[s]) for s in seeds), default=0)
     table = {}
     for s in seeds:
-        row = [_as_float(v) for v in per_seed_losses_by_seed[s]]
+        row = [as_float(v) for v in per_seed_losses_by_seed[s]]
         table[s] = np.array(row + [math.nan] * (width - len(row)), dtype=float)
     pairs, defined = [], []
     for a, b in combinations(seeds, 2):
         both = np.isfinite(table[a]) & np.isfinite(table[b])
         r = spearman(table[a][both], table[b][both])
-        pairs.append({"seeds": _plain([a, b]), "spearman": _plain(r)})
+        pairs.append({"seeds": plain([a, b]), "spearman": plain(r)})
         if math.isfinite(r):
             defined.append(r)
     n = len(seeds)
@@ -636,7 +325,7 @@ def noise_ceiling(per_seed_losses_by_seed: Mapping[Hashable, Sequence[float | No
         if denominator > 1e-12:
             brown = n * r / denominator
             ceiling = math.sqrt(brown) if brown >= 0.0 else None
-    return {"pairs": pairs, "mean": _plain(mean), "spearman_brown": _plain(brown), "ceiling": _plain(ceiling)}
+    return {"pairs": pairs, "mean": plain(mean), "spearman_brown": plain(brown), "ceiling": plain(ceiling)}
 
 
 def seed_separation(losses: Mapping[Hashable, Mapping[Hashable, float | None]],
@@ -660,8 +349,8 @@ def seed_separation(losses: Mapping[Hashable, Mapping[Hashable, float | None]],
     0.5, so the variance ratio is the finer measure there; with many (a transfer) the ceiling is.
     """
     models = list(losses)
-    seeds = _sorted_seeds({seed for per_seed in losses.values() for seed in per_seed})
-    finite = {m: [v for v in (_as_float(losses[m].get(s)) for s in seeds) if math.isfinite(v)] for m in models}
+    seeds = sorted_seeds({seed for per_seed in losses.values() for seed in per_seed})
+    finite = {m: [v for v in (as_float(losses[m].get(s)) for s in seeds) if math.isfinite(v)] for m in models}
     variances = [float(np.var(v, ddof=1)) for v in finite.values() if len(v) >= 2]
     within = math.sqrt(float(np.mean(variances))) if variances else None
     means = [float(np.mean(v)) for v in finite.values() if v]
@@ -678,10 +367,10 @@ def seed_separation(losses: Mapping[Hashable, Mapping[Hashable, float | None]],
         reasons.append(f"the architectures' means differ less than one architecture's seeds do "
                        f"(between/within {ratio:.2f} < 1)")
     return {
-        "within_seed_std": _plain(within),
-        "between_model_std": _plain(between),
-        "separation": _plain(ratio),
-        "noise_ceiling": _plain(mean_ceiling),
+        "within_seed_std": plain(within),
+        "between_model_std": plain(between),
+        "separation": plain(ratio),
+        "noise_ceiling": plain(mean_ceiling),
         "noise_ceiling_pairs": ceiling["pairs"] if ceiling else [],
         "noise_ceiling_spearman_brown": ceiling["spearman_brown"] if ceiling else None,
         "threshold": threshold,
@@ -701,7 +390,7 @@ def selection_optimism(scores: Sequence[float | None], sd: float, draws: int = 2
     choice adds; it matters where it approaches the seed spread ``sd``. Monte Carlo with a fixed ``seed``
     (deterministic); scores that are None or not finite (diverged rates) are left out; a single score has none.
     """
-    values = np.asarray([_as_float(v) for v in scores if v is not None], dtype=float)
+    values = np.asarray([as_float(v) for v in scores if v is not None], dtype=float)
     values = values[np.isfinite(values)]
     if sd < 0 or not math.isfinite(sd):
         raise ValueError(f"sd must be finite and non-negative, got {sd}")
@@ -709,42 +398,3 @@ def selection_optimism(scores: Sequence[float | None], sd: float, draws: int = 2
         return 0.0
     noise = np.random.default_rng(seed).standard_normal((draws, values.size)) * sd
     return float(values.min() - (values + noise).min(axis=1).mean())
-
-
-# ------------------------------------------------------------------------------------------ formatting
-
-
-def format_interval(ci: Sequence[float | None] | None, digits: int = 4) -> str:
-    """``[lo, hi]`` as ``"[-0.0123, +0.0045]"`` (signs always shown, so a Markdown table reads at a glance
-    whether the interval straddles 0), or ``"n/a"`` for a missing or undefined interval."""
-    if ci is None or len(ci) != 2:
-        return "n/a"
-    lo, hi = (_as_float(v) for v in ci)
-    if not (math.isfinite(lo) and math.isfinite(hi)):
-        return "n/a"
-    return f"[{lo:+.{digits}f}, {hi:+.{digits}f}]"
-
-
-__all__ = [
-    "POWER_THRESHOLD",
-    "UNDERPOWERED",
-    "VERDICT_HIGHER",
-    "VERDICT_LOWER",
-    "VERDICT_NO_COMMON_SEEDS",
-    "VERDICT_SINGLE_SEED",
-    "VERDICT_WITHIN_NOISE",
-    "bootstrap_rank_correlation",
-    "cluster_spread",
-    "clustered_proportion_interval",
-    "compare_rank_correlations",
-    "difference_of_means",
-    "format_interval",
-    "kendall",
-    "noise_ceiling",
-    "paired_difference",
-    "proportion_interval",
-    "seed_separation",
-    "seed_summary",
-    "selection_optimism",
-    "spearman",
-]

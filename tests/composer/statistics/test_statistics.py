@@ -1,4 +1,4 @@
-"""Evidence from per-seed results: intervals match the textbook formulas, verdicts say "within noise" when the
+"""Statistics of per-seed results: intervals match the textbook formulas, verdicts say "within noise" when the
 seeds cannot tell two architectures apart, and the vectorised bootstrap agrees with scipy row by row."""
 
 from __future__ import annotations
@@ -12,8 +12,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from composer import evidence
-from composer.evidence import (
+from composer.statistics import (
     VERDICT_HIGHER,
     VERDICT_LOWER,
     VERDICT_NO_COMMON_SEEDS,
@@ -28,6 +27,7 @@ from composer.evidence import (
     noise_ceiling,
     paired_difference,
     proportion_interval,
+    ranks,
     seed_summary,
     spearman,
 )
@@ -130,8 +130,8 @@ def test_vectorised_rank_correlations_equal_scipy_on_resampled_rows_with_ties():
     base_x, base_y = rng.normal(size=7), rng.normal(size=7)
     rows = rng.integers(0, 7, size=(6, 7))  # resampling with replacement: ties in both x and y
     x, y = base_x[rows], np.round(base_y[rows] + 0.3 * rng.normal(size=rows.shape), 1)
-    tau = evidence._rowwise_kendall(x, y)
-    rho = evidence._rowwise_spearman(x, y)
+    tau = ranks._rowwise_kendall(x, y)
+    rho = ranks._rowwise_spearman(x, y)
     for b in range(rows.shape[0]):
         assert len(set(x[b])) < 7  # the row really has ties
         assert tau[b] == pytest.approx(_slow_kendall_tau_b(x[b], y[b]))
@@ -142,15 +142,15 @@ def test_vectorised_rank_correlations_equal_scipy_on_resampled_rows_with_ties():
 def test_vectorised_kendall_chunks_give_the_same_answer(monkeypatch):
     rng = np.random.default_rng(4)
     x, y = rng.integers(0, 5, size=(50, 6)).astype(float), rng.normal(size=(50, 6))
-    whole = evidence._rowwise_kendall(x, y)
-    monkeypatch.setattr(evidence, "_CHUNK_ELEMENTS", 7 * 36)  # 7 rows per chunk
-    assert np.array_equal(evidence._rowwise_kendall(x, y), whole)
+    whole = ranks._rowwise_kendall(x, y)
+    monkeypatch.setattr(ranks, "CHUNK_ELEMENTS", 7 * 36)  # 7 rows per chunk
+    assert np.array_equal(ranks._rowwise_kendall(x, y), whole)
 
 
 def test_bootstrap_does_not_depend_on_the_chunk_size(monkeypatch):
     scores, losses = _random_case()
     whole = bootstrap_rank_correlation(scores, losses, n_boot=500, seed=3)
-    monkeypatch.setattr(evidence, "_CHUNK_ELEMENTS", 13 * 144)  # 13 replicates per chunk, the last one short
+    monkeypatch.setattr(ranks, "CHUNK_ELEMENTS", 13 * 144)  # 13 replicates per chunk, the last one short
     assert bootstrap_rank_correlation(scores, losses, n_boot=500, seed=3) == whole
 
 
@@ -322,7 +322,7 @@ def test_compare_rank_correlations_pairs_the_replicates():
 
 
 def test_seed_separation_compares_the_spread_within_models_with_the_spread_between_them():
-    from composer.evidence import seed_separation
+    from composer.statistics import seed_separation
 
     # three models whose means differ by 0.5 while each one's seeds differ by 0.02: decided
     clear = {"a": {0: 2.00, 1: 2.02}, "b": {0: 2.50, 1: 2.52}, "c": {0: 3.00, 1: 3.02}}
@@ -435,7 +435,7 @@ def test_the_clustered_interval_covers_where_wilson_over_the_queries_does_not():
 def test_selection_optimism_is_the_winners_curse_of_a_rate_grid():
     """Two tied rates: the minimum of two draws undercuts the truth by sd/sqrt(pi); a clear winner: nothing; a
     lone or diverged rate: nothing."""
-    from composer.evidence import selection_optimism
+    from composer.statistics import selection_optimism
 
     assert selection_optimism([2.0, 2.0], sd=0.03) == pytest.approx(0.03 / math.sqrt(math.pi), rel=0.02)
     assert selection_optimism([2.0, 2.5], sd=0.03) == pytest.approx(0.0, abs=1e-4)
