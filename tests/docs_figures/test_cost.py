@@ -1,5 +1,6 @@
 """The cost reports: layout-cost-cpu-2026-11-29.md, equal-cost-2026-11-29.md,
-cost-model-out-of-sample-2026-12-07.md and equal-cost-families-2026-12-07.md, against their results JSON.
+cost-model-out-of-sample-2026-12-07.md, equal-cost-families-2026-12-07.md and equal-cost-search-2026-12-07.md, against
+their results JSON.
 """
 
 from __future__ import annotations
@@ -435,3 +436,41 @@ def test_the_families_at_equal_cost():
         agree(printed, arms[name]["trained_recall"]["confirmation"]["value"], f"{name} copy gain")
     for name, arm in arms.items():  # the rate past the grid's edge was worse for every arm
         assert arm["edge"]["loss"] > arm["edge"]["chosen_loss"], name
+
+
+def test_the_equal_cost_search_against_the_families():
+    """The search's finalists and the answer's pairings as benchmarks/equal_cost_search.py wrote them, the pairings
+    recomputed from the per-seed losses of both JSON files, and the check that the two trained the same."""
+    text = doc("reports/equal-cost-search-2026-12-07.md")
+    data = results("equal_cost_search-2026-12-07.json")
+    families = results("equal_cost_families-2026-12-07.json")["arms"]
+    finalists = {row["pattern"]: row for row in data["search"]["finalists"]}
+    for cells in table(text, "| pattern | trained as"):
+        row = finalists[plain(cells[0]).split()[0]]
+        assert int(cells[2]) == (int(row["widths"].split(":d")[1]) if ":d" in row["widths"] else 192)
+        agree(cells[3].rstrip("M"), row["non_embedding_params"] / 1e6, f"{cells[0]} size")
+        assert plain(cells[4]) == f"{row['lr']:g}"
+        agree(cells[5], row["losses"]["0"], f"{cells[0]} loss")
+        agree(cells[6], row["probe_recall"], f"{cells[0]} probe recall")
+        assert plain(cells[7]) == ("yes" if row["eligible"] else "no")
+    answer = finalists[data["search"]["answer"]]
+    reference = finalists["SMSAMS"]["losses"]
+    assert reference == pytest.approx(families["nemotron-h"]["losses"], abs=1e-6)  # the same training
+    for cells in table(text, "| answer against"):
+        paired = paired_difference(answer["losses"], families[plain(cells[0])]["losses"])
+        agree(cells[1], paired["mean"], f"against {cells[0]}")
+        agree_all(numbers(cells[2]), list(paired["ci"]), f"against {cells[0]} interval")
+        assert plain(cells[3]) == paired["verdict"]
+    held = data["search"]["held_out"]
+    said = find(text, r"it is (NUM) \[(NUM), (NUM)\]: the same size".replace("NUM", r"[-+]?[0-9.]+"))
+    agree_all(list(said.groups()), [held["difference"], *held["ci"]], "held-out seeds")
+    model = data["answer_model"]
+    rows = {plain(cells[0]): cells[1] for cells in table(text, "| figure | answer over")}
+    figures = list(rows.values())
+    agree_all([f.rstrip("x") for f in figures[:4]], [model["deployed"]["ratio"]["decode"],
+                                                     model["deployed"]["ratio"]["train"],
+                                                     model["h200"]["ratio"]["decode"], model["h200"]["ratio"]["train"]],
+              "the answer's modeled cost")
+    over = answer["measured_cpu"]["over_best_known"]
+    agree_all([f.rstrip("x") for f in figures[4:6]], [over["decode_ms_per_token"]["1"]["1024"],
+                                                     over["train_tokens_per_s"]], "the answer's measured cost")
