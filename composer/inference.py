@@ -142,6 +142,7 @@ class DecodeStep:
     def __init__(self, model, compiled: Callable | None = None, path: str = EAGER) -> None:
         self.model = model
         self.path = path
+        self.failure: str | None = None  # why compiling failed ("TypeError: ..."), once it has
         self.compile_s: float | None = None
         self._compiled = compiled
         self._cuda_graphs = path == CUDA_GRAPHS
@@ -221,6 +222,7 @@ class DecodeStep:
         first_line = str(err).strip().splitlines()[0] if str(err).strip() else ""
         reason = f"{type(err).__name__}: {first_line}"[:200]
         warnings.warn(f"compiled decoding step failed, decoding eagerly: {reason}", RuntimeWarning, stacklevel=3)
+        self.failure = reason
         self.path = f"{EAGER} (compile failed: {reason})"
         self._compiled = None
         self._cuda_graphs = False

@@ -53,7 +53,10 @@ class _ShiftedTaps(torch.autograd.Function):
         if ctx.needs_input_grad[1]:
             total = taps.new_zeros(taps.shape, dtype=_accumulate_in(taps.dtype))
             for part, inputs in zip(_slices(grad), _slices(x)):
-                padded = F.pad(inputs, (0, 0, width - 1, 0))
+                # the products in float32 too (a no-op for float32 inputs): bf16 products, each rounded before the
+                # sum, put a tap's gradient up to 37 bf16 roundings from float32's, where F.conv1d's is within one
+                part = part.to(total.dtype)
+                padded = F.pad(inputs.to(total.dtype), (0, 0, width - 1, 0))
                 for i in range(width):
                     total[:, i] += (part * padded[:, i : i + seq]).sum((0, 1))
             grad_weight = total.to(weight.dtype).unsqueeze(1)

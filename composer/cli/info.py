@@ -39,7 +39,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         help="print the architecture in another engine's notation instead: megatron "
                              "(--hybrid-override-pattern and widths), hf (layer_types) or fla (attn layers)")
     old_spelling(parser, "--device", parser.add_argument(
-                        "--cost-device", dest="device", metavar="DEVICE",
+                        "--cost-device", dest="cost_device", metavar="DEVICE",
                         help="also predict training tokens/s and decode ms per token (batch 1 and 64, 4K context) "
                              "on DEVICE with the cost model (cpu, h100, h200: composer/costmodel/constants.json)"))
     old_spelling(parser, "--depth", parser.add_argument(
@@ -56,7 +56,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     arch, widths = resolve_spec(args.spec, args.preset, DEFAULT_WIDTHS)
-    args.cost_device = args.device  # info's --cost-device also says where --equal-cost is costed
     rule = equal_cost_of(args, own_device=False)
     equal = None  # the model grown to equal cost, when --equal-cost asks for one
     if rule is not None:
@@ -83,10 +82,10 @@ def run(args: argparse.Namespace) -> int:
         return 0
     stats = analyze(arch, seq_len=args.seq_len, cache_dtype_bytes=DTYPE_BYTES[args.cache_dtype])
     cost = None
-    if args.device is not None:
+    if args.cost_device is not None:  # also where --equal-cost is costed
         from composer.costmodel import serving_summary
 
-        cost = serving_summary(arch, args.device, train_seq_len=args.seq_len)
+        cost = serving_summary(arch, args.cost_device, train_seq_len=args.seq_len)
     if args.json:
         print_json({"preset": widths, **stats.to_dict(), **(cost_json(cost) if cost else {}),
                     **({"equal_cost": equal.cost, "grown": equal.how} if equal is not None else {}),

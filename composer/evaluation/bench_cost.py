@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import enum
 import math
 import os
 import platform
@@ -58,6 +59,7 @@ import torch
 
 from composer.accounting import DTYPE_BYTES, analyze
 from composer.config import ArchConfig
+from composer.inference import COMPILED_CPU
 from composer.precision import torch_dtype
 
 NOISY_SPREAD = 0.10  # a figure whose repeats spread more than this around their median is flagged noisy
@@ -398,42 +400,62 @@ def compiled_cpu_step(model, cache, ids: torch.Tensor, position: int, decoder) -
     return step
 
 
+class DecodeKind(enum.Enum):
+    """What runs a decode step; its value is how the record names it (``decode_path``, with the precision)."""
+
+    CUDA_GRAPH = "CUDA graph of the static decode step"
+    COMPILED_CPU = COMPILED_CPU  # the step compiled by Inductor (composer.inference.compile_decode_step)
+    EAGER = "eager InferenceCache"
+
+
 @dataclass
 class DecodePath:
-    """How decode steps run on this device: a CUDA graph of the static step, the step compiled by Inductor (CPU,
-    ``compile``), or eager; ``name`` goes into the record."""
+    """How decode steps run on this device: ``kind`` in ``dtype``; where the CUDA graph or the compiled step
+    could not be made, the eager step, with ``failure`` saying what failed and why. ``name`` (the record's
+    ``decode_path``) is derived from these fields, so it always says what ran: e.g. ``"eager InferenceCache, bf16
+    (CUDA graph capture failed: RuntimeError: ...)"``. Falling back is for good: a failed capture or compile is not
+    tried again at the next batch or context."""
 
-    graphs: bool
-    name: str
+    kind: DecodeKind
+    dtype: str
     failure: str | None = None
     decoder: Any = None  # the compiled step (composer.inference.DecodeStep) on the CPU with compile
+
+    @property
+    def name(self) -> str:
+        label = f"{self.kind.value}, {self.dtype}"
+        return label if self.failure is None else f"{label} ({self.failure})"
 
     @classmethod
     def for_device(cls, device: torch.device, dtype: str, compile: bool = False, model=None) -> DecodePath:
         if device.type == "cuda":
-            return cls(True, f"CUDA graph of the static decode step ({dtype})")
+            return cls(DecodeKind.CUDA_GRAPH, dtype)
         if compile and model is not None:
-            from composer.inference import COMPILED_CPU, compile_decode_step
+            from composer.inference import compile_decode_step
 
-            return cls(False, f"{COMPILED_CPU}, {dtype}", decoder=compile_decode_step(model))
-        return cls(False, f"eager InferenceCache, {dtype}")
+            return cls(DecodeKind.COMPILED_CPU, dtype, decoder=compile_decode_step(model))
+        return cls(DecodeKind.EAGER, dtype)
 
     def build(self, model, cache, ids: torch.Tensor, position: int) -> Callable[[], torch.Tensor]:
-        if self.decoder is not None:
+        """A replayable decode step at ``position`` by this path, falling back to eager (and saying so) where its
+        CUDA graph cannot be captured or its compiled step fell back on its first call."""
+        if self.kind is DecodeKind.COMPILED_CPU:
             step = compiled_cpu_step(model, cache, ids, position, self.decoder)
-            if not self.decoder.compiled:  # it fell back: the record says so
-                self.name = f"{self.decoder.path}, {self.name.rsplit(', ', 1)[-1]}"
-                self.decoder = None
-            return step
-        if self.graphs and self.failure is None:
+            if self.decoder.compiled:
+                return step
+            self._fall_back(f"compile failed: {self.decoder.failure}")
+        elif self.kind is DecodeKind.CUDA_GRAPH:
             try:
                 return cuda_graph_step(model, cache, ids, position)
             except Exception as err:  # noqa: BLE001 (a step that cannot be captured is served eagerly, and said so)
-                self.failure = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"[:200]
-                self.name = self.name.replace("CUDA graph of the decode step", "eager InferenceCache") + (
-                    f" (CUDA graph capture failed: {self.failure})")
-                cache.pos = position
+                reason = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"[:200]
+                self._fall_back(f"CUDA graph capture failed: {reason}")
         return eager_step(model, cache, ids, position)
+
+    def _fall_back(self, failure: str) -> None:
+        """Eager from now on, ``failure`` saying why (the compiled step's own eager fallback is not used: the eager
+        path every device measures is the one the label names)."""
+        self.kind, self.failure, self.decoder = DecodeKind.EAGER, failure, None
 
 
 @torch.no_grad()
@@ -553,6 +575,7 @@ __all__ = [
     "NOISY_SPREAD",
     "WARMUP",
     "CostGrid",
+    "DecodeKind",
     "DecodePath",
     "cpu_allocation_peak",
     "cuda_graph_step",

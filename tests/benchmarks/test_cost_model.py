@@ -5,10 +5,21 @@ from __future__ import annotations
 
 import json
 import shutil
+import statistics
 
 import pytest
 
-from composer.costmodel import TABLE_PATH, Counts, fit_nonnegative, load_table, predicted_s, step_work
+from composer.costmodel import (
+    TABLE_PATH,
+    Counts,
+    fit_nonnegative,
+    load_table,
+    predict_decode,
+    predict_prefill,
+    predict_train,
+    predicted_s,
+    step_work,
+)
 from composer.costmodel.calibration.cases import FIT_SHAPES, KEYS, VALIDATION, development_cases
 from composer.costmodel.calibration.gpu_runs import GPU_GROUPINGS, GPU_RESULTS, gpu_cases, gpu_observations
 from composer.costmodel.calibration.leave_one_out import gpu_rows
@@ -36,6 +47,11 @@ def test_quick_fit_writes_the_cpu_constants_with_their_source_then_validate_pred
     assert {t["key"] for t in results["timings"]} == {"A", "M", "head"}
     table = load_table(table_copy)
     cpu = table.device("cpu")
+    for phase, keys in results["constants"]["efficiency"].items():  # the fit's figures, as fitted, in the table
+        for key, value in keys.items():  # None: no time could be given to that key, its efficiency is kept
+            assert value is None or cpu.efficiency[phase][key].value == pytest.approx(value, rel=1e-12), (phase, key)
+    for phase, value in results["constants"]["op_cost_s"].items():
+        assert cpu.op_cost_s[phase].value == pytest.approx(value, rel=1e-12), phase
     fitted = table.sources[cpu.efficiency["train"]["M"].source]
     assert fitted["kind"] == "fitted" and fitted["status"] == "provisional"
     assert fitted["results"].endswith(next(out.glob("cost_model_fit-*.json")).name) and "--quick" in fitted["command"]
@@ -48,9 +64,37 @@ def test_quick_fit_writes_the_cpu_constants_with_their_source_then_validate_pred
     assert script.main(["validate", "--device", "cpu", "--quick", "--table", str(table_copy), "--out", str(out)]) == 0
     validation = json.loads(next(out.glob("cost_model_validation-*.json")).read_text())
     assert all(row["n_layers"] > 1 for row in validation["rows"])  # whole models: never what the fit ran
-    for row in validation["rows"]:
-        assert row["train_tokens_per_s"] > 0 and row["train_tokens_per_s_predicted"] > 0
-        assert row["decode_ms_per_token"] > 0 and row["decode_ms_per_token_predicted"] > 0
+    fitted = load_table(table_copy)
+    for row in validation["rows"]:  # each figure is the fitted table's at the shape measured, the error their ratio
+        arch, (batch, seq) = arch_for(row["preset"], row["pattern"]), row["train_shape"]
+        decoded_after = row["context"] + len(row["decode_step_s"]) // 2  # the middle of the steps timed
+        predicted = {
+            "train_tokens_per_s": predict_train(arch, "cpu", batch=batch, seq_len=seq, table=fitted).tokens_per_s,
+            "prefill_tokens_per_s": predict_prefill(arch, "cpu", seq_len=row["context"], table=fitted).tokens_per_s,
+            "decode_ms_per_token": predict_decode(arch, "cpu", context=decoded_after, table=fitted).ms_per_token}
+        measured = {"train_tokens_per_s": batch * seq / statistics.median(row["train_step_s"]),
+                    "decode_ms_per_token": 1e3 * statistics.median(row["decode_step_s"])}
+        for figure, value in predicted.items():
+            assert row[f"{figure}_predicted"] == pytest.approx(value, rel=1e-9), (row["pattern"], figure)
+            assert row["error"][figure] == pytest.approx(value / row[figure] - 1, rel=1e-9)
+        for figure, value in measured.items():
+            assert row[figure] == pytest.approx(value, rel=1e-9), (row["pattern"], figure)
+    # what any fit must keep (its constants non-negative, every key costed): a stack twice as deep costs more in
+    # every phase; attention's decode grows with the context its cache holds, S's fixed state does not
+    for pattern in ("AMSDWM", "(AM)x2"):
+        one, two = arch_for("tiny:d96", pattern), arch_for("tiny:d96", f"({pattern})x2")
+        assert predict_train(two, "cpu", batch=2, seq_len=32, table=fitted).seconds > predict_train(
+            one, "cpu", batch=2, seq_len=32, table=fitted).seconds
+        for phase in (predict_prefill, predict_decode):
+            length = {"seq_len": 32} if phase is predict_prefill else {"context": 32}
+            assert phase(two, "cpu", table=fitted, **length).seconds > phase(one, "cpu", table=fitted, **length).seconds
+    attention, state = arch_for("tiny:d96", "(AM)x2"), arch_for("tiny:d96", "(SM)x2")
+
+    def decode_ms(arch, context):
+        return predict_decode(arch, "cpu", context=context, table=fitted).ms_per_token
+
+    assert decode_ms(attention, 16) < decode_ms(attention, 256) < decode_ms(attention, 1024)
+    assert decode_ms(state, 16) == decode_ms(state, 256) == decode_ms(state, 1024)
     assert validation["errors"]["train_tokens_per_s"]["n"] == len(validation["rows"])
     assert validation["cpu_constants_digest"] == results["cpu_constants_digest"]  # the fit as written, validated
     assert validation["fit_source"]["id"] == cpu.efficiency["train"]["M"].source

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import copy
 import math
+from collections.abc import Callable
 
 import pytest
 import torch
@@ -35,3 +37,28 @@ def naive_attention_reference(module: GroupedQueryAttention, x: torch.Tensor) ->
 def naive_attention():
     """The reference above, as a fixture so that test modules (imported with importlib) share one copy."""
     return naive_attention_reference
+
+
+def float64_parity(module: torch.nn.Module, run_reference: Callable, x: torch.Tensor, values_tol: float = 1e-4,
+                   grads_tol: float = 1e-3) -> None:
+    """``module`` (float32) on ``x`` against ``run_reference(copy, x)``, a reference computation in float64 on a
+    float64 copy of ``module`` (same weights): the output within ``values_tol``, and, for one random output
+    gradient, the gradients of the input and of every parameter within ``grads_tol`` (relative and absolute)."""
+    reference = copy.deepcopy(module).double()
+    x = x.detach().requires_grad_()
+    x_ref = x.detach().double().requires_grad_()
+    y, y_ref = module(x), run_reference(reference, x_ref)
+    torch.testing.assert_close(y, y_ref.float(), rtol=values_tol, atol=values_tol)
+    grad = torch.randn_like(y)
+    names = ["input", *(name for name, _ in module.named_parameters())]
+    grads = torch.autograd.grad(y, [x, *module.parameters()], grad)
+    grads_ref = torch.autograd.grad(y_ref, [x_ref, *reference.parameters()], grad.double())
+    for name, g, g_ref in zip(names, grads, grads_ref, strict=True):
+        torch.testing.assert_close(g, g_ref.float(), rtol=grads_tol, atol=grads_tol,
+                                   msg=lambda message, name=name: f"{name}: {message}")
+
+
+@pytest.fixture
+def parity_in_float64():
+    """:func:`float64_parity`, as a fixture so that test modules (imported with importlib) share one copy."""
+    return float64_parity

@@ -164,6 +164,83 @@ def test_layer_equals_fla_style_reference(options):
         torch.testing.assert_close(module(x), fla_style_reference(module, x), rtol=1e-10, atol=1e-10)
 
 
+def test_layer_gradcheck_over_the_input_and_every_parameter():
+    """The whole layer's backward (the joined projections and convolutions, the short convolution's taps, the
+    gates, the WY solve's hand-written backward, the gated norm) against finite differences in float64, over two
+    chunks: the input's gradient and every parameter's (about 200 numbers, 1 s of one core)."""
+    torch.manual_seed(0)
+    module = layer(torch.float64, d_model=6, head_dim=2, expand_v=1, conv_size=2, chunk_size=3,
+                   allow_neg_eigval=True)
+    names = [name for name, _ in module.named_parameters()]
+    params = [p.detach().clone().requires_grad_() for p in module.parameters()]
+    x = torch.randn(1, 5, 6, dtype=torch.float64, requires_grad=True)
+
+    def run(x, *weights):
+        return torch.func.functional_call(module, dict(zip(names, weights, strict=True)), (x,))
+
+    assert torch.autograd.gradcheck(run, (x, *params))
+
+
+def test_the_cpu_path_at_a_realistic_length_matches_the_reference_values_and_gradients(parity_in_float64):
+    """What the CUDA test checks of fla's kernel, on the CPU path: 200 tokens (four chunks of 64, the last padded),
+    float32, against the step-by-step reference in float64 (same weights): the output and the gradients of the input
+    and of every parameter."""
+    torch.manual_seed(0)
+    module = GatedDeltaNet(GatedDeltaNetConfig(d_model=64, n_heads=2, head_dim=16, backend="torch"))
+    module.reset_parameters(InitScheme(std=0.1, n_layers=2))
+    parity_in_float64(module, fla_style_reference, torch.randn(2, 200, 64))
+
+
+def tensors_kept(module: torch.nn.Module) -> list[str]:
+    """Tensors a module and its submodules hold outside their parameters and buffers (attributes, and tensors in
+    dicts, lists and tuples among them)."""
+    kept = []
+    for prefix, sub in module.named_modules():
+        for name, value in vars(sub).items():
+            if name in ("_parameters", "_buffers", "_modules"):
+                continue
+            stack = [value]
+            while stack:
+                item = stack.pop()
+                if isinstance(item, torch.Tensor):
+                    kept.append(f"{prefix}.{name}" if prefix else name)
+                elif isinstance(item, dict):
+                    stack += item.values()
+                elif isinstance(item, (list, tuple)):
+                    stack += item
+    return kept
+
+
+def test_inference_keeps_no_copy_of_the_weights():
+    """The projections and convolutions are joined at each call: after no-grad calls (a forward, a prompt and a
+    decoding step) the layer holds nothing beside its parameters (a join kept between calls held three quarters of
+    its weights a second time)."""
+    module = layer().eval()
+    x = torch.randn(1, 5, 16)
+    cache = module.init_cache(1, 8)
+    with torch.no_grad():
+        module(x)
+        module.forward_cached(x[:, :4], cache, start_pos=0)
+        module.decode_step(x[:, 4:], cache, torch.tensor(4))
+    assert tensors_kept(module) == []
+
+
+def test_a_weight_changed_in_place_is_what_the_next_no_grad_call_uses():
+    """An optimizer step or ``load_state_dict`` changes a weight in place (same tensor and data pointer, a new
+    version): the next inference call computes with the new values, as a fresh layer with them does."""
+    module = layer().eval()
+    x = torch.randn(1, 5, 16)
+    with torch.no_grad():
+        module(x)
+        for weight in (module.k_proj.weight, module.v_conv1d.weight):
+            pointer = weight.data_ptr()
+            weight.mul_(1.5)
+            assert weight.data_ptr() == pointer
+            fresh = layer()
+            fresh.load_state_dict(module.state_dict())
+            torch.testing.assert_close(module(x), fresh(x), rtol=0, atol=0)
+
+
 def test_layer_shape_dtype_and_causality_across_chunks():
     module = layer().eval()
     x = torch.randn(2, 19, 16)

@@ -97,17 +97,51 @@ def test_chunked_scan_in_float32_matches_float64():
     torch.testing.assert_close(y.double(), expected, rtol=1e-4, atol=1e-4)
 
 
-def test_scan_gradcheck():
-    inputs = {
-        k: v.requires_grad_()
-        for k, v in ssd_inputs(batch=1, seq=6, heads=2, head_dim=2, groups=1, d_state=3).items()
-    }
+def scan_of(inputs: dict[str, torch.Tensor], **kwargs):
+    """``ssd_chunked`` as a function of ``inputs``' tensors in order (what gradcheck perturbs)."""
     names = list(inputs)
+    return lambda *tensors: ssd_chunked(**dict(zip(names, tensors, strict=True)), **kwargs)
 
-    def scan(*tensors):
-        return ssd_chunked(**dict(zip(names, tensors)), chunk_size=4)
 
-    assert torch.autograd.gradcheck(scan, tuple(inputs.values()))
+def test_scan_gradcheck():
+    inputs = ssd_inputs(batch=1, seq=6, heads=2, head_dim=2, groups=1, d_state=3)
+    tensors = [t.requires_grad_() for t in inputs.values()]
+    assert torch.autograd.gradcheck(scan_of(inputs, chunk_size=4), tensors)
+
+
+@pytest.mark.parametrize("heads_per_group", [1, 3], ids=["n_groups-equals-n_heads", "grouped"])
+def test_decayed_scores_gradcheck(heads_per_group):
+    """The SSD scores' hand-written backward (``_DecayedScores``) against finite differences in both of its
+    branches: one head per B/C group (``C B^T``'s gradient is that head's) and several heads sharing a group's
+    ``C B^T`` (its gradient summed over them). Inputs as the scan makes them: ``[batch, groups, 1, chunks, q, q]``
+    scores, decreasing cumulative log decays ``[batch, groups, heads_per_group, chunks, q]``."""
+    cb = torch.randn(1, 2, 1, 2, 3, 3, dtype=torch.float64, requires_grad=True)
+    a_cum = (-2 * torch.rand(1, 2, heads_per_group, 2, 3, dtype=torch.float64)).cumsum(-1).requires_grad_()
+    scores = mamba2._DecayedScores.apply(cb, a_cum)
+    torch.testing.assert_close(scores, cb * mamba2._intra_chunk_decay(a_cum), rtol=0, atol=0)
+    assert torch.autograd.gradcheck(mamba2._DecayedScores.apply, (cb, a_cum))
+
+
+@pytest.mark.parametrize("groups", [2, 1], ids=["n_groups-equals-n_heads", "grouped"])
+def test_scan_gradcheck_from_an_initial_state_over_several_chunks(groups):
+    """Three chunks of 4 (the last padded by 3), entered with a state: the initial state's gradient passes through
+    every chunk-to-chunk step (it decays through each chunk and is read by every position), and the final state's
+    gradient flows back into every input."""
+    inputs = ssd_inputs(batch=1, seq=9, heads=2, head_dim=2, groups=groups, d_state=2)
+    inputs["initial_state"] = torch.randn(1, 2, 2, 2, dtype=torch.float64)
+    tensors = [t.requires_grad_() for t in inputs.values()]
+    assert torch.autograd.gradcheck(scan_of(inputs, chunk_size=4, return_final_state=True), tensors)
+
+
+def test_scan_gradcheck_in_slices_of_the_batch(monkeypatch):
+    """The CPU runs the scan a slice of the batch at a time (``_CPU_SCAN_BLOCK_BYTES``); under autograd the slices'
+    gradients must reach each sequence's inputs and add up on the shared ``A`` and ``D``."""
+    monkeypatch.setattr(mamba2, "_CPU_SCAN_BLOCK_BYTES", 1)  # one sequence per slice
+    inputs = ssd_inputs(batch=3, seq=5, heads=2, head_dim=1, groups=1, d_state=2)
+    inputs["initial_state"] = torch.randn(3, 2, 1, 2, dtype=torch.float64)
+    assert mamba2.cpu_scan_slices(3, 5, 2, 4, torch.float64) == 3
+    tensors = [t.requires_grad_() for t in inputs.values()]
+    assert torch.autograd.gradcheck(scan_of(inputs, chunk_size=4, return_final_state=True), tensors)
 
 
 def test_block_gradcheck():
@@ -142,15 +176,15 @@ def test_block_output_does_not_depend_on_chunk_size():
         torch.testing.assert_close(module(x), reference(x), rtol=1e-10, atol=1e-10)
 
 
-def test_block_matches_an_unfused_reimplementation():
-    """The layer is the reference Mamba-2 block: recompute it step by step from its own parameters."""
-    module = block(torch.float64, n_groups=2)
+def unfused_block(module: Mamba2, u: torch.Tensor) -> torch.Tensor:
+    """The reference Mamba-2 block recomputed step by step from ``module``'s own parameters: separate ops, a plain
+    ``conv1d`` and the token-by-token recurrence."""
     c = module.config
-    u = torch.randn(2, 9, 16, dtype=torch.float64)
+    seq = u.shape[1]
     z, xbc, dt = module.in_proj(u).split([c.d_inner, c.conv_dim, c.n_heads], dim=-1)
     conv = torch.nn.functional.conv1d(
         xbc.transpose(1, 2), module.conv1d.weight, module.conv1d.bias, padding=c.d_conv - 1, groups=c.conv_dim
-    )[..., :9]
+    )[..., :seq]
     xbc = torch.nn.functional.silu(conv.transpose(1, 2))
     x, B, C = xbc.split([c.d_inner, c.n_groups * c.d_state, c.n_groups * c.d_state], dim=-1)
     y = ssd_recurrent_reference(
@@ -163,8 +197,27 @@ def test_block_matches_an_unfused_reimplementation():
     ).flatten(-2)
     gated = (y * torch.nn.functional.silu(z)).unflatten(-1, (c.n_groups, -1))
     normed = gated / torch.sqrt(gated.square().mean(-1, keepdim=True) + c.norm_eps)
-    expected = module.out_proj(normed.flatten(-2) * module.norm.weight)
-    torch.testing.assert_close(module(u), expected, rtol=1e-10, atol=1e-10)
+    return module.out_proj(normed.flatten(-2) * module.norm.weight)
+
+
+def test_block_matches_an_unfused_reimplementation():
+    """The layer is the reference Mamba-2 block: recompute it step by step from its own parameters."""
+    module = block(torch.float64, n_groups=2)
+    u = torch.randn(2, 9, 16, dtype=torch.float64)
+    torch.testing.assert_close(module(u), unfused_block(module, u), rtol=1e-10, atol=1e-10)
+
+
+def test_the_cpu_path_at_a_realistic_length_matches_the_reference_values_and_gradients(parity_in_float64):
+    """What the CUDA test checks of the kernels, on the CPU path: 200 tokens (four chunks of 64, the last padded),
+    a batch of 4 that the scan and the short convolution each run in two slices, float32, against the unfused
+    block in float64 (same weights): the output and the gradients of the input and of every parameter."""
+    torch.manual_seed(0)
+    module = Mamba2(Mamba2Config(d_model=64, d_state=16, head_dim=16, n_groups=2, backend="torch"))
+    module.reset_parameters(InitScheme(std=0.1, n_layers=2))
+    c = module.config
+    assert mamba2.cpu_scan_slices(4, 200, c.n_heads, c.chunk_size) == 2
+    assert mamba2.conv_batch_slices(4, 200, c.conv_dim, 4) == 2
+    parity_in_float64(module, unfused_block, torch.randn(4, 200, 64))
 
 
 def test_param_count_and_no_weight_decay_names():

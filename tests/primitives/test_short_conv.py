@@ -57,6 +57,33 @@ def test_bf16_sums_in_fp32_as_conv1d_does():
     torch.testing.assert_close(out.double(), exact, rtol=2e-2, atol=2e-2)
 
 
+BF16_ROUNDING = 2**-8  # bf16 keeps 8 significant bits: rounding to it moves a value by at most 2^-8 of itself
+
+
+def test_bf16_backward_is_float32s_rounded_once(monkeypatch):
+    """The search trains in bf16 on a CPU that computes it: the taps' bf16 gradients (input, weight, bias) must be
+    float32's gradients of the same (bf16) numbers rounded once to bf16, as F.conv1d's are: within 2^-8 of each
+    value, plus float32's own summation error (``atol``, 1e-5 of the largest). Found 37 roundings off in the weight's
+    gradient when its products were rounded to bf16 before the sum. 4 x 200 tokens, two slices of the batch."""
+    from primitives import short_conv
+
+    torch.manual_seed(0)
+    x, weight, bias = torch.randn(4, 200, 32), torch.randn(32, 1, 4) / 2, torch.randn(32)
+    grad = torch.randn(4, 200, 32).bfloat16()
+    monkeypatch.setattr(short_conv, "_CPU_BLOCK_BYTES", 2 * 200 * 32 * 2)  # two sequences a slice
+    assert short_conv.cpu_batch_slices(4, 200, 32, 2) == 2
+    results = {}
+    for dtype, conv in ((torch.bfloat16, causal_depthwise_conv1d), (torch.float32, reference_conv1d)):
+        inputs = [t.bfloat16().to(dtype).requires_grad_() for t in (x, weight, bias)]
+        out = conv(*inputs)
+        results[dtype] = [out, *torch.autograd.grad(out, inputs, grad.to(dtype))]
+    for name, got, want in zip(("output", "input", "weight", "bias"), results[torch.bfloat16],
+                               results[torch.float32], strict=True):
+        assert got.dtype == torch.bfloat16, name
+        torch.testing.assert_close(got.float(), want, rtol=BF16_ROUNDING, atol=1e-5 * want.abs().max().item(),
+                                   msg=lambda message, name=name: f"{name}: {message}")
+
+
 @pytest.mark.parametrize("steps", [[1] * 7, [3, 1, 1, 2]])
 def test_decode_steps_continue_the_whole_sequence(steps):
     torch.manual_seed(0)

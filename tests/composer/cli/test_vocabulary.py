@@ -62,11 +62,32 @@ def test_the_table_names_no_command_without_its_flag():
     assert not untrue, untrue
 
 
+def _names_of_one_meaning(parsers: dict[str, argparse.ArgumentParser]) -> list[str]:
+    """Flags that set what another offered flag sets, read from the parsers (what a flag does is the attribute it
+    stores into, its ``dest``): two offered names on one ``dest`` of a command (``add_argument("--target", "--to")``,
+    or two actions on one ``dest``), or a flag that stores into the attribute another offered flag is named for (an
+    ``extrapolate --to`` storing into ``target``, the ``--target`` of the other commands). A free-text meaning in
+    the table cannot tell two names for one meaning apart: these can."""
+    offered = {flag for parser in parsers.values() for flag in _visible(parser)}
+    named_for = {flag.lstrip("-").replace("-", "_"): flag for flag in offered}
+    found = []
+    for command, parser in parsers.items():
+        by_dest = defaultdict(list)
+        for flag, action in _visible(parser).items():
+            by_dest[action.dest].append(flag)
+        for dest, flags in by_dest.items():
+            owner = named_for.get(dest)
+            if len(flags) > 1:
+                found.append(f"composer {command}: {', '.join(sorted(flags))} each set {dest!r}")
+            elif owner is not None and owner != flags[0]:
+                found.append(f"composer {command} {flags[0]} sets {dest!r}, what {owner} sets")
+    return found
+
+
 def test_one_name_one_meaning_and_one_meaning_one_name():
     names = Counter(term.flag for term in TERMS)
-    meanings = Counter(term.meaning for term in TERMS)
     assert [name for name, n in names.items() if n > 1] == []
-    assert [meaning for meaning, n in meanings.items() if n > 1] == []
+    assert _names_of_one_meaning(_parsers()) == []
     # what one flag takes in each command: a switch in one and a value in another is two meanings
     # even where the table was not edited (hybridize's --search was a switch and transfer's a directory)
     kinds = defaultdict(set)
@@ -74,6 +95,26 @@ def test_one_name_one_meaning_and_one_meaning_one_name():
         for flag, action in _visible(parser).items():
             kinds[flag].add("a switch" if action.nargs == 0 else "takes a value")
     assert {flag: kind for flag, kind in kinds.items() if len(kind) > 1} == {}
+
+
+def test_two_names_for_one_meaning_are_found_in_the_parsers():
+    """The check above, on a parser given a second name for a meaning: in the same command, in another command, and
+    as a second spelling on one action."""
+
+    def with_flags(*added) -> dict[str, argparse.ArgumentParser]:
+        parsers = _parsers()
+        for command, args, dest in added:
+            parsers[command].add_argument(*args, dest=dest)
+        return parsers
+
+    assert _names_of_one_meaning(with_flags(("train", ["--pattern"], "arch"))) == [
+        "composer train: --arch, --pattern each set 'arch'"]
+    assert _names_of_one_meaning(with_flags(("extrapolate", ["--grow-to"], "target"))) == [
+        "composer extrapolate: --grow-to, --target each set 'target'"]
+    assert _names_of_one_meaning(with_flags(("info", ["--grow-to"], "target"))) == [
+        "composer info --grow-to sets 'target', what --target sets"]
+    assert _names_of_one_meaning(with_flags(("eval", ["--hardware", "--on"], "on"))) == [
+        "composer eval: --hardware, --on each set 'on'"]
 
 
 # the names issue 61 found for one meaning: the first is the name, the others must not be offered by any --help

@@ -11,6 +11,7 @@ from composer.evaluation import bench_cost
 from composer.evaluation.bench_cost import (
     CPU_MEMORY_METHOD,
     CostGrid,
+    DecodeKind,
     DecodePath,
     cpu_allocation_peak,
     figure,
@@ -120,10 +121,55 @@ def test_the_large_batch_is_halved_until_its_cache_takes_a_quarter_of_the_free_m
                                        "noisy": True, "values": [3.0, 1.0, 2.0]}
 
 
+def test_each_device_names_the_decode_path_it_runs():
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    assert DecodePath.for_device(cpu, "fp32").name == "eager InferenceCache, fp32"
+    assert DecodePath.for_device(cuda, "bf16").name == "CUDA graph of the static decode step, bf16"
+    assert DecodePath.for_device(cuda, "bf16").kind is DecodeKind.CUDA_GRAPH  # nothing touches the device yet
+
+
+def test_a_failed_cuda_graph_capture_is_measured_eagerly_and_named_so(monkeypatch):
+    """Where the CUDA graph cannot be captured the step runs eagerly, the record's label says so and why, and the
+    capture is not tried again at the next batch or context. On the CPU: the capture's failure is staged."""
+    captures = []
+
+    def capture_fails(model, cache, ids, position):
+        captures.append(position)
+        raise RuntimeError("operation not permitted when stream is capturing\nsecond line")
+
+    monkeypatch.setattr(bench_cost, "cuda_graph_step", capture_fails)
+    model = build_model(TINY).eval()
+    path = DecodePath.for_device(torch.device("cuda"), "fp32")
+    for context in (16, 32):
+        value, _ = measure_decode_step(model, 1, context, GRID, torch.device("cpu"), path, "fp32", profile=False)
+        assert value["median"] > 0
+    assert captures == [16]
+    assert path.kind is DecodeKind.EAGER
+    assert path.name == ("eager InferenceCache, fp32 (CUDA graph capture failed: RuntimeError: operation not "
+                         "permitted when stream is capturing)")
+
+
+def test_a_compiled_step_that_falls_back_is_measured_eagerly_and_named_so():
+    """The CPU's compiled step (``compile_decode``) whose compilation fails: eager from then on, the label naming
+    the failure (a stand-in compiler that raises, as Inductor does without a C++ compiler)."""
+    from composer.inference import COMPILED_CPU, DecodeStep
+
+    def no_compiler(*args):
+        raise OSError("no C++ compiler found")
+
+    model = build_model(TINY).eval()
+    path = DecodePath(DecodeKind.COMPILED_CPU, "fp32", decoder=DecodeStep(model, no_compiler, COMPILED_CPU))
+    assert path.name == "compiled (inductor, cpu), fp32"
+    with pytest.warns(RuntimeWarning, match="decoding eagerly"):
+        measure_decode_step(model, 1, 16, GRID, torch.device("cpu"), path, "fp32", profile=False)
+    assert path.kind is DecodeKind.EAGER and path.decoder is None
+    assert path.name == "eager InferenceCache, fp32 (compile failed: OSError: no C++ compiler found)"
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="the CUDA-graph decode path needs a CUDA device")
 def test_on_cuda_the_decode_step_is_a_cuda_graph_and_memory_is_the_allocators():
     record = measure_cost(TINY, GRID, "cuda")
     assert record["device"] == "cuda" and record["dtype"] == "bf16"
-    assert record["decode_path"].startswith("CUDA graph of the decode step"), record["decode_path"]
+    assert record["decode_path"] == DecodePath(DecodeKind.CUDA_GRAPH, "bf16").name, record["decode_path"]
     assert record["peak_memory_bytes"]["method"].startswith("cuda: torch.cuda.max_memory_allocated")
     assert record["peak_memory_bytes"]["decode"] > 0 and record["train_tokens_per_s"]["batch"] == 2
