@@ -65,11 +65,10 @@ class Arm:
 
     def model(self, target: str = TARGET, depth: int | None = None) -> tuple[str, str]:
         """``(layout, widths)`` of this arm at ``target`` (``depth`` overrides the arm's, for another scale)."""
-        from search.growth import model_at_target
+        from search.growth import grow
 
-        layout, widths, _ = model_at_target(self.fit, target, self.family, self.attention,
-                                            self.depth if depth is None else depth)
-        return layout, widths
+        grown = grow(self.fit, target, self.family, self.attention, self.depth if depth is None else depth)
+        return grown.layout, grown.widths
 
 
 def answer_with_mlp(depth: int) -> str:

@@ -50,8 +50,8 @@ def costed(pattern: str, known: str | None, growth, target: str, scale: str, sca
     """The pattern's models at the target (CPU, modeled) and at the scale (H200, modeled)."""
     from search.cost import keeps_every_token
 
-    at_target = growth.arch(pattern, target, known)
-    at_scale = scale_growth.arch(pattern, scale, known)
+    at_target = growth.grow(pattern, target, known).arch
+    at_scale = scale_growth.grow(pattern, scale, known).arch
     return {
         "pattern": pattern,
         "known": known,

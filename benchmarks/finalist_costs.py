@@ -2,7 +2,7 @@
 at one target, and predicted by the cost model for the devices and sizes they will train and serve at.
 
 For each entry (``NAME:PATTERN`` for a published family, which enters the target in its own layout at the
-closest size, ``search.growth.layout_at_target``; ``PATTERN:keep`` grows a new pattern with its attention layers
+closest size, ``search.growth.grow``; ``PATTERN:keep`` grows a new pattern with its attention layers
 kept, as ``composer search --attention-at-target keep``; a bare pattern is stacked; ``ENTRY@N`` or
 ``ENTRY@FAMILY`` grows it to N layers, or the family's own depth, by width, as ``--depth-at-target`` does):
 
@@ -68,14 +68,13 @@ def parse_prediction(text: str) -> tuple[str, str]:
 
 def model_at(entry: str, preset: str):
     """The architecture ``entry`` becomes at ``preset`` and how it was made. ``ENTRY@DEPTH`` grows it to that many
-    layers (or a family's own depth at ``preset``) by width (``search.growth.model_at_target``)."""
-    from composer.presets import get_preset
-    from search.growth import depth_at_target, model_at_target
+    layers (or a family's own depth at ``preset``) by width (``search.growth.grow``)."""
+    from search.growth import depth_at_target, grow
 
     text, _, depth = entry.partition("@")
     name, pattern, rule = parse_entry(text)
-    grown, widths, how = model_at_target(pattern, preset, name, rule, depth_at_target(depth or None, preset))
-    return name, pattern, get_preset(widths).arch.with_pattern(grown), how
+    grown = grow(pattern, preset, name, rule, depth_at_target(depth or None, preset))
+    return name, pattern, grown.arch, grown.how
 
 
 def measure(entries: list[str], target: str, seq_len: int = 128, measured: bool = True,

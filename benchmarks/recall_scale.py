@@ -10,7 +10,7 @@ measures on the trained model) under a time limit, one seed, one named rate:
   layout, Llama's (stacked to the same size) and the attention-free ``SDDMDM:repeat``.
 * **b. Scale**: ``llama-350m`` widths, 2,048-token sequences, bf16, eager, the same 10M tokens for each of the
   answer grown with its attention kept, Nemotron-H's, Llama's and Samba's own layouts (each at the size of the
-  stacked answer, ``search.growth.layout_at_target``); tokens/s and MFU from ``composer train``'s summary, the
+  stacked answer, ``search.growth.grow``); tokens/s and MFU from ``composer train``'s summary, the
   cache of one 32K-token sequence from ``composer.accounting``.
 
 Before it starts it prints the plan: every model's tokens and its estimated seconds (:func:`estimate`), and which

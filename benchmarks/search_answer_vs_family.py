@@ -6,7 +6,7 @@ in ``AMSD``. A comparison trained apart (``composer pipeline``, its own rate swe
 with the search's runs. This script trains the family the way the search trains a known layout, through the
 search's own training call and settings (read from the search's ``config.json``):
 
-- every rung at the target's size, in the family's own layout there (``search.growth.layout_at_target``): the
+- every rung at the target's size, in the family's own layout there (``search.growth.grow``): the
   ``cpu`` ladder's rung 1 (two rates, 125K tokens, the better rate's trunk kept) and rung 2 (that trunk continued
   to 500K tokens), at the search's seed;
 - the confirmation's further seeds (``--confirm-seeds``: from scratch, at the rate the last rung scored it at,
@@ -130,6 +130,7 @@ def rate_past_edge(config, fit: str, path: Path, threads: int, *, known: dict[st
     import torch
 
     from search.evaluators import make_evaluator
+    from search.growth import Growth
     from search.lm import get_lm_budget
     from search.strategies.successive_halving import rung_config
 
@@ -142,8 +143,8 @@ def rate_past_edge(config, fit: str, path: Path, threads: int, *, known: dict[st
     past = 2 * chosen if chosen == max(rung.lrs) else chosen / 2
     budget = dataclasses.replace(rung, name=f"{rung.name}-edge", lrs=(past,), keeps_trunk=False, extend_edge=False)
     evaluator = make_evaluator("lm", budget, config.widths, config.data, config.tokenizer, config.precision,
-                               config.compile, None, known=known or {}, attention_at_target=attention,
-                               depth_at_target=depth, equal_cost=equal_cost)
+                               config.compile, None, known=known or {},
+                               growth=Growth(attention, depth, equal_cost))
     result = evaluator(fit, config.seed, None)
     record["edge"] = {"lr": past, "loss": result.score, "chosen_lr": chosen,
                       "chosen_loss": record["stages"]["rung1"]["losses"][str(config.seed)],
@@ -166,11 +167,12 @@ def train_stages(config, name: str, fit: str, work: Path, *, known: dict[str, st
     """``fit`` (a pattern of the search's depth, or a layout) trained as the search trains a finalist: its rungs at
     the target's size and its confirmation, a record per stage in ``work/family.json`` (kept across runs: a stage
     already there is not trained again). ``known``: ``fit`` -> the family it stands for; ``attention`` and
-    ``depth``: how ``fit`` grows to the target (``search.growth.model_at_target``); ``expect``: the layout ``fit``
+    ``depth``: how ``fit`` grows to the target (``search.growth.grow``); ``expect``: the layout ``fit``
     must become there (a layout of the target's size, trained as given); ``equal_cost``: grown to that
     ``scaling.equal_cost.EqualCost`` instead of the target's size."""
     from search.evaluators import make_evaluator
     from search.fidelity import get_ladder
+    from search.growth import Growth
     from search.lm import confirm_budget, get_lm_budget
     from search.strategies.successive_halving import last_rung_seeds, rung_config
 
@@ -197,10 +199,10 @@ def train_stages(config, name: str, fit: str, work: Path, *, known: dict[str, st
         chosen = record["stages"].get(last_rung_name(config), {}).get("lr")  # the confirmation's rate
         evaluator = make_evaluator("lm", budget, config.widths, config.data, config.tokenizer, config.precision,
                                    config.compile, str(work / "trunks"), known=known or {},
-                                   chosen_rates={fit: chosen} if chosen else None, attention_at_target=attention,
-                                   depth_at_target=depth, equal_cost=equal_cost)
-        trained = evaluator.trained_pattern(fit)
-        widths = evaluator.widths_of(trained)
+                                   chosen_rates={fit: chosen} if chosen else None,
+                                   growth=Growth(attention, depth, equal_cost))
+        grown = evaluator.grown(fit)
+        trained, widths = (fit, config.widths) if grown is None else (grown.layout, grown.widths)
         if expect and trained != expect:
             raise ConfigError(f"--layout {expect} grows to {trained} at {config.report_target}: give a layout of the "
                               "target's size")
@@ -236,7 +238,9 @@ def compare(out: Path, family: str, answer: str | None, work: Path, echo=print, 
     last_rung = last_rung_name(config)
     mine, theirs = answer_losses(row, config.seed), family_losses(record, last_rung)
     paired = paired_difference(mine, theirs)
-    return {"search": str(out), "answer": {"pattern": row["pattern"], "target_pattern": row.get("target_pattern"),
+    from search.growth import Grown
+
+    return {"search": str(out), "answer": {"pattern": row["pattern"], "target_pattern": Grown.layout_in(row),
                                            "losses": mine, "lr": row.get("lr"), "cost": row.get("cost"),
                                            "recall": (row.get("details") or {}).get("trained_recall")},
             "family": {"name": family, "fit": record["fit"], "target_pattern": record["stages"][last_rung]["pattern"],

@@ -16,7 +16,7 @@ from pathlib import Path
 from scipy import stats
 
 from composer import analyze, get_preset
-from search.growth import model_at_target
+from search.growth import grow
 from search.lm import get_lm_budget
 
 SOURCE = "benchmarks/results/curve_out_of_sample-2026-11-27.json"
@@ -29,8 +29,8 @@ def main() -> None:
     df = sum(len(v) - 1 for v in wsd.values())
     differences = [b - a for a, b in zip(wsd["AMAMAM"], wsd["MMAMMM"], strict=True)]
     paired = statistics.stdev(differences)
-    layout, widths, how = model_at_target("AMAMAM", "demo-4m")
-    arch = get_preset(widths).arch
+    grown = grow("AMAMAM", "demo-4m")
+    layout, how, arch = grown.layout, grown.how, get_preset(grown.widths).arch
     print(json.dumps({
         "rung_cpu_2_seed_noise": {
             "source": f"{SOURCE} wsd_cosine_seeds (wsd, lr 1e-3, demo-4m, 500K tokens, seeds 0-2)",

@@ -37,14 +37,14 @@ SPEED_KEYS = ("mfu", "params", "non_embedding_params", "peak_memory_bytes", "flo
 
 
 def model_at(layout: str, preset: str) -> tuple[str, str]:
-    """The pattern trained for ``layout`` at ``preset``, and how it was grown (``search.growth.layout_at_target``)."""
-    from search.growth import layout_at_target
+    """The pattern trained for ``layout`` at ``preset``, and how it was grown (``search.growth.grow``)."""
+    from search.growth import grow
 
     if layout in FAMILY_FITS:
-        return layout_at_target(FAMILY_FITS[layout], preset, layout)[0], f"{layout}'s own layout"
+        return grow(FAMILY_FITS[layout], preset, layout).layout, f"{layout}'s own layout"
     pattern, _, rule = layout.partition(":")
     rule = rule or "repeat"
-    return layout_at_target(pattern, preset, None, rule)[0], f"{pattern} grown by {rule}"
+    return grow(pattern, preset, None, rule).layout, f"{pattern} grown by {rule}"
 
 
 def train_run(pattern: str, args: argparse.Namespace, lr: float, seed: int, out: Path) -> dict[str, Any]:

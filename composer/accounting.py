@@ -58,6 +58,20 @@ def format_bytes(n: float) -> str:
     raise AssertionError("unreachable")
 
 
+def format_count(n: float) -> str:
+    """``1235814400`` -> ``"1.24B"``, ``4426944`` -> ``"4.43M"``: a count in three significant figures."""
+    for suffix, scale in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if abs(n) >= scale:
+            return f"{n / scale:.2f}{suffix}"
+    return f"{n:g}"
+
+
+def total_params(arch: ArchConfig) -> int:
+    """Every parameter of ``arch``: its non-embedding ones, the token embedding and an untied LM head (``params``
+    of :func:`analyze`, without the rest of its accounting)."""
+    return non_embedding_params(arch) + embedding_params(arch)
+
+
 def layer_params(arch: ArchConfig) -> dict[str, int]:
     """Parameters of one residual layer (pre-norm weight + primitive body) per symbol used."""
     return {

@@ -29,8 +29,10 @@ layer), and compiling fuses them; its ``path`` names what runs, for the caller t
 
 from __future__ import annotations
 
+import contextlib
 import time
 import warnings
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Protocol
 
@@ -122,7 +124,9 @@ COMPILED_CPU = "compiled (inductor, cpu)"
 CUDA_GRAPHS = "cuda graphs (reduce-overhead)"
 # Each batch size, cache length and dtype is a graph of its own (static shapes), and every model shares the one
 # code object dynamo caches them on (ComposerModel.decode_step): a benchmark's grid of two models passes the
-# default limit of 8, past which a fullgraph compile raises. Raised to this once a step is compiled.
+# default limit of 8, past which a fullgraph compile raises. Raised to this while a step may compile
+# (DecodeStep._may_compile), and only then: the process's own limit, which governs every other compiled function
+# (a search worker's training), is left as it was.
 RECOMPILE_LIMIT = 64
 
 
@@ -148,6 +152,7 @@ class DecodeStep:
         self._cuda_graphs = path == CUDA_GRAPHS
         self._static_cache: InferenceCache | None = None
         self._pos: torch.Tensor | None = None
+        self._compiled_for: weakref.ref | None = None  # the cache of the last call: the same one does not compile
 
     @property
     def compiled(self) -> bool:
@@ -190,7 +195,8 @@ class DecodeStep:
         skips = _cudagraph_skips() if self._cuda_graphs else 0
         started = time.perf_counter()
         try:
-            logits = self._compiled(token_ids, cache, pos)
+            with self._may_compile(cache):
+                logits = self._compiled(token_ids, cache, pos)
         except Exception as err:  # noqa: BLE001 (any compiler failure: decode eagerly, and say why)
             self._fall_back(err)
             return None
@@ -199,6 +205,16 @@ class DecodeStep:
         if self._cuda_graphs and _cudagraph_skips() > skips:  # compiled, but run outside CUDA graphs
             self.path = "compiled (inductor, cuda; cuda graphs skipped: TORCH_LOGS=perf_hints says why)"
         return logits.clone() if self._cuda_graphs else logits
+
+    def _may_compile(self, cache: InferenceCache) -> contextlib.AbstractContextManager:
+        """Dynamo's recompile limit raised to :data:`RECOMPILE_LIMIT` for a call that may compile a graph (the
+        first on a cache: a new batch, length or dtype is a new graph), and restored after it; a later call on the
+        same cache replays its graph and runs unpatched (a patch costs ~10 us, a step at batch 1 ~100 us on a
+        GPU)."""
+        if self._compiled_for is not None and self._compiled_for() is cache:
+            return contextlib.nullcontext()
+        self._compiled_for = weakref.ref(cache)
+        return torch._dynamo.config.patch(recompile_limit=max(torch._dynamo.config.recompile_limit, RECOMPILE_LIMIT))
 
     def _position(self, pos: int, device: torch.device) -> torch.Tensor:
         """``pos`` as the step's 0-d int64 tensor: one per step object, filled in place (a kernel on CUDA,
@@ -246,7 +262,6 @@ def compile_decode_step(model, enabled: bool = True) -> DecodeStep:
     gives the eager step, so a ``--compile`` flag is one argument."""
     if not enabled:
         return DecodeStep(model)
-    torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, RECOMPILE_LIMIT)
     if next(model.parameters()).device.type == "cuda":
         compiled = torch.compile(model.decode_step, mode="reduce-overhead", fullgraph=True, dynamic=False)
         return DecodeStep(model, compiled, CUDA_GRAPHS)

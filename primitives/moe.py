@@ -32,7 +32,8 @@ like one batch of 8. Padding tokens are routed and counted like any other token 
 Dispatch sorts the ``tokens * top_k`` assignments by expert and runs one matmul pair per expert on a contiguous
 slice (no per-token Python loop); outputs are un-sorted with ``index_copy`` and summed per token with a reshape,
 which is deterministic on CUDA, unlike ``index_add_``'s atomics. A decoding step
-(:meth:`~MoESwiGLU.decode_step`) gathers each token's experts' weights instead (static shapes).
+(:meth:`~MoESwiGLU.decode_step`) dispatches the same way when run eagerly, and gathers each token's experts'
+weights only where it is traced into a graph (static shapes).
 """
 
 from __future__ import annotations
@@ -46,6 +47,12 @@ from torch import nn
 
 from primitives.base import InitScheme, Primitive
 from primitives.mlp import swiglu
+
+
+def _in_graph(x: torch.Tensor) -> bool:
+    """Whether ``x``'s step is being traced into a graph (``torch.compile``, or CUDA graph capture), where shapes
+    must be static and nothing may synchronise with the host."""
+    return torch.compiler.is_compiling() or (x.is_cuda and torch.cuda.is_current_stream_capturing())
 
 
 @dataclass(frozen=True)
@@ -142,14 +149,19 @@ class MoESwiGLU(Primitive):
         return per_assignment.sum(dim=1)
 
     def decode_step(self, x: torch.Tensor, cache: None, pos: torch.Tensor) -> torch.Tensor:
-        """The layer on a decoding step's tokens with static shapes: each token's ``top_k`` experts' weights
-        gathered and applied by batched matmuls (gpt-fast's MoE decode), where :meth:`forward` splits the
-        tokens by expert counts that are data (a compiled step would break its graph or recompile on them).
-        A step reads ``top_k`` experts per token, as :meth:`forward` does at batch 1; a large batch gathers
-        copies, which a step of a few tokens can afford. No auxiliary loss: decoding does not train."""
+        """The layer on a decoding step's tokens. Run eagerly, the step dispatches as :meth:`forward` does: each
+        expert's weights are a view of the stacked tensor, applied to the tokens routed to it, so nothing is copied
+        (gathering ``w13[experts]`` copied ``top_k`` experts' weights per token, every step: at batch 1 three times
+        the weight traffic of reading them). Traced into a graph (``torch.compile``, or captured as a CUDA graph),
+        shapes must be static and the host may not read the routing, so each token's ``top_k`` experts' weights
+        are gathered and applied by batched matmuls there (gpt-fast's MoE decode). No auxiliary loss: decoding
+        does not train."""
         c = self.config
         tokens = x.reshape(-1, c.d_model)
         weights, experts = self._route(self.router(tokens).float().softmax(dim=-1))
+        if not _in_graph(tokens):
+            counts = torch.bincount(experts.flatten(), minlength=c.n_experts)
+            return self._dispatch(tokens, weights, experts, counts).view_as(x)
         hidden = swiglu((self.w13[experts] @ tokens[:, None, :, None]).squeeze(-1))  # [tokens, top_k, 2 ffn]
         out = (self.w2[experts] @ hidden.unsqueeze(-1)).squeeze(-1)  # [tokens, top_k, d_model]
         return (out * weights.to(out.dtype).unsqueeze(-1)).sum(dim=1).view_as(x)

@@ -16,7 +16,8 @@ The rule (:class:`EqualCost`):
   family in its own layout, or the depth asked); its ``d_model`` is then the largest multiple of the width quantum
   (every width scaled with it, ``composer.widths``) whose cost is no more than the budget in every figure asked
   (the binding one wins): :func:`widest_within`. The reference itself is the budget, unchanged;
-* a figure is ``decode`` (milliseconds per token at batch 1 after :data:`DECODE_CONTEXT` tokens: what a user waits
+* a figure is ``decode`` (milliseconds per token at batch 1 after ``composer.costmodel.DECODE_POINT`` tokens,
+  within the model's length: what a user waits
   for) or ``train`` (seconds per training token at the device's training shape: what pretraining pays), both from
   the cost model (``composer.costmodel``) on a named device. Predicted, not measured: growth must be deterministic,
   so that the search, ``train --from-search``, ``extrapolate`` and ``info`` build the same model from the same
@@ -40,16 +41,21 @@ from composer.layouts import FAMILIES, matched_depth, nearest_layout
 from composer.pattern import compact_pattern, layers, parse_pattern
 from composer.presets import PRESETS, get_preset, scaled_name
 from composer.widths import scale_widths, width_quantum
-from scaling.extrapolate import Extrapolation
+from scaling.extrapolate import Extrapolation, OffTarget
 
 FIGURES = ("decode", "train")
 FIGURE_NAMES = {"decode": "decode ms per token at batch 1", "train": "training seconds per token"}
 FIGURE_CHOICES = {"both": FIGURES, "decode": ("decode",), "train": ("train",)}
-DECODE_CONTEXT = 4_096  # the decode point of a modeled figure (composer info's, the cost limits' modeled one)
 WIDTH_RANGE = 8  # d_model is looked for from one quantum up to this many times the deployed preset's
+COST_TOLERANCE = 0.10
+"""How far under the reference's cost a model grown to equal cost may land, in its binding figure (never over it):
+its widths move in quanta, so it is the widest whose cost is within the budget, and the next quantum up is over
+it. Every layout of the project's equal-cost runs lands within 9% (most within 4%); one further under (a width
+step that jumps past the budget, or a layout still under it at the widest width looked at) is refused
+(:class:`~scaling.extrapolate.OffTarget`), not compared "at equal cost"."""
 
 
-class OverBudget(ConfigError):
+class OverBudget(OffTarget):
     """A layout that costs more than the reference even at the narrowest width: too deep for the budget. A search
     records it as a skipped candidate with this reason; a command that grows one pattern prints it as its error."""
 
@@ -136,12 +142,13 @@ def reference_model(reference: str, preset: str) -> ArchConfig:
 
 
 def _prediction(arch: ArchConfig, device: str, figure: str, table):
-    """The cost model's prediction behind one figure: a decode step at batch 1 at :data:`DECODE_CONTEXT`, or a
+    """The cost model's prediction behind one figure: a decode step at batch 1 at the decode point
+    (``composer.costmodel.decode_point``), or a
     training step at the device's training shape."""
-    from composer.costmodel import predict_decode, predict_train
+    from composer.costmodel import decode_point, predict_decode, predict_train
 
     if figure == "decode":
-        return predict_decode(arch, device, context=min(DECODE_CONTEXT, arch.max_seq_len - 1), batch=1, table=table)
+        return predict_decode(arch, device, context=decode_point(arch.max_seq_len), batch=1, table=table)
     if figure == "train":
         return predict_train(arch, device, table=table)
     raise ConfigError(f"unknown cost figure {figure!r}: one of {', '.join(FIGURES)}")
@@ -180,13 +187,16 @@ def assumed_constants(rule: EqualCost, arch: ArchConfig) -> list[str]:
 def describe(rule: EqualCost, target: str) -> dict[str, Any]:
     """What a search's summary and best.json say of its growth to equal cost (issue 68: the device, the size, whether
     each figure is measured or modeled, and whether a modeled figure rests on an assumed constant)."""
+    from composer.costmodel import decode_point
+
     deployed = rule.deployed_at(target)
     reference = reference_model(rule.reference, deployed)
     budget = budget_of(rule, deployed)
     return {
         **rule.to_dict(), "deployed": deployed, "target": target, "modeled": True,
         "reference_pattern": reference.pattern, "reference_layers": reference.n_layers,
-        "reference_d_model": reference.d_model, "budget": dict(budget), "decode_context": DECODE_CONTEXT,
+        "reference_d_model": reference.d_model, "budget": dict(budget),
+        "decode_context": decode_point(reference.max_seq_len),
         "assumed_constants": assumed_constants(rule, reference),
     }
 
@@ -208,7 +218,8 @@ def widest_within(layout: str, preset: str, rule: EqualCost) -> tuple[ArchConfig
     """``layout`` at the largest ``d_model`` (a multiple of the width quantum, every width scaled with it) whose
     figures are all within the reference's budget at ``preset``; and those figures. Every width grows with
     ``d_model`` (``composer.widths``), so each figure does too and a bisection finds the largest that fits.
-    One ``ConfigError`` where even one quantum of width costs more than the budget (the layout is too deep)."""
+    :class:`OverBudget` where even one quantum of width costs more than the budget (the layout is too deep);
+    ``OffTarget`` where the widest that fits lands more than :data:`COST_TOLERANCE` under it."""
     from composer.costmodel import load_table
 
     table = load_table()
@@ -235,6 +246,17 @@ def widest_within(layout: str, preset: str, rule: EqualCost) -> tuple[ArchConfig
         middle = (low + high + 1) // 2
         low, high = (middle, high) if fits(widths[middle]) else (low, middle - 1)
     d_model = widths[low]
+    limit = binding(costs(d_model), budget)
+    under = costs(d_model)[limit] / budget[limit]
+    if under < 1 - COST_TOLERANCE:
+        if low + 1 < len(widths):
+            wider = widths[low + 1]
+            beyond = f"the next width, d_model {wider}, costs {costs(wider)[limit] / budget[limit]:.2f}x"
+        else:
+            beyond = f"d_model {d_model} is the widest looked at ({WIDTH_RANGE}x {preset}'s)"
+        raise OffTarget(f"{compact_pattern(layout)} at its widest within {rule.reference}'s cost at {preset} "
+                        f"(d_model {d_model}) costs {under:.2f}x it in {FIGURE_NAMES[limit]} on {rule.device}, "
+                        f"beyond the {COST_TOLERANCE:.0%} under the budget growth to equal cost allows ({beyond})")
     return scale_widths(base, d_model).with_pattern(layout), costs(d_model)
 
 
@@ -276,7 +298,7 @@ def scaled_to(layout: str, arch: ArchConfig, rule: EqualCost, deployed: str, tar
 
 
 __all__ = [
-    "DECODE_CONTEXT", "FIGURES", "FIGURE_CHOICES", "FIGURE_NAMES", "EqualCost", "OverBudget", "assumed_constants",
+    "COST_TOLERANCE", "FIGURES", "FIGURE_CHOICES", "FIGURE_NAMES", "EqualCost", "OverBudget", "assumed_constants",
     "at_widths", "binding", "budget_of", "costs_of", "describe", "describe_line", "family_layout_at", "figure_of",
     "reference_model", "scaled_to", "widest_within",
 ]

@@ -350,6 +350,18 @@ def place_at_middles(pattern: str, inserted: list[str]) -> str:
 
 DEPTH_WIDTH_RANGE = 8
 """``grow_to_depth`` looks for ``d_model`` up to this many times the target's (and down to one quantum)."""
+SIZE_TOLERANCE = 0.05
+"""How far from the target's non-embedding parameters a model grown to a depth by width may land (either side):
+its widths move in quanta (whole key/value head groups, the MLP in quanta), so the size in between is not
+reachable. At ``llama-3.2-1b`` (a quantum of 64 in 2,048) every model lands within 5%, at ``demo-4m`` most; one
+that lands further is refused (:class:`OffTarget`), not compared "at the target's size"."""
+
+
+class OffTarget(ConfigError):
+    """A model the growth rule cannot bring within its tolerance of the target: a depth whose nearest width lands
+    more than :data:`SIZE_TOLERANCE` from the target's size (or, ``scaling.equal_cost``, a layout whose widest width
+    within a reference's cost is too far under it, or too deep for it at any width). A search records such a
+    candidate as skipped with this reason; a command that grows one pattern prints it as its error."""
 
 
 def pattern_at_depth(pattern: str, depth: int, attention: str = "repeat", kept: list[str] | None = None) -> str:
@@ -398,6 +410,25 @@ def _remainder_copy(pattern_runs: list[tuple[str, int]], n: int) -> str:
     return _expand([(symbol, c) for (symbol, _), c in zip(pattern_runs, counts) if c > 0])
 
 
+def _depths_within(source: str, target_arch: ArchConfig, goal: int, depth: int, attention: str,
+                   kept: list[str]) -> str:
+    """The words that name the depths nearest ``depth`` (within 4 layers) at which ``source`` lands within
+    :data:`SIZE_TOLERANCE` of ``goal``, for :class:`OffTarget`'s message."""
+    quantum = width_quantum(target_arch)
+    widths = range(quantum, DEPTH_WIDTH_RANGE * target_arch.d_model + 1, quantum)
+    near = []
+    for other in sorted(range(max(1, depth - 4), depth + 5), key=lambda n: (abs(n - depth), n)):
+        if other == depth or other < len(kept) + 1:
+            continue
+        layout = pattern_at_depth(source, other, attention, kept)
+        sizes = [non_embedding_params(scale_widths(target_arch, d).with_pattern(layout)) for d in widths]
+        if min(abs(size / goal - 1) for size in sizes) <= SIZE_TOLERANCE:
+            near.append(other)
+    if not near:
+        return "choose a depth nearer the pattern's own, or grow it by depth (no --depth-at-target)"
+    return f"choose another depth ({' or '.join(str(n) for n in sorted(near[:2]))} lands within it)"
+
+
 def grow_to_depth(
     pattern: str,
     target: str,
@@ -412,7 +443,8 @@ def grow_to_depth(
     :func:`extrapolate`); then ``d_model`` is the multiple of the width quantum whose model comes nearest the
     target's non-embedding parameters, every width scaled with it (``composer.widths``: heads in whole key/value
     groups, the MLP's width in quanta). Embeddings are left out of the match, as everywhere in growth, so a wider
-    model carries a larger embedding (``vocab * d_model``) beside the same non-embedding size.
+    model carries a larger embedding (``vocab * d_model``) beside the same non-embedding size. A size more than
+    :data:`SIZE_TOLERANCE` from the target's is :class:`OffTarget`.
     """
     if attention not in ATTENTION_RULES:
         raise ConfigError(f"attention must be one of {', '.join(ATTENTION_RULES)}, got {attention!r}")
@@ -439,6 +471,13 @@ def grow_to_depth(
     if d_model in (candidates[0], candidates[-1]) and size_at(d_model) != goal:
         raise ConfigError(f"{compact_pattern(grown)} cannot reach {target_name or 'the target'}'s size at {depth} "
                           f"layers within d_model {candidates[0]}-{candidates[-1]}: choose a depth nearer its own")
+    off = size_at(d_model) / goal - 1
+    if abs(off) > SIZE_TOLERANCE:
+        name = target_name or "the target"
+        raise OffTarget(f"{compact_pattern(grown)} at {depth} layers lands {off:+.1%} from {name}'s non-embedding "
+                        f"parameters at its nearest width (d_model {d_model}), beyond the {SIZE_TOLERANCE:.0%} "
+                        "growth to a depth allows: "
+                        + _depths_within(source, target_arch, goal, depth, attention, kept))
     arch = scale_widths(target_arch, d_model).with_pattern(grown)
     step_bound = max(abs(size_at(d_model + quantum) - size_at(d_model)), abs(size_at(d_model) - size_at(
         max(quantum, d_model - quantum)))) // 2

@@ -578,7 +578,7 @@ def search_attention(source: str | Path) -> tuple[str | None, Path | None]:
     ``source`` as the readers here take it: a ``composer search --out`` directory, a file in one (leaderboard.json,
     rungs.json, study.db) or a sqlite or journal URL of its storage. (None, None) where no config.json beside it
     names a rule: a hand-made leaderboard, a database server, a search from before the option. Why: the search
-    scored and costed each pattern as grown by that rule (``search.growth.layout_at_target``), so what grows its
+    scored and costed each pattern as grown by that rule (``search.growth.grow``), so what grows its
     patterns afterwards (``composer pipeline``, ``composer transfer``) grows them the same way by default."""
     from scaling.extrapolate import ATTENTION_RULES
 

@@ -102,7 +102,12 @@ def ladder_named(budget: Any, strategy: str):
 
     if not isinstance(budget, str):
         return None
-    name = budget.partition("@")[0]
+    from search.lm import BudgetName
+
+    parsed = BudgetName.parse(budget)
+    name = parsed.base
+    if parsed.confirms:  # further seeds of a budget, never a ladder
+        return None
     if name in LADDERS and (strategy == "successive-halving" or (strategy == "auto" and name not in LM_BUDGETS)):
         return LADDERS[name]
     return None
@@ -151,7 +156,7 @@ class SearchConfig:
     # with the pattern, or "keep" their number; the model the rungs at the target train and --max-kv measures
     attention_at_target: str = "repeat"
     # how many layers every model at the target has (a number, or a family's name for its own depth there): widths
-    # scaled to the target's size (search.growth.model_at_target); None grows by depth at the target's widths
+    # scaled to the target's size (search.growth.grow); None grows by depth at the target's widths
     depth_at_target: int | str | None = None
     # the most decode ms per token at batch 1 and the least training tokens/s of a candidate's model at the target
     # ("known": no worse than the known layouts), on the machine the search runs on or, with cost_device, a
@@ -469,7 +474,9 @@ class SearchConfig:
         from search.lm import LM_BUDGETS
 
         ladder = ladder_named(self.budget, self.strategy)
-        budget = LM_BUDGETS.get(ladder.rungs[0].budget if ladder is not None else self.budget.partition("@")[0])
+        from search.lm import BudgetName
+
+        budget = LM_BUDGETS.get(ladder.rungs[0].budget if ladder is not None else BudgetName.parse(self.budget).base)
         return "-wsd" if budget is not None and budget.schedule == "wsd" else ""
 
     def settings_digest(self) -> str:

@@ -23,10 +23,11 @@ from composer.accounting import analyze
 from composer.data.errors import DataError
 from composer.errors import ConfigError
 from composer.presets import get_preset
-from scaling.equal_cost import OverBudget
+from scaling.extrapolate import OffTarget
 from search.config import BUDGET_DEFINITION, SearchConfig
 from search.cost import over_max_kv, parse_max_kv, serving_cost
 from search.evaluators import Evaluator, make_evaluator
+from search.growth import GROWN, Grown
 from search.resume import (
     EvaluationBudget,
     StudyLock,
@@ -197,12 +198,13 @@ def trial_of_same_model(history: list[FrozenTrial], pattern: str, exclude: int, 
 
 
 def same_model(cached: FrozenTrial, pattern: str, evaluator: Evaluator) -> bool:
-    """Whether a cached trial trained the model the evaluator would train for ``pattern`` now: a rung at the
-    target's size trains a known family in its own layout since issue 37, where it used to stack its fit."""
-    if not hasattr(evaluator, "trained_pattern"):
+    """Whether a cached trial trained the model the evaluator would train for ``pattern`` now (``grown``: the lm
+    evaluator's growth at its budget's target): a rung at the target's size trains a known family in its own layout
+    since issue 37, where it used to stack its fit."""
+    if not hasattr(evaluator, "grown"):
         return True
-    was = (cached.user_attrs.get("details") or {}).get("trained_pattern", pattern)
-    return was == evaluator.trained_pattern(pattern)
+    was, now = Grown.layout_in(cached.user_attrs.get("details") or {}), evaluator.grown(pattern)
+    return (was or pattern) == (pattern if now is None else now.layout)
 
 
 def worst_score(history: list[FrozenTrial], direction: str) -> float | None:
@@ -235,24 +237,23 @@ def make_objective(config: SearchConfig, stage: Stage, evaluator: Evaluator, stu
             raise optuna.TrialPruned("no promotion was waiting")
         pattern = stage.space.suggest(trial)
         search_stats = analyze(widths.with_pattern(pattern))
-        over_budget = None
+        grown = off_target = None
         try:
-            layout, target_widths, _ = growth.model(pattern, config.report_target, known.get(pattern))
-        except OverBudget as error:  # --equal-cost: too deep to be as cheap as the reference at any width
-            layout, target_widths, over_budget = pattern, config.widths, str(error)  # skipped below, with why
-        target_arch = get_preset(target_widths).arch.with_pattern(layout)
+            grown = growth.grow(pattern, config.report_target, known.get(pattern))
+        except OffTarget as error:  # not within the growth's tolerance of the target's size or cost: skipped below
+            off_target = str(error)
+        target_arch = widths.with_pattern(pattern) if grown is None else grown.arch
         cost = serving_cost(target_arch)
         trial.set_user_attr("pattern", pattern)
         trial.set_user_attr("params", search_stats.params)
         trial.set_user_attr("non_embedding_params", search_stats.non_embedding_params)
         trial.set_user_attr("kv_cache_bytes_per_token", cost["kv_bytes_per_token"])
-        trial.set_user_attr("target_pattern", layout)
-        if target_widths != config.report_target:  # grown at --depth-at-target: its own widths
-            trial.set_user_attr("target_widths", target_widths)
+        if grown is not None:  # its model at the target, whole: what its cost, its cache and the rungs are of
+            trial.set_user_attr(GROWN, grown.record())
         trial.set_user_attr("cost", cost)
         # one read of the storage per trial: earlier results answer repeats, failures and penalties
         history = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL))
-        reason = over_budget or stage.space.violation(pattern, search_stats.non_embedding_params) or (
+        reason = off_target or stage.space.violation(pattern, search_stats.non_embedding_params) or (
             over_max_kv(target_arch, max_kv) if max_kv else None)
         if reason is None and over_cost is not None:  # measured or modeled: only where nothing cheaper refused it
             reason, figures = over_cost(target_arch, best_known_so_far(history, evaluator.direction,
@@ -347,18 +348,6 @@ def raise_data_error(objective: Callable) -> None:
         raise stopped_by[0]
 
 
-def pattern_at_target(pattern: str, target: str, known: str | None = None, attention="repeat") -> str:
-    """The model ``pattern`` becomes at ``target``, as the rungs at the target's size and ``composer transfer``
-    train it: grown to its size by the project's extrapolator, or a published family (``known``) in its own
-    layout (``search.growth.layout_at_target``). The KV-cache objective and the serving cost are measured on this
-    model, not on the searched layers at the target's widths: those understated attention-heavy patterns
-    (``AMAMAM`` at demo-4m: 768 bytes per token for the 6 layers, 2,304 for the 18-layer stack that is trained).
-    ``attention``: ``--attention-at-target``, or the search's whole ``search.growth.Growth`` (its depth as well)."""
-    from search.growth import as_growth
-
-    return as_growth(attention).layout(pattern, target, known)
-
-
 def known_names(stage: Stage) -> dict[str, str]:
     """The stage's known layouts: searched pattern -> family name (its first patterns that carry one)."""
     return {pattern: attrs["known"] for pattern, attrs in stage.first if "known" in attrs}
@@ -368,9 +357,7 @@ def stage_evaluator(config: SearchConfig, stage: Stage) -> Evaluator:
     """The evaluator of ``stage``: the search's settings, with the stage's known layouts and promoted rates."""
     return make_evaluator(config.evaluator, config.budget, config.widths, config.data, config.tokenizer,
                           config.precision, config.compile, config.trunks, known=known_names(stage),
-                          chosen_rates=chosen_rates(stage), attention_at_target=config.attention_at_target,
-                          text_field=config.text_field, depth_at_target=config.growth.depth,
-                          equal_cost=config.growth.equal_cost)
+                          chosen_rates=chosen_rates(stage), growth=config.growth, text_field=config.text_field)
 
 
 def chosen_rates(stage: Stage) -> dict[str, float]:

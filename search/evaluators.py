@@ -64,25 +64,21 @@ __all__ = ["LM_BUDGETS", "Evaluation", "Evaluator", "LanguageModelEvaluator", "M
 def make_evaluator(name: str, budget: str, widths: str, data: str | None = None,
                    tokenizer: str | None = None, precision: str = "auto", compile: bool = False,
                    trunks: str | None = None, known: dict[str, str] | None = None,
-                   chosen_rates: dict[str, float] | None = None, attention_at_target: str = "repeat",
-                   text_field: str = "text", depth_at_target: int | None = None, equal_cost=None) -> Evaluator:
+                   chosen_rates: dict[str, float] | None = None, growth=None,
+                   text_field: str = "text") -> Evaluator:
     """``mad``, ``lm``, ``recall``, or your own as ``module:factory`` (called with budget=, widths=, data=, tokenizer=,
     and precision= / compile= / text_field= when its signature takes them). ``trunks``: where ``lm`` keeps the trunks
     that a later rung continues (a search's ``--out/trunks``; ``search.trunks``). ``known``: the stage's known layouts
     (searched pattern -> family name), which ``lm`` trains in their own layout at the target's size
-    (``search.growth.layout_at_target``). ``chosen_rates``: searched pattern -> the rate a confirmation trains it at
-    (``lm``). ``attention_at_target``: how ``lm`` grows a new pattern's attention layers to a budget's target
-    (``scaling.extrapolate``). ``text_field``: the column of ``data``'s records that holds the text (``lm``, and a
-    factory that takes it). ``depth_at_target``: ``lm`` grows every pattern to that many layers at the target, by
-    width (``search.growth.model_at_target``). ``equal_cost``: ``lm`` grows every pattern to that
-    ``scaling.equal_cost.EqualCost`` instead of the target's size."""
+    (``search.growth.grow``). ``chosen_rates``: searched pattern -> the rate a confirmation trains it at (``lm``).
+    ``growth``: the search's ``search.growth.Growth``, the rule ``lm`` grows every pattern to a budget's target by
+    (its attention rule, depth and equal cost). ``text_field``: the column of ``data``'s records that holds the
+    text (``lm``, and a factory that takes it)."""
     if name == "mad":
         return MadEvaluator(budget, widths, precision, compile)
     if name == "lm":
         return LanguageModelEvaluator(budget, widths, data, tokenizer, precision, compile, trunks=trunks, known=known,
-                                      chosen_rates=chosen_rates, attention_at_target=attention_at_target,
-                                      text_field=text_field, depth_at_target=depth_at_target,
-                                      equal_cost=equal_cost)
+                                      chosen_rates=chosen_rates, growth=growth, text_field=text_field)
     if name == "recall":
         from search.recall import RecallEvaluator
 

@@ -12,7 +12,7 @@ the number of candidates it keeps:
   ``search.known``), each trained at the rung's budget and its grid of rates;
 * rung k > 0 trains the best ``keep`` patterns of rung k - 1 at its own budget. Every *known* layout of the rung
   below goes on as well (the floor: the final ranking always holds the known layouts, each published family in its
-  own layout at the target's size, ``search.growth.layout_at_target``; a rung with ``known="best"`` takes the best
+  own layout at the target's size, ``search.growth.grow``; a rung with ``known="best"`` takes the best
   one alone);
 * the last rung's budget grows each pattern to the target's size (``extrapolate_to``, or ``--target`` when one is
   named) and trains it there with the target's token budget. A middle rung may train at the target's size too,
@@ -37,7 +37,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from composer.errors import ConfigError
-from search.lm import get_lm_budget
+from search.lm import BudgetName, get_lm_budget
 
 
 PROMOTE_BY = ("score", "forecast")
@@ -105,7 +105,7 @@ def rung_budget(ladder: Ladder, index: int, target: str | None) -> str:
     rung that trains at the target's size (a budget with ``extrapolate_to``)."""
     name = ladder.rungs[index].budget
     at_target = index == len(ladder.rungs) - 1 or get_lm_budget(name).extrapolate_to is not None
-    return f"{name}@{target}" if target and at_target else name
+    return str(BudgetName(name, target)) if target and at_target else name
 
 
 def target_tokens_of(ladder: Ladder, target: str | None) -> tuple[int, int | None]:

@@ -6,7 +6,9 @@ model. When the rule lived in two places (a family's own layout here, ``scaling.
 ``composer train --from-search`` trained Nemotron-H's own 16-layer layout while ``extrapolate`` and ``pipeline``
 stacked its 6-layer fit to ``(SMSAMS)x3``, a model the search never scored (issue 60). Now ``train``,
 ``extrapolate``, ``pipeline``, ``transfer``, the search's trials, cost and recall checks, and ``--plan`` all call
-:func:`grow`, through :class:`Growth` where a search's rule travels as one value.
+:func:`grow`, through :class:`Growth` where a search's rule travels as one value. What it returns, :class:`Grown`,
+is the one currency of a grown model: made once, passed whole, stored in a trial as one attribute (:data:`GROWN`),
+never rebuilt from a preset's name and a layout string by whoever needs it next (issue 69).
 
 The rule:
 
@@ -31,8 +33,8 @@ The rule:
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from composer.layouts import FAMILIES
 from composer.pattern import layers
@@ -43,30 +45,123 @@ if TYPE_CHECKING:
     from scaling.equal_cost import EqualCost
     from scaling.extrapolate import Extrapolation
 
+# how a grown model was matched to its target (Grown.by)
+BY_PARAMETERS = "parameters"  # grown by depth at the target's widths to its non-embedding parameters
+BY_DEPTH = "depth"  # laid out at a chosen depth, its widths scaled to the target's non-embedding parameters
+BY_COST = "cost"  # at the widest widths within a reference family's cost (scaling.equal_cost)
+GROWN = "grown"  # the one trial attribute (and lm evaluation detail) naming the model a pattern grew to
+# the attributes that named it before GROWN, read where a study written by older code is resumed or reported:
+# (layout, widths) of a trial's model at the target, and of the model an lm evaluation trained
+LEGACY_ATTRIBUTES = (("target_pattern", "target_widths"), ("trained_pattern", "widths"))
+
 
 @dataclass(frozen=True)
 class Grown:
-    """A searched pattern's model at a target: the full accounting (``extrapolation``: layout, widths, sizes) and
-    one line saying how it was made."""
+    """The model a searched pattern becomes at a target, made once by the growth rule (:func:`grow`) and passed as
+    it is, never rebuilt from its names: to a search's trials (their cost and cache), its rungs' training, the
+    plan, the answer and every command given ``--from-search``.
 
-    extrapolation: Extrapolation
+    ``layout`` at ``widths`` (a preset: the target's, or a scaled one such as ``demo-4m:d280`` where the widths were
+    grown), how it was matched to the target (``by``: :data:`BY_PARAMETERS`, :data:`BY_DEPTH` or :data:`BY_COST`)
+    and, in words, how it was made (``how``). ``cost``: grown to equal cost, the reference, where and on what, the
+    budget and this model's figures, the binding one, and its deployed shape where that is larger than the target;
+    None otherwise. ``extrapolation``: the full accounting of the growth (``composer extrapolate`` prints it);
+    None for a model read back from a trial (:meth:`from_record`). A trial stores it as one attribute
+    (:data:`GROWN`, :meth:`record`)."""
+
+    layout: str
+    widths: str
+    by: str
     how: str
-    # grown to equal cost (scaling.equal_cost): the reference, where and on what, the budget and this model's
-    # figures, the binding one, and its deployed shape where that is larger than the target; None: to equal size
     cost: dict | None = None
+    extrapolation: Extrapolation | None = field(default=None, compare=False, repr=False)
 
-    @property
-    def layout(self) -> str:
-        return self.extrapolation.pattern
-
-    @property
-    def widths(self) -> str:
-        """The preset its widths are: the target, or a scaled preset (``demo-4m:d280``) when grown by width."""
-        return self.extrapolation.target
-
-    @property
+    @functools.cached_property
     def arch(self) -> ArchConfig:
-        return self.extrapolation.arch
+        """Its :class:`~composer.config.ArchConfig`: ``layout`` at ``widths``."""
+        if self.extrapolation is not None:
+            return self.extrapolation.arch
+        from composer.presets import get_preset
+
+        return get_preset(self.widths).arch.with_pattern(self.layout)
+
+    @property
+    def depth(self) -> int:
+        return len(layers(self.layout))
+
+    @property
+    def target(self) -> str:
+        """The preset it was grown to: its widths' preset, before any scaling (``demo-4m`` of ``demo-4m:d280``)."""
+        return self.widths.partition(":")[0]
+
+    @functools.cached_property
+    def non_embedding_params(self) -> int:
+        from composer.accounting import non_embedding_params
+
+        return non_embedding_params(self.arch)
+
+    @functools.cached_property
+    def params(self) -> int:
+        """Every parameter, the embedding and the LM head included: what a model grown by width carries beyond the
+        non-embedding size it was matched at (a wider model has a wider embedding)."""
+        from composer.accounting import total_params
+
+        return total_params(self.arch)
+
+    @functools.cached_property
+    def target_sizes(self) -> tuple[int, int]:
+        """The target preset's own ``(non-embedding, total)`` parameters (``composer extrapolate --params``: the
+        non-embedding size asked for)."""
+        from composer.accounting import non_embedding_params, total_params
+        from composer.presets import get_preset
+
+        own = get_preset(self.target).arch
+        asked = self.extrapolation.target_non_embedding_params if self.extrapolation is not None else None
+        return asked or non_embedding_params(own), total_params(own)
+
+    def sizes(self) -> str:
+        """Its parameters with and without the embedding and head, beside the target's: "1.63B parameters with
+        embeddings and head, 975.61M without, against llama-3.2-1b's 1.24B and 973.15M". A comparison "at the
+        target's size" matches the non-embedding count; the totals say what else differs (issue 69)."""
+        from composer.accounting import format_count
+
+        non_embedding, total = self.target_sizes
+        return (f"{format_count(self.params)} parameters with embeddings and head, "
+                f"{format_count(self.non_embedding_params)} without, against {self.target}'s {format_count(total)} "
+                f"and {format_count(non_embedding)}")
+
+    def record(self) -> dict[str, Any]:
+        """What a trial stores of it (:data:`GROWN`): JSON, read back by :meth:`from_record`."""
+        return {"layout": self.layout, "widths": self.widths, "by": self.by, "how": self.how, "depth": self.depth,
+                "non_embedding_params": self.non_embedding_params, "params": self.params,
+                **({"cost": self.cost} if self.cost is not None else {})}
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> Grown:
+        return cls(record["layout"], record["widths"], record.get("by", BY_PARAMETERS), record.get("how", ""),
+                   record.get("cost"))
+
+    @classmethod
+    def stored_in(cls, attrs: dict[str, Any], widths: str) -> Grown | None:
+        """The model a stored trial's (or leaderboard row's, or lm evaluation's details') pattern grew to: its
+        :data:`GROWN` record; in a study written before that attribute, its layout and widths under their old
+        names (:data:`LEGACY_ATTRIBUTES`), at ``widths`` (the target's) where none was stored; None where it names
+        none (a trial skipped before it grew, an evaluation at the search's widths)."""
+        if attrs.get(GROWN):
+            return cls.from_record(attrs[GROWN])
+        for layout_key, widths_key in LEGACY_ATTRIBUTES:
+            if attrs.get(layout_key):
+                at = attrs.get(widths_key) or widths
+                return cls(attrs[layout_key], at, BY_PARAMETERS if ":" not in at else BY_DEPTH,
+                           "recorded before the growth was stored whole")
+        return None
+
+    @staticmethod
+    def layout_in(attrs: dict[str, Any]) -> str | None:
+        """The layout of the model stored in ``attrs`` (:meth:`stored_in`), where its widths are not needed."""
+        if attrs.get(GROWN):
+            return attrs[GROWN]["layout"]
+        return next((attrs[layout_key] for layout_key, _ in LEGACY_ATTRIBUTES if attrs.get(layout_key)), None)
 
 
 def dropped_layers(pattern: str, layout: str, target: str) -> str | None:
@@ -112,7 +207,17 @@ def grow(pattern: str, target: str, known: str | None = None, attention: str = "
         return _grow_to_cost(pattern, target, known, attention, depth, equal_cost)
     grown = _grow(pattern, target, known, attention, depth, target_params, method, rounding)
     dropped = None if depth is not None else dropped_layers(pattern, grown.layout, grown.widths)  # depth: as asked
-    return Grown(grown.extrapolation, f"{grown.how}; {dropped}") if dropped else grown
+    return _made(grown.extrapolation, f"{grown.how}; {dropped}", grown.by) if dropped else grown
+
+
+def _made(extrapolation: Extrapolation, how: str, by: str, cost: dict | None = None) -> Grown:
+    """The :class:`Grown` of a growth's full accounting; one grown by width says its sizes beside the target's in
+    ``how`` (a wider model carries a wider embedding: depth 12 at ``llama-3.2-1b`` is 1.63B parameters against the
+    preset's 1.24B at the same non-embedding size)."""
+    grown = Grown(extrapolation.pattern, extrapolation.target, by, how, cost, extrapolation)
+    if by == BY_PARAMETERS:
+        return grown
+    return Grown(grown.layout, grown.widths, by, f"{how}; {grown.sizes()}", cost, extrapolation)
 
 
 def _grow(pattern: str, target: str, known: str | None, attention: str, depth: int | None, target_params: int | None,
@@ -128,17 +233,17 @@ def _grow(pattern: str, target: str, known: str | None, attention: str, depth: i
                                   target_params=target_params)
             how = f"laid out at {depth} layers" + (
                 f" with its {len(grown.kept_attention)} attention layer(s) unrepeated" if grown.kept_attention else "")
-        return Grown(grown, f"{how}, widths scaled to d_model {grown.arch.d_model} to the target's size")
+        return _made(grown, f"{how}, widths scaled to d_model {grown.arch.d_model} to the target's size", BY_DEPTH)
     if known is None and attention == "keep":
         grown = extrapolate(pattern, target, method=method, attention="keep", target_params=target_params,
                             rounding=rounding)
         count = len(grown.kept_attention)
         if count:  # a pattern without attention, or of attention only, is stacked
-            return Grown(grown, f"grown to the target's size with its {count} attention "
-                                f"layer{'s' if count != 1 else ''} unrepeated")
+            return _made(grown, f"grown to the target's size with its {count} attention "
+                                f"layer{'s' if count != 1 else ''} unrepeated", BY_PARAMETERS)
     stacked = extrapolate(pattern, target, method=method, target_params=target_params, rounding=rounding)
     if known not in FAMILIES:
-        return Grown(stacked, "stacked to the target's size")
+        return _made(stacked, "stacked to the target's size", BY_PARAMETERS)
     return _family_at_size(pattern, target, known, stacked)
 
 
@@ -194,7 +299,7 @@ def _grow_to_cost(pattern: str, target: str, known: str | None, attention: str, 
         arch = scaled_to(arch.pattern, arch, rule, deployed, target, relayout)
         how += f"; scaled to {target} as {rule.reference}'s is: {arch.n_layers} layers, d_model {arch.d_model}"
     grown = at_widths(pattern, arch, target, "equal-cost", attention=attention, depth=depth)
-    return Grown(grown, how, record)
+    return _made(grown, how, BY_COST, record)
 
 
 def _relayout(pattern: str, known: str | None, attention: str, target: str):
@@ -224,7 +329,7 @@ def _family_at_size(pattern: str, target: str, known: str, stacked: Extrapolatio
     best = min(candidates, key=lambda n: (abs(non_embedding_params(widths.with_pattern(candidates[n].pattern))
                                               - stacked.non_embedding_params), abs(n - depth)))
     how = f"{known}'s own layout at {best} layers ({candidates[best].fit})"
-    return Grown(given_layout(pattern, candidates[best].pattern, target, "family"), how)
+    return _made(given_layout(pattern, candidates[best].pattern, target, "family"), how, BY_PARAMETERS)
 
 
 def known_growth_note(pattern: str, known: str | None, attention: str) -> str | None:
@@ -237,20 +342,6 @@ def known_growth_note(pattern: str, known: str | None, attention: str) -> str | 
     if known is not None and attention == "keep":
         return f"{pattern} is the search's known layout {known}: stacked, as the search grew it"
     return None
-
-
-def layout_at_target(pattern: str, target: str, known: str | None = None,
-                     attention: str = "repeat") -> tuple[str, str]:
-    """``(layout, how)`` of :func:`grow` by depth at the target's widths."""
-    grown = grow(pattern, target, known, attention)
-    return grown.layout, grown.how
-
-
-def model_at_target(pattern: str, target: str, known: str | None = None, attention: str = "repeat",
-                    depth: int | None = None, equal_cost: EqualCost | None = None) -> tuple[str, str, str]:
-    """``(layout, widths, how)`` of :func:`grow`, ``widths`` a preset name."""
-    grown = grow(pattern, target, known, attention, depth, equal_cost=equal_cost)
-    return grown.layout, grown.widths, grown.how
 
 
 def depth_at_target(spec: int | str | None, target: str, flag: str = "--depth-at-target") -> int | None:
@@ -286,23 +377,21 @@ class Growth:
     equal_cost: EqualCost | None = None  # grown to a reference family's cost, not the target's size
 
     def grow(self, pattern: str, target: str, known: str | None = None) -> Grown:
+        """The model ``pattern`` (``known``: the known layout it is) becomes at ``target`` under this rule."""
         return grow(pattern, target, known, self.attention, self.depth, equal_cost=self.equal_cost)
 
-    def model(self, pattern: str, target: str, known: str | None = None) -> tuple[str, str, str]:
-        """``(layout, widths, how)``: :func:`grow` under this rule."""
-        grown = self.grow(pattern, target, known)
-        return grown.layout, grown.widths, grown.how
+    @classmethod
+    def of_answer(cls, answer: dict[str, Any], target: str, *, attention: str | None = None,
+                  depth: int | str | None = None, equal_cost: EqualCost | None = None) -> Growth:
+        """The rule a finished search (``answer``: ``search.results.answer_of``) grew its patterns by, at
+        ``target``: its ``--attention-at-target``, ``--depth-at-target`` and ``--equal-cost``, unless
+        ``attention``, ``depth`` or ``equal_cost`` says otherwise."""
+        from scaling.equal_cost import EqualCost
 
-    def layout(self, pattern: str, target: str, known: str | None = None) -> str:
-        return self.grow(pattern, target, known).layout
-
-    def arch(self, pattern: str, target: str, known: str | None = None) -> ArchConfig:
-        """The grown model's :class:`~composer.config.ArchConfig`: its layout at its widths."""
-        return self.grow(pattern, target, known).arch
-
-
-def as_growth(rule: str | Growth | None) -> Growth:
-    """``rule`` as a :class:`Growth`: an attention rule's name (``repeat``, ``keep``) grows by depth."""
-    if isinstance(rule, Growth):
-        return rule
-    return Growth(rule or "repeat")
+        depth = answer.get("depth_at_target") if depth is None else depth
+        if equal_cost is None and answer.get("equal_cost_rule"):
+            said = answer["equal_cost_rule"]
+            equal_cost = EqualCost.of(said["equal_cost"], said.get("deployed_at"), said.get("cost_device"),
+                                      said.get("equal_cost_figure"))
+        return cls(attention or answer.get("attention_at_target") or "repeat", depth_at_target(depth, target),
+                   equal_cost)

@@ -11,20 +11,22 @@ from optuna.trial import TrialState
 from composer.files import atomic_write_csv, atomic_write_json
 from composer.pattern import attention_share, compact_pattern
 from search.engine import is_substitute
+from search.growth import GROWN, LEGACY_ATTRIBUTES
 
 
 def scored_model(row: dict[str, Any]) -> dict[str, Any]:
     """The model a leaderboard row's score was trained on: its ``pattern``, the preset it trained at (``widths``),
-    its ``params``, ``non_embedding_params`` and ``attention_share``, and ``grown`` (``search.growth.grown_line``:
-    what growing the searched pattern to it dropped, or None). On a rung at the target that is the searched
-    pattern grown to the target's size (``details["trained_pattern"]``, by ``search.growth.grow``): ``AAMMMM``
-    scored at ``tiny`` as ``AAMMM``, 172,416 non-embedding parameters where the pattern at the search's widths has
-    221,632 (the row's ``non_embedding_params``). An evaluator that does not say where it trained (no
-    ``details["widths"]``): the searched pattern at the search's preset, ``widths`` None. Also reads a row written
-    before this key (``composer report`` of an older search)."""
-    from composer.accounting import analyze
+    its ``params`` (every parameter, embedding and head included), ``non_embedding_params`` and
+    ``attention_share``, and ``grown`` (``search.growth.grown_line``: what growing the searched pattern to it
+    dropped, or None). On a rung at the target that is the searched pattern grown to the target's size (the
+    evaluation's ``details["grown"]``, ``search.growth.Grown``): ``AAMMMM`` scored at ``tiny`` as ``AAMMM``, 172,416
+    non-embedding parameters where the pattern at the search's widths has 221,632 (the row's
+    ``non_embedding_params``). An evaluator that does not say where it trained (no ``details["widths"]``): the
+    searched pattern at the search's preset, ``widths`` None. Also reads a row written before these keys
+    (``composer report`` of an older search)."""
+    from composer.accounting import non_embedding_params, total_params
     from composer.presets import get_preset
-    from search.growth import grown_line
+    from search.growth import Grown, grown_line
 
     details = row.get("details") or {}
     widths = details.get("widths")
@@ -32,11 +34,15 @@ def scored_model(row: dict[str, Any]) -> dict[str, Any]:
         return {"pattern": row["pattern"], "widths": None, "params": row.get("params"),
                 "non_embedding_params": row.get("non_embedding_params"),
                 "attention_share": attention_share(row["pattern"]), "grown": None}
-    layout = details.get("trained_pattern") or row["pattern"]
-    stats = analyze(get_preset(widths).arch.with_pattern(layout))
-    return {"pattern": layout, "widths": widths, "params": stats.params,
-            "non_embedding_params": stats.non_embedding_params, "attention_share": attention_share(layout),
-            "grown": grown_line(row["pattern"], layout, widths)}
+    grown = Grown.stored_in(details, widths)
+    if grown is None:  # trained at the search's widths: the pattern itself
+        arch = get_preset(widths).arch.with_pattern(row["pattern"])
+        return {"pattern": row["pattern"], "widths": widths, "params": total_params(arch),
+                "non_embedding_params": non_embedding_params(arch),
+                "attention_share": attention_share(row["pattern"]), "grown": None}
+    return {"pattern": grown.layout, "widths": grown.widths, "params": grown.params,
+            "non_embedding_params": grown.non_embedding_params, "attention_share": attention_share(grown.layout),
+            "grown": grown_line(row["pattern"], grown.layout, grown.widths)}
 
 
 def leaderboard(study: optuna.Study, maximize: bool, known: dict[str, str] | None = None,
@@ -65,7 +71,8 @@ def leaderboard(study: optuna.Study, maximize: bool, known: dict[str, str] | Non
             "non_embedding_params": attrs.get("non_embedding_params"),
             "attention_share": attention_share(pattern),
             "kv_cache_bytes_per_token": attrs.get("kv_cache_bytes_per_token"),
-            "target_pattern": attrs.get("target_pattern"),
+            # its model at the target (search.growth.Grown's record; a trial of an older study: its old names)
+            **{key: attrs[key] for key in (GROWN, *LEGACY_ATTRIBUTES[0]) if attrs.get(key)},
             "cost": attrs.get("cost"),
             "known": known.get(pattern) or attrs.get("known"),
             "lr": attrs.get("lr"),
@@ -74,8 +81,6 @@ def leaderboard(study: optuna.Study, maximize: bool, known: dict[str, str] | Non
             "details": attrs.get("details", {}),
         }
         row["scored_model"] = scored_model(row)  # the model the score is of: at the target, its grown layout
-        if attrs.get("target_widths"):  # grown at --depth-at-target: the preset its model's widths are
-            row["target_widths"] = attrs["target_widths"]
         if attrs.get("limit_cost"):  # its figures under --max-latency / --min-throughput (search.cost.limits)
             row["limit_cost"] = attrs["limit_cost"]
         if len(trial.values) > 1:

@@ -224,17 +224,15 @@ def _representatives(config: SearchConfig, first) -> tuple[list[str], dict[str, 
 
 
 def _trained_patterns(patterns, known, spec, config) -> list[str]:
-    from search.engine import pattern_at_target
-
     if not spec.extrapolate_to:
         return list(patterns)
-    from scaling.equal_cost import OverBudget
+    from scaling.extrapolate import OffTarget
 
     trained = []
     for p in patterns:
         try:
-            trained.append(pattern_at_target(p, spec.extrapolate_to, known.get(p), config.growth))
-        except OverBudget:  # --equal-cost: a layout too deep for the budget is skipped, it trains nothing
+            trained.append(config.growth.grow(p, spec.extrapolate_to, known.get(p)).layout)
+        except OffTarget:  # not within the growth's tolerance (too deep for --equal-cost): skipped, trains nothing
             continue
     return trained or list(patterns)
 

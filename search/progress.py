@@ -15,8 +15,8 @@ How the ETA is estimated (:class:`SearchEta`), and what it assumes:
   training token (forward only);
 * a stage's work is its candidates x runs x (tokens trained + tokens scored). Every candidate of a stage is taken
   to cost the mean of the stage's enqueued patterns (its known layouts, or a rung's promotions), each sized by the
-  model the budget trains for it (``search.growth.layout_at_target`` at ``extrapolate_to``: a known family in its
-  own layout, Llama's and the paper's stacked, a new pattern grown by ``--attention-at-target``);
+  model the budget trains for it (``search.growth.Grown`` at ``extrapolate_to``: a known family in its own layout,
+  Llama's and the paper's stacked, a new pattern grown by the search's rule);
 * the later rungs of successive halving train ``keep`` + 1 candidates (the floor: the best known layout, when it
   is not among the best) and a rung that ``continues`` trains one rate per seed from the trunk the rung below kept,
   so only the tokens past that trunk;
@@ -49,6 +49,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from search.engine import FINISHED
+from search.growth import Growth
 from search.resume import is_evaluation
 
 FORWARD_SHARE = 1 / 3  # a forward-only token's share of a training token's FLOPs (forward 2N, backward 4N)
@@ -137,17 +138,16 @@ class StageWork:
 
 @functools.lru_cache(maxsize=512)
 def trained_flops_per_token(pattern: str, widths: str, extrapolate_to: str | None, seq_len: int,
-                            attention: str = "repeat", known: str | None = None) -> float | None:
+                            growth: Growth = Growth(), known: str | None = None) -> float | None:
     """Training FLOPs per token of what the ``lm`` evaluator trains for ``pattern`` (grown to ``extrapolate_to``
-    when the budget has one: the known layout ``known`` in its own rule, a new pattern's attention by
-    ``attention``, as ``LanguageModelEvaluator.trained_pattern`` does); None when it cannot be counted."""
+    when the budget has one, by the search's ``growth``: the known layout ``known`` in its own rule, as
+    ``LanguageModelEvaluator.grown`` does); None when it cannot be counted."""
     try:
         from composer.accounting import analyze
         from composer.presets import resolve_architecture
-        from search.growth import as_growth
 
         if extrapolate_to:
-            arch = as_growth(attention).arch(pattern, extrapolate_to, known)
+            arch = growth.grow(pattern, extrapolate_to, known).arch
         else:
             arch, _ = resolve_architecture(pattern, widths, widths)
         return float(analyze(arch, seq_len=seq_len).flops_per_token)
@@ -168,12 +168,12 @@ def _trunk_tokens(budget) -> int:
 
 
 def stage_work(budget: str, candidates: int, patterns: list[str], widths: str,
-               below: str | None = None, attention: str = "repeat", known: dict[str, str] | None = None
+               below: str | None = None, growth: Growth = Growth(), known: dict[str, str] | None = None
                ) -> StageWork:
     """The work of ``candidates`` trained at ``lm`` budget ``budget`` (``below``: the budget of the rung under it,
     whose trunks a ``continues`` budget continues), each costing the mean of ``patterns``, each as the model the
-    budget's target trains for it (``known``: pattern -> its known layout's name, in that layout's own rule; a new
-    pattern grown by ``attention``, ``--attention-at-target``)."""
+    budget's target trains for it (``known``: pattern -> its known layout's name, in that layout's own rule; every
+    pattern grown by the search's ``growth``)."""
     from search.lm import get_lm_budget
 
     spec = get_lm_budget(budget)
@@ -186,7 +186,7 @@ def stage_work(budget: str, candidates: int, patterns: list[str], widths: str,
             start, runs = min(_trunk_tokens(previous), spec.tokens), spec.seeds  # one rate: the trunk's
     scored = ((spec.val_tokens or 65_536) + (spec.curve_points + (spec.schedule == "wsd")) * spec.curve_tokens)
     known = known or {}
-    flops = [trained_flops_per_token(p, widths, spec.extrapolate_to, spec.seq_len, attention, known.get(p))
+    flops = [trained_flops_per_token(p, widths, spec.extrapolate_to, spec.seq_len, growth, known.get(p))
              for p in patterns]
     per_token = sum(flops) / len(flops) if flops and None not in flops else 1.0
     trained = spec.tokens // (spec.seq_len * spec.batch_size) * spec.seq_len * spec.batch_size  # whole steps
@@ -219,7 +219,7 @@ class SearchEta:
 
             patterns = [pattern for pattern, _ in stage.first] or [self._representative(config)]
             known = known_names(stage)  # sized in their own layouts at the target, as the rungs train them
-            attention = getattr(config, "growth", None) or getattr(config, "attention_at_target", "repeat")
+            growth = getattr(config, "growth", None) or Growth()
             candidates = min(stage.trials, stage.space.size)
             name = getattr(self.strategy, "name", None)
             from search.fidelity import get_ladder, rung_budget
@@ -237,19 +237,19 @@ class SearchEta:
                         candidates = min(candidates, ladder.rungs[j].keep + pool + (floor if config.known else 0))
                     below = rung_budget(ladder, j - 1, config.target) if j else None
                     works.append(stage_work(rung_budget(ladder, j, config.target), candidates, patterns,
-                                            config.widths, below, attention, known))
-                works += self._after_rungs(config, ladder, candidates, patterns, known, attention)
+                                            config.widths, below, growth, known))
+                works += self._after_rungs(config, ladder, candidates, patterns, known, growth)
                 self.stages, self.whole = works, True
             else:
                 count = self.strategy.stage_count(config) if self.strategy is not None else 1
                 self.stages = [stage_work(stage_config.budget, candidates, patterns, stage_config.widths,
-                                          attention=attention, known=known)]
+                                          growth=growth, known=known)]
                 self.whole = index == count - 1  # the last stage: its time left is the search's
         except Exception:  # not an lm budget (a user's evaluator): the stage is estimated from its reports
             self.stages, self.whole = None, False
 
     def _after_rungs(self, config, ladder, finalists: int, patterns: list[str], known: dict[str, str],
-                     attention: str) -> list[StageWork]:
+                     growth: Growth) -> list[StageWork]:
         """What follows the rungs: the confirmation's runs (``--confirm-seeds``: the best new and the best known
         finalist, a run per further seed), and the recall probe of every finalist (``--min-recall`` on a ladder
         that probes) in ``fixed_seconds``: its models are not the rungs', so it is timed by its per-finalist
@@ -267,7 +267,7 @@ class SearchEta:
 
             last = rung_budget(ladder, len(ladder.rungs) - 1, config.target)
             budget = confirm_budget(last, config.confirm_seeds - get_lm_budget(last).seeds)
-            works.append(stage_work(budget, 2, patterns, config.widths, attention=attention, known=known))
+            works.append(stage_work(budget, 2, patterns, config.widths, growth=growth, known=known))
         return works
 
     @staticmethod

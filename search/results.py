@@ -216,21 +216,3 @@ def search_dir_of(source: str | Path) -> Path:
         text = text.removeprefix(prefix)
     path = Path(text)
     return path if path.is_dir() else path.parent
-
-
-def grow_answer(answer: dict[str, Any], preset: str, *, attention: str | None = None, depth: int | str | None = None,
-                equal_cost=None, **options: Any):
-    """The model ``answer`` (:func:`answer_of`) is at ``preset``, grown as the search grew it
-    (:func:`search.growth.grow` under its ``--attention-at-target``, ``--depth-at-target`` and ``--equal-cost``),
-    unless ``attention``, ``depth`` or ``equal_cost`` (a ``scaling.equal_cost.EqualCost``) says otherwise.
-    ``options``: ``composer extrapolate``'s ``target_params``, ``method``, ``rounding``."""
-    from scaling.equal_cost import EqualCost
-    from search.growth import depth_at_target, grow
-
-    depth = answer.get("depth_at_target") if depth is None else depth
-    if equal_cost is None and answer.get("equal_cost_rule"):
-        rule = answer["equal_cost_rule"]
-        equal_cost = EqualCost.of(rule["equal_cost"], rule.get("deployed_at"), rule.get("cost_device"),
-                                  rule.get("equal_cost_figure"))
-    return grow(answer["pattern"], preset, answer["known"], attention or answer["attention_at_target"],
-                depth_at_target(depth, preset), equal_cost=equal_cost, **options)

@@ -190,14 +190,20 @@ def check_limits_admit(config: SearchConfig) -> None:
 
 def check_depth_at_target(config: SearchConfig) -> None:
     """Refuse a ``--depth-at-target`` no model reaches the target's size at (one line), before anything is written:
-    a pattern of the space's primitives is grown there as every candidate will be."""
+    a pattern of the space's primitives is grown there as every candidate will be. One that lands beyond the
+    growth's tolerance of the size (``scaling.extrapolate.OffTarget``) is not refused: other patterns may land
+    within it, and each candidate that does not is skipped with the reason."""
     if config.growth.depth is None:
         return
     from composer.pattern import layers
+    from scaling.extrapolate import OffTarget
 
     tokens = layers(config.primitives)
     sample = "".join(tokens[i % len(tokens)] for i in range(config.layers))
-    config.growth.arch(sample, config.report_target)
+    try:
+        config.growth.grow(sample, config.report_target)
+    except OffTarget:
+        pass
 
 
 def no_eligible_note(summary: dict[str, Any]) -> str:

@@ -19,12 +19,14 @@ from search.trained_recall import describe as describe_recall
 def format_table(rows: list[dict[str, Any]], limit: int = 10) -> str:
     """The ranking: each row's searched pattern, score and rate, then the model that score was trained on (on a rung
     at the target, the pattern grown to the target's size: ``search.leaderboard.scored_model``), its preset, its
-    non-embedding parameters and its share of attention layers; a line for each pattern whose growth dropped layers
+    non-embedding parameters beside all of them (a model grown by width carries a wider embedding and head at the
+    same non-embedding size) and its share of attention layers; a line for each pattern whose growth dropped layers
     (``search.growth.grown_line``), then what the columns are."""
+    from composer.accounting import format_count
     from search.leaderboard import scored_model
 
     header = (f"{'rank':>4}  {'pattern':<20} {'score':>8}  {'lr':>7}  {'trained as':<22} {'at':<12} "
-              f"{'non-emb':>9}  {'attn':>5}  trial  known")
+              f"{'non-emb':>9}  {'params':>7}  {'attn':>5}  trial  known")
     lines, grown, unsaid = [header], [], False
     for row in rows[:limit]:
         pattern = row["pattern"] if len(row["pattern"]) <= 20 else row["compact"][:20]
@@ -34,6 +36,7 @@ def format_table(rows: list[dict[str, Any]], limit: int = 10) -> str:
         lines.append(
             f"{row['rank']:>4}  {pattern:<20} {row['score']:>8.4f}  {lr:>7}  {trained:<22} "
             f"{model['widths'] or '-':<12} {model['non_embedding_params'] or 0:>9,}  "
+            f"{format_count(model['params']) if model.get('params') else '-':>7}  "
             f"{model['attention_share']:>5.2f}  {row['trial']:>5}  {row.get('known') or 'new'}"
         )
         grown += [f"   {model['grown']}"] if model.get("grown") else []
@@ -42,15 +45,18 @@ def format_table(rows: list[dict[str, Any]], limit: int = 10) -> str:
     lines.append("trained as, at: the model each score was trained on and its preset (at the target: the pattern "
                  "grown to its size" + ("; -: the evaluator does not say, the pattern at the search's preset"
                                         if unsaid else "")
-                 + "); non-emb: its non-embedding parameters; attn: its share of attention layers")
+                 + "); non-emb: its non-embedding parameters, the size growth matches; params: all of them, the "
+                 "embedding and head included; attn: its share of attention layers")
     return "\n".join(lines)
 
 
 def cost_columns(row: dict[str, Any]) -> str:
     """A row's pattern, its model at the target and that model's analytic cost: parameters, cache per sequence at
     4K and 32K tokens, fixed state (search.cost)."""
+    from search.growth import Grown
+
     cost = row["cost"]
-    trained = row.get("target_pattern") or row["pattern"]
+    trained = Grown.layout_in(row) or row["pattern"]
     shown = trained if len(trained) <= 22 else compact_pattern(trained)[:22]
     return (f"{row['pattern']:<20} {shown:<22} {cost['params'] / 1e6:>7.2f}M  "
             + "  ".join(f"{format_bytes(cost['cache_bytes'][str(n)]):>10}" for n in COST_LENGTHS)

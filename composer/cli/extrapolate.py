@@ -180,7 +180,7 @@ def run(args: argparse.Namespace) -> int:
         how = grown.how
     elif result.method == "depth":
         how = (f"depth: {mixers} laid out at {result.depth} layers, widths scaled x{result.scale:.3f} to the "
-               f"target's size ({result.target})")
+               f"target's size ({result.target}): {grown.sizes()}")
     elif result.method == "stack":
         remainder = result.scale - result.repeats
         how = f"stack: {result.repeats} x {mixers} + remainder stretched x{remainder:.4f}"

@@ -201,15 +201,15 @@ def at_depth(config: TrainConfig, args: argparse.Namespace, say) -> TrainConfig:
     else:
         say(f"--depth-at-target {args.depth}: {config.arch} at {model.n_layers} layers, "
             f"{compact_pattern(model.pattern)}, widths d_model {model.arch.d_model} (preset {model.target}), "
-            f"{model.non_embedding_params:,} non-embedding parameters against {config.preset}'s "
-            f"{model.target_non_embedding_params:,}")
+            f"{grown.sizes()}")
     return dataclasses.replace(config, arch=model.pattern, preset=model.target)
 
 
 def from_search(config: TrainConfig, args: argparse.Namespace, say) -> TrainConfig:
     """``config`` training the answer of the search in ``args.from_search`` (issue 49): the model the search scored
     and costed, grown to ``--preset`` by the search's own rule, at its rate unless ``--lr`` is given."""
-    from search.results import answer_of, grow_answer
+    from search.growth import Growth
+    from search.results import answer_of
 
     recipe = getattr(args, "recipe_values", None) or {}
     if args.arch is not None:
@@ -222,8 +222,9 @@ def from_search(config: TrainConfig, args: argparse.Namespace, say) -> TrainConf
     answer = answer_of(args.from_search)
     asked = getattr(args, "attention", None)
     rule = asked or answer["attention_at_target"]
-    grown = grow_answer(answer, target, attention=rule, depth=getattr(args, "depth", None),
-                        equal_cost=equal_cost_of(args, answer))
+    growth = Growth.of_answer(answer, target, attention=rule, depth=getattr(args, "depth", None),
+                              equal_cost=equal_cost_of(args, answer))
+    grown = growth.grow(answer["pattern"], target, answer["known"])
     pattern, widths, how = grown.layout, grown.widths, grown.how
     rule_from = f"--attention-at-target {rule}" if asked else f"the search's --attention-at-target {rule}"
     name = f" ({answer['known']})" if answer["known"] else ""

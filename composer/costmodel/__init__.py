@@ -31,9 +31,10 @@ from composer.costmodel.fit import (
     relative_error,
 )
 from composer.costmodel.predict import (
+    DECODE_POINT,
     DEFAULT_BATCHES,
-    DEFAULT_CONTEXT,
     Prediction,
+    decode_point,
     UnitTime,
     predict,
     predict_decode,
@@ -60,9 +61,10 @@ def device_names() -> list[str]:
 
 
 __all__ = [
-    "DEFAULT_BATCHES", "DEFAULT_CONTEXT", "LAYOUT_CLASSES", "OPTIMIZER_BYTES_PER_PARAM", "TABLE_PATH", "Constant",
+    "DECODE_POINT", "DEFAULT_BATCHES", "LAYOUT_CLASSES", "OPTIMIZER_BYTES_PER_PARAM", "TABLE_PATH", "Constant",
     "Counts", "Device", "Prediction", "Row", "Table", "UnitTime", "Work", "design_row", "device_names",
     "error_summary", "fit_nonnegative", "layout_class", "load_table", "parse_table", "predict", "predict_decode",
     "predict_prefill", "predict_train", "predicted_s", "relative_error", "serving_summary", "step_work",
+    "decode_point",
     "write_table",
 ]

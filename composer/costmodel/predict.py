@@ -24,7 +24,16 @@ from composer.costmodel.table import Constant, Device, Table, load_table
 from composer.costmodel.work import Work, step_work
 from composer.errors import ConfigError
 
-DEFAULT_CONTEXT = 4096  # the decode context composer info predicts at (capped by the model's max_seq_len)
+DECODE_POINT = 4_096
+"""The one decode context a modeled figure is read at where no search's decode point is given (``composer info``,
+the cost limits modeled on a device, growth to equal cost), within the model's length: :func:`decode_point`."""
+
+
+def decode_point(max_seq_len: int, context: int = DECODE_POINT) -> int:
+    """``context`` (default :data:`DECODE_POINT`) within a model of ``max_seq_len`` positions: the decode step after
+    it writes position ``context``, so at most ``max_seq_len - 1`` (as the measured decode points,
+    ``composer.evaluation.bench_cost.CostGrid.contexts``, are)."""
+    return min(context, max_seq_len - 1)
 DEFAULT_BATCHES = (1, 64)
 
 
@@ -164,17 +173,17 @@ def serving_summary(
     arch: ArchConfig,
     device: str,
     *,
-    context: int = DEFAULT_CONTEXT,
+    context: int = DECODE_POINT,
     batches: tuple[int, ...] = DEFAULT_BATCHES,
     train_seq_len: int | None = None,
     table: Table | None = None,
 ) -> dict[str, Any]:
     """What ``composer info --device`` reports: training tokens/s at the device's training shape, prefill tokens/s
-    and decode ms per token at each of ``batches`` after ``context`` tokens (capped by ``max_seq_len``), the
+    and decode ms per token at each of ``batches`` after ``context`` tokens (:func:`decode_point`), the
     constants used and their sources. Batch keys are strings (``"1"``, ``"64"``), as JSON has them."""
     table = load_table() if table is None else table
     dev = table.device(device)
-    context = min(context, arch.max_seq_len)
+    context = decode_point(arch.max_seq_len, context)
     train = predict_train(arch, dev, seq_len=train_seq_len, table=table)
     prefill = {str(b): predict_prefill(arch, dev, seq_len=context, batch=b, table=table) for b in batches}
     decode = {str(b): predict_decode(arch, dev, context=context, batch=b, table=table) for b in batches}
@@ -208,5 +217,5 @@ def _dominant(prediction: Prediction) -> str:
     return max(totals, key=totals.get)
 
 
-__all__ = ["DEFAULT_BATCHES", "DEFAULT_CONTEXT", "Prediction", "UnitTime", "predict", "predict_decode",
-           "predict_prefill", "predict_train", "serving_summary"]
+__all__ = ["DECODE_POINT", "DEFAULT_BATCHES", "Prediction", "UnitTime", "predict", "predict_decode",
+           "predict_prefill", "predict_train", "decode_point", "serving_summary"]

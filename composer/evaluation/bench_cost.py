@@ -521,6 +521,20 @@ def measure_cost(arch: ArchConfig, grid: CostGrid, device: str | torch.device | 
         return _measure_cost(arch, grid, device)
 
 
+@contextlib.contextmanager
+def seeded(seed: int, device: torch.device) -> Iterator[None]:
+    """The random generators a model is initialised from (the CPU's, and ``device``'s on CUDA) seeded with
+    ``seed`` inside, and restored after: a measurement's weights are reproducible without reseeding the process
+    (issue 69: a search worker's own random state was reset by each cost it measured)."""
+    cuda = device.type == "cuda"
+    index = (device.index if device.index is not None else torch.cuda.current_device()) if cuda else None
+    with torch.random.fork_rng(devices=[index] if cuda else []):
+        torch.default_generator.manual_seed(seed)
+        if cuda:
+            torch.cuda.default_generators[index].manual_seed(seed)
+        yield
+
+
 def _measure_cost(arch: ArchConfig, grid: CostGrid, device: torch.device) -> dict[str, Any]:
     from composer.model import build_model
 
@@ -528,8 +542,8 @@ def _measure_cost(arch: ArchConfig, grid: CostGrid, device: torch.device) -> dic
     cuda = device.type == "cuda"
     dtype = grid.dtype(device)
     contexts = grid.contexts(arch.max_seq_len)
-    torch.manual_seed(grid.seed)
-    model = build_model(arch, device=device)
+    with seeded(grid.seed, device):
+        model = build_model(arch, device=device)
     batch = grid.train_batch if cuda else grid.cpu_train_batch()
     while True:  # halved where the GPU's allocator runs out
         try:

@@ -5,7 +5,7 @@ training throughput (the constrained ``AMSD`` search's 34-layer answer decoded a
 the CPU). The field's latency-aware searches rank on the loss-cost front (Nemotron-Flash, Jet-Nemotron); these
 limits let a search answer *at equal cost*, as ``--max-kv`` lets it answer at equal cache.
 
-Each figure belongs to the candidate's model at the target (``search.growth.Growth``, as ``--max-kv``'s cache):
+Each figure belongs to the candidate's model at the target (``search.growth.Grown``, as ``--max-kv``'s cache):
 
 * ``decode_ms``: one decode step at batch 1, milliseconds per token;
 * ``train_tokens_per_s``: training tokens per second.
@@ -42,7 +42,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
-import re
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +49,6 @@ from composer.errors import ConfigError
 from composer.files import update_json
 
 STORE = "limit_cost.json"
-MODEL_CONTEXT = 4_096  # a modeled figure's decode context where no search's decode point is given (composer info's)
 FIGURES = {"decode_ms": "decode ms per token at batch 1", "train_tokens_per_s": "training tokens/s"}
 LIMITS = {  # figure -> the CostLimits field that limits it, its flag, and the most lenient of several figures
     "decode_ms": ("max_latency", "--max-latency", max),
@@ -214,12 +212,12 @@ def pooled(kept: list[dict[str, Any]]) -> dict[str, Any]:
     return said
 
 
-def modeled(arch, device: str, context: int = MODEL_CONTEXT) -> dict[str, Any]:
+def modeled(arch, device: str, context: int | None = None) -> dict[str, Any]:
     """The cost model's figures on ``device``, decode after ``context`` tokens (the search's decode point, where a
-    search asks; capped by the model's ``max_seq_len``)."""
-    from composer.costmodel import predict_decode, predict_train
+    search asks; else ``composer.costmodel.DECODE_POINT``), within the model's length."""
+    from composer.costmodel import DECODE_POINT, decode_point, predict_decode, predict_train
 
-    context = min(context, arch.max_seq_len - 1)
+    context = decode_point(arch.max_seq_len, DECODE_POINT if context is None else context)
     return {
         "decode_ms": predict_decode(arch, device, context=context).ms_per_token,
         "train_tokens_per_s": predict_train(arch, device).tokens_per_s,
@@ -312,7 +310,9 @@ def _limits_shape(config):
     from search.fidelity import get_ladder, rung_budget
 
     if config.evaluator == "lm":
-        budget = re.sub(r"^confirm\d+:", "", str(config.budget)).partition("@")[0]
+        from search.lm import BudgetName
+
+        budget = BudgetName.parse(config.budget).base
         ladder_name = budget.split("-")[1] if budget.startswith("rung-") else budget
         try:
             ladder = get_ladder(ladder_name)
@@ -367,18 +367,18 @@ def limit_check(config):
 
 def best_known_so_far(history, direction: str, target: str) -> tuple[str, Any] | None:
     """``(name, arch)`` of the best-scoring finished known layout of a stage's ``history`` (Optuna trials): its
-    model at ``target`` (the trial's ``target_pattern`` at its ``target_widths``, else the target's), or None."""
-    from composer.presets import get_preset
+    model at ``target`` as the trial stored it (``search.growth.Grown.stored_in``), or None."""
+    from search.growth import Grown
 
-    scored = [trial for trial in history if trial.user_attrs.get("known") and trial.user_attrs.get("target_pattern")
+    scored = [trial for trial in history if trial.user_attrs.get("known")
+              and Grown.stored_in(trial.user_attrs, target) is not None
               and trial.values and not any(key in trial.user_attrs for key in ("cached_from", "skip_reason",
                                                                                  "pruned_at", "fail_reason"))
               and getattr(trial.state, "name", "COMPLETE") == "COMPLETE"]
     if not scored:
         return None
     best = (max if direction == "maximize" else min)(scored, key=lambda trial: trial.values[0])
-    attrs = best.user_attrs
-    return attrs["known"], get_preset(attrs.get("target_widths") or target).arch.with_pattern(attrs["target_pattern"])
+    return best.user_attrs["known"], Grown.stored_in(best.user_attrs, target).arch
 
 
 def known_figures(config, figures: CostFigures) -> dict[str, dict[str, Any]]:
@@ -386,10 +386,8 @@ def known_figures(config, figures: CostFigures) -> dict[str, dict[str, Any]]:
     if not config.known:
         return {}
     from composer.pattern import layers
+    from scaling.extrapolate import OffTarget
     from search.known import known_layouts
-
-    from scaling.equal_cost import OverBudget
-
     from search.spaces import build_space
 
     space = build_space(config.space, config.layers, config.primitives)  # the layouts the first stage can enter
@@ -401,8 +399,8 @@ def known_figures(config, figures: CostFigures) -> dict[str, dict[str, Any]]:
         if space.inexpressible(layout.pattern):  # --space mixers: never trained, so it sets no limit
             continue
         try:
-            said[layout.name] = figures.of(growth.arch(layout.pattern, config.report_target, layout.name))
-        except OverBudget:  # --equal-cost: a known layout too deep for the budget is skipped; it sets no limit
+            said[layout.name] = figures.of(growth.grow(layout.pattern, config.report_target, layout.name).arch)
+        except OffTarget:  # not within the growth's tolerance (too deep for --equal-cost): skipped, it sets no limit
             continue
     return said
 
@@ -458,7 +456,6 @@ __all__ = [
     "MEASUREMENTS",
     "KNOWN",
     "LIMITS",
-    "MODEL_CONTEXT",
     "STORE",
     "check_device",
     "check_known_limits",

@@ -9,7 +9,7 @@ with, is what a user weighs against a loss difference. The timing itself is
 
 * :func:`cost_grid`: the shape measured, from the budget the answer's ranking was trained at (its batch and
   context);
-* :func:`add_measured_cost`: ``row["cost"]["measured"]`` for every row with a ``target_pattern``, read from
+* :func:`add_measured_cost`: ``row["cost"]["measured"]`` for every row with a model at the target, read from
   ``STORE`` where that model was measured before with the same grid on the same machine (device, its name,
   threads, torch), else measured and written there at once (a search killed while measuring keeps what it
   measured), then ``row["cost"]["vs_best_known"]``;
@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from composer.files import update_json
+from search.growth import GROWN, Grown
 
 STORE = "measured_cost.json"  # in --out: {"<target>:<target pattern>": record}
 
@@ -108,8 +109,8 @@ def progress_line(row: dict[str, Any], record: dict[str, Any], target: str, reus
 
 def add_measured_cost(rows: list[dict[str, Any]], target: str, grid, out: Path | None,
                       best_known: dict[str, Any] | None, echo=None) -> None:
-    """``row["cost"]["measured"]`` for every row with a ``target_pattern`` (module doc), then the ratios to the
-    best known layout's row."""
+    """``row["cost"]["measured"]`` for every row with a model at the target (its ``grown`` record,
+    ``search.growth.Grown``; module doc), then the ratios to the best known layout's row."""
     import torch
 
     from composer.evaluation.bench_cost import machine
@@ -125,13 +126,12 @@ def add_measured_cost(rows: list[dict[str, Any]], target: str, grid, out: Path |
              f"{grid.seq_len}, decode at batch 1 and {grid.large_batch} after "
              + " and ".join(f"{c:,}" for c in grid.contexts(get_preset(target).arch.max_seq_len)) + " tokens")
     for row in rows:
-        pattern = row.get("target_pattern")
-        if not pattern:
+        grown = Grown.stored_in(row, target)  # its model at the target, as its trial stored it
+        if grown is None:
             continue
-        at = row.get("target_widths") or target  # its own widths where grown at --depth-at-target
-        key = f"{at}:{pattern}"
+        at, key = grown.widths, f"{grown.widths}:{grown.layout}"
         reused = reusable(store.get(key), here, wanted)
-        record = store[key] if reused else measure_row(pattern, at, grid)
+        record = store[key] if reused else measure_row(grown.layout, at, grid)
         if not reused and "error" not in record and out is not None:  # under the store's lock: workers share it
             store = update_json(Path(out) / STORE, lambda data, key=key, record=record: {**data, key: record})
         row["cost"] = {**(row.get("cost") or {}), "measured": record}
@@ -180,8 +180,7 @@ def add_ratios(rows: list[dict[str, Any]], best_known: dict[str, Any] | None) ->
         if measured is None or "error" in measured:
             continue
         row["cost"]["vs_best_known"] = {"pattern": known["pattern"], "name": known["known"],
-                                        "target_pattern": known.get("target_pattern"),
-                                        **ratios_to_known(measured, reference)}
+                                        GROWN: known.get(GROWN), **ratios_to_known(measured, reference)}
 
 
 __all__ = ["STORE", "add_measured_cost", "add_ratios", "cost_grid", "known_row", "measure_row", "ratios_to_known",

@@ -4,7 +4,7 @@ Why: a deployer choosing a layout pays for its inference cache at the lengths it
 to the model that will be pretrained. The 6-layer pattern at the target's widths understated it (``AMAMAM`` at
 demo-4m: 768 bytes per token for the 6 layers, 2,304 for the 18-layer stack that is trained), and training
 tokens/s at 128 tokens says nothing about decoding. So every trial records, for its model at the target
-(``search.engine.pattern_at_target``):
+(``search.growth.Grown``):
 
 * ``params`` / ``non_embedding_params``, ``kv_bytes_per_token`` (full attention's cache per token of context),
   ``state_bytes`` (fixed state: Mamba-2, Gated DeltaNet) and ``cache_bytes`` per sequence at ``COST_LENGTHS``
@@ -30,7 +30,8 @@ from typing import Any
 
 from composer.accounting import format_bytes
 from composer.errors import ConfigError
-from scaling.equal_cost import OverBudget
+from scaling.extrapolate import OffTarget
+from search.growth import Growth
 
 COST_LENGTHS = (4_096, 32_768)  # the serving lengths every trial's cache is reported at
 # --max-kv's units, read in any case: a size in bytes takes B, KB/MB/GB (powers of 1,000, as disks count) or
@@ -119,24 +120,22 @@ MAX_PATTERNS_CHECKED = 20_000  # past this the check would take longer than it s
 
 
 def recall_under_max_kv(patterns: list[str], target: str, max_kv: tuple[int, int], length: int,
-                        attention: str = "repeat") -> dict | None:
-    """Of ``patterns`` (a search space's), how many fit ``max_kv`` on their model at ``target`` (its attention
-    grown by ``attention``, ``--attention-at-target``), how many of
+                        growth: Growth = Growth()) -> dict | None:
+    """Of ``patterns`` (a search space's), how many fit ``max_kv`` on their model at ``target`` (grown by the
+    search's ``growth``), how many of
     those keep every token of ``length`` (:func:`keeps_every_token`), and the least cache a pattern that keeps
     them holds at the limit's length (None when none does). None when there are too many patterns to check."""
     from composer.accounting import analyze
-    from search.growth import as_growth
 
     if len(patterns) > MAX_PATTERNS_CHECKED:
         return None
-    growth = as_growth(attention)
     limit, at = max_kv
     fit = keeping = 0
     cheapest = None
     for pattern in patterns:
         try:
-            stats = analyze(growth.arch(pattern, target), seq_len=at)
-        except OverBudget:  # --equal-cost: skipped by the search, whatever its cache
+            stats = analyze(growth.grow(pattern, target).arch, seq_len=at)
+        except OffTarget:  # not within the growth's tolerance: skipped by the search, whatever its cache
             continue
         cache, keeps = stats.cache_bytes_per_sequence, _keeps_every_token(stats, length)
         fit += cache <= limit
@@ -147,20 +146,19 @@ def recall_under_max_kv(patterns: list[str], target: str, max_kv: tuple[int, int
 
 
 def first_within(patterns: list[str], widths: str, target: str, max_params: int | None,
-                 max_kv: tuple[int, int] | None, attention: str = "repeat") -> dict | None:
+                 max_kv: tuple[int, int] | None, growth: Growth = Growth()) -> dict | None:
     """The first of ``patterns`` (a space's, within its shares) with at most ``max_params`` non-embedding
-    parameters at ``widths`` and at most ``max_kv`` on its model at ``target`` (its attention grown by
-    ``attention``), as ``{"fits": pattern}``; where none is, ``fits`` None with the smallest pattern (its
+    parameters at ``widths`` and at most ``max_kv`` on its model at ``target`` (grown by the search's ``growth``),
+    as ``{"fits": pattern}``; where none is, ``fits`` None with the smallest pattern (its
     parameters) and the least cache of a pattern within ``max_params``. None when there are too many patterns to
     check in seconds. What refuses a search whose limits admit no pattern before it trains (issue 47:
     --max-params -5 skipped every candidate it proposed, without end)."""
     from composer.accounting import analyze
     from composer.presets import get_preset
-    from search.growth import as_growth
 
     if len(patterns) > MAX_PATTERNS_CHECKED:
         return None
-    at_widths, growth = get_preset(widths).arch, as_growth(attention)
+    at_widths = get_preset(widths).arch
     smallest = least = None  # (params, pattern) of all; (cache, pattern) of those within max_params
     for pattern in patterns:
         params = analyze(at_widths.with_pattern(pattern)).non_embedding_params
@@ -170,8 +168,8 @@ def first_within(patterns: list[str], widths: str, target: str, max_params: int 
         if max_kv is None:
             return {"fits": pattern}
         try:
-            grown = growth.arch(pattern, target)
-        except OverBudget:  # --equal-cost: skipped by the search, whatever its cache
+            grown = growth.grow(pattern, target).arch
+        except OffTarget:  # not within the growth's tolerance: skipped by the search, whatever its cache
             continue
         cache = analyze(grown, seq_len=max_kv[1]).cache_bytes_per_sequence
         if cache <= max_kv[0]:

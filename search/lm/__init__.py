@@ -3,8 +3,8 @@ derived from them), the evaluator itself (``evaluator``: a candidate trained at 
 the setting a stage's scores were measured under (``setting``). The names below are the package's interface."""
 
 from search.lm.budgets import (
-    CONFIRM_NAME,
     LM_BUDGETS,
+    BudgetName,
     LMBudget,
     confirm_budget,
     get_lm_budget,
@@ -22,6 +22,6 @@ from search.lm.evaluator import (
 )
 from search.lm.setting import stage_setting
 
-__all__ = ["CONFIRM_NAME", "LM_BUDGETS", "LMBudget", "LanguageModelEvaluator", "Run", "TRUNK_SAVES", "as_run",
+__all__ = ["LM_BUDGETS", "BudgetName", "LMBudget", "LanguageModelEvaluator", "Run", "TRUNK_SAVES", "as_run",
            "checked_source", "confirm_budget", "get_lm_budget", "interrupted_message", "measured_seed_noise",
            "quiet_lightning", "stage_setting", "unknown_budget_text"]

@@ -124,13 +124,48 @@ LM_BUDGETS: dict[str, LMBudget] = {budget.name: budget for budget in (
 
 
 
-CONFIRM_NAME = re.compile(r"confirm(\d+):(.+)")
+@dataclass(frozen=True)
+class BudgetName:
+    """An lm budget's name in its one grammar, ``[confirmN:]NAME[@PRESET]``, parsed here and nowhere else: the budget
+    ``base`` of the table (:data:`LM_BUDGETS`), trained ``at`` a preset's size where one is named (a ladder's rung
+    at the search's ``--target``: ``rung-cpu-2@demo-4m``), and with ``confirm_seeds`` that many further seeds of
+    it from scratch at each candidate's chosen rate (:func:`confirm_budget`: ``confirm2:rung-cpu-2@demo-4m``). A
+    name rather than a value, so that a search's worker processes resolve it too."""
+
+    base: str
+    at: str | None = None
+    confirm_seeds: int | None = None
+
+    GRAMMAR = re.compile(r"(?:confirm(?P<seeds>\d+):)?(?P<base>[^@]+)(?:@(?P<at>.*))?")
+
+    @classmethod
+    def parse(cls, name: str | BudgetName) -> BudgetName:
+        if isinstance(name, BudgetName):
+            return name
+        match = cls.GRAMMAR.fullmatch(str(name))
+        if match is None:
+            raise ConfigError(unknown_budget_text(str(name)))
+        seeds = match.group("seeds")
+        return cls(match.group("base"), match.group("at") or None, None if seeds is None else int(seeds))
+
+    @property
+    def confirms(self) -> bool:
+        return self.confirm_seeds is not None
+
+    @property
+    def confirmed(self) -> BudgetName:
+        """The budget a confirmation confirms (itself where it confirms none)."""
+        return BudgetName(self.base, self.at)
+
+    def __str__(self) -> str:
+        prefix = f"confirm{self.confirm_seeds}:" if self.confirms else ""
+        return prefix + self.base + (f"@{self.at}" if self.at else "")
 
 
 def confirm_budget(budget: str, seeds: int) -> str:
     """The name of ``seeds`` further seeds of ``budget`` (a ladder's last rung, ``NAME@PRESET``) at each candidate's
-    chosen rate: ``confirm2:rung-cpu-2@demo-4m``. A name, so that a search's worker processes resolve it too."""
-    return f"confirm{seeds}:{budget}"
+    chosen rate: ``confirm2:rung-cpu-2@demo-4m``."""
+    return str(dataclasses.replace(BudgetName.parse(budget), confirm_seeds=seeds))
 
 
 def unknown_budget_text(name: str) -> str:
@@ -142,25 +177,24 @@ def unknown_budget_text(name: str) -> str:
             "and the like, also run alone)")
 
 
-def get_lm_budget(budget: str | LMBudget) -> LMBudget:
+def get_lm_budget(budget: str | BudgetName | LMBudget) -> LMBudget:
     """A named budget; ``NAME@PRESET`` is that budget trained at PRESET's size (a ladder's last rung at the
     search's ``--target``); ``confirmN:NAME`` is N further seeds of NAME from scratch (``confirm_budget``)."""
     if isinstance(budget, LMBudget):
         return budget
-    confirm = CONFIRM_NAME.fullmatch(str(budget))
-    if confirm:
-        base = get_lm_budget(confirm.group(2))
-        return dataclasses.replace(base, name=str(budget), seeds=int(confirm.group(1)), continues=False,
+    name = BudgetName.parse(budget)
+    if name.confirms:
+        base = get_lm_budget(name.confirmed)
+        return dataclasses.replace(base, name=str(budget), seeds=name.confirm_seeds, continues=False,
                                    keeps_trunk=False, extend_edge=False, confirms=True)
-    name, _, target = str(budget).partition("@")
-    if name not in LM_BUDGETS:
-        raise ConfigError(unknown_budget_text(name))
-    if not target:
-        return LM_BUDGETS[name]
+    if name.base not in LM_BUDGETS:
+        raise ConfigError(unknown_budget_text(name.base))
+    if name.at is None:
+        return LM_BUDGETS[name.base]
     from composer.presets import get_preset
 
-    get_preset(target)  # an unknown preset is one clear error here, not a failed trial
-    return dataclasses.replace(LM_BUDGETS[name], name=str(budget), extrapolate_to=target)
+    get_preset(name.at)  # an unknown preset is one clear error here, not a failed trial
+    return dataclasses.replace(LM_BUDGETS[name.base], name=str(budget), extrapolate_to=name.at)
 
 
 def measured_seed_noise(evaluator: str, budget: str) -> SeedNoise | None:

@@ -30,7 +30,8 @@ from typing import Any
 from composer.errors import ComposerRunError, ConfigError
 from composer.precision import AUTOCAST_PRECISIONS, parse_precision
 from search.evaluation import Evaluation, Report, best_rate
-from search.lm.budgets import CONFIRM_NAME, LMBudget, get_lm_budget
+from search.lm.budgets import BudgetName, LMBudget, get_lm_budget
+from search.growth import GROWN, Grown, Growth
 from search.trunks import TrunkStore
 
 
@@ -107,8 +108,8 @@ class LanguageModelEvaluator:
     def __init__(self, budget: str | LMBudget = "cpu", widths: str = "search-1m", data: str | None = None,
                  tokenizer: str | None = None, precision: str = "auto", compile: bool = False,
                  trunks: str | Path | None = None, known: dict[str, str] | None = None,
-                 chosen_rates: dict[str, float] | None = None, attention_at_target: str = "repeat",
-                 text_field: str = "text", depth_at_target: int | None = None, equal_cost=None) -> None:
+                 chosen_rates: dict[str, float] | None = None, growth: Growth | None = None,
+                 text_field: str = "text") -> None:
         from composer.training import TrainConfig
         from composer.training.run import resolve_precision
 
@@ -129,46 +130,39 @@ class LanguageModelEvaluator:
         self.heartbeat: Callable[[dict[str, Any]], None] | None = None
         self._run_context: dict[str, Any] = {}
         self.known = dict(known or {})  # searched pattern -> published family: trained in its own layout at a target
-        self._model_keys: dict[str, str] = {}  # searched pattern -> the model trained for it (model_key)
         self._running: list[Path] = []  # this candidate's trunks in training (TrunkStore.running): gone once it scores
         # searched pattern -> the rate the rungs chose for it, recorded with its promotion: a confirmation, and a rung
         # that continues a trunk, train there even where the kept trunks that also say it are gone (deleted to free
         # disk, or the study moved)
         self.chosen_rates = dict(chosen_rates or {})
-        self.attention_at_target = attention_at_target  # how a new pattern's attention grows to extrapolate_to
-        # None: grown by depth at the target's widths; N: every model at extrapolate_to has N layers, its widths
-        # scaled to the target's size (search.growth.model_at_target)
-        self.depth_at_target = depth_at_target
-        self.equal_cost = equal_cost  # scaling.equal_cost.EqualCost: widths to a family's cost, not the target's size
-        self._trained_widths: dict[str, str] = {}  # trained layout -> the preset it trains at, where not self.widths
+        self.growth = growth or Growth()  # how a pattern becomes its model at extrapolate_to (the search's rule)
+        self._grown: dict[str, Grown] = {}  # searched pattern -> its model at extrapolate_to (grown)
         self._held_out = None  # composer.evaluation.loading.HeldOutCache: recall's held-out text, read once
 
-    def trained_pattern(self, pattern: str) -> str:
-        """What is trained for ``pattern``: itself, or the model it becomes at ``extrapolate_to``'s size (stacked,
-        its attention kept by ``attention_at_target``, or a known family in its own layout:
-        ``search.growth.layout_at_target``)."""
+    def grown(self, pattern: str) -> Grown | None:
+        """The model this budget trains for ``pattern``: the one it grows to at ``extrapolate_to`` under the
+        search's rule (``search.growth``: stacked, its attention kept, a known family in its own layout, at a depth
+        by width or at equal cost), made once per pattern; None where the budget trains the pattern itself at the
+        search's widths."""
         if self.spec.extrapolate_to is None:
-            return pattern
-        from search.growth import model_at_target
-
-        layout, widths, _ = model_at_target(pattern, self.spec.extrapolate_to, self.known.get(pattern),
-                                            self.attention_at_target, self.depth_at_target, self.equal_cost)
-        if widths != self.widths:
-            self._trained_widths[layout] = widths
-        return layout
+            return None
+        if pattern not in self._grown:  # growing a pattern costs ~0.1 s; the engine asks for every trial
+            self._grown[pattern] = self.growth.grow(pattern, self.spec.extrapolate_to, self.known.get(pattern))
+        return self._grown[pattern]
 
     def widths_of(self, trained: str) -> str:
-        """The preset a trained layout trains at: the target's, or its widths scaled at ``depth_at_target``."""
-        return self._trained_widths.get(trained, self.widths)
+        """The preset a trained layout trains at: the target's, or the widths it grew to (``demo-4m:d280`` at a
+        depth, by width) where a pattern this evaluator grew became it."""
+        return next((grown.widths for grown in self._grown.values() if grown.layout == trained), self.widths)
 
     def model_key(self, pattern: str) -> str:
-        """The model this evaluator trains for ``pattern`` (:meth:`trained_pattern`): two 6-layer patterns grown to
-        one model at the target (``SADDSM`` and ``SDDASM`` both become ``SDDSMSDDSMASDDSMSDDSM`` with their attention
-        kept) are trained once and share its score (``search.engine.trial_of_same_model``); the AMSD search trained
-        that model twice at rung 1 and twice again at rung 2 before this."""
-        if pattern not in self._model_keys:  # growing a pattern costs ~0.1 s; the engine asks for every trial
-            self._model_keys[pattern] = self.trained_pattern(pattern)
-        return self._model_keys[pattern]
+        """The model this evaluator trains for ``pattern`` (:meth:`grown`), as the engine compares models: two
+        6-layer patterns grown to one model at the target (``SADDSM`` and ``SDDASM`` both become
+        ``SDDSMSDDSMASDDSMSDDSM`` with their attention kept) are trained once and share its score
+        (``search.engine.trial_of_same_model``); the AMSD search trained that model twice at rung 1 and twice
+        again at rung 2 before this."""
+        grown = self.grown(pattern)
+        return pattern if grown is None else grown.layout
 
     def train_config(self, pattern: str, lr: float, seed: int, out: str):
         """The ``composer train`` settings of one of the candidate's runs."""
@@ -295,12 +289,13 @@ class LanguageModelEvaluator:
         from search.mad import CandidateFailed
 
         started = time.perf_counter()
-        trained = self.trained_pattern(pattern)
+        grown = self.grown(pattern)
+        trained = pattern if grown is None else grown.layout
         rates = self.spec.lrs
         continued = False
         if self.spec.confirms:  # the rate the rungs chose for this candidate: recorded, else kept with its trunk
             chosen = self.chosen_rates.get(pattern)
-            rung_seed = seed - get_lm_budget(CONFIRM_NAME.fullmatch(self.spec.name).group(2)).seeds
+            rung_seed = seed - get_lm_budget(BudgetName.parse(self.spec.name).confirmed).seeds
             rates = ((chosen,) if chosen else tuple(self.trunks.rates(self.trunk_key(trained, 0.0, rung_seed)))) or rates
         from_scratch = False
         if self.spec.continues:
@@ -368,6 +363,6 @@ class LanguageModelEvaluator:
             details["lr_extended"] = extended
         details["losses"] = {str(s): v for s, v in losses.items()}  # every seed, one or more (search.evidence_record)
         details.update(recall)
-        if trained != pattern:
-            details["trained_pattern"] = trained
+        if grown is not None:  # the model it trained, whole (search.growth.GROWN)
+            details[GROWN] = grown.record()
         return Evaluation(score=score, details=details, seconds=time.perf_counter() - started)

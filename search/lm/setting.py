@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from search.evidence_record import Setting
-from search.lm.budgets import CONFIRM_NAME, get_lm_budget
+from search.lm.budgets import BudgetName, get_lm_budget
 
 
 def stage_setting(config: Any) -> Setting:
@@ -16,9 +16,8 @@ def stage_setting(config: Any) -> Setting:
     computed in (``search.evidence_record``)."""
     import torch
 
-    confirm = CONFIRM_NAME.fullmatch(str(config.budget))
-    budget = confirm.group(2) if confirm else str(config.budget)
-    name, _, at = budget.partition("@")
+    budget = BudgetName.parse(config.budget) if config.evaluator == "lm" else None
+    name, at = (budget.base, budget.at) if budget else (str(config.budget), None)
     if config.evaluator != "lm":
         return Setting(config.evaluator, name, at or config.widths)
     return Setting("lm", name, at or get_lm_budget(name).extrapolate_to or config.widths, config.data,

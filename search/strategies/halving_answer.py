@@ -14,7 +14,7 @@ from search.config import SearchConfig
 from search.evidence_record import Evidence, IncomparableEvidence, attach, of
 from search.fidelity import get_ladder
 from search.leaderboard import failures
-from search.lm import CONFIRM_NAME, get_lm_budget, measured_seed_noise, stage_setting
+from search.lm import BudgetName, get_lm_budget, measured_seed_noise, stage_setting
 from search.strategies.base import Answer, StageRun, missing_first
 
 
@@ -63,7 +63,7 @@ def assemble_answer(config: SearchConfig, done: list[StageRun], stopped: str | N
 
 def is_confirmation(config: SearchConfig) -> bool:
     """Whether a stage's settings are those of the confirmation (``confirm_plan``)."""
-    return config.evaluator == "lm" and CONFIRM_NAME.fullmatch(str(config.budget)) is not None
+    return config.evaluator == "lm" and BudgetName.parse(config.budget).confirms
 
 
 def add_confirmed_seeds(config: SearchConfig, answer: Answer, confirmed: StageRun) -> None:

@@ -10,7 +10,6 @@ short is the last, and the answer says what it left unscored. Every rung's recor
 from __future__ import annotations
 
 import dataclasses
-import functools
 
 from composer.errors import ConfigError
 from search.config import SearchConfig, budget_definition_digest
@@ -114,18 +113,13 @@ class SuccessiveHalving(Strategy):
 
 def same_model_at(config: SearchConfig, budget: str):
     """How the rung at ``budget`` names the model it trains for a promoted row, when it grows the patterns to a
-    target's size (else None: each pattern is its own model): the layout ``search.growth.layout_at_target`` gives it,
-    as the rung's evaluator trains it (``LanguageModelEvaluator.trained_pattern``)."""
+    target's size (else None: each pattern is its own model): the layout of the model the search's growth rule
+    gives it (``search.growth.Grown``), as the rung's evaluator trains it (``LanguageModelEvaluator.grown``)."""
     grown_to = get_lm_budget(budget).extrapolate_to if config.evaluator == "lm" else None
     if grown_to is None:
         return None
     growth = config.growth
-
-    @functools.cache  # growing a pattern takes ~0.1 s, and the promotion and its announcement both ask
-    def grown(pattern: str, known: str | None) -> str:
-        return growth.layout(pattern, grown_to, known)
-
-    return lambda row: grown(row["pattern"], row.get("known"))
+    return lambda row: growth.grow(row["pattern"], grown_to, row.get("known")).layout
 
 
 def recall_pool(config: SearchConfig):
@@ -141,10 +135,13 @@ def recall_pool(config: SearchConfig):
     from search.cost import keeps_every_token
 
     length = config.recall_length if config.probes_recall else last_rung_budget(config).seq_len
+    from search.growth import Grown
+
     widths = get_preset(config.report_target).arch
 
     def recalls(row: dict) -> bool:
-        return keeps_every_token(widths.with_pattern(row.get("target_pattern") or row["pattern"]), length)
+        grown = Grown.stored_in(row, config.report_target)  # its model at the target, as its trial stored it
+        return keeps_every_token(widths.with_pattern(row["pattern"]) if grown is None else grown.arch, length)
 
     return recalls
 

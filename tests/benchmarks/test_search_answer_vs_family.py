@@ -9,7 +9,7 @@ import json
 import pytest
 
 from composer.errors import ConfigError
-from search.growth import layout_at_target
+from search.growth import grow
 from search.lm import LanguageModelEvaluator
 from search.run import run_search
 from tests.search.test_bookkeeping import FakeTraining, halving
@@ -31,7 +31,7 @@ def test_samba_pairs_with_the_confirmed_answer_seed_by_seed_and_a_rerun_trains_n
     searched = len(fake.trained)
 
     compared = bench.compare(out, "samba", None, tmp_path / "samba", echo=lambda _: None)
-    samba_at_target = layout_at_target("SMSMWM", "tiny", "samba")[0]
+    samba_at_target = grow("SMSMWM", "tiny", "samba").layout
     assert compared["family"]["target_pattern"] == samba_at_target and "W" in samba_at_target
     # rung 1 (the smoke ladder's rung at the target): both rates at seed 0; the confirmation: seeds 1 and 2 at the
     # rate rung 1 chose
@@ -82,7 +82,7 @@ def test_a_layout_of_the_targets_size_is_trained_as_given_and_one_that_would_gro
     bench = load_benchmark("search_answer_vs_family")
     run_search(halving(tmp_path, confirm_seeds=3), echo=lambda _: None)
     out = tmp_path / "out"
-    stacked = layout_at_target("SMSAMS", "tiny")[0]
+    stacked = grow("SMSAMS", "tiny").layout
     first = stacked.index("A") + 1
     variant = stacked[:first] + stacked[first:].replace("A", "S")  # one attention layer kept
     searched = len(fake.trained)

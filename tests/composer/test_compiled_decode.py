@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from composer.config import ArchConfig
-from composer.inference import COMPILED_CPU, CUDA_GRAPHS, compile_decode_step
+from composer.inference import COMPILED_CPU, CUDA_GRAPHS, RECOMPILE_LIMIT, DecodeStep, compile_decode_step
 from composer.model import build_model
 
 VOCAB, BATCH, PROMPT, STEPS = 64, 2, 5, 10
@@ -73,3 +73,28 @@ def test_on_cuda_the_step_is_replayed_as_cuda_graphs_and_equals_the_eager_step()
     assert torch._dynamo.utils.counters["inductor"]["cudagraph_skips"] == skips, "the step ran outside CUDA graphs"
     assert new_graphs == 0
     torch.testing.assert_close(compiled, eager, rtol=1e-4, atol=1e-4)
+
+
+def test_the_recompile_limit_is_raised_only_while_a_step_may_compile():
+    """A compiled step raises dynamo's recompile limit for its calls that may compile (the first on each cache),
+    and leaves the process's limit, which every other compiled function (a search worker's training) runs under,
+    as it was (issue 69: it was raised for the whole process)."""
+    model = tiny_model()
+    before = torch._dynamo.config.recompile_limit
+    assert before < RECOMPILE_LIMIT
+    compile_decode_step(model)  # lazy: building a step changes nothing
+    assert torch._dynamo.config.recompile_limit == before
+    seen = []
+
+    def compiled(ids, cache, pos):  # stands in for the compiled step: records the limit it runs under
+        seen.append(torch._dynamo.config.recompile_limit)
+        return model.decode_step(ids, cache, pos)
+
+    step, ids = DecodeStep(model, compiled, COMPILED_CPU), torch.zeros(1, 1, dtype=torch.long)
+    cache = model.init_cache(1, 8)
+    with torch.no_grad():
+        step(ids, cache)
+        step(ids, cache)  # the same cache: its graph replays
+        step(ids, model.init_cache(1, 16))  # a new cache: may compile
+    assert seen == [RECOMPILE_LIMIT, before, RECOMPILE_LIMIT]
+    assert torch._dynamo.config.recompile_limit == before

@@ -28,7 +28,7 @@ def test_the_seed_spread_and_the_cache_at_the_target():
     from scipy import stats
 
     from composer import analyze, get_preset
-    from search.growth import model_at_target
+    from search.growth import grow
     from search.lm import get_lm_budget
 
     text = doc("reports/seed-spread-and-target-cache-2026-11-29.md")
@@ -48,8 +48,8 @@ def test_the_seed_spread_and_the_cache_at_the_target():
     paired = statistics.stdev(differences)
     agree(find(text, rf"has sd \*\*{NUM}\*\*")[1], paired, "paired sd")
     agree(find(text, rf"which would give \+-{NUM}")[1], stats.t.ppf(0.975, 2) * paired, "paired +-")
-    layout, widths, _ = model_at_target("AMAMAM", "demo-4m")
-    arch = get_preset(widths).arch
+    grown_model = grow("AMAMAM", "demo-4m")
+    layout, arch = grown_model.layout, get_preset(grown_model.widths).arch
     grown, fit = (analyze(arch.with_pattern(p)).kv_cache_bytes_per_token for p in (layout, "AMAMAM"))
     assert len(layout) == 18 and grown == data["kv_cache_AMAMAM_at_demo_4m"]["model_at_target_bytes_per_token"]
     find(text, rf"\*\*{grown:,}\*\* bytes per token \(bf16\), against \*\*{fit:,}\*\* for the 6-layer pattern")

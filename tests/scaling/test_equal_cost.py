@@ -10,6 +10,7 @@ from composer.errors import ConfigError
 from composer.presets import get_preset
 from composer.widths import scale_widths, width_quantum
 from scaling.equal_cost import (
+    COST_TOLERANCE,
     EqualCost,
     OverBudget,
     assumed_constants,
@@ -37,7 +38,8 @@ def _fits(arch, rule, preset):
 @pytest.mark.parametrize("pattern, known", [("AMAMAM", "llama"), ("SMMMAD", None), ("AAMMMM", "composer-paper"),
                                             ("DMDMAM", "linear-3to1")])
 def test_every_model_is_the_widest_within_the_reference_cost(rule, pattern, known):
-    """At the deployed preset: within the budget at its width, over it one width quantum wider."""
+    """At the deployed preset: within the budget at its width, over it one width quantum wider, and within the
+    stated tolerance under it in its binding figure."""
     grown = grow(pattern, "demo-4m", known, "keep", equal_cost=rule)
     deployed = rule.deployed_at("demo-4m")
     base = get_preset(deployed).arch
@@ -47,6 +49,7 @@ def test_every_model_is_the_widest_within_the_reference_cost(rule, pattern, know
     assert _fits(at, rule, deployed) and not _fits(wider, rule, deployed)
     assert record["costs"] == costs_of(at, rule) and record["budget"] == budget_of(rule, deployed)
     assert record["binding"] in rule.figures
+    assert 1 - COST_TOLERANCE <= record["costs"][record["binding"]] / record["budget"][record["binding"]] <= 1
     assert grown.widths == (grown.extrapolation.target) and get_preset(grown.widths).arch == grown.arch.with_pattern(
         get_preset(grown.widths).arch.pattern)
 
@@ -78,6 +81,24 @@ def test_a_family_enters_at_its_published_depth_where_it_shipped_at_that_size():
 def test_a_layout_too_deep_for_the_budget_is_over_budget_in_one_line():
     with pytest.raises(OverBudget, match="costs more than nemotron-h at demo-4m even at d_model 8"):
         widest_within("DM" * 40, "demo-4m", CPU)
+
+
+def test_a_layout_that_lands_too_far_under_the_budget_is_refused_not_called_equal_cost(monkeypatch):
+    """Still cheaper than the reference at the widest width looked at (here the deployed preset's own, 1x), or a
+    width step that jumps from far under the budget to over it: not "at equal cost", refused in one line."""
+    from scaling import equal_cost
+    from scaling.extrapolate import OffTarget
+
+    monkeypatch.setattr(equal_cost, "WIDTH_RANGE", 1)
+    with pytest.raises(OffTarget, match=r"AM at its widest within nemotron-h's cost at demo-4m \(d_model 192\) "
+                                        r"costs 0\.\d\dx it .* beyond the 10% under the budget .*d_model 192 is the "
+                                        "widest looked at"):
+        widest_within("AM", "demo-4m", CPU)
+    monkeypatch.setattr(equal_cost, "WIDTH_RANGE", 8)
+    arch, costs = widest_within("SMMMAD", "demo-4m", CPU)  # 0.99x: within it
+    monkeypatch.setattr(equal_cost, "COST_TOLERANCE", 0.0)
+    with pytest.raises(OffTarget, match=r"the next width, d_model \d+, costs 1\.\d\dx"):
+        widest_within("SMMMAD", "demo-4m", CPU)
 
 
 def test_growth_to_equal_cost_travels_in_the_growth_rule_and_changes_the_study():

@@ -22,7 +22,8 @@ from search import engine
 from search.cost import measured as measured_cost
 from search import run as search_run
 from search.config import SCORE_SETTINGS_DIGESTED, SearchConfig, budget_definition_digest
-from search.engine import Stage, make_objective, open_study, pattern_at_target
+from search.engine import Stage, make_objective, open_study
+from search.growth import grow
 from search.evaluators import make_evaluator
 from search.fidelity import promote
 from search.lm import LM_BUDGETS, LanguageModelEvaluator, confirm_budget, get_lm_budget
@@ -113,7 +114,6 @@ def test_a_search_at_equal_cost_trains_every_model_at_its_widest_shape_and_says_
     """--equal-cost: the rung at the target trains each model at the widths its growth gives (a scaled preset), a
     layout too deep for the budget at any width is skipped with the reason, and best.json and the summary name the
     reference, the device, the deployed size and that the figures are modeled."""
-    from search.growth import grow
     from scaling.equal_cost import EqualCost
 
     config = halving(tmp_path, primitives="AMSD", equal_cost="nemotron-h", trials=6)
@@ -282,7 +282,7 @@ def test_a_confirmation_without_the_trunks_trains_each_finalist_at_its_scored_ra
     assert len(fake.trained) - trained == 4
     rows = {row["pattern"]: row for row in plain["leaderboard"]}
     for pattern in confirmed["confirmation"]["patterns"]:
-        assert fake.trained[trained:].count(rows[pattern]["target_pattern"]) == 2
+        assert fake.trained[trained:].count(rows[pattern]["grown"]["layout"]) == 2
 
 
 def test_confirm_seeds_2_pairs_the_answer_over_2_seeds(tmp_path, fake):
@@ -505,10 +505,10 @@ def test_a_pattern_that_fails_the_same_way_twice_is_deterministic_and_never_trai
 
 def test_the_kv_objective_is_measured_on_the_stacked_model_at_the_target(tmp_path, monkeypatch):
     demo = get_preset("demo-4m").arch
-    assert analyze(demo.with_pattern(pattern_at_target("AMAMAM", "demo-4m"))).kv_cache_bytes_per_token == 2304
+    assert analyze(demo.with_pattern(grow("AMAMAM", "demo-4m").layout)).kv_cache_bytes_per_token == 2304
     llama = get_preset("llama-3.2-1b").arch
-    ratio = (analyze(llama.with_pattern(pattern_at_target("AMAMAM", "llama-3.2-1b"))).kv_cache_bytes_per_token
-             / analyze(llama.with_pattern(pattern_at_target("AMMMMM", "llama-3.2-1b"))).kv_cache_bytes_per_token)
+    ratio = (analyze(llama.with_pattern(grow("AMAMAM", "llama-3.2-1b").layout)).kv_cache_bytes_per_token
+             / analyze(llama.with_pattern(grow("AMMMMM", "llama-3.2-1b").layout)).kv_cache_bytes_per_token)
     assert ratio == 4.5
 
     monkeypatch.syspath_prepend(str(Path(__file__).parent))
@@ -516,7 +516,7 @@ def test_the_kv_objective_is_measured_on_the_stacked_model_at_the_target(tmp_pat
                           objectives=["score", "kv"], target="demo-4m", trials=4, sampler="random")
     result = run_search(config, echo=lambda _: None)
     for row in result["leaderboard"]:
-        stacked = analyze(demo.with_pattern(pattern_at_target(row["pattern"], "demo-4m")))
+        stacked = analyze(demo.with_pattern(grow(row["pattern"], "demo-4m").layout))
         assert row["kv_cache_bytes_per_token"] == stacked.kv_cache_bytes_per_token == row["objectives"][1]
 
 
@@ -553,20 +553,18 @@ def test_every_finalist_the_confirmation_study_holds_gets_its_seeds(tmp_path, fa
 def test_a_halving_search_that_keeps_attention_trains_costs_and_says_the_kept_models(tmp_path, fake):
     """--attention-at-target keep: every rung at the target trains a new pattern's model with its attention kept
     (and records that model as its cost's), Llama's layout stays stacked, and the rung's line says so."""
-    from search.growth import layout_at_target
-
     lines = []
     result = run_search(halving(tmp_path, target="demo-4m", attention_at_target="keep"), echo=lines.append)
     last = result["rungs"][-1]["leaderboard"]
     assert any(not row.get("known") and "A" in row["pattern"] for row in last)
     for row in last:
-        kept = layout_at_target(row["pattern"], "demo-4m", row.get("known"), "keep")[0]
-        assert row["target_pattern"] == kept and kept in fake.trained
+        kept = grow(row["pattern"], "demo-4m", row.get("known"), "keep").layout
+        assert row["grown"]["layout"] == kept and kept in fake.trained
         if row.get("known"):  # Llama's and the paper's own rule is their stack
-            assert kept == layout_at_target(row["pattern"], "demo-4m", row["known"])[0]
+            assert kept == grow(row["pattern"], "demo-4m", row["known"]).layout
             assert row["known"] != "llama" or kept == "AM" * 9
         elif "A" in row["pattern"]:
-            assert kept.count("A") == row["pattern"].count("A") < layout_at_target(row["pattern"], "demo-4m")[0].count("A")
+            assert kept.count("A") == row["pattern"].count("A") < grow(row["pattern"], "demo-4m").layout.count("A")
     assert any("new patterns grown to demo-4m with their attention layers kept, not repeated" in line
                for line in lines)
 
@@ -586,7 +584,6 @@ def test_the_leaderboard_sizes_the_model_each_score_was_trained_on_and_says_a_dr
     widths (238,016 parameters) while the last rung trained AAMMM (growth to tiny's size dropped an M layer) and
     said nothing of the drop. Now its size is the model search.growth.grow builds there, and the drop is said, at
     the rung that trains it and under the table (also from a leaderboard.json written before the key)."""
-    from search.growth import grow
     from search.summary import format_table
 
     lines = []

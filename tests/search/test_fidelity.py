@@ -19,6 +19,7 @@ from composer.errors import ConfigError
 from search.config import SearchConfig
 from search.fidelity import LADDERS, Ladder, Rung, get_ladder, promote, rung_budget
 from search.forecast import NO_INTERVAL
+from search.growth import Growth
 from search.lm import LanguageModelEvaluator, get_lm_budget
 from search.run import run_search, summary_text
 from tests.search.records import check_answer
@@ -60,7 +61,9 @@ def test_under_min_recall_the_patterns_that_can_recall_are_promoted_as_deep_as_t
     pool = recall_pool(SearchConfig(primitives="AMSDW", min_recall="known"))
     assert pool({"pattern": "SDDMAS"}) and not pool({"pattern": "SDDMDM"})
     assert pool({"pattern": "SDDMWS"})  # W's 4,096-token window at demo-4m keeps the probe's 1,024
-    assert not pool({"pattern": "SMSAMS", "target_pattern": "SMSMSMSMSMSMSMSM"})  # judged on the model at the target
+    stacked = {"layout": "SMSMSMSMSMSMSMSM", "widths": "demo-4m", "by": "parameters"}
+    assert not pool({"pattern": "SMSAMS", "grown": stacked})  # judged on the model at the target
+    assert not pool({"pattern": "SMSAMS", "target_pattern": stacked["layout"]})  # as a study before it stored it
 
 
 def test_two_patterns_grown_to_one_model_take_one_place_and_train_once():
@@ -69,7 +72,7 @@ def test_two_patterns_grown_to_one_model_take_one_place_and_train_once():
     from search.fidelity import distinct_models
     from search.strategies.successive_halving import same_model_at
 
-    grown = LanguageModelEvaluator("rung-cpu-2", attention_at_target="keep")
+    grown = LanguageModelEvaluator("rung-cpu-2", growth=Growth("keep"))
     assert grown.model_key("SADDSM") == grown.model_key("SDDASM") == "SDDSMSDDSMASDDSMSDDSM"
     assert LanguageModelEvaluator("rung-cpu-0").model_key("SADDSM") == "SADDSM"  # not grown: itself
     config = SearchConfig(primitives="AMSD", attention_at_target="keep", budget="cpu")
@@ -131,15 +134,15 @@ def test_rungs_train_the_promoted_patterns_and_the_last_ranks_them_at_the_target
     assert {row["pattern"] for row in rungs[1]["leaderboard"]} == expected
     final = json.loads((out / "leaderboard.json").read_text())
     assert {row["pattern"] for row in final} == expected and all(row["rung"] == 1 for row in final)
-    grown = {row["pattern"]: LanguageModelEvaluator("rung-smoke-1").trained_pattern(row["pattern"]) for row in final}
+    grown = {row["pattern"]: LanguageModelEvaluator("rung-smoke-1").grown(row["pattern"]).layout for row in final}
     assert any(grown[p] != p for p in grown), "the last rung should train patterns at the target's size"
     for row in final:  # trained at the last rung's target (tiny's size), at the better of two rates
-        assert row["details"].get("trained_pattern", row["pattern"]) == grown[row["pattern"]]
+        assert row["details"]["grown"]["layout"] == grown[row["pattern"]]
         assert set(row["details"]["lr_sweep"]) == {"0.001", "0.003"} and row["lr"] in (1e-3, 3e-3)
     best_known = json.loads((out / "best.json").read_text())["vs_known"]["best_known"]
     for row in final:  # the serving cost of the finalists and known layouts, on their models at the target, measured
         cost = row["cost"]
-        assert cost["pattern"] == row["target_pattern"] == grown[row["pattern"]]
+        assert cost["pattern"] == row["grown"]["layout"] == grown[row["pattern"]]
         assert cost["cache_bytes"]["32768"] >= cost["cache_bytes"]["4096"] > 0
         measured = cost["measured"]  # at the last rung's shape: 8 x 64 tokens, decode after 64 and 512
         assert measured["train_tokens_per_s"]["seq_len"] == 64 and measured["train_tokens_per_s"]["median"] > 0
@@ -147,7 +150,7 @@ def test_rungs_train_the_promoted_patterns_and_the_last_ranks_them_at_the_target
             "1": ["64", "512"], "64": ["64", "512"]}
         assert cost["vs_best_known"]["pattern"] == best_known["pattern"]
         assert "decode" not in cost  # the old figure, kept readable for searches written before
-    assert json.loads((out / "measured_cost.json").read_text()).keys() == {f"tiny:{row['target_pattern']}"
+    assert json.loads((out / "measured_cost.json").read_text()).keys() == {f"tiny:{row['grown']['layout']}"
                                                                             for row in final}
     # the last rung measured each finalist's trained model (issue 48): per seed, and the seed-averaged figure, the
     # random copy gain at the longest distance of its 64-token context over rung-smoke-1's 4 held-out sequences

@@ -7,63 +7,132 @@ import pytest
 
 from composer.layouts import FAMILIES
 from search.config import SearchConfig
+from search.growth import Growth, depth_at_target, grow
 
 
 def test_a_published_family_enters_the_target_in_its_own_layout_at_the_same_size():
-    """Nemotron-H's 6-layer fit SMSAMS stacked to demo-4m holds 3 attention layers; its own rule holds 1."""
+    """Nemotron-H's 6-layer fit SMSAMS stacked to demo-4m holds 3 attention layers; its own rule holds 1, at the
+    depth within 3 layers of the stack's whose size comes nearest the stack's (recomputed here, whole periods)."""
     from composer.accounting import non_embedding_params
     from composer.presets import get_preset
-    from search.growth import layout_at_target
+    from search.known import family_at_depth
     from search.lm import LanguageModelEvaluator
 
     demo = get_preset("demo-4m").arch
-    stacked, how = layout_at_target("SMSAMS", "demo-4m")
-    own, how_own = layout_at_target("SMSAMS", "demo-4m", "nemotron-h")
-    assert stacked.count("A") == 3 and how == "stacked to the target's size"
-    assert own.count("A") == 1 and own == FAMILIES["nemotron-h"].generator(len(own))
-    assert how_own.startswith(f"nemotron-h's own layout at {len(own)} layers")
-    size = non_embedding_params(demo.with_pattern(stacked))
-    assert abs(non_embedding_params(demo.with_pattern(own)) - size) / size < 0.1
-    assert layout_at_target("AMAMAM", "demo-4m", "llama")[0] == "AM" * 9  # Llama's own rule is its stack
+    stacked, own = grow("SMSAMS", "demo-4m"), grow("SMSAMS", "demo-4m", "nemotron-h")
+    assert stacked.layout.count("A") == 3 and stacked.how == "stacked to the target's size"
+    assert own.layout.count("A") == 1 and own.layout == FAMILIES["nemotron-h"].generator(own.depth)
+    assert own.how.startswith(f"nemotron-h's own layout at {own.depth} layers") and own.widths == "demo-4m"
+    size = non_embedding_params(demo.with_pattern(stacked.layout))
+    whole = {n: family_at_depth("nemotron-h", n).pattern for n in range(stacked.depth - 3, stacked.depth + 4)
+             if not family_at_depth("nemotron-h", n).fit.startswith("nearest layout")}
+    nearest = min(whole, key=lambda n: (abs(non_embedding_params(demo.with_pattern(whole[n])) - size), n))
+    assert own.layout == whole[nearest]
+    assert abs(own.non_embedding_params / size - 1) < 0.01  # 0.09% here: whole periods of 8 layers
+    assert grow("AMAMAM", "demo-4m", "llama").layout == "AM" * 9  # Llama's own rule is its stack
     # the rungs at the target's size train it so (and rung 0, at the search widths, trains the 6 layers)
-    assert LanguageModelEvaluator("rung-cpu-2", known={"SMSAMS": "nemotron-h"}).trained_pattern("SMSAMS") == own
-    assert LanguageModelEvaluator("rung-cpu-0", known={"SMSAMS": "nemotron-h"}).trained_pattern("SMSAMS") == "SMSAMS"
+    assert LanguageModelEvaluator("rung-cpu-2", known={"SMSAMS": "nemotron-h"}).grown("SMSAMS") == own
+    assert LanguageModelEvaluator("rung-cpu-0", known={"SMSAMS": "nemotron-h"}).grown("SMSAMS") is None
 
 
 def test_kept_attention_grows_new_patterns_only_and_the_rungs_at_the_target_train_it():
     """--attention-at-target keep: a new pattern keeps its one attention layer at demo-4m; Llama's own rule is its
     stack and a family its own layout, whatever the rule; rung 0, at the search widths, trains the 6 layers."""
-    from search.growth import layout_at_target
     from search.lm import LanguageModelEvaluator
 
-    kept, how = layout_at_target("SDDMAS", "demo-4m", None, "keep")
-    assert kept.count("A") == 1 and how == "grown to the target's size with its 1 attention layer unrepeated"
-    assert layout_at_target("SDMMSD", "demo-4m", None, "keep")[1] == "stacked to the target's size"
-    assert layout_at_target("AMAMAM", "demo-4m", "llama", "keep")[0] == "AM" * 9
-    assert (layout_at_target("SMSAMS", "demo-4m", "nemotron-h", "keep")
-            == layout_at_target("SMSAMS", "demo-4m", "nemotron-h"))
-    assert LanguageModelEvaluator("rung-cpu-2", attention_at_target="keep").trained_pattern("SDDMAS") == kept
-    assert LanguageModelEvaluator("rung-cpu-2").trained_pattern("SDDMAS").count("A") == 4
-    assert LanguageModelEvaluator("rung-cpu-0", attention_at_target="keep").trained_pattern("SDDMAS") == "SDDMAS"
+    kept = grow("SDDMAS", "demo-4m", None, "keep")
+    assert kept.layout.count("A") == 1
+    assert kept.how == "grown to the target's size with its 1 attention layer unrepeated"
+    assert grow("SDMMSD", "demo-4m", None, "keep").how == "stacked to the target's size"
+    assert grow("AMAMAM", "demo-4m", "llama", "keep").layout == "AM" * 9
+    assert grow("SMSAMS", "demo-4m", "nemotron-h", "keep") == grow("SMSAMS", "demo-4m", "nemotron-h")
+    assert LanguageModelEvaluator("rung-cpu-2", growth=Growth("keep")).grown("SDDMAS") == kept
+    assert LanguageModelEvaluator("rung-cpu-2").grown("SDDMAS").layout.count("A") == 4
+    assert LanguageModelEvaluator("rung-cpu-0", growth=Growth("keep")).grown("SDDMAS") is None
 
 
-def test_one_growth_rule_gives_every_layout_one_depth_and_the_targets_size():
-    """model_at_target at a depth: a new pattern and a family laid out at N layers, widths scaled to the target's
-    size; without a depth, the growth by depth as before (the target's widths)."""
+def nearest_width(layout: str, target: str) -> int:
+    """The d_model, a multiple of the target's width quantum up to 8 times its own, whose model's non-embedding
+    parameters come nearest the target's: every width tried, no bisection (the growth rule's own search is one)."""
     from composer.accounting import non_embedding_params
     from composer.presets import get_preset
-    from search.growth import Growth, depth_at_target, layout_at_target, model_at_target
+    from composer.widths import scale_widths, width_quantum
+
+    base = get_preset(target).arch
+    goal, quantum = non_embedding_params(base), width_quantum(base)
+    return min(range(quantum, 8 * base.d_model + 1, quantum),
+               key=lambda d: (abs(non_embedding_params(scale_widths(base, d).with_pattern(layout)) - goal), d))
+
+
+@pytest.mark.parametrize(("pattern", "known"), [("SADDDD", None), ("SMSAMS", "nemotron-h"), ("AMAMAM", "llama")])
+def test_a_model_grown_to_a_depth_has_it_at_the_nearest_width_within_the_size_tolerance(pattern, known):
+    """--depth-at-target 34 at demo-4m: a new pattern and a family laid out at 34 layers, at the width whose size
+    comes nearest the target's (every width tried here), within SIZE_TOLERANCE of it; without a depth, the growth
+    by depth at the target's widths."""
+    from composer.accounting import non_embedding_params
+    from composer.presets import get_preset
+    from scaling.extrapolate import SIZE_TOLERANCE
 
     target = non_embedding_params(get_preset("demo-4m").arch)
-    for pattern, known in (("SADDDD", None), ("SMSAMS", "nemotron-h"), ("AMAMAM", "llama")):
-        arch = Growth("keep", 34).arch(pattern, "demo-4m", known)
-        assert arch.n_layers == 34 and abs(non_embedding_params(arch) / target - 1) < 0.1
-    layout, widths, how = model_at_target("SMSAMS", "demo-4m", "nemotron-h", "keep", 34)
-    assert layout == FAMILIES["nemotron-h"].generator(34) and widths == "demo-4m:d120" and "own layout" in how
-    assert model_at_target("SADDDD", "demo-4m", None, "keep") == (
-        *layout_at_target("SADDDD", "demo-4m", None, "keep")[:1], "demo-4m",
-        layout_at_target("SADDDD", "demo-4m", None, "keep")[1])
+    grown = Growth("keep", 34).grow(pattern, "demo-4m", known)
+    assert grown.depth == grown.arch.n_layers == 34 and grown.by == "depth"
+    assert grown.widths == f"demo-4m:d{nearest_width(grown.layout, 'demo-4m')}"
+    assert abs(grown.non_embedding_params / target - 1) <= SIZE_TOLERANCE
+    if known == "nemotron-h":
+        assert grown.layout == FAMILIES["nemotron-h"].generator(34) and grown.widths == "demo-4m:d120"
+    by_depth = grow(pattern, "demo-4m", known, "keep")
+    assert by_depth.widths == "demo-4m" and by_depth.by == "parameters"
+
+
+def test_a_depth_no_width_brings_within_the_tolerance_is_refused_naming_depths_that_are():
+    """SADDDD at 12 layers lands 8.8% under demo-4m's size at its nearest width (d_model 328): refused, not
+    compared at the target's size; the depths it names land within the tolerance."""
+    from scaling.extrapolate import SIZE_TOLERANCE, OffTarget
+
+    with pytest.raises(OffTarget, match=r"\(SA4D\)x2 at 12 layers lands -8.8% from demo-4m's non-embedding "
+                                        r"parameters at its nearest width \(d_model 328\), beyond the 5% .* choose "
+                                        r"another depth \((\d+) or (\d+) lands within it\)") as refused:
+        grow("SADDDD", "demo-4m", None, "repeat", 12)
+    import re
+
+    for depth in re.search(r"\((\d+) or (\d+) lands", str(refused.value)).groups():
+        grown = grow("SADDDD", "demo-4m", None, "repeat", int(depth))
+        assert abs(grown.non_embedding_params / grown.target_sizes[0] - 1) <= SIZE_TOLERANCE
+
+
+def test_a_model_grown_by_width_says_its_total_parameters_beside_the_targets():
+    """Depth 12 at llama-3.2-1b matches the preset's non-embedding parameters at d_model 5120, whose embedding and
+    head make it 1.63B parameters against the preset's 1.24B: said wherever it is compared at the target's size."""
+    from composer.accounting import non_embedding_params, total_params
+    from composer.presets import get_preset
+
+    grown = grow("SADDDD", "llama-3.2-1b", None, "keep", 12)
+    preset = get_preset("llama-3.2-1b").arch
+    assert grown.params == total_params(grown.arch) and grown.target_sizes == (non_embedding_params(preset),
+                                                                               total_params(preset))
+    assert grown.how.endswith("; 1.63B parameters with embeddings and head, 975.61M without, against "
+                              "llama-3.2-1b's 1.24B and 973.15M")
+    assert grown.params - grown.non_embedding_params == 2 * 128_256 * 5120 // 2  # the tied embedding, 5120 wide
+    assert "parameters with embeddings and head" not in grow("SADDDD", "llama-3.2-1b").how  # its own widths
+
+
+def test_depth_at_target_names_a_number_or_a_familys_own_depth():
     assert depth_at_target("nemotron-h", "llama-3.2-1b") == 26 and depth_at_target("16", "demo-4m") == 16
+
+
+def test_a_grown_model_is_stored_whole_and_read_back_from_old_and_new_trials():
+    """One trial attribute (``grown``) holds the model; a study written before it named the layout and widths under
+    their old names, and both read back to the same model."""
+    from search.growth import GROWN, Grown
+
+    grown = Growth("keep", 16).grow("SADDDD", "demo-4m")
+    back = Grown.stored_in({GROWN: grown.record()}, "demo-4m")
+    assert back == grown and back.arch == grown.arch and back.record() == grown.record()
+    older = Grown.stored_in({"target_pattern": grown.layout, "target_widths": grown.widths}, "demo-4m")
+    assert (older.layout, older.widths, older.arch) == (grown.layout, grown.widths, grown.arch)
+    at_target = Grown.stored_in({"target_pattern": "AMAM"}, "tiny")  # at the target's widths: none stored
+    assert at_target.widths == "tiny" and Grown.stored_in({"pattern": "AMAM"}, "tiny") is None
+    assert Grown.layout_in({"details": {}, "trained_pattern": "AMAM"}) == "AMAM"
 
 
 def test_a_depth_that_is_neither_a_number_nor_a_family_is_refused_by_the_search_config():
@@ -78,7 +147,7 @@ def test_growth_says_the_layers_it_drops_to_fit_a_smaller_target_and_nothing_els
     """AAMMMM at tiny weighs more than tiny's own layers: stacking keeps 0.56 of each run, rounded up, AAMMM. The
     drop is said in grow's ``how`` (train --from-search, pipeline print it); growing up, or laying a pattern out at
     a depth asked for, drops nothing unasked."""
-    from search.growth import dropped_layers, grow, grown_line
+    from search.growth import dropped_layers, grown_line
 
     assert grow("AAMMMM", "tiny").how == "stacked to the target's size; one layer (M) dropped to fit tiny's size"
     assert grow("MMMAMM", "tiny").layout == "MMAM" and grow("MMMAMM", "tiny").how.endswith(

@@ -114,9 +114,11 @@ def test_a_score_cached_from_another_model_at_the_target_is_not_reused():
     from search.lm import LanguageModelEvaluator
 
     evaluator = LanguageModelEvaluator("rung-cpu-2", known={"SMSAMS": "nemotron-h"})
-    stacked = SimpleNamespace(user_attrs={"details": {"trained_pattern": "SMSAMS" * 3}})
-    own = SimpleNamespace(user_attrs={"details": {"trained_pattern": evaluator.trained_pattern("SMSAMS")}})
+    stacked = SimpleNamespace(user_attrs={"details": {"trained_pattern": "SMSAMS" * 3}})  # as an older study held it
+    own = SimpleNamespace(user_attrs={"details": {"grown": evaluator.grown("SMSAMS").record()}})
+    own_before = SimpleNamespace(user_attrs={"details": {"trained_pattern": evaluator.grown("SMSAMS").layout}})
     assert not same_model(stacked, "SMSAMS", evaluator) and same_model(own, "SMSAMS", evaluator)
+    assert same_model(own_before, "SMSAMS", evaluator)
 
 
 def test_an_equal_cost_search_enters_the_families_designed_at_equal_latency_first():

@@ -9,6 +9,7 @@ import pytest
 
 from composer.errors import ConfigError
 from search.evaluation import best_rate as choose_rate
+from search.growth import Growth
 from search.lm import LM_BUDGETS, LanguageModelEvaluator, LMBudget
 from search.mad import CandidateFailed
 
@@ -85,15 +86,14 @@ def test_a_budget_with_a_target_trains_the_pattern_grown_to_the_targets_size(mon
 
     grown = extrapolate("AAMMMM", "demo-4m", method="auto").pattern
     assert seen == [grown] and len(grown) > 6
-    assert result.details["trained_pattern"] == grown
+    assert result.details["grown"]["layout"] == grown and result.details["grown"]["widths"] == "demo-4m"
 
 
 def test_at_a_depth_every_model_trains_at_its_own_widths_and_the_trunk_key_says_them(monkeypatch):
     """--depth-at-target: the pattern laid out at N layers trains at the scaled preset its size asks for, and a trunk
     kept at one width is never continued at another."""
     spec = LMBudget("target", 4_096, 32, 8, (1e-3,), extrapolate_to="demo-4m")
-    evaluator = LanguageModelEvaluator(spec, widths="search-1m", precision="fp32", depth_at_target=16,
-                                       attention_at_target="keep")
+    evaluator = LanguageModelEvaluator(spec, widths="search-1m", precision="fp32", growth=Growth("keep", 16))
     seen = []
     monkeypatch.setattr(evaluator, "train_once", lambda pattern, lr, seed: (seen.append(pattern), (2.0, 1.0))[1])
     result = evaluator("SADDDD", 0, _no_report)
@@ -102,7 +102,7 @@ def test_at_a_depth_every_model_trains_at_its_own_widths_and_the_trunk_key_says_
     assert evaluator.train_config(seen[0], 1e-3, 0, "/tmp/x").preset == "demo-4m:d280"
     assert evaluator.trunk_key(seen[0], 1e-3, 0)["widths"] == "demo-4m:d280"
     by_depth = LanguageModelEvaluator(spec, widths="search-1m", precision="fp32")
-    assert by_depth.widths_of(by_depth.trained_pattern("SADDDD")) == "demo-4m"
+    assert by_depth.widths_of(by_depth.grown("SADDDD").layout) == "demo-4m"
 
 
 @pytest.mark.parametrize("signum, status", [(signal.SIGTERM, 143), (signal.SIGINT, 1)], ids=["SIGTERM", "Ctrl-C"])

@@ -22,10 +22,10 @@ KNOWN = ("AMAMAM", "AAMMMM")  # Llama's and the paper's layouts at the search's 
 def finished_search(tmp_path_factory) -> Path:
     from search import run as search_run
     from search.config import SearchConfig
-    from search.growth import layout_at_target
+    from search.growth import grow
     from search.lm import LanguageModelEvaluator
 
-    known = set(KNOWN) | {layout_at_target(pattern, "tiny", name)[0]
+    known = set(KNOWN) | {grow(pattern, "tiny", name).layout
                           for pattern, name in zip(KNOWN, ("llama", "composer-paper"))}
 
     def train_once(evaluator, pattern: str, lr: float, seed: int):

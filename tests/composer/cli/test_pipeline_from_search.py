@@ -13,7 +13,7 @@ import yaml
 
 from composer.cli import main
 from composer.pattern import layers
-from search.growth import layout_at_target
+from search.growth import grow
 
 SMALL_TRAIN = {"tokens": 4096, "seq_len": 64, "batch_size": 8}
 
@@ -32,7 +32,7 @@ def test_a_recipe_from_a_finished_search_trains_its_answer_as_the_search_grew_it
                                       "seeds": [0, 1], "train": SMALL_TRAIN}))
     assert main(["pipeline", "--recipe", str(recipe), "--json"]) == 0
 
-    kept, stacked = (layout_at_target(answer["pattern"], "demo-4m", None, rule)[0] for rule in ("keep", "repeat"))
+    kept, stacked = (grow(answer["pattern"], "demo-4m", None, rule).layout for rule in ("keep", "repeat"))
     assert kept != stacked, "the test needs an answer whose growth depends on the rule"
     for seed in (0, 1):
         model = built[("composite", seed)]
@@ -51,7 +51,7 @@ def test_a_recipe_from_a_finished_search_trains_its_answer_as_the_search_grew_it
 
 def test_from_search_replaces_the_recipes_search_and_trains_the_model_the_search_scored(finished_search, built,
                                                                                           tmp_path, capsys):
-    """At the search's own target (tiny), the composite is the model the search trained: its target_pattern."""
+    """At the search's own target (tiny), the composite is the model the search trained: its grown layout."""
     recipe = tmp_path / "with-search.yaml"
     recipe.write_text(yaml.safe_dump({"search": {"evaluator": "mad", "trials": 2}, "aggregate": {"c": 0, "k": 5},
                                       "extrapolate": {"target": "demo-4m"}, "baselines": [], "train": SMALL_TRAIN}))
@@ -59,7 +59,7 @@ def test_from_search_replaces_the_recipes_search_and_trains_the_model_the_search
     assert main(["pipeline", "--recipe", str(recipe), "--from-search", str(finished_search), "--target", "tiny",
                  "--out", str(out), "--seeds", "2"]) == 0
     answer = rows(finished_search)["answer"]
-    assert built[("composite", 0)]["symbols"] == answer["target_pattern"] == built[("composite", 1)]["symbols"]
+    assert built[("composite", 0)]["symbols"] == answer["grown"]["layout"] == built[("composite", 1)]["symbols"]
     assert not (out / "search").exists(), "the recipe's search section did not run"
     err = capsys.readouterr().err
     assert f"== answer: {answer['pattern']}" in err and "the search's --attention-at-target keep" in err
@@ -83,6 +83,6 @@ def test_transfer_trains_each_pattern_as_the_search_grew_it(finished_search, bui
                  "--tokens", "4096", "--seq-len", "64", "--batch-size", "8", "--json"]) == 0
     for pattern, known in patterns.items():
         model = built[(pattern, 0)]
-        assert model["symbols"] == layout_at_target(pattern, "demo-4m", known, "keep")[0], pattern
+        assert model["symbols"] == grow(pattern, "demo-4m", known, "keep").layout, pattern
     assert built[("AMAAAA", 0)]["symbols"].count("A") == 5 and built[("MMMAMM", 1)]["symbols"].count("A") == 1
     assert built[("AMAMAM", 0)]["symbols"].count("A") > 3, "Llama's layout stacked, as the search stacked it"

@@ -12,7 +12,7 @@ import pytest
 from composer.cli import main
 from composer.pattern import layers
 from composer.presets import resolve_architecture
-from search.growth import layout_at_target
+from search.growth import grow
 from tests.search.records import check_answer
 
 FEW_TOKENS = ["--seq-len", "64", "--batch-size", "8", "--max-documents", "200", "--val-batches", "2",
@@ -53,7 +53,7 @@ def test_the_fixture_search_answers_with_a_new_pattern_whose_growth_depends_on_t
     said = answer(finished_search)
     assert said["answer"] == "new" and said["known"] is None and said["lr"] == 1e-3
     assert json.loads((finished_search / "config.json").read_text())["attention_at_target"] == "keep"
-    keep, repeat = (layout_at_target(said["pattern"], "llama-3.2-1b", None, rule)[0] for rule in ("keep", "repeat"))
+    keep, repeat = (grow(said["pattern"], "llama-3.2-1b", None, rule).layout for rule in ("keep", "repeat"))
     assert keep != repeat, "the test needs an answer whose rule matters"
     # the answer its leaderboard's records give, recomputed without search.verdict: 3 paired seeds, a new winner
     best = json.loads((finished_search / "best.json").read_text())
@@ -67,7 +67,7 @@ def test_from_search_at_1b_is_the_answer_grown_by_the_search_rule_at_its_rate(fi
     assert main(["train", "--from-search", str(finished_search), "--target", "llama-3.2-1b", "--out", "unused"]) == 0
     said = answer(finished_search)
     config = seen["config"]
-    grown = layout_at_target(said["pattern"], "llama-3.2-1b", None, "keep")[0]
+    grown = grow(said["pattern"], "llama-3.2-1b", None, "keep").layout
     assert config.arch == grown and config.preset == "llama-3.2-1b" and config.lr == said["lr"]
     arch, widths = resolve_architecture(config.arch, config.preset, "tiny")
     assert widths == "llama-3.2-1b" and arch.pattern == grown
@@ -79,15 +79,15 @@ def test_from_search_at_1b_is_the_answer_grown_by_the_search_rule_at_its_rate(fi
 
 
 def test_from_search_trains_the_model_the_search_trained_at_its_target(finished_search, tmp_path):
-    """At the search's own target (tiny) the model trained is the one the search scored: its target_pattern."""
+    """At the search's own target (tiny) the model trained is the one the search scored: its grown layout."""
     out = tmp_path / "run"
     assert main(["train", "--from-search", str(finished_search), "--target", "tiny", "--out", str(out),
                  *FEW_TOKENS]) == 0
     said = answer(finished_search)
     saved = json.loads((out / "config.json").read_text())
-    assert saved["arch"]["pattern"] == said["target_pattern"] == saved["train"]["arch"]
+    assert saved["arch"]["pattern"] == said["grown"]["layout"] == saved["train"]["arch"]
     assert saved["train"]["lr"] == said["lr"]
-    assert json.loads((out / "summary.json").read_text())["pattern"] == said["target_pattern"]
+    assert json.loads((out / "summary.json").read_text())["pattern"] == said["grown"]["layout"]
 
 
 def test_lr_flag_wins_and_says_so(finished_search, monkeypatch, capsys):
@@ -179,11 +179,11 @@ def test_extrapolate_from_search_grows_the_answer_by_the_search_rule(finished_se
     assert main(["extrapolate", "--from-search", str(finished_search), "--target", "llama-3.2-1b", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["source_pattern"] == said["pattern"] and data["from_search"]["attention"] == "keep"
-    assert data["pattern"] == layout_at_target(said["pattern"], "llama-3.2-1b", None, "keep")[0]
+    assert data["pattern"] == grow(said["pattern"], "llama-3.2-1b", None, "keep").layout
     assert main(["extrapolate", "--from-search", str(finished_search), "--target", "llama-3.2-1b",
                  "--attention-at-target",
                  "repeat", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["pattern"] == layout_at_target(said["pattern"], "llama-3.2-1b")[0]
+    assert json.loads(capsys.readouterr().out)["pattern"] == grow(said["pattern"], "llama-3.2-1b").layout
     assert main(["extrapolate", "AM", "--from-search", str(finished_search), "--target", "tiny"]) == 2
 
 
@@ -209,7 +209,13 @@ def test_train_depth_grows_a_pattern_to_the_presets_size_and_refuses_without_one
                  "--attention-at-target", "keep",
                  "--out", "unused"]) == 0
     assert (seen["config"].arch, seen["config"].preset) == ("SDDDDSDDADDSDDDD", "demo-4m:d280")
-    assert "--depth-at-target 16: SADDDD at 16 layers" in capsys.readouterr().err
+    said = capsys.readouterr().err
+    assert "--depth-at-target 16: SADDDD at 16 layers" in said
+    # matched at demo-4m's non-embedding size, its 280-wide embedding and head said beside the preset's (issue 69)
+    assert "4.52M parameters with embeddings and head, 4.38M without, against demo-4m's 4.43M and 4.33M" in said
+    assert main(["train", "--arch", "SADDDD", "--preset", "demo-4m", "--depth-at-target", "12", "--out", "unused"]) == 2
+    err = capsys.readouterr().err  # 8.8% under demo-4m's size at its nearest width: refused, naming depths that fit
+    assert "beyond the 5% growth to a depth allows: choose another depth" in err and err.strip().count("\n") == 0
     assert main(["train", "--arch", "SADDDD", "--depth-at-target", "16", "--out", "unused"]) == 2
     err = capsys.readouterr().err
     assert "give both" in err and err.strip().count("\n") == 0

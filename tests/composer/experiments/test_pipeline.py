@@ -351,7 +351,7 @@ def test_the_search_section_names_the_rule_before_its_search_has_run(tmp_path):
 
 
 def test_a_known_layout_from_a_kept_search_is_stacked_as_the_search_trained_it(tmp_path):
-    """layout_at_target stacks Llama's and the paper's layouts whatever --attention-at-target says."""
+    """search.growth.grow stacks Llama's and the paper's layouts whatever --attention-at-target says."""
     from scaling.extrapolate import extrapolate
 
     searched_with(tmp_path, "keep", {"llama": "AMAMAM", "composer-paper": "AAMMMM"})

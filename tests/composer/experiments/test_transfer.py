@@ -464,7 +464,7 @@ def test_a_search_without_its_rule_grows_by_repeat_and_says_so(tmp_path, monkeyp
 
 
 def test_a_known_layout_of_a_kept_search_is_stacked_as_the_search_trained_it(search_dir):
-    """The search stacks Llama's layout whatever its --attention-at-target (search.growth.layout_at_target)."""
+    """The search stacks Llama's layout whatever its --attention-at-target (search.growth.grow)."""
     (search_dir / "config.json").write_text(json.dumps({"attention_at_target": "keep"}))
     best = json.loads((search_dir / "best.json").read_text())
     best["known_layouts"] = [{"name": "llama", "pattern": "AMAMAM", "fit": "1:1 alternation"}]

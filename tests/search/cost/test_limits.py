@@ -53,8 +53,8 @@ def test_modeled_figures_follow_the_model_a_deeper_thinner_model_decodes_slower(
     """The cost model on H200 at 1B: the 73-layer stack of thin layers against Nemotron-H's 26."""
     from search.growth import Growth
 
-    deep = Growth("keep").arch("SADDDD", "llama-3.2-1b")
-    family = Growth("keep").arch("SMSAMS", "llama-3.2-1b", "nemotron-h")
+    deep = Growth("keep").grow("SADDDD", "llama-3.2-1b").arch
+    family = Growth("keep").grow("SMSAMS", "llama-3.2-1b", "nemotron-h").arch
     mine, theirs = modeled(deep, "h200"), modeled(family, "h200")
     assert (
         mine["decode_ms"] > theirs["decode_ms"] and mine["train_tokens_per_s"] < theirs["train_tokens_per_s"]
@@ -146,10 +146,14 @@ def test_known_holds_a_candidate_to_the_best_known_layout_so_far_and_never_a_kno
     assert check(tiny.with_pattern("SMSM"))[0] is None  # nothing scored yet: the most lenient known layout (4.0 ms)
 
     def trial(known, value, pattern, **attrs):
+        grown = {"grown": {"layout": pattern, "widths": "tiny", "by": "parameters", "how": "stacked"}}
         return SimpleNamespace(values=[value], state=SimpleNamespace(name="COMPLETE"),
-                               user_attrs={"known": known, "target_pattern": pattern, **attrs})
+                               user_attrs={"known": known, **grown, **attrs})
 
-    history = [trial("llama", 3.2, "AMAM"), trial("nemotron-h", 3.1, "SMAM"), trial("paper", 3.0, "AAMM", cached_from=1)]
+    # the first as a study written before the model at the target was stored whole (search.growth.Grown) held it
+    before = trial("llama", 3.2, "AMAM")
+    before.user_attrs = {"known": "llama", "target_pattern": "AMAM"}
+    history = [before, trial("nemotron-h", 3.1, "SMAM"), trial("paper", 3.0, "AAMM", cached_from=1)]
     best = best_known_so_far(history, "minimize", "tiny")
     assert best[0] == "nemotron-h" and best[1].pattern == "SMAM"
     reason, figures = check(tiny.with_pattern("SMSM"), best)

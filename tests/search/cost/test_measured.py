@@ -38,11 +38,16 @@ def fake_record(train: float, ms_1: float, ms_64: float, grid=GRID, **extra) -> 
 
 def rows() -> list[dict]:
     """A final ranking whose best known layout (the first known in the ranking) is AAMMMM, not the first row, and
-    a second known layout below it with other figures."""
-    return [{"pattern": "AMAMAA", "target_pattern": "AMAMAA", "known": None, "cost": dict(ANALYTIC), "rung": 1},
-            {"pattern": "AAMMMM", "target_pattern": "AAMMM", "known": "composer-paper", "cost": dict(ANALYTIC),
+    a second known layout below it with other figures; the last row as a search written before the model at the
+    target was stored whole (search.growth.Grown) held it."""
+    return [{"pattern": "AMAMAA", "grown": grown("AMAMAA"), "known": None, "cost": dict(ANALYTIC), "rung": 1},
+            {"pattern": "AAMMMM", "grown": grown("AAMMM"), "known": "composer-paper", "cost": dict(ANALYTIC),
              "rung": 1},
             {"pattern": "AMAMAM", "target_pattern": "AMAMAM", "known": "llama", "cost": dict(ANALYTIC), "rung": 1}]
+
+
+def grown(layout: str) -> dict:
+    return {"layout": layout, "widths": "tiny", "by": "parameters", "how": "stacked to the target's size"}
 
 
 FIGURES = {"AMAMAA": (500.0, 4.0, 40.0), "AAMMM": (1_000.0, 2.0, 10.0), "AMAMAM": (250.0, 8.0, 80.0)}
@@ -66,7 +71,7 @@ def test_ratios_are_to_the_best_known_layout_the_answer_weighs(tmp_path, measure
     add_measured_cost(ranking, "tiny", GRID, tmp_path, {"pattern": "AAMMMM", "name": "composer-paper"})
     assert measured == ["AMAMAA", "AAMMM", "AMAMAM"]  # every finalist and every known layout
     new, known, llama = (row["cost"]["vs_best_known"] for row in ranking)
-    assert new["pattern"] == "AAMMMM" and new["name"] == "composer-paper" and new["target_pattern"] == "AAMMM"
+    assert new["pattern"] == "AAMMMM" and new["name"] == "composer-paper" and new["grown"]["layout"] == "AAMMM"
     assert new["train_tokens_per_s"] == pytest.approx(0.5) and llama["train_tokens_per_s"] == pytest.approx(0.25)
     assert new["decode_ms_per_token"] == {"1": {"64": pytest.approx(2.0), "512": pytest.approx(2.0)},
                                           "64": {"64": pytest.approx(4.0), "512": pytest.approx(4.0)}}

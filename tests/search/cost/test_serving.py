@@ -18,7 +18,7 @@ from search.cost import (
     recall_under_max_kv,
     serving_cost,
 )
-from search.engine import pattern_at_target
+from search.growth import grow
 from search.progress import SearchProgress
 from search.run import check_recall_under_max_kv, run_search
 
@@ -48,19 +48,19 @@ def test_a_bad_max_kv_says_what_it_takes(text, said):
 
 
 def test_the_cost_is_that_of_the_model_at_the_target_not_of_the_searched_layers():
-    stacked = DEMO.with_pattern(pattern_at_target("AMAMAM", "demo-4m"))
+    stacked = DEMO.with_pattern(grow("AMAMAM", "demo-4m").layout)
     cost = serving_cost(stacked)
     assert cost["n_layers"] == 18 and cost["state_bytes"] == 0
     six = analyze(DEMO.with_pattern("AMAMAM")).kv_cache_bytes_per_token
     assert cost["kv_bytes_per_token"] == 3 * six  # 9 attention layers, not 3
     assert cost["cache_bytes"] == {str(n): n * cost["kv_bytes_per_token"] for n in (4096, 32768)}
-    free = serving_cost(DEMO.with_pattern(pattern_at_target("SDMMSD", "demo-4m")))
+    free = serving_cost(DEMO.with_pattern(grow("SDMMSD", "demo-4m").layout))
     assert free["kv_bytes_per_token"] == 0 and free["state_bytes"] > 0  # a fixed state: the same at every length
     assert free["cache_bytes"]["4096"] == free["cache_bytes"]["32768"] == free["state_bytes"]
 
 
 def test_max_kv_refuses_a_model_over_it_and_says_by_how_much():
-    stacked = DEMO.with_pattern(pattern_at_target("AMAMAM", "demo-4m"))
+    stacked = DEMO.with_pattern(grow("AMAMAM", "demo-4m").layout)
     at_32k = serving_cost(stacked)["cache_bytes"]["32768"]
     assert over_max_kv(stacked, (at_32k, 32_768)) is None
     said = over_max_kv(stacked, (at_32k - 1, 32_768))  # over by one byte: the bytes say it, not 2 equal MiB
@@ -79,7 +79,7 @@ def test_a_search_skips_candidates_over_max_kv_before_training_them(tmp_path, mo
     skipped = json.loads((Path(result["out"]) / "failures.json").read_text())
     assert any(f["state"] == "skipped" and "> --max-kv 1.0 MiB" in f["reason"] for f in skipped)
     for row in result["leaderboard"]:
-        assert row["cost"]["cache_bytes"]["32768"] <= 1024**2 and row["target_pattern"]
+        assert row["cost"]["cache_bytes"]["32768"] <= 1024**2 and row["grown"]["layout"]
     assert "max_kv" in config.score_settings() and config.settings_digest()  # another study than without it
 
 
@@ -125,7 +125,7 @@ def test_only_a_layer_that_keeps_every_token_counts_as_able_to_recall_them():
 
 def test_recall_under_max_kv_counts_the_patterns_that_fit_and_keep_every_token():
     patterns = ["AMAMAM", "AMMMMM", "SMSMSM", "SDMMSD"]
-    one_attention = analyze(DEMO.with_pattern(pattern_at_target("AMMMMM", "demo-4m")), seq_len=32_768)
+    one_attention = analyze(DEMO.with_pattern(grow("AMMMMM", "demo-4m").layout), seq_len=32_768)
     found = recall_under_max_kv(patterns, "demo-4m", (one_attention.cache_bytes_per_sequence, 32_768), 1_024)
     assert found == {"patterns": 4, "fit": 3, "fit_and_keep": 1,
                      "cheapest_keeping": ("AMMMMM", one_attention.cache_bytes_per_sequence)}
@@ -189,8 +189,8 @@ def test_a_search_that_keeps_attention_at_the_target_trains_what_stacking_puts_o
     assert trained and all(pattern.count("A") == 1 for pattern in trained)
     assert kept["leaderboard"]
     for row in kept["leaderboard"]:
-        assert row["target_pattern"].count("A") == 1 and row["cost"]["cache_bytes"]["32768"] <= 9 * 1024**2
-        stacked = DEMO.with_pattern(pattern_at_target(row["pattern"], "demo-4m"))
+        assert row["grown"]["layout"].count("A") == 1 and row["cost"]["cache_bytes"]["32768"] <= 9 * 1024**2
+        stacked = DEMO.with_pattern(grow(row["pattern"], "demo-4m").layout)
         assert "> --max-kv 9.0 MiB" in over_max_kv(stacked, (9 * 1024**2, 32_768))  # the default would skip it
     with pytest.raises(ConfigError, match="--max-kv 9MiB@32K admits none of the 192 patterns within the shares: "
                        r"the least, AMMMMM, holds 16.0 MiB on its model at demo-4m; raise --max-kv to 16MiB@32K or "
