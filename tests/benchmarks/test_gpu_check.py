@@ -56,11 +56,11 @@ def test_the_cost_run_measures_every_layout_beside_the_model_on_the_cpu_dry_run(
     """``--cost`` (issue 58: the decode timings the cost model is checked against on a GPU), at tiny settings."""
     result = subprocess.run(["bash", str(SCRIPT), "--cost"], capture_output=True, text=True, timeout=240,
                             env=script_env(OUT=str(tmp_path), GPU_CHECK_DRY_RUN="1",
-                                           COST_LAYOUTS="SADD:keep AMAM SMDM@6"))
+                                           COST_LAYOUTS="SADD:keep AMAM SMDM@8"))
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     saved = json.loads((tmp_path / "tiny" / "finalist_costs.json").read_text())
-    assert [row["entry"] for row in saved["rows"]] == ["SADD:keep", "AMAM", "SMDM@6"]
-    assert saved["rows"][2]["n_layers"] == 6 and "widths scaled" in saved["rows"][2]["how"]  # @6: by width
+    assert [row["entry"] for row in saved["rows"]] == ["SADD:keep", "AMAM", "SMDM@8"]
+    assert saved["rows"][2]["n_layers"] == 8 and "widths scaled" in saved["rows"][2]["how"]  # @8: by width
     for row in saved["rows"]:
         assert row["measured"]["decode_ms_per_token"]["64"] and row["predicted_here"]["decode_ms_per_token"]["64"]
     assert "SADD" in (tmp_path / "cost.log").read_text()
