@@ -11,7 +11,7 @@ from typing import Any
 
 from composer.errors import ConfigError
 from composer.precision import AUTOCAST_PRECISIONS, short_precision
-from composer.training.config import WANDB_MODES
+from composer.training.config import LARGEST_SEED, WANDB_MODES, is_seed
 
 STRATEGIES = ("one-shot", "end-incremental", "middle-incremental", "successive-halving")
 # auto: successive halving where it applies (the lm evaluator, a budget that names a ladder, one objective), else
@@ -212,6 +212,7 @@ class SearchConfig:
              f"objectives must start with 'score' and use {', '.join(OBJECTIVES)}, got {self.objectives}"),
             (self.trials >= 1, f"trials must be at least 1, got {self.trials}"),
             (self.workers >= 1, f"workers must be at least 1, got {self.workers}"),
+            (is_seed(self.seed), f"seed must be an integer from 0 to {LARGEST_SEED}, got {self.seed!r}"),
             (self.timeout is None or self.timeout > 0, f"timeout must be positive, got {self.timeout}"),
             (isinstance(self.confirm_seeds, int) and self.confirm_seeds >= 1,
              f"confirm_seeds must be a whole number of seeds, 1 or more, got {self.confirm_seeds!r}"),
@@ -523,7 +524,7 @@ class SearchConfig:
         that its name is now ``preset``."""
         from composer.training.config import load_recipe, renamed_notice
 
-        values = load_recipe(path, cls.field_names())
+        values = load_recipe(path, cls.field_names(), cls)
         if "widths" in values:
             renamed_notice("widths", "preset")
         if "preset" in values:

@@ -101,6 +101,8 @@ def parse(argv: list[str]):
     """``composer ARGV`` through the CLI's own parser, as the command would parse it: the namespace, or the reason
     it was refused (argparse's usage error, or an old spelling's rename notice on stderr)."""
     from composer.cli import build_parser
+    from composer.cli.parsing import announce_old_spellings, refuse_conflicts
+    from composer.errors import ConfigError
     from composer.training import config as train_config
 
     train_config._noticed.clear()  # a rename notice is printed once per process
@@ -108,8 +110,12 @@ def parse(argv: list[str]):
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
         try:
             args = build_parser().parse_args(argv)
+            refuse_conflicts(args)  # one option given two values
         except SystemExit:
             return None, err.getvalue().strip().splitlines()[-1]
+        except ConfigError as refused:
+            return None, str(refused)
+        announce_old_spellings(args)  # once the command line is accepted, as composer does
     return args, err.getvalue().strip()
 
 

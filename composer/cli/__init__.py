@@ -13,7 +13,7 @@ from composer.cli import evaluate as eval_command
 from composer.cli import bench_inference, generate
 from composer.cli import hybridize as hybridize_command
 from composer.cli import import_hf as import_command
-from composer.cli.format import refuse_two_spellings
+from composer.cli.parsing import CommandParser, announce_old_spellings, refuse_conflicts
 from composer.errors import ComposerRunError, ComposerUsageError
 
 SUBCOMMANDS = (search, report, aggregate, extrapolate, train, pipeline, transfer, info, presets, families,
@@ -26,16 +26,6 @@ def _version() -> str:
         return version("composer-hnas")
     except PackageNotFoundError:  # running from a source tree that was not installed
         return "unknown"
-
-
-class CommandParser(argparse.ArgumentParser):
-    """A parser whose usage errors are one line that names the command and where its options are listed, exit 2.
-
-    Why: argparse prints the whole usage (18-38 lines for ``train`` or ``search``) before the error, and an unknown
-    flag was reported by the top-level parser as ``usage: composer ... COMMAND``, naming no command (issue 61)."""
-
-    def error(self, message: str):
-        self.exit(2, f"{self.prog}: error: {message} ({self.prog} --help lists the options)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -62,9 +52,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     args, unknown = parser.parse_known_args(argv)
     if unknown:  # reported by the command's own parser, not the top level's (which names no command)
-        subcommand_parser(parser, args.command).error(f"unrecognized arguments: {' '.join(unknown)}")
+        subcommand_parser(parser, args.command).refuse_unknown(unknown)
     try:
-        refuse_two_spellings(args, argv)
+        refuse_conflicts(args)  # what the parser recorded: one option given two values is refused
+        announce_old_spellings(args)
         return args.handler(args) or 0
     except ComposerUsageError as err:
         print(f"composer {args.command}: error: {err}", file=sys.stderr)

@@ -7,6 +7,7 @@ import argparse
 import sys
 
 from composer.cli.format import human, old_spelling, print_json, print_table, resolve_spec
+from composer.cli.parsing import seed_number
 from composer.errors import ConfigError
 from composer.precision import parse_dtype
 from composer.presets import PRESETS
@@ -57,7 +58,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                              "on CUDA (composer.inference.compile_decode_step; compiled in the untimed warmup, "
                              "once per batch size and cache length; eager where compiling fails, with a warning)")
     parser.add_argument("--no-baseline", action="store_true", help="skip the matched Llama pattern")
-    parser.add_argument("--seed", default="0", metavar="S", help="seed of the weights and token ids (default 0)")
+    parser.add_argument("--seed", type=seed_number, default=0, metavar="S",
+                        help="seed of the weights and token ids (default 0)")
     parser.add_argument("--out", default=DEFAULT_OUT, metavar="DIR",
                         help=f"where to write bench_inference.json and the plot (default {DEFAULT_OUT})")
     parser.add_argument("--json", action="store_true", help="print the result as one JSON object")
@@ -82,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
     contexts = positive_ints(args.context_lengths, "--context-lengths")
     new_tokens = parse_number(args.new_tokens, "--new-tokens", int, 1, what="a positive integer")
     repeats = parse_number(args.repeats, "--repeats", int, 1, what="a positive integer")
-    seed = parse_number(args.seed, "--seed", int, what="an integer")
+    seed = args.seed
     dtype = parse_dtype(args.dtype)
     if args.model is not None and args.spec is not None:
         raise ConfigError("give SPEC or --model DIR, not both (a model directory has its own pattern)")

@@ -9,6 +9,7 @@ import argparse
 from pathlib import Path
 
 from composer.cli.format import print_json, print_table
+from composer.cli.parsing import seed_number
 from composer.errors import ConfigError
 from composer.evaluation.context_recall import DEFAULT_SEQUENCES, TASK
 
@@ -44,12 +45,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--device", default="cpu", help="torch device (default cpu; e.g. cuda)")
     parser.add_argument("--tokenizer", help="tokenizer, as composer train --tokenizer takes it (default: the "
                                             "one recorded with the model)")
-    parser.add_argument("--seed", type=int, default=1234,
+    parser.add_argument("--seed", type=seed_number, default=1234,
                         help="seed of few-shot sampling and sampling decoders, and of recall's spans and fillers")
     recall = parser.add_argument_group("recall (Composer's own task; defaults from the model's run)")
     recall.add_argument("--data", help="the text whose validation split is held out (default: the run's data, "
                                        "else the offline default corpus); a local file, glob or directory")
-    recall.add_argument("--data-seed", type=int, help="the split seed of --data (default: the run's, else 0)")
+    recall.add_argument("--data-seed", type=seed_number,
+                        help="the split seed of --data (default: the run's, else 0)")
     recall.add_argument("--seq-len", type=int, help="context in tokens (default: what the model trained at)")
     recall.add_argument("--span", type=int, help="tokens per repeated span (default 64 bytes or 32 subword "
                                                  "tokens, at most a quarter of --seq-len)")

@@ -8,6 +8,7 @@ import re
 from composer.accounting import analyze
 from composer.cli.equal_cost import add_equal_cost_flags, cost_rows, equal_cost_of
 from composer.cli.format import RenamedFlag, human, old_spelling, print_json, print_rows, print_table
+from composer.cli.parsing import layers_or_family, seed_number
 from composer.errors import ConfigError
 from composer.pattern import layers, n_layers
 from composer.presets import PRESETS
@@ -66,7 +67,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
              "the middles of the grown model (Nemotron-H's placement), the other layers grown to the rest of the size",
     ))
     old_spelling(parser, "--depth", parser.add_argument(
-        "--depth-at-target", dest="depth", metavar="N|FAMILY", default=None,
+        "--depth-at-target", dest="depth", metavar="N|FAMILY", default=None, type=layers_or_family,
         help="grow to exactly N layers (or a family's own depth at the target, e.g. nemotron-h) by width: d_model, "
              "heads and the MLP's width scaled together until the model weighs the target's size (composer.widths); "
              "default: by depth at the target's widths (the search's --depth-at-target with --from-search)",
@@ -76,7 +77,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "--baselines", action="store_true",
         help="also list the matched baselines (Llama, Sandwich, striped 1:2, random) at the target widths",
     )
-    parser.add_argument("--seed", type=int, default=0, help="seed of the random baseline (default 0)")
+    parser.add_argument("--seed", type=seed_number, default=0, help="seed of the random baseline (default 0)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(handler=run)
 

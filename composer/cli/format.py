@@ -5,10 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
 from typing import Any
-
-from composer.errors import ConfigError
 
 
 def human(n: float, unit: str = "") -> str:
@@ -49,22 +46,18 @@ def is_main_process() -> bool:
 
 
 class RenamedFlag(argparse.Action):
-    """An old flag spelling kept for a while (issue 49): sets the new flag's ``dest`` and prints a one-line notice
-    ("--strategy is now --parallelism; the old spelling will go"). Add it with ``help=argparse.SUPPRESS``; ``new``
-    names the new flag where it is not its ``dest`` (search's ``--preset`` sets the field ``widths``)."""
+    """An old flag spelling kept for a while (issue 49): sets the new flag's ``dest``; once the command line is
+    accepted a one-line notice follows ("--strategy is now --parallelism; the old spelling will go",
+    ``composer.cli.parsing.announce_old_spellings``), and beside the new spelling with another value it is refused
+    (``refuse_conflicts``). Add it with ``help=argparse.SUPPRESS``; ``new`` names the new flag where it is not its
+    ``dest`` (search's ``--preset`` sets the field ``widths``)."""
 
     def __init__(self, option_strings, dest, new: str | None = None, **kwargs):
         super().__init__(option_strings, dest, **kwargs)
         self.new = new or dest
 
     def __call__(self, parser, namespace, values, option_string=None):
-        from composer.training.config import renamed_notice
-
-        renamed_notice(option_string.lstrip("-"), self.new, flag=True)
         setattr(namespace, self.dest, self.const if self.nargs == 0 else values)  # nargs 0: a switch's old name
-        # refuse_two_spellings reads these once the command line is parsed: the new spelling may come later
-        given = getattr(namespace, "_renamed_flags", [])
-        setattr(namespace, "_renamed_flags", [*given, (option_string, "--" + self.new.replace("_", "-"))])
 
 
 def old_spelling(parser: argparse.ArgumentParser, old: str, new: argparse.Action) -> argparse.Action:
@@ -74,29 +67,6 @@ def old_spelling(parser: argparse.ArgumentParser, old: str, new: argparse.Action
     switch = {"nargs": 0, "const": new.const} if new.nargs == 0 else {"type": new.type, "choices": new.choices}
     return parser.add_argument(old, dest=new.dest, new=new.option_strings[0].lstrip("-"), action=RenamedFlag,
                                default=argparse.SUPPRESS, help=argparse.SUPPRESS, **switch)
-
-
-def _values_given(argv: Sequence[str], flag: str) -> list[str]:
-    """The values ``flag`` was given on ``argv`` (``--flag V`` or ``--flag=V``), as typed."""
-    found = []
-    for i, token in enumerate(argv):
-        if token == flag and i + 1 < len(argv):
-            found.append(argv[i + 1])
-        elif token.startswith(flag + "="):
-            found.append(token.split("=", 1)[1])
-    return found
-
-
-def refuse_two_spellings(args: argparse.Namespace, argv: Sequence[str]) -> None:
-    """An old spelling (:class:`RenamedFlag`) and the new one given different values: a usage error naming both.
-    Why: argparse keeps whichever came last, so ``--preset tiny --widths demo-4m`` silently trained at demo-4m (issue
-    60); a recipe holding both spellings is refused already, and the command line now is too."""
-    for old, new in getattr(args, "_renamed_flags", ()):
-        given = {flag: _values_given(argv, flag) for flag in (old, new)}
-        if given[new] and len(set(given[old] + given[new])) > 1:
-            shown = " and ".join(f"{flag} {value}" for flag, values in given.items() for value in values)
-            raise ConfigError(f"{shown} set one option ({old} is the old spelling of {new}) to different values: "
-                              f"give {new} once")
 
 
 def resolve_spec(spec: str, preset: str | None, default_preset: str):

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from composer.cli.format import print_json
+from composer.cli.parsing import seed_number
 from composer.errors import ConfigError
 
 DEFAULT_MAX_NEW_TOKENS = 128
@@ -43,7 +44,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         help="softmax temperature (default 1.0; 0 = greedy)")
     parser.add_argument("--top-k", metavar="K", help="sample among the K most likely tokens only")
     parser.add_argument("--top-p", metavar="P", help="nucleus sampling: the smallest set of probability >= P")
-    parser.add_argument("--seed", default="0", metavar="S", help="sampling seed (default 0)")
+    parser.add_argument("--seed", type=seed_number, default=0, metavar="S", help="sampling seed (default 0)")
     parser.add_argument("--tokenizer", help="tokenizer name or path, 'bytes' for the byte tokenizer (default: the "
                                             "one saved with the model)")
     parser.add_argument("--device", default="auto", help="what it runs on: auto (CUDA when available), cpu, cuda "
@@ -206,7 +207,7 @@ def generate_text(args: argparse.Namespace, out=None, err=None) -> dict[str, Any
     temperature = parse_number(args.temperature, "--temperature", float, 0, what="a number >= 0")
     top_k = parse_number(args.top_k, "--top-k", int, 1, what="a positive integer")
     top_p = parse_number(args.top_p, "--top-p", float, 0, 1, low_open=True, what="a number in (0, 1]")
-    seed = parse_number(args.seed, "--seed", int, what="an integer")
+    seed = args.seed
     if args.prompt == "":
         raise ConfigError("--prompt is empty; give some text to continue")
     device = resolve_device(args.device)

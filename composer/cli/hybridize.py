@@ -6,9 +6,11 @@ from __future__ import annotations
 import argparse
 
 from composer.cli.format import RenamedFlag, is_main_process, old_spelling, print_json, print_rows
+from composer.cli.parsing import seed_number
 
 DEFAULT_FREEZE = "mlp,embeddings"
 PARSER_DEFAULTS: dict[str, object] = {}  # filled by add_parser: an option still at its default was not given
+NUMBER_TYPES: dict[str, type] = {}  # filled by add_parser: the numeric options' types, which recipe values must have
 # old recipe keys, read under their new names with a notice: the old flags' names (their RenamedFlag actions), so a
 # recipe and the command line accept the same old spellings; filled by add_parser
 OLD_KEYS: dict[str, str] = {}
@@ -63,7 +65,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     old_spelling(parser, "--accelerator", parser.add_argument(
         "--device", default="auto", help="what the run trains on, as composer train --device: auto (default), cpu, "
                                          "gpu/cuda"))
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=seed_number, default=0)
     parser.add_argument("--wandb", default="auto")
     parser.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in --out")
     search = parser.add_argument_group(
@@ -88,6 +90,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=run)
     PARSER_DEFAULTS.update({action.dest: action.default for action in parser._actions
                             if action.default is not argparse.SUPPRESS})  # not --strategy's, the old spelling's
+    NUMBER_TYPES.update({action.dest: action.type for action in parser._actions if action.type in (int, float)})
     OLD_KEYS.update({flag.lstrip("-").replace("-", "_"): action.dest for action in parser._actions
                      if isinstance(action, RenamedFlag) for flag in action.option_strings})
 
@@ -103,9 +106,9 @@ def apply_recipe(args: argparse.Namespace) -> None:
 
     if args.recipe:
         internal = ("recipe", "handler", "json", "resume", "command")
-        destinations = [name for name in vars(args) if name not in internal]
+        destinations = [name for name in vars(args) if name not in internal and not name.startswith("_")]
         allowed = sorted({*destinations, *RECIPE_KEYS, *OLD_KEYS} - set(RECIPE_KEYS.values()))
-        for key, value in load_recipe(args.recipe, allowed).items():
+        for key, value in load_recipe(args.recipe, allowed, NUMBER_TYPES).items():
             dest = RECIPE_KEYS.get(key, OLD_KEYS.get(key, key))
             if key == "no_distill":
                 value = not value
@@ -144,6 +147,10 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed, wandb=args.wandb, devices=args.devices, parallelism=args.parallelism,
         device=args.device, **{k: v for k, v in optional.items() if v is not None},
     )
+    if args.resume:
+        from composer.cli.train import refuse_nothing_to_resume
+
+        refuse_nothing_to_resume(args.out)
     summary = train(config, resume=args.resume)
     if not is_main_process():
         return 0

@@ -8,6 +8,7 @@ from composer.accounting import DTYPE_BYTES, analyze
 from composer.cli.equal_cost import add_equal_cost_flags, equal_cost_of
 from composer.cli.equal_cost import cost_rows as equal_cost_rows
 from composer.cli.format import human, old_spelling, print_json, print_rows, resolve_spec
+from composer.cli.parsing import layers_or_family
 from composer.errors import ConfigError
 from composer.interop.formats import FORMATS, convert, format_text
 from composer.presets import PRESETS
@@ -43,7 +44,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         help="also predict training tokens/s and decode ms per token (batch 1 and 64, 4K context) "
                              "on DEVICE with the cost model (cpu, h100, h200: composer/costmodel/constants.json)"))
     old_spelling(parser, "--depth", parser.add_argument(
-                        "--depth-at-target", dest="depth", metavar="N|FAMILY",
+                        "--depth-at-target", dest="depth", metavar="N|FAMILY", type=layers_or_family,
                         help="grow the pattern SPEC to --preset's size at exactly N layers (or a family's own depth "
                              "there) by width, and account for that model (its widths line names the scaled preset)"))
     old_spelling(parser, "--attention", parser.add_argument(

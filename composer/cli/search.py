@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from composer.cli.format import RenamedFlag, print_json
+from composer.cli.parsing import layers_or_family, seed_number
 from composer.errors import ConfigError
 
 FLAGS = {
@@ -72,17 +73,18 @@ FLAGS = {
                                  "the target's size; keep: the model at the target keeps as many attention layers "
                                  "as the pattern has, at the middles of its depth (Nemotron-H's placement), so a "
                                  "pattern with one attention layer holds one layer's KV cache at any depth"),
-    "depth_at_target": (str, "N or a family's name (e.g. nemotron-h: its own depth at the target): every model at the "
-                             "target has exactly N layers, its widths (d_model, heads, MLP) scaled to the target's "
-                             "size, so layouts compare at one depth and only their mixers differ (default: grown by "
-                             "depth at the target's widths)"),
+    "depth_at_target": (layers_or_family, "N or a family's name (e.g. nemotron-h: its own depth at the target): "
+                                          "every model at the target has exactly N layers, its widths (d_model, "
+                                          "heads, MLP) scaled to the target's size, so layouts compare at one depth "
+                                          "and only their mixers differ (default: grown by depth at the target's "
+                                          "widths)"),
     "precision": (str, "auto (default: bf16 where the GPU or CPU computes it natively, else fp32), fp32, bf16 "
                        "(autocast, fp32 weights; 32-true and bf16-mixed, composer train's names, also work)"),
     "workers": (int, "local worker processes, trials evaluated concurrently (spread over the GPUs; CPU threads "
                 "split between them)"),
     "storage": (str, "Optuna storage URL or journal file (default: sqlite in --out)"),
     "study": (str, "study name (default: derived from the settings, so re-running resumes)"),
-    "seed": (int, "sampler and training seed"),
+    "seed": (seed_number, "sampler and training seed"),
     "wandb": (str, "auto (default: online with an API key, else offline), online, offline, off"),
     "wandb_project": (str, "W&B project (default composer-search)"),
     "out": (str, "output directory (default runs/search)"),
@@ -179,6 +181,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     add("json", "--json", action="store_true", help="print the leaderboard as JSON")
     add("plan", "--plan", action="store_true", help="print the plan (rungs, runs, workers' GPUs, estimated wall time and "
         "GPU-hours, storage) and exit without training; with --json as JSON")
+    parser.hints["--resume"] = ("run the same command without --resume: a search resumes by itself (its study in "
+                                "--out is found by its settings)")
     parser.set_defaults(handler=run)
 
 
@@ -189,9 +193,13 @@ def parse_shares(text: str | None, flag: str) -> dict[str, float] | None:
     for part in text.split(","):
         symbol, _, value = part.partition("=")
         try:
-            shares[symbol.strip()] = float(value)
+            share = float(value)
         except ValueError:
             raise ConfigError(f"--{flag} expects SYMBOL=FRACTION[,...], e.g. A=0.25, got {text!r}") from None
+        if symbol.strip() in shares:  # the last would win without a word
+            raise ConfigError(f"--{flag} {text} gives {symbol.strip()} twice ({shares[symbol.strip()]:g} and "
+                              f"{share:g}): give each primitive one share")
+        shares[symbol.strip()] = share
     return shares
 
 

@@ -7,6 +7,7 @@ import dataclasses
 
 from composer.cli.equal_cost import add_equal_cost_flags, equal_cost_of
 from composer.cli.format import RenamedFlag, is_main_process, old_spelling, print_json
+from composer.cli.parsing import layers_or_family, seed_number
 from composer.errors import ConfigError
 from composer.pattern import compact_pattern, layers
 from composer.presets import PRESETS, default_preset_note
@@ -92,6 +93,8 @@ HELP = {
     "supernet_keep": "composer hybridize --search-placement's supernet: keep this many random teacher attention layers "
     "per step (default: off)",
 }
+# parser types of the fields whose values have a range a plain int does not say
+TYPES = {"seed": seed_number, "data_seed": seed_number}
 # --precision is checked by TrainConfig (composer.precision.parse_precision: one line, every spelling listed)
 CHOICES = {"parallelism": STRATEGIES, "device": DEVICES, "wandb": WANDB_MODES,
            "schedule": ("cosine", "wsd", "constant")}
@@ -135,7 +138,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         help="with --from-search (required there): the preset the search's answer grows to, its size "
                         "and widths (e.g. llama-3.2-1b; composer presets lists them)")
     old_spelling(parser, "--depth", parser.add_argument(
-        "--depth-at-target", dest="depth", metavar="N|FAMILY",
+        "--depth-at-target", dest="depth", metavar="N|FAMILY", type=layers_or_family,
         help="grow --arch PATTERN to --preset's size (or the --from-search answer to --target's) at exactly N layers "
         "(or a family's own depth there, e.g. nemotron-h) by width: d_model, heads and the MLP's width scaled "
         "together (composer extrapolate --depth-at-target shows the model first)"))
@@ -146,7 +149,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     add_equal_cost_flags(parser)
     for field in dataclasses.fields(TrainConfig):
         flag = "--" + field.name.replace("_", "-")
-        kind = _scalar_type(str(field.type))
+        kind = TYPES.get(field.name) or _scalar_type(str(field.type))
         kwargs = {"dest": field.name, "default": None, "help": help_text(field)}
         if kind is bool:
             parser.add_argument(flag, action=argparse.BooleanOptionalAction, **kwargs)
@@ -266,12 +269,28 @@ def target_of_search_run(args: argparse.Namespace, config: TrainConfig) -> str:
     return args.target
 
 
+def refuse_nothing_to_resume(out: str) -> None:
+    """``--resume`` with an ``out`` that holds no checkpoint is refused, naming the path: it trained from scratch, so
+    a mistyped --out started a new run without a word (issue 69). Commands only: a pipeline's runs resume where
+    they can."""
+    from pathlib import Path
+
+    from composer.training.checkpoint import latest_checkpoint
+
+    if out and latest_checkpoint(Path(out) / "checkpoints") is None:  # no --out at all is refused by train's checks
+        what = "does not exist" if not Path(out).exists() else "holds no checkpoint (checkpoints/step-*.ckpt)"
+        raise ConfigError(f"--resume: --out {out} {what}, so there is nothing to resume: check the path, or drop "
+                          "--resume to start a new run")
+
+
 def run(args: argparse.Namespace) -> int:
     from composer.training.progress import Announce
     from composer.training.run import train
 
     notes: list[str] = []
     config = config_from_args(args, notes)
+    if args.resume:
+        refuse_nothing_to_resume(config.out)
     summary = train(config, resume=args.resume, callbacks=[Announce(notes)] if notes else ())
     if not is_main_process():
         return 0

@@ -84,7 +84,7 @@ from composer.statistics import (
     paired_difference,
     seed_summary,
 )
-from composer.training.config import TrainConfig, apply_overrides, load_recipe, renamed_notice
+from composer.training.config import TrainConfig, apply_overrides, check_types, load_recipe, renamed_notice
 from search.aggregate import Population, Scored, load_population, read_rung, read_rungs
 
 _PER_RUN = ("arch", "preset", "out", "run_name", "seed")  # set by the transfer for each run
@@ -141,6 +141,7 @@ class TransferConfig:
                               "--out directory, a leaderboard.json, a study.db or a storage URL)")
         if not isinstance(self.train, dict):
             raise ConfigError("the train section must be a mapping of TrainConfig option: value")
+        check_types(self.train, TrainConfig, "train: ")
         # the user's own rate overrides the search's; the default does not (composer.experiments.search_rates)
         self.explicit_lr = self.train.get("lr") is not None
         self.train = {**DEFAULT_TRAIN, **self.train}

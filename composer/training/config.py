@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
+import numbers
 import os
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,7 +29,13 @@ DEFAULT_PRESET = "tiny"  # the widths of a pattern `arch` without `preset` (comp
 # `accelerator` is `device`, as on every command (docs/usage/vocabulary.md).
 RENAMED = {"strategy": "parallelism", "accelerator": "device"}
 DEVICES = ("auto", "cpu", "gpu", "cuda", "mps")
+LARGEST_SEED = 2**32 - 1  # numpy's and Lightning's seeding take 0 to this (Lightning replaced one outside with 0)
 _noticed: set[str] = set()
+
+
+def is_seed(value: Any) -> bool:
+    """An integer from 0 to ``LARGEST_SEED``: a seed every command takes (a search given -1 died in numpy)."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool) and 0 <= value <= LARGEST_SEED
 
 
 def renamed_notice(old: str, new: str, flag: bool = False) -> None:
@@ -153,6 +162,14 @@ class TrainConfig:
             (self.batch_size > 0, f"batch_size must be positive, got {self.batch_size}"),
             (self.lr > 0, f"lr must be positive, got {self.lr}"),
             (self.warmup >= 0, f"warmup must be >= 0, got {self.warmup}"),
+            # < 1 is a fraction of the steps, >= 1 a number of them: 2.5 is neither (it was cut to 2 steps)
+            (self.warmup < 1 or float(self.warmup).is_integer(), f"warmup must be a fraction of the steps below 1 "
+             f"(e.g. 0.05) or a whole number of steps (e.g. 100), got {self.warmup}"),
+            # None is the default interval; 0 was taken for it without a word
+            (self.checkpoint_interval is None or self.checkpoint_interval >= 1, "checkpoint_interval must be a number "
+             f"of optimizer steps, 1 or more (leave it out for 5 per run), got {self.checkpoint_interval}"),
+            (self.val_interval is None or self.val_interval >= 1, "val_interval must be a number of optimizer steps, 1 "
+             f"or more (leave it out for a tenth of the run), got {self.val_interval}"),
             (self.grad_clip >= 0, f"grad_clip must be >= 0, got {self.grad_clip}"),
             (self.num_nodes >= 1, f"num_nodes must be >= 1, got {self.num_nodes}"),
             (self.val_batches >= 1, f"val_batches must be >= 1, got {self.val_batches}"),
@@ -160,7 +177,8 @@ class TrainConfig:
              f"val_tokens must be a positive token count (or unset for the whole split), got {self.val_tokens}"),
             (self.curve_points >= 0, f"curve_points must be >= 0, got {self.curve_points}"),
             (self.curve_tokens >= 1, f"curve_tokens must be a positive token count, got {self.curve_tokens}"),
-            (self.seed >= 0 and self.data_seed >= 0, f"seed and data_seed must be >= 0, got {self.seed}, {self.data_seed}"),
+            (is_seed(self.seed) and is_seed(self.data_seed),
+             f"seed and data_seed must be integers from 0 to {LARGEST_SEED}, got {self.seed}, {self.data_seed}"),
         ]
         if isinstance(self.freeze, str):
             self.freeze = [part.strip() for part in self.freeze.split(",") if part.strip()]
@@ -187,7 +205,7 @@ class TrainConfig:
     @classmethod
     def recipe_values(cls, path: str | Path) -> dict[str, Any]:
         """A YAML recipe's values, its old spellings (``RENAMED``) under their new names."""
-        values = load_recipe(path, cls.field_names())
+        values = load_recipe(path, cls.field_names(), cls)
         for old, new in RENAMED.items():
             if old in values:
                 renamed_notice(old, new)
@@ -205,7 +223,9 @@ class TrainConfig:
         return dataclasses.asdict(self)
 
 
-def load_recipe(path: str | Path, allowed: list[str]) -> dict[str, Any]:
+def load_recipe(path: str | Path, allowed: list[str], types: Mapping[str, Any] | type | None = None) -> dict[str, Any]:
+    """A YAML recipe's values, refused in one line where the file is missing or not a mapping, a key is not in
+    ``allowed``, or a value does not have its key's type in ``types`` (:func:`check_types`)."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"recipe {str(path)!r} does not exist; pass the path of a YAML file (see recipes/)")
@@ -218,7 +238,45 @@ def load_recipe(path: str | Path, allowed: list[str]) -> dict[str, Any]:
     unknown = sorted(set(values) - set(allowed))
     if unknown:
         raise ConfigError(f"recipe {str(path)!r} has unknown option(s) {unknown}; valid: {', '.join(allowed)}")
+    check_types(values, types or {}, f"recipe {str(path)!r}: ")
     return values
+
+
+# a simple annotation's name -> the values it takes and how an error names them. A str takes a YAML boolean:
+# YAML 1.1 reads `wandb: off` as false, which the config reads as meant
+_KINDS = {"int": ((numbers.Integral,), "a whole number"), "float": ((numbers.Real,), "a number"),
+          "str": ((str, bool), "text"), "bool": ((bool,), "true or false"), "None": ((type(None),), "null")}
+
+
+def check_types(values: Mapping[str, Any], types: Mapping[str, Any] | type, where: str = "") -> None:
+    """Refuse in one line a value whose key's annotation in ``types`` (a dataclass's fields', or key -> ``int``,
+    ``'float | None'``) does not take it, naming the key, the value and what it takes (``tokens: lots`` was a raw
+    TypeError from the config's checks). Keys with another annotation (a mapping, a list) are left to their config's
+    own checks."""
+    if dataclasses.is_dataclass(types):
+        types = {field.name: field.type for field in dataclasses.fields(types)}
+    for key, value in values.items():
+        annotation = types.get(key)
+        name = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", str(annotation))
+        kinds = [part.strip() for part in name.split("|")]
+        if annotation is None or not set(kinds) <= set(_KINDS):
+            continue
+        if any(isinstance(value, _KINDS[kind][0]) and not (kind in ("int", "float") and isinstance(value, bool))
+               for kind in kinds):
+            continue
+        expected = " or ".join(_KINDS[kind][1] for kind in kinds)
+        raise ConfigError(f"{where}{key} is {value!r}, expected {expected}{_number_hint(value)}")
+
+
+def _number_hint(value: Any) -> str:
+    """YAML 1.1 reads ``3e-3`` and ``1e6`` (no decimal point) as text: say how to write the number."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return ""
+    if not isinstance(value, str) or not math.isfinite(number):
+        return ""
+    return f" (YAML reads {value} as text: write {int(number) if number.is_integer() else number!r})"
 
 
 def apply_overrides(values: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from composer.experiments.lr_sweep import SWEEP_KEYS, split_sweep
 from composer.experiments.replicates import (
     parse_seeds,
 )
-from composer.training.config import TrainConfig, apply_overrides, load_recipe, renamed_notice
+from composer.training.config import TrainConfig, apply_overrides, check_types, load_recipe, renamed_notice
 
 STAGES = ("search", "aggregate", "extrapolate", "train", "eval", "compare")
 EVAL_OPTIONS = ("tasks", "limit", "include_path", "num_fewshot", "batch_size", "device")
@@ -57,6 +57,8 @@ class PipelineConfig:
         _check_keys("train", self.train, [f for f in TrainConfig.field_names() if f not in _PER_MODEL]
                     + list(SWEEP_KEYS) + [pipeline_recall.SETTING])
         _check_keys("eval", self.eval, list(EVAL_OPTIONS))
+        for section, fields_of in (("search", SearchConfig), ("train", TrainConfig)):
+            check_types(getattr(self, section), fields_of, f"pipeline section {section!r}: ")
         self.eval = _eval_options(self.eval)
         if "target" not in self.extrapolate:
             raise ConfigError("pipeline section 'extrapolate' needs 'target': the target preset (e.g. llama-3.2-1b)")

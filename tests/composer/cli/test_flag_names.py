@@ -1,6 +1,9 @@
-"""Issue 49, "one name, one meaning": ``search --help`` fits a screen with the advanced flags grouped under
-``--help-all``; ``train``'s FSDP/DDP flag is ``--parallelism`` (``--strategy`` is the search's algorithm), the old
-spelling still accepted with a one-line notice; every ``train`` flag says its default."""
+"""Flag names. Issue 69: a flag is taken only as spelt out in full, on every command (argparse took any unambiguous
+prefix, so ``--wid`` reached the hidden old spelling ``--widths``), and one option given two values on a command
+line is refused, whichever spellings gave them and whether it takes a value or is a switch. Issue 49, "one name, one
+meaning": ``search --help`` fits a screen with the advanced flags grouped under ``--help-all``; ``train``'s FSDP/DDP
+flag is ``--parallelism`` (``--strategy`` is the search's algorithm), the old spelling still accepted with a
+one-line notice; every ``train`` flag says its default."""
 
 from __future__ import annotations
 
@@ -20,9 +23,13 @@ from composer.training.config import TrainConfig
 NOTICE = "--strategy is now --parallelism; the old spelling will go"
 
 
-def _subparser(name: str) -> argparse.ArgumentParser:
+def _commands() -> dict[str, argparse.ArgumentParser]:
     subcommands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
-    return subcommands.choices[name]
+    return dict(subcommands.choices)
+
+
+def _subparser(name: str) -> argparse.ArgumentParser:
+    return _commands()[name]
 
 
 def _help(*argv: str) -> str:
@@ -37,6 +44,128 @@ def _help(*argv: str) -> str:
 def _fresh(monkeypatch):
     monkeypatch.setenv("COLUMNS", "80")  # argparse wraps to the terminal's width
     monkeypatch.setattr(train_config, "_noticed", set())  # the notice is printed once per process
+
+
+def _parsed(*argv: str) -> argparse.Namespace:
+    """``argv`` parsed as ``composer`` takes it: the options checked against each other, old spellings' notices."""
+    from composer.cli.parsing import announce_old_spellings, refuse_conflicts
+
+    args = build_parser().parse_args(list(argv))
+    refuse_conflicts(args)
+    announce_old_spellings(args)
+    return args
+
+
+def _refused(capsys, *argv: str) -> str:
+    """The one line ``composer ARGV`` is refused with (exit 2, no traceback, no notice before it)."""
+    from composer.cli import main
+
+    try:
+        status = main(list(argv))
+    except SystemExit as stopped:
+        status = stopped.code
+    err = capsys.readouterr().err
+    assert status == 2, err
+    assert err.count("\n") == 1 and err.startswith(f"composer {argv[0]}: error: "), err
+    return err
+
+
+def _abbreviations(parsers: dict[str, argparse.ArgumentParser]) -> list[tuple[str, str, str]]:
+    """(command, flag, the flag less its last letter) for every long flag of every command, the hidden old spellings
+    included, where the shorter word is not itself a flag of that command."""
+    found = []
+    for command, parser in sorted(parsers.items()):
+        flags = {flag for action in parser._actions for flag in action.option_strings}
+        found += [(command, flag, flag[:-1]) for flag in sorted(flags)
+                  if flag.startswith("--") and len(flag) > 3 and flag[:-1] not in flags]
+    return found
+
+
+def _required(parser: argparse.ArgumentParser) -> list[str]:
+    return [word for action in parser._actions if action.required
+            for word in ([action.option_strings[0], "x"] if action.option_strings else ["x"])]
+
+
+def test_no_command_takes_an_abbreviated_flag():
+    """Each command's parser leaves a flag less its last letter unparsed (main then refuses it in one line), the
+    hidden old spellings' prefixes too; with argparse's default it was taken as the flag."""
+    parsers = _commands()
+    cases = _abbreviations(parsers)
+    assert len(cases) > 200 and {command for command, _, _ in cases} == set(parsers)
+    taken = []
+    for command, flag, short in cases:
+        parser = parsers[command]
+        value = [] if parser._option_string_actions[flag].nargs == 0 else ["1"]
+        try:
+            _, unknown = parser.parse_known_args([*_required(parser), short, *value])
+        except SystemExit:  # an ambiguous prefix: argparse's own refusal, naming flags the user never typed
+            unknown = []
+        if short not in unknown:
+            taken.append(f"composer {command} {short} (for {flag})")
+    assert not taken, taken
+    assert build_parser().allow_abbrev is False
+
+
+@pytest.mark.parametrize("argv, unknown, meant", [
+    (["search", "--preset", "tiny", "--wid", "demo-4m", "--plan"], "--wid demo-4m", "--preset"),  # the issue's
+    (["search", "--prese", "tiny", "--widths", "demo-4m", "--plan"], "--prese tiny", "--preset"),
+    (["info", "AM", "--dep", "8"], "--dep 8", "--depth-at-target or --deployed-at"),  # not the hidden --depth
+    (["train", "--strat", "ddp", "--out", "o"], "--strat ddp", "--parallelism"),  # the old spelling's new name
+    (["extrapolate", "AAMMMM", "--targ", "llama-350m", "--to", "tiny"], "--targ llama-350m", "--target"),
+    (["hybridize", "--search-place", "--init-from", "m", "--arch", "AM", "--keep", "1"], "--search-place",
+     "--search-placement"),
+])
+def test_an_abbreviated_flag_is_refused_naming_the_flags_it_begins(argv, unknown, meant, capsys, tmp_path,
+                                                                  monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    err = _refused(capsys, *argv)
+    assert f"unrecognized arguments: {unknown}" in err and f"did you mean {meant}?" in err, err
+    assert "is now" not in err and not list(tmp_path.iterdir())
+
+
+def test_search_resume_says_that_the_same_command_resumes(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    err = _refused(capsys, "search", "--budget", "smoke", "--resume")
+    assert "unrecognized arguments: --resume; run the same command without --resume: a search resumes" in err, err
+
+
+def test_a_renamed_switch_takes_no_value(capsys, tmp_path, monkeypatch):
+    """hybridize's --search (now --search-placement) is a switch: the word after it is the next flag, not its
+    value. The argv scan read ``--search --init-from`` and ``--search-placement --arch`` as two values of one option
+    and refused the line naming --init-from as a value; the command's own check is what refuses it now."""
+    from composer.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["hybridize", "--search", "--init-from", "missing", "--search-placement", "--arch", "SMSM", "--keep",
+                 "1", "--out", "o", "--wandb", "off"]) == 2
+    notice, err = capsys.readouterr().err.splitlines()  # the line was accepted: the notice, then the command's own
+    assert notice == "--search is now --search-placement; the old spelling will go"
+    assert "'missing' is not a Composer model directory" in err and "old spelling" not in err, err
+    assert not list(tmp_path.iterdir())
+    args = _parsed("hybridize", "--search", "--init-from", "m", "--search-placement", "--arch", "AMAM")
+    assert (args.search_placement, args.init_from, args.arch) == (True, "m", "AMAM")
+
+
+@pytest.mark.parametrize("argv, shown", [
+    (["search", "--preset", "tiny", "--preset", "demo-4m", "--plan"], "--preset tiny and --preset demo-4m"),
+    (["search", "--trials", "3", "--trials=5", "--plan"], "--trials 3 and --trials 5"),
+    (["train", "--compile", "--no-compile", "--out", "o"], "--compile and --no-compile"),
+    (["info", "AM", "--cost-device", "cpu", "--device", "h100"], "--cost-device cpu and --device h100"),
+    (["hybridize", "--init-from", "a", "--from", "b", "--arch", "AM"], "--init-from a and --from b"),
+])
+def test_one_option_given_two_values_is_refused_naming_both(argv, shown, capsys, tmp_path, monkeypatch):
+    """argparse keeps the last value: --preset tiny --preset demo-4m trained at demo-4m without a word."""
+    monkeypatch.chdir(tmp_path)
+    err = _refused(capsys, *argv)
+    assert shown in err and "give " in err, err
+    assert not list(tmp_path.iterdir()), "nothing was started"
+
+
+def test_one_option_given_one_value_twice_and_a_gathering_flag_repeated_are_taken():
+    assert _parsed("search", "--preset", "tiny", "--preset", "tiny").widths == "tiny"
+    assert _parsed("search", "--no-prune", "--no-prune").prune is False
+    assert _parsed("eval", "--model", "m", "--tasks", "recall", "--include-path", "a", "--include-path",
+                   "b").include_path == ["a", "b"]
 
 
 def test_search_help_fits_a_screen_and_help_all_shows_every_flag():
@@ -60,9 +189,9 @@ def test_the_advanced_search_flags_still_parse():
 
 
 def test_train_strategy_is_now_parallelism_and_the_old_spelling_still_works(tmp_path, capsys):
-    new = config_from_args(build_parser().parse_args(["train", "--parallelism", "ddp", "--out", str(tmp_path)]))
+    new = config_from_args(_parsed("train", "--parallelism", "ddp", "--out", str(tmp_path)))
     assert new.parallelism == "ddp" and NOTICE not in capsys.readouterr().err
-    old = config_from_args(build_parser().parse_args(["train", "--strategy", "fsdp", "--out", str(tmp_path)]))
+    old = config_from_args(_parsed("train", "--strategy", "fsdp", "--out", str(tmp_path)))
     assert old.parallelism == "fsdp"
     assert capsys.readouterr().err.strip().splitlines() == [NOTICE]
     assert "--strategy {" not in _help("train", "--help")  # the old spelling works but is not advertised
@@ -73,7 +202,7 @@ def test_train_strategy_is_now_parallelism_and_the_old_spelling_still_works(tmp_
 def test_hybridize_strategy_is_now_parallelism(tmp_path, capsys):
     from composer.cli.hybridize import apply_recipe
 
-    assert build_parser().parse_args(["hybridize", "--init-from", "m", "--strategy", "ddp"]).parallelism == "ddp"
+    assert _parsed("hybridize", "--init-from", "m", "--strategy", "ddp").parallelism == "ddp"
     assert capsys.readouterr().err.strip() == NOTICE
     assert build_parser().parse_args(["hybridize", "--init-from", "m"]).parallelism == "auto"
     recipe = tmp_path / "old.yaml"
@@ -126,7 +255,7 @@ WIDTHS_NOTICE = "--widths is now --preset; the old spelling will go"
 def test_search_preset_sets_the_widths_and_the_old_widths_still_works(capsys):
     assert build_parser().parse_args(["search", "--preset", "tiny"]).widths == "tiny"
     assert capsys.readouterr().err == ""
-    assert build_parser().parse_args(["search", "--widths", "tiny"]).widths == "tiny"
+    assert _parsed("search", "--widths", "tiny").widths == "tiny"
     assert capsys.readouterr().err.strip().splitlines() == [WIDTHS_NOTICE]
     assert "--preset PRESET" in _help("search", "--help") and "--widths" not in _help("search", "--help").split(
         "options:")[0]  # the usage line names the new spelling only
@@ -254,16 +383,15 @@ def test_info_and_families_print_the_preset_they_chose(capsys, argv, note):
     (["extrapolate", "AAMMMM", "--to=tiny", "--target=llama-350m"], "--to tiny", "--target llama-350m"),
     (["train", "--parallelism", "ddp", "--strategy", "fsdp", "--out", "unused"], "--strategy fsdp",
      "--parallelism ddp"),
+    (["info", "AM", "--depth-at-target", "8", "--depth", "16"], "--depth 16", "--depth-at-target 8"),
 ])
 def test_an_old_and_a_new_spelling_with_different_values_exit_2_naming_both(argv, old, new, capsys, tmp_path,
                                                                            monkeypatch):
-    """argparse keeps whichever spelling came last: --preset tiny --widths demo-4m trained at demo-4m (issue 60)."""
-    from composer.cli import main
-
+    """argparse keeps whichever spelling came last: --preset tiny --widths demo-4m trained at demo-4m (issue 60).
+    One line: the old spelling's notice is not printed for a command line that is refused."""
     monkeypatch.chdir(tmp_path)
-    assert main(argv) == 2
-    error = capsys.readouterr().err.strip().splitlines()[-1]
-    assert old in error and new in error and "give " in error, error
+    error = _refused(capsys, *argv)
+    assert old in error and new in error and "is the old spelling of" in error and "give " in error, error
     assert not list(tmp_path.iterdir()), "nothing was started"
 
 

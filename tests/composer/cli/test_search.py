@@ -80,7 +80,9 @@ def test_bad_input_is_one_line_and_exit_2_before_anything_is_printed_or_written(
     header, --layers 0 and --min-share A=2 left a config.json in --out, --max-params -5 skipped every candidate
     without end: each is now one line, exit 2, with nothing in --out."""
     out = tmp_path / "search"
-    assert main(["search", *SMOKE, "--out", str(out), *argv]) == 2
+    # SMOKE less the flags the case gives: one flag given two values is refused before its value is read (issue 69)
+    smoke = [word for flag, value in zip(SMOKE[::2], SMOKE[1::2]) if flag not in argv for word in (flag, value)]
+    assert main(["search", *smoke, "--out", str(out), *argv]) == 2
     captured = capsys.readouterr()
     assert not captured.out and captured.err.count("\n") == 1, captured.err
     assert captured.err.startswith(f"composer search: error: {said}"), captured.err

@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from composer.cli import build_parser, main
+from composer.cli.parsing import announce_old_spellings
 from composer.errors import ConfigError
 from composer.experiments.pipeline import PipelineConfig
 from composer.experiments.transfer import TransferConfig
@@ -45,6 +46,7 @@ def test_extrapolate_to_is_target_with_a_notice(capsys):
 def test_the_old_flag_sets_target(command, capsys):
     argv = ["--recipe", "r.yaml"] if command == "pipeline" else []
     args = build_parser().parse_args([command, *argv, "--to", "tiny"])
+    announce_old_spellings(args)  # as composer does once the command line is accepted
     assert args.target == "tiny" and capsys.readouterr().err.strip() == FLAG_NOTICE
 
 

@@ -14,6 +14,7 @@ import pytest
 
 from composer.cli import build_parser
 from composer.cli.format import RenamedFlag
+from composer.cli.parsing import announce_old_spellings
 from composer.cli.vocabulary import ALL, TERMS, table
 from composer.training import config as train_config
 
@@ -176,6 +177,7 @@ def test_an_old_spelling_parses_to_what_its_new_flag_does_with_one_notice(comman
         value = _value(action)
         new = "--" + action.new.replace("_", "-")
         old_args, _ = parser.parse_known_args([*required, flag, *value])
+        announce_old_spellings(old_args)  # as composer does once the command line is accepted
         new_args, _ = parser.parse_known_args([*required, new, *value])
         assert getattr(old_args, action.dest) == getattr(new_args, action.dest), (command, flag)
         assert capsys.readouterr().err.splitlines() == [f"{flag} is now {new}; the old spelling will go"]

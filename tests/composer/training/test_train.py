@@ -311,7 +311,9 @@ def test_sigterm_saves_the_step_just_finished_and_resume_completes(tmp_path):
     step = checkpoint_step(saved)
     assert 0 < step < 4000
     # the resume in this process (a second one would only import torch and Lightning again, ~10 s)
-    assert main([*argv[3:-2], "--tokens", str((step + 2) * 512), "--out", str(out), "--resume"]) == 0
+    resumed = [*argv[3:-2], "--out", str(out), "--resume"]
+    resumed[resumed.index("--tokens") + 1] = str((step + 2) * 512)  # one --tokens: a second value is refused
+    assert main(resumed) == 0
     first, second = trained_steps(out)  # the resumed run logs beside the first, not over it
     assert first[0] == 0 and first[-1] <= step - 1
     assert second == [step, step + 1], f"the resumed run trained steps {second}, not the two after step {step}"
