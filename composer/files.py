@@ -109,6 +109,15 @@ def write_outputs(
     return out
 
 
+def umask_permissions(path: str | Path) -> None:
+    """Give ``path`` the permissions a new file gets from the umask (0644 under the usual 022): safetensors writes
+    its file owner-only (0600), which another user of a shared machine, or a serving process, cannot read (issue
+    69)."""
+    umask = os.umask(0)  # reading the umask means setting it: put it straight back
+    os.umask(umask)
+    Path(path).chmod(0o666 & ~umask)
+
+
 def check_output_dir(path: str | Path, flag: str = "--out") -> None:
     """Refuse, before anything is written or started, an output directory that cannot be one: an existing file, a
     path under a file, or a place this user may not write (issue 69: a file or a read-only --out failed after 1-5

@@ -413,7 +413,7 @@ def evaluate(
     check_model_dir(model_dir)
     manager = task_manager(include_path, tasks) if manager is None else manager
     tasks = check_tasks(manager, tasks)
-    device = resolve_device(device)
+    device = str(resolve_device(device))  # the report records it as torch names it
     lm = ComposerLM(pretrained=model_dir, tokenizer=tokenizer, batch_size=batch_size, device=device)
     started = time.perf_counter()
     try:

@@ -45,7 +45,7 @@ from composer.training.checkpoint import (
     latest_checkpoint,
     resumable_checkpoint,
 )
-from composer.training.config import DEFAULT_PRESET, TrainConfig, wandb_mode
+from composer.training.config import DEFAULT_PRESET, TrainConfig, show_library_output, wandb_mode, wandb_settings
 from composer.training.curve import ValidationCurve, log_spaced_steps
 from composer.training.memory import check_training_memory, training_memory
 from composer.training.module import ComposerLM, HybridizeConfig, OptimConfig, ParallelConfig
@@ -150,23 +150,34 @@ def resolve_strategy(config: TrainConfig, world_size: int):
     return name, ModelParallelStrategy(data_parallel_size=world_size, tensor_parallel_size=1)
 
 
+def quiet_lightning() -> None:
+    """Lightning's start-up and end lines ("GPU available: False, used: False", "`Trainer.fit` stopped: `max_steps=1`
+    reached.") off the terminal unless ``COMPOSER_VERBOSE=1`` (:func:`~composer.training.config.show_library_output`):
+    they repeat what the run's own lines say. Its warnings still show."""
+    level = logging.INFO if show_library_output() else logging.WARNING
+    for name in ("lightning.pytorch", "lightning.fabric"):
+        logging.getLogger(name).setLevel(level)
+
+
 def build_loggers(config: TrainConfig, out: Path, arch: ArchConfig, plan: RunPlan) -> list[Logger]:
     # a new logs/version_N per start, so a resumed run never overwrites the metrics of the run it continues
     loggers: list[Logger] = [CSVLogger(out, name="logs")]
     mode = wandb_mode(config.wandb)
     if mode != "off":
-        loggers.append(
-            WandbLogger(
-                project=config.wandb_project,
-                name=config.run_name or out.name,
-                save_dir=str(out),
-                offline=mode == "offline",
-                # explicit: Lightning's offline flag only sets WANDB_MODE, which wandb ignores once an earlier
-                # wandb.init in this process (a search's trials) has set it up, and it then asks for an API key
-                mode=mode,
-                config={**config.to_dict(), "pattern": arch.pattern, "plan": plan.__dict__},
-            )
+        wandb_logger = WandbLogger(
+            project=config.wandb_project,
+            name=config.run_name or out.name,
+            save_dir=str(out),
+            offline=mode == "offline",
+            # explicit: Lightning's offline flag only sets WANDB_MODE, which wandb ignores once an earlier
+            # wandb.init in this process (a search's trials) has set it up, and it then asks for an API key
+            mode=mode,
+            config={**config.to_dict(), "pattern": arch.pattern, "plan": plan.__dict__},
+            settings=wandb_settings(),  # silent: the run says where its W&B run is (summary's wandb_run)
         )
+        # Lightning (2.6) passes anonymous=None, which W&B (0.19 on) answers with a deprecation warning on every run
+        getattr(wandb_logger, "_wandb_init", {}).pop("anonymous", None)
+        loggers.append(wandb_logger)
     return loggers
 
 
@@ -229,6 +240,7 @@ def build(config: TrainConfig, save_on_sigterm: bool = True,
     world_size = world_size_of(config)
     plan = plan_run(config, world_size)
     precision = resolve_precision(config)
+    quiet_lightning()
     strategy_name, strategy = resolve_strategy(config, world_size)
 
     L.seed_everything(config.seed, workers=True, verbose=False)
@@ -476,10 +488,28 @@ def _train(config: TrainConfig, resume: bool, save_on_sigterm: bool,
 
 
 def _publish_summary(trainer, out: Path, summary: dict[str, Any]) -> None:
-    """summary.json (written once, by rank 0) and the W&B run closed with it: every way a run ends does both."""
+    """summary.json (written once, by rank 0) and the W&B run closed with it: every way a run ends does both. The
+    summary says where the W&B run is (``wandb_run``), which W&B itself no longer prints."""
+    summary["wandb_run"] = _wandb_run(trainer)
     if trainer.is_global_zero:
         atomic_write_json(out / "summary.json", summary)
     _finish_wandb(trainer, summary)
+
+
+def _wandb_run(trainer) -> str | None:
+    """Where this run's W&B run is: its folder, with how to upload it when it is offline, or its URL; None without
+    one."""
+    if not any(isinstance(logger, WandbLogger) for logger in trainer.loggers):
+        return None
+    import wandb
+
+    run = wandb.run
+    if run is None:
+        return None
+    if run.settings.mode in ("offline", "dryrun"):
+        folder = Path(run.dir).parent  # <out>/wandb/offline-run-*/files
+        return f"{folder} (offline; `wandb sync {folder}` uploads it)"
+    return run.url
 
 
 def _finish_wandb(trainer, summary: dict[str, Any]) -> None:
@@ -526,6 +556,10 @@ def _summary(trainer, context, validation, train_loss, wall_time, out: Path) -> 
         "precision": context["precision"],
         "compile": context["compile"],
         "tokenizer": context["tokenizer"],
+        # the embedding's rows and the tokenizer's ids they hold (padded: model_vocab_size), which composer train
+        # prints beside the parameter count, since composer info counts the preset's vocabulary
+        "vocab_size": arch.vocab_size,
+        "tokenizer_vocab_size": context["tokenizer_object"].vocab_size,
         "seq_len": stats.seq_len,
         "batch_size": plan.tokens_per_step // stats.seq_len,
         "wall_time_s": wall_time,

@@ -111,8 +111,8 @@ CASES = [
                                             "add --activation-checkpointing"),
     ("bench-inference demo-4m --context-lengths 10000000 --out {out}", 2,
      "batch 4 at context 10,000,000 of (AM)x8 needs at least"),
-    ("bench-inference demo-4m --batch-sizes 100000 --no-baseline --out {out}", 2, "shorten --context-lengths or "
-                                                                                  "lower --batch-sizes"),
+    ("bench-inference (AM)x2 --batch-sizes 100000 --no-baseline --out {out}", 2, "shorten --context-lengths or "
+                                                                                 "lower --batch-sizes"),
     # settings refused before --out exists: they left an empty --out, or config.json after progress lines
     ("train --val-fraction 1.5 --out {out}", 2, "val_fraction (--val-fraction) must be the share of documents held "
                                                 "out, in [0, 1)"),
