@@ -12,6 +12,28 @@ from primitives.base import Widths
 from primitives.rope import RopeScaling
 
 
+def option_names(cls: Any, widths: Widths) -> list[str] | None:
+    """The options ``--options`` may give primitive ``cls``: its config's fields that the shared widths do not set,
+    found by offering each field (at the value it takes without options) to ``config_from_arch``. None where the
+    primitive has no config dataclass or builds none without options (a parallel layer's options are its parts')."""
+    config_class = getattr(cls, "Config", None)
+    if not dataclasses.is_dataclass(config_class):
+        return None
+    bare = dataclasses.replace(widths, options={})
+    try:
+        base = cls.config_from_arch(bare)
+    except (TypeError, ValueError):
+        return None
+    names = []
+    for name in (f.name for f in dataclasses.fields(config_class)):
+        try:
+            cls.config_from_arch(dataclasses.replace(bare, options={cls.symbol: {name: getattr(base, name)}}))
+        except (TypeError, ValueError, KeyError):
+            continue  # set from the widths ("got multiple values"), or refused as an option
+        names.append(name)
+    return names
+
+
 @dataclass(frozen=True)
 class ArchConfig:
     """Everything needed to build a model, and nothing about how it is trained.
@@ -97,6 +119,12 @@ class ArchConfig:
             try:
                 configs[symbol] = cls.config_from_arch(widths)
             except (TypeError, ValueError) as err:
+                valid = option_names(cls, widths)
+                unknown = sorted(set(widths.options_for(symbol)) - set(valid or ()))
+                if valid is not None and unknown:  # a misspelt option (issue 69: "windw" for "window")
+                    raise ConfigError(f"unknown option{'s' * (len(unknown) > 1)} {', '.join(map(repr, unknown))} "
+                                      f"for primitive {symbol} ({cls.name}) in --options; valid: "
+                                      f"{', '.join(valid)}") from None
                 raise ConfigError(f"invalid config for primitive {symbol} ({cls.name}): {err}") from err
         return configs
 

@@ -109,6 +109,35 @@ def write_outputs(
     return out
 
 
+def umask_permissions(path: str | Path) -> None:
+    """Give ``path`` the permissions a new file gets from the umask (0644 under the usual 022): safetensors writes
+    its file owner-only (0600), which another user of a shared machine, or a serving process, cannot read (issue
+    69)."""
+    umask = os.umask(0)  # reading the umask means setting it: put it straight back
+    os.umask(umask)
+    Path(path).chmod(0o666 & ~umask)
+
+
+def check_output_dir(path: str | Path, flag: str = "--out") -> None:
+    """Refuse, before anything is written or started, an output directory that cannot be one: an existing file, a
+    path under a file, or a place this user may not write (issue 69: a file or a read-only --out failed after 1-5
+    progress lines). Creates nothing; :func:`make_output_dir` creates it once the run starts."""
+    from composer.errors import ConfigError
+
+    path = Path(path).expanduser()
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"{flag} {str(path)!r} is a file, not a directory; give a new or existing directory")
+    existing = path
+    while not existing.exists():  # where `mkdir -p` would start
+        existing = existing.parent
+    if not existing.is_dir():
+        raise ConfigError(f"{flag} {str(path)!r} cannot be created: {str(existing)!r} is a file; give a directory "
+                          "path")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ConfigError(f"{flag} {str(path)!r} cannot be written: no write permission on {str(existing)!r}; "
+                          f"choose a directory you can write to")
+
+
 def make_output_dir(path: str | Path) -> Path:
     """``mkdir -p`` for a user's ``--out``; a directory that cannot be created is a one-line usage error."""
     from composer.errors import ConfigError

@@ -10,7 +10,9 @@ scores 1.2x faster under bf16 autocast, with the same ranking of patterns.
 
 It also reads the spellings of a precision and of a weights dtype that the commands take (issue 49, "one name,
 one meaning": the search said ``fp32|bf16``, training Lightning's ``32-true|bf16-mixed``, import ``float32``):
-:func:`parse_precision` and :func:`parse_dtype`, each the one place that knows every spelling.
+:func:`parse_precision` and :func:`parse_dtype`, each the one place that knows every spelling. And what else a
+command must know of this machine before it starts: which device ``--device`` names and whether it is here
+(:func:`resolve_device`), and how much memory is free on it (:func:`available_memory_bytes`).
 """
 
 from __future__ import annotations
@@ -135,3 +137,60 @@ def parse_dtype(value: object, allowed: Iterable[str] = tuple(DTYPES), flag: str
 def torch_dtype(value: object) -> torch.dtype:
     """The torch dtype of any spelling :func:`parse_dtype` accepts."""
     return getattr(torch, DTYPES[parse_dtype(value)])
+
+
+# -- the device a command runs on, and its free memory ---------------------------------------------------------------
+DEVICE_SPELLINGS = "auto, cpu, cuda (or gpu), cuda:N or mps"
+
+
+def resolve_device(name: object, flag: str = "--device") -> torch.device:
+    """The torch device ``name`` means on this machine, for every command that takes ``--device`` (one vocabulary):
+    ``auto`` is the GPU where CUDA has one, else the CPU; ``gpu`` is Lightning's spelling of ``cuda``; ``cuda:N``
+    one GPU of several; ``mps`` Apple's GPU. A device this machine does not have is a one-line usage error before
+    anything starts (issue 69: ``train --device cuda`` on a machine without CUDA was a 30-line Lightning traceback
+    and an empty --out, while ``generate`` refused it in one line)."""
+    text = str(name).strip().lower()
+    if text == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device("cuda" if text == "gpu" else text)
+    except (RuntimeError, ValueError, TypeError):
+        device = None
+    if device is None or device.type not in ("cpu", "cuda", "mps"):
+        raise ConfigError(f"{flag} must be {DEVICE_SPELLINGS}; got {name!r}")
+    if device.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0:
+            raise ConfigError(f"{flag} {name}, but CUDA has no GPU on this machine; use {flag} cpu (or auto)")
+        if device.index is not None and device.index >= count:
+            raise ConfigError(f"{flag} {name}, but this machine has {count} CUDA GPU{'s' * (count != 1)} "
+                              f"(cuda:0 to cuda:{count - 1}); pick one of them")
+    if device.type == "mps" and not torch.backends.mps.is_available():
+        raise ConfigError(f"{flag} {name}, but MPS (Apple's GPU) is not available on this machine; use {flag} cpu "
+                          "(or auto)")
+    return device
+
+
+def available_memory_bytes(device: torch.device | str) -> int | None:
+    """Bytes a command can still allocate on ``device``: the GPU's free memory, or the CPU's available memory
+    (Linux's MemAvailable: free memory plus the caches the kernel can drop, within the container's memory limit
+    where there is one). None where this cannot be read (MPS, a system without /proc/meminfo); a size check then
+    lets the command run."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0]
+    if device.type != "cpu":
+        return None
+    try:
+        fields = dict(line.split(":", 1) for line in Path("/proc/meminfo").read_text().splitlines() if ":" in line)
+        available = int(fields["MemAvailable"].split()[0]) * 1024
+    except (OSError, KeyError, ValueError):
+        return None
+    try:  # a cgroup v2 limit (a container's) below the machine's memory
+        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+        if limit != "max":
+            used = int(Path("/sys/fs/cgroup/memory.current").read_text())
+            available = min(available, max(0, int(limit) - used))
+    except (OSError, ValueError):
+        pass
+    return available

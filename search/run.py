@@ -24,7 +24,7 @@ from typing import Any
 
 from composer.accounting import format_bytes
 from composer.errors import ComposerRunError, ConfigError
-from composer.files import atomic_write_json, make_output_dir
+from composer.files import atomic_write_json, check_output_dir, make_output_dir
 from search.config import SearchConfig
 from search.cost import (
     MAX_PATTERNS_CHECKED,
@@ -52,7 +52,7 @@ from search.plots import plot_all, plot_loss_against_recall, plot_rung_curves
 from search.progress import SearchEta, SearchProgress, evaluations_done, worker_heartbeat
 from search.resume import StudyLock, reap_dead_workers
 from search.results import SUMMARY_KEYS
-from search.storage import GRACE_S, default_storage_url, worker_lock_path
+from search.storage import GRACE_S, check_storage, default_storage_url, worker_lock_path
 from search.strategies import StageRun, get_strategy
 from search.strategies.base import make_space, missing_first
 from search.summary import summary_text, tradeoff_lines  # noqa: F401 (the summary's home is search.summary)
@@ -233,9 +233,12 @@ def resumed_line(config: SearchConfig, out: Path) -> str | None:
 
 def preflight(config: SearchConfig, echo=print):
     """Every check of ``config`` that needs no training, before anything is written to --out, a study is opened or
-    a W&B run starts (issue 61; ``composer pipeline`` calls it before its own --out too): the evaluator checks its
-    settings (a missing --data, a source without text or a text field its records lack, a tokenizer that does not
-    load), and the limits that no pattern might meet are checked. Returns the first stage's evaluator."""
+    a W&B run starts (issue 61; ``composer pipeline`` calls it before its own --out too): --out and --storage are
+    reached (issue 69), the evaluator checks its settings (a missing --data, a source without text or a text field
+    its records lack, a tokenizer that does not load), and the limits that no pattern might meet are checked.
+    Returns the first stage's evaluator."""
+    check_output_dir(config.out)
+    check_storage(config.storage)
     first_config = get_strategy(config.strategy).first_config(config)
     evaluator = make_evaluator(first_config.evaluator, first_config.budget, config.widths, config.data,
                                config.tokenizer, config.precision, config.compile, config.trunks,

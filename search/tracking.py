@@ -12,6 +12,7 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial
 
+from composer.training.config import wandb_settings
 from search.config import SearchConfig
 
 
@@ -45,7 +46,7 @@ class WandbTrialLogger:
             dir=str(Path(self.config.out)),
             mode=self.mode,
             config={"pattern": attrs.get("pattern"), **trial.params, **self.config.to_dict()},
-            settings=wandb.Settings(silent=True),
+            settings=wandb_settings(),
         )
         metrics: dict[str, Any] = {"state": trial.state.name.lower()}
         if trial.values:
@@ -68,8 +69,7 @@ def log_summary(config: SearchConfig, study_name: str, rows: list[dict[str, Any]
     import wandb
 
     run = wandb.init(project=config.wandb_project, group=study_name, job_type="summary", name=f"{study_name}-summary",
-                     dir=str(Path(config.out)), mode=mode, config=config.to_dict(),
-                     settings=wandb.Settings(silent=True))
+                     dir=str(Path(config.out)), mode=mode, config=config.to_dict(), settings=wandb_settings())
     columns = ["rank", "pattern", "score", "params", "attention_share", "trial"]
     run.log({
         "leaderboard": wandb.Table(columns=columns, data=[[row[c] for c in columns] for row in rows]),
@@ -78,3 +78,19 @@ def log_summary(config: SearchConfig, study_name: str, rows: list[dict[str, Any]
     if rows:
         run.summary.update({"best_pattern": rows[0]["pattern"], "best_score": rows[0]["score"]})
     run.finish()
+
+
+def runs_line(config: SearchConfig) -> str | None:
+    """Where the search's W&B runs are, for its closing lines (issue 69: the smoke search wrote 7 offline runs it
+    never mentioned; W&B's own lines are silenced, composer.training.config.wandb_settings). None with W&B off."""
+    mode = _mode(config)
+    if mode == "off":
+        return None
+    if mode == "online":
+        return f"W&B: the trials and the summary logged online to project {config.wandb_project}"
+    folder = Path(config.out) / "wandb"
+    runs = sorted(folder.glob("offline-run-*"))
+    if not runs:
+        return None
+    return (f"W&B: {len(runs)} offline run{'s' * (len(runs) != 1)} in {folder} (`wandb sync {folder}/offline-run-*` "
+            "uploads them)")

@@ -220,6 +220,17 @@ def test_every_command_is_checked(source, argv):
         assert program == "bash" and rest[0].startswith("benchmarks/"), f"{source}: {argv}"
 
 
+def test_every_train_example_names_its_out():
+    """``composer train`` refuses to start without --out (a run directory is required), which the parse check above
+    cannot see (argparse does not require it): every train command in README.md and docs/ names one, or a --recipe
+    that may (issue 69: docs/search.md's ``train --from-search`` example had none)."""
+    pages = [README, *sorted((ROOT / "docs").rglob("*.md"))]
+    missing = [f"{page.relative_to(ROOT)}: {' '.join(argv)}" for page in pages
+               for block in fenced_blocks(page, "bash") for argv in commands(block)
+               if argv[:2] == ["composer", "train"] and not {"--out", "--recipe", "--help", "-h"} & set(argv)]
+    assert not missing, missing
+
+
 def test_a_renamed_flag_is_refused():
     """The parse check catches what it is for: an unknown flag, a retired choice, an old spelling's notice."""
     assert parse(["search", "--no-such-flag", "1"])[0] is None

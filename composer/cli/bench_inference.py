@@ -91,11 +91,14 @@ def run(args: argparse.Namespace) -> int:
     if args.model is None and args.spec is None:
         raise ConfigError("give a SPEC (a preset or a pattern such as '(AM)x2') or --model DIR")
 
-    from composer.cli.generate import load_model, model_directory, resolve_device
-    from composer.evaluation.bench_inference import BenchGrid, plot_decode_throughput, run_bench
-    from composer.files import atomic_write_json, make_output_dir
+    from composer.cli.generate import load_model, model_directory
+    from composer.evaluation.bench_inference import BenchGrid, check_bench_memory, plot_decode_throughput, run_bench
+    from composer.files import atomic_write_json, check_output_dir, make_output_dir
+    from composer.precision import resolve_device
 
     device = resolve_device(args.device)
+    check_output_dir(args.out)
+    notes: list[str] = []  # printed once the grid is accepted: a refusal is one line
     model = None
     if args.model is not None:
         directory = model_directory(args.model)
@@ -105,9 +108,12 @@ def run(args: argparse.Namespace) -> int:
         arch = model.arch
         widths = preset_of(arch)
     else:
-        arch, widths = resolve_spec(args.spec, args.preset, DEFAULT_WIDTHS)
+        arch, widths = resolve_spec(args.spec, args.preset, DEFAULT_WIDTHS, notes)
     grid = BenchGrid(batch_sizes=batch_sizes, context_lengths=contexts, new_tokens=new_tokens, dtype=dtype,
                      repeats=repeats, seed=seed, compile=args.compile)
+    check_bench_memory(arch, grid, device, baseline=not args.no_baseline)  # before a cache is allocated
+    for note in notes:
+        print(note, file=sys.stderr)
     out = make_output_dir(args.out)
     quiet = args.json
     progress = None if quiet else (lambda line: print(f"measuring {line}", file=sys.stderr, flush=True))

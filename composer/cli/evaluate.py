@@ -42,7 +42,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--num-fewshot", type=int, help="few-shot examples per prompt (default: the task's, "
                                                         "usually 0)")
     parser.add_argument("--batch-size", type=int, default=8, help="sequences per forward (default 8)")
-    parser.add_argument("--device", default="cpu", help="torch device (default cpu; e.g. cuda)")
+    parser.add_argument("--device", default="auto", help="what it runs on: auto (CUDA when available), cpu, cuda "
+                                                         "(or gpu), cuda:1, ...")
     parser.add_argument("--tokenizer", help="tokenizer, as composer train --tokenizer takes it (default: the "
                                             "one recorded with the model)")
     parser.add_argument("--seed", type=seed_number, default=1234,
@@ -86,11 +87,15 @@ def run(args: argparse.Namespace) -> int:
         limit = int(limit)
     if args.batch_size < 1:
         raise ConfigError(f"--batch-size must be a positive integer, got {args.batch_size}")
+    from composer.precision import resolve_device
+
+    args.device = str(resolve_device(args.device))  # the same words and check as every command's --device
     model = Path(args.model)
-    from composer.files import atomic_write_json, make_output_dir
+    from composer.files import atomic_write_json, check_output_dir, make_output_dir
 
     out = Path(args.out) if args.out else default_out(model)  # made once there is a report (issue 61: a model
     # that is not one, or tasks or data that are wrong, left an empty --out behind)
+    check_output_dir(out)
     report = measure_recall(args, model, limit) if TASK in tasks else None
     if harness_tasks:
         from composer.evaluation.downstream import evaluate

@@ -69,12 +69,17 @@ def old_spelling(parser: argparse.ArgumentParser, old: str, new: argparse.Action
                                default=argparse.SUPPRESS, help=argparse.SUPPRESS, **switch)
 
 
-def resolve_spec(spec: str, preset: str | None, default_preset: str):
+def resolve_spec(spec: str, preset: str | None, default_preset: str, notes: list[str] | None = None):
     """:func:`composer.presets.resolve_architecture` for a command's SPEC and ``--preset``, printing on stderr the
-    preset it used where the command chose it (a pattern or family without ``--preset``; issue 49)."""
+    preset it used where the command chose it (a pattern or family without ``--preset``; issue 49), or adding the
+    line to ``notes`` for a command that prints it once its other checks passed (so a refusal stays one line)."""
     from composer.presets import PRESETS, default_preset_note, resolve_architecture
 
     arch, widths = resolve_architecture(spec, preset, default_preset)
     if preset is None and spec not in PRESETS:
-        print(default_preset_note(widths, f"the widths of {spec}"), file=sys.stderr)
+        note = default_preset_note(widths, f"the widths of {spec}")
+        if notes is None:
+            print(note, file=sys.stderr)
+        else:
+            notes.append(note)
     return arch, widths

@@ -77,20 +77,6 @@ def parse_number(value: str | None, flag: str, kind: type, low: float | None = N
     return number
 
 
-def resolve_device(name: str):
-    import torch
-
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:  # gpu: composer train's (Lightning's) spelling of the same device, so --device means one thing
-        device = torch.device("cuda" if name == "gpu" else name)
-    except (RuntimeError, ValueError):
-        raise ConfigError(f"unknown --device {name!r}; use auto, cpu, cuda (or gpu) or cuda:N") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ConfigError(f"--device {name} but CUDA is not available here; use --device cpu")
-    return device
-
-
 def model_directory(path: str) -> Path:
     """``path``, or its ``model/`` folder when given a ``composer train`` run directory."""
     directory = Path(path)
@@ -200,6 +186,7 @@ def generate_text(args: argparse.Namespace, out=None, err=None) -> dict[str, Any
 
     from composer.data.tokenizer import load_tokenizer_for
     from composer.inference import EAGER
+    from composer.precision import resolve_device
 
     out = sys.stdout if out is None else out
     err = sys.stderr if err is None else err

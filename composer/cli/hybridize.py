@@ -165,6 +165,7 @@ def run(args: argparse.Namespace) -> int:
         ("cache / seq", f"{h['cache_bytes_per_sequence']:,} B vs teacher {h['teacher_cache_bytes_per_sequence']:,} B "
                         f"({h['cache_ratio']:.0%})"),
         ("frozen", f"{', '.join(h['frozen']) or 'nothing'} ({h['frozen_params']:,} parameters)"),
+        *([("W&B run", summary["wandb_run"])] if summary.get("wandb_run") else []),
         ("summary", f"{args.out}/summary.json"),
     ])
     for note in h["init_notes"]:

@@ -248,4 +248,8 @@ def run(args: argparse.Namespace) -> int:
         print_json(result["leaderboard"])
     else:
         print(summary_text(result))
+        from search.tracking import runs_line
+
+        if runs_line(config):
+            print(runs_line(config))
     return 0

@@ -6,7 +6,7 @@ import argparse
 import dataclasses
 
 from composer.cli.equal_cost import add_equal_cost_flags, equal_cost_of
-from composer.cli.format import RenamedFlag, is_main_process, old_spelling, print_json
+from composer.cli.format import RenamedFlag, is_main_process, old_spelling, print_json, print_rows
 from composer.cli.parsing import layers_or_family, seed_number
 from composer.errors import ConfigError
 from composer.pattern import compact_pattern, layers
@@ -297,11 +297,37 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json(summary)
     else:
-        keys = ("pattern", "params", "tokens", "val_loss", "val_ppl", "val_tokens", "val_fingerprint",
-                "tokens_per_s", "mfu", "wall_time_s")
-        for key in keys:
-            if summary.get(key) is not None:
-                value = summary[key]
-                print(f"{key:<13} {value:,.4f}" if isinstance(value, float) else f"{key:<13} {value}")
-        print(f"summary       {config.out}/summary.json")
+        print_rows([*summary_rows(summary), ("summary", f"{config.out}/summary.json")])
     return 0
+
+
+# how each figure of the summary is printed: counts with thousands separators, a loss to 4 decimals, a rate in whole
+# tokens, MFU as a percentage (issue 69: "params 192896" stood beside "tokens_per_s 21,600.3443")
+FORMATS = {"tokens": "{:,}", "val_loss": "{:.4f}", "val_ppl": "{:,.2f}", "val_tokens": "{:,}",
+           "tokens_per_s": "{:,.0f}", "mfu": "{:.1%}", "wall_time_s": "{:,.1f}"}
+
+
+def summary_rows(summary: dict) -> list[tuple[str, str]]:
+    """``composer train``'s result as people read it (:data:`FORMATS`); the parameter count says why it can differ
+    from ``composer info``'s for the same pattern and preset: the embedding is sized to the tokenizer, its ids
+    padded to a multiple of 64 rows (``composer.training.run.model_vocab_size``), where info counts the preset's
+    vocabulary."""
+    from composer.cli.format import human
+
+    rows = [("pattern", summary["compact"] if "compact" in summary else summary["pattern"])]
+    params = f"{summary['params']:,} ({human(summary['params'])}"
+    if summary.get("non_embedding_params") is not None:
+        params += f"; {summary['non_embedding_params']:,} non-embedding"
+    ids, rows_of_embedding = summary.get("tokenizer_vocab_size"), summary.get("vocab_size")
+    if ids is not None and rows_of_embedding is not None and ids != rows_of_embedding:
+        params += (f"; embedding {rows_of_embedding:,} rows = the tokenizer's {ids:,} ids padded to a multiple of 64, "
+                   "where composer info counts the preset's vocabulary")
+    rows.append(("params", params + ")"))
+    for key, shown in FORMATS.items():
+        if summary.get(key) is not None:
+            rows.append((key, shown.format(summary[key])))
+        if key == "val_tokens" and summary.get("val_fingerprint"):
+            rows.append(("val_fingerprint", summary["val_fingerprint"]))
+    if summary.get("wandb_run"):
+        rows.append(("W&B run", summary["wandb_run"]))
+    return rows

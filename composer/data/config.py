@@ -95,7 +95,8 @@ class DataConfig:
         if isinstance(self.val_fraction, bool) or not isinstance(self.val_fraction, (int, float)):
             raise DataError(f"val_fraction must be a number in [0, 1), got {self.val_fraction!r}")
         if not 0.0 <= self.val_fraction < 1.0:
-            raise DataError(f"val_fraction must be in [0, 1), got {self.val_fraction}")
+            raise DataError(f"val_fraction (--val-fraction) must be the share of documents held out, in [0, 1) "
+                            f"(e.g. 0.02), got {self.val_fraction}")
         if self.streaming is not None and not isinstance(self.streaming, bool):
             raise DataError(f"streaming must be True, False or None (automatic), got {self.streaming!r}")
         check_repeats(self.repeat_share, self.repeat_span)

@@ -122,16 +122,17 @@ class _DatasetsSource(Source):
             except DataError:
                 raise
             except Exception as err:  # noqa: BLE001 - wrapped into a one-line DataError
-                raise DataError(
-                    f"could not read {self.description} ({describe(err)}); check that the data is valid "
-                    f"{self._format_name()}"
-                ) from None
+                raise self._read_error(err) from None
             texts = document_texts(batch, field, self.description)
             if remaining is not None:
                 texts = texts[:remaining]
                 remaining -= len(texts)
             if texts:
                 yield texts
+
+    def _read_error(self, err: Exception) -> DataError:
+        return DataError(f"could not read {self.description} ({describe(err)}); check that the data is valid "
+                         f"{self._format_name()}")
 
     def _format_name(self) -> str:
         return "text"
@@ -160,8 +161,12 @@ class LocalFiles(_DatasetsSource):
         return "text" if self.builder == "text" else config.text_field
 
     def _load(self, config: DataConfig) -> Any:
+        import logging
+
         from datasets import load_dataset
 
+        # the json builder logs a parse error on a line of its own before raising it; _read_error reports it in one
+        logging.getLogger("datasets.packaged_modules.json.json").setLevel(logging.CRITICAL)
         kwargs: dict[str, Any] = {"sample_by": config.text_unit} if self.builder == "text" else {}
         return load_dataset(
             self.builder, data_files=[str(p) for p in self.files], split="train", streaming=True, **kwargs
@@ -172,6 +177,16 @@ class LocalFiles(_DatasetsSource):
             f"could not load {self.description} ({describe(err)}); check that the files are valid "
             f"{self._format_name()}"
         )
+
+    def _read_error(self, err: Exception) -> DataError:
+        """A JSON-lines file's first malformed line by its number from 1, as an editor shows it (issue 69: Arrow's
+        "in row 1" counts from 0 within a block, and came on two lines); other read errors as the base class's."""
+        if self.builder == "json":
+            for path in self.files:
+                bad = first_bad_json_line(path)
+                if bad is not None:
+                    return DataError(f"{str(path)!r} line {bad[0]:,} {bad[1]}; fix or remove that line")
+        return super()._read_error(err)
 
     def _format_name(self) -> str:
         return {"text": "UTF-8 text", "json": "JSON or JSON lines", "parquet": "Parquet"}[self.builder]
@@ -205,6 +220,41 @@ class HubDataset(_DatasetsSource):
             f"unreachable ({describe(err)}); check the name and network access, or pass a local file, "
             "directory or glob as the source"
         )
+
+
+def first_bad_json_line(path: Path) -> tuple[int, str] | None:
+    """The number (from 1) of the first non-empty line of a JSON-lines file that is not a JSON object, with what is
+    wrong with it ("is not valid JSON (...)"); None when every line is one, or when the file is a single JSON document (which the json builder
+    reads too). Read only after a read failed, so its cost is the error path's alone."""
+    import bz2
+    import gzip
+    import json
+    import lzma
+
+    opener = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}.get(path.suffix)
+    if opener is None and path.suffix == ".zst":
+        return None
+    with (opener or open)(path, "rt", encoding="utf-8", errors="replace") as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                value = json.loads(line)
+            except json.JSONDecodeError as err:
+                problem = f"is not valid JSON ({err.msg} at column {err.colno})"
+            else:
+                if isinstance(value, dict):
+                    continue
+                problem = f"holds a JSON {type(value).__name__}, not an object"
+            break
+        else:
+            return None
+    with (opener or open)(path, "rt", encoding="utf-8", errors="replace") as handle:
+        try:
+            json.load(handle)  # one JSON document over several lines: not a JSON-lines file
+            return None
+        except json.JSONDecodeError:
+            return number, problem
 
 
 def document_texts(batch: dict[str, list[Any]], field: str, description: str) -> list[str]:

@@ -35,11 +35,12 @@ from typing import Any
 
 import torch
 
-from composer.accounting import DTYPE_BYTES, analyze
+from composer.accounting import DTYPE_BYTES, analyze, format_bytes
 from composer.config import ArchConfig
+from composer.errors import ConfigError
 from composer.evaluation.bench_cost import figure
 from composer.inference import EAGER, DecodeStep, compile_decode_step
-from composer.precision import torch_dtype
+from composer.precision import available_memory_bytes, torch_dtype
 
 
 
@@ -149,6 +150,32 @@ def llama_baseline(arch: ArchConfig) -> ArchConfig:
     from scaling.matching import matched_baselines
 
     return matched_baselines(arch, ("llama",), reference=arch)["llama"]
+
+
+def check_bench_memory(arch: ArchConfig, grid: BenchGrid, device: torch.device, baseline: bool = True) -> None:
+    """Refuse a grid whose largest point (the largest batch at the longest context) cannot fit in ``device``'s free
+    memory, in one line naming the size, before a model or a cache is allocated (issue 69: ``--context-lengths
+    10000000`` started and died in a 48-line out-of-memory traceback). The count is a floor, from the analytic
+    accounting ``composer info`` prints: the weights, the inference cache of ``context + new_tokens`` tokens
+    (:func:`composer.accounting.analyze`) and the prompt's hidden states going into and out of a layer, at the
+    grid's dtype; the matched Llama pattern's too where it is measured (after ``arch``'s model is freed)."""
+    free = available_memory_bytes(device)
+    if free is None:
+        return
+    batch, context = max(grid.batch_sizes), max(grid.context_lengths)
+    dtype_bytes = DTYPE_BYTES[grid.dtype]
+    for model in [arch, *([llama_baseline(arch)] if baseline else [])]:
+        stats = analyze(model, seq_len=context + grid.new_tokens, cache_dtype_bytes=dtype_bytes)
+        weights = stats.params * dtype_bytes
+        cache = batch * stats.cache_bytes_per_sequence
+        hidden = 2 * batch * context * model.d_model * dtype_bytes
+        if weights + cache + hidden > free:
+            on = "the CPU" if device.type == "cpu" else str(device)
+            raise ConfigError(
+                f"batch {batch} at context {context:,} of {model.compact} needs at least "
+                f"{format_bytes(weights + cache + hidden)} (inference cache {format_bytes(cache)}, weights "
+                f"{format_bytes(weights)}, the prompt's hidden states {format_bytes(hidden)}) but {on} has "
+                f"{format_bytes(free)} free: shorten --context-lengths or lower --batch-sizes")
 
 
 def run_bench(

@@ -378,10 +378,11 @@ def measure_model_dir(
     tokenizer (a search's runs), they are read once."""
     from composer.evaluation import loading
     from composer.interop.model_dir import read_arch
+    from composer.precision import resolve_device
 
     model_dir = Path(model_dir)
     loading.check_model_dir(model_dir)
-    loading.check_device(device)
+    device = resolve_device(device)
     arch = read_arch(model_dir / "config.json")
     trained, seq_len_source = loading.trained_seq_len(model_dir, arch.max_seq_len)
     if seq_len is not None and seq_len > arch.max_seq_len:

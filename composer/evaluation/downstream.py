@@ -36,7 +36,8 @@ import torch
 import torch.nn.functional as F
 
 from composer.errors import ComposerUsageError, ConfigError
-from composer.evaluation.loading import check_device, check_model_dir, find_model_tokenizer, load_model
+from composer.evaluation.loading import check_model_dir, find_model_tokenizer, load_model
+from composer.precision import resolve_device
 
 INSTALL_HINT = "pip install 'composer-hnas[eval]'"
 MODEL_NAME = "composer"  # the name ComposerLM is registered under in lm_eval's model registry
@@ -412,7 +413,7 @@ def evaluate(
     check_model_dir(model_dir)
     manager = task_manager(include_path, tasks) if manager is None else manager
     tasks = check_tasks(manager, tasks)
-    check_device(device)
+    device = str(resolve_device(device))  # the report records it as torch names it
     lm = ComposerLM(pretrained=model_dir, tokenizer=tokenizer, batch_size=batch_size, device=device)
     started = time.perf_counter()
     try:

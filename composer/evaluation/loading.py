@@ -29,16 +29,6 @@ TRAIN_DATA_SEED = 0
 
 
 # -- the model -----------------------------------------------------------------------------------------------
-def check_device(device: str | torch.device) -> None:
-    """A one-line error unless ``device`` is a torch device that exists here."""
-    try:
-        torch.device(device)
-    except (RuntimeError, TypeError) as err:
-        raise ConfigError(f"--device {device!r} is not a torch device ({err})") from None
-    if str(device).startswith("cuda") and not torch.cuda.is_available():
-        raise ConfigError(f"--device {device!r}: CUDA is not available here")
-
-
 def check_model_dir(directory: Path) -> None:
     """A one-line error unless ``directory`` looks like a model that composer train exported."""
     if not directory.is_dir():
@@ -161,6 +151,6 @@ class HeldOutCache:
         return self._tokens[key]
 
 
-__all__ = ["TRAIN_DATA_SEED", "TRAIN_VAL_FRACTION", "HeldOutCache", "check_device", "check_model_dir",
+__all__ = ["TRAIN_DATA_SEED", "TRAIN_VAL_FRACTION", "HeldOutCache", "check_model_dir",
            "find_model_tokenizer", "held_out_config", "held_out_tokens", "load_model", "run_config",
            "trained_seq_len"]

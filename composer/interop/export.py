@@ -355,10 +355,10 @@ def _write_tokenizer(stage: Path, model_dir: Path, spec: str | None, arch: ArchC
 
 def _readable(stage: Path) -> None:
     """Ordinary permissions (0644 files under the usual umask): safetensors writes its file owner-only."""
-    umask = os.umask(0)
-    os.umask(umask)
+    from composer.files import umask_permissions
+
     for path in stage.iterdir():
-        path.chmod(0o666 & ~umask)
+        umask_permissions(path)
 
 
 def _install(stage: Path, out: Path) -> None:

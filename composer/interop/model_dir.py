@@ -17,7 +17,7 @@ from lightning.pytorch.utilities import rank_zero_only
 
 from composer.config import ArchConfig
 from composer.errors import ConfigError
-from composer.files import read_json_file, read_safetensors
+from composer.files import read_json_file, read_safetensors, umask_permissions
 from composer.model import ComposerModel
 
 
@@ -43,6 +43,7 @@ def export_weights(
     tensors = {name: tensor.detach().contiguous().cpu() for name, tensor in state.items()}
     tmp_weights, tmp_config = directory / ".model.safetensors.tmp", directory / ".config.json.tmp"
     save_file(tensors, str(tmp_weights), metadata={"format": "pt", "pattern": arch.pattern})
+    umask_permissions(tmp_weights)  # safetensors writes it 0600
     tmp_config.write_text(json.dumps(config, indent=2))
     os.replace(tmp_weights, directory / "model.safetensors")
     os.replace(tmp_config, directory / "config.json")

@@ -296,6 +296,23 @@ def apply_overrides(values: dict[str, Any], overrides: dict[str, Any]) -> dict[s
     return values
 
 
+def show_library_output() -> bool:
+    """Whether Lightning's and W&B's own lines reach the terminal: with ``COMPOSER_VERBOSE=1`` only. Without it a
+    run prints its own lines and says where its W&B run is written (issue 69: a 2-step ``train --from-search``
+    printed 36 lines of Lightning's device lines, a W&B deprecation warning and a 25-line W&B summary)."""
+    return os.environ.get("COMPOSER_VERBOSE", "").strip().lower() not in ("", "0", "false", "no", "off")
+
+
+def wandb_settings() -> Any:
+    """The ``wandb.Settings`` of a W&B run Composer starts: silent (no banner, no history or summary at the end)
+    unless :func:`show_library_output`, or unless ``WANDB_SILENT`` is set, which then decides as W&B documents."""
+    import wandb
+
+    if show_library_output() or "WANDB_SILENT" in os.environ:
+        return wandb.Settings()
+    return wandb.Settings(silent=True)
+
+
 def wandb_mode(requested: str) -> str:
     """``auto``: online when an API key is configured (env or ~/.netrc), else offline."""
     if requested != "auto":

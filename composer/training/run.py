@@ -37,7 +37,7 @@ from composer.config import ArchConfig
 from composer.errors import ComposerRunError, ConfigError
 from composer.files import atomic_write_json
 from composer.interop.model_dir import export_weights
-from composer.precision import device_has_native_bf16
+from composer.precision import device_has_native_bf16, resolve_device
 from composer.presets import resolve_architecture
 from composer.training.checkpoint import (
     AtomicCheckpoint,
@@ -45,11 +45,12 @@ from composer.training.checkpoint import (
     latest_checkpoint,
     resumable_checkpoint,
 )
-from composer.training.config import DEFAULT_PRESET, TrainConfig, wandb_mode
+from composer.training.config import DEFAULT_PRESET, TrainConfig, show_library_output, wandb_mode, wandb_settings
 from composer.training.curve import ValidationCurve, log_spaced_steps
+from composer.training.memory import check_training_memory, training_memory
 from composer.training.module import ComposerLM, HybridizeConfig, OptimConfig, ParallelConfig
 from composer.training.progress import progress_callback
-from composer.training.runlock import run_lock
+from composer.training.runlock import is_first_process, run_lock
 from composer.training.schedule import ScheduleConfig
 from composer.training.stability import StabilityMonitor
 from composer.training.throughput import ThroughputMonitor, peak_memory_bytes
@@ -149,23 +150,34 @@ def resolve_strategy(config: TrainConfig, world_size: int):
     return name, ModelParallelStrategy(data_parallel_size=world_size, tensor_parallel_size=1)
 
 
+def quiet_lightning() -> None:
+    """Lightning's start-up and end lines ("GPU available: False, used: False", "`Trainer.fit` stopped: `max_steps=1`
+    reached.") off the terminal unless ``COMPOSER_VERBOSE=1`` (:func:`~composer.training.config.show_library_output`):
+    they repeat what the run's own lines say. Its warnings still show."""
+    level = logging.INFO if show_library_output() else logging.WARNING
+    for name in ("lightning.pytorch", "lightning.fabric"):
+        logging.getLogger(name).setLevel(level)
+
+
 def build_loggers(config: TrainConfig, out: Path, arch: ArchConfig, plan: RunPlan) -> list[Logger]:
     # a new logs/version_N per start, so a resumed run never overwrites the metrics of the run it continues
     loggers: list[Logger] = [CSVLogger(out, name="logs")]
     mode = wandb_mode(config.wandb)
     if mode != "off":
-        loggers.append(
-            WandbLogger(
-                project=config.wandb_project,
-                name=config.run_name or out.name,
-                save_dir=str(out),
-                offline=mode == "offline",
-                # explicit: Lightning's offline flag only sets WANDB_MODE, which wandb ignores once an earlier
-                # wandb.init in this process (a search's trials) has set it up, and it then asks for an API key
-                mode=mode,
-                config={**config.to_dict(), "pattern": arch.pattern, "plan": plan.__dict__},
-            )
+        wandb_logger = WandbLogger(
+            project=config.wandb_project,
+            name=config.run_name or out.name,
+            save_dir=str(out),
+            offline=mode == "offline",
+            # explicit: Lightning's offline flag only sets WANDB_MODE, which wandb ignores once an earlier
+            # wandb.init in this process (a search's trials) has set it up, and it then asks for an API key
+            mode=mode,
+            config={**config.to_dict(), "pattern": arch.pattern, "plan": plan.__dict__},
+            settings=wandb_settings(),  # silent: the run says where its W&B run is (summary's wandb_run)
         )
+        # Lightning (2.6) passes anonymous=None, which W&B (0.19 on) answers with a deprecation warning on every run
+        getattr(wandb_logger, "_wandb_init", {}).pop("anonymous", None)
+        loggers.append(wandb_logger)
     return loggers
 
 
@@ -174,11 +186,48 @@ def model_vocab_size(tokenizer_vocab: int) -> int:
     return math.ceil(tokenizer_vocab / VOCAB_MULTIPLE) * VOCAB_MULTIPLE
 
 
+def run_architecture(config: TrainConfig, tokenizer_vocab: int | None) -> tuple[ArchConfig, str]:
+    """The architecture a run from scratch trains and the preset of its widths: ``--arch`` at ``--preset``'s
+    widths, ``--options`` merged over the preset's, ``max_seq_len`` at least ``seq_len``, and the embedding rows for
+    a tokenizer of ``tokenizer_vocab`` ids (:func:`model_vocab_size`; the preset's own with None). Every layer's
+    config is built, so that a bad option is one line before anything starts (issue 69)."""
+    arch, widths = resolve_architecture(config.arch, config.preset, DEFAULT_PRESET)
+    arch = arch.replace(max_seq_len=max(arch.max_seq_len, config.seq_len))
+    if config.options:
+        merged = {symbol: {**arch.options.get(symbol, {}), **values} for symbol, values in config.options.items()}
+        arch = arch.replace(options={**arch.options, **merged})
+    if tokenizer_vocab is not None and model_vocab_size(tokenizer_vocab) != arch.vocab_size:
+        arch = arch.replace(vocab_size=model_vocab_size(tokenizer_vocab))
+    arch.primitive_configs()
+    return arch, widths
+
+
+def data_config(config: TrainConfig):
+    """The run's :class:`~composer.data.DataConfig` (its checks, e.g. ``val_fraction`` in [0, 1), run here)."""
+    from composer.data import DataConfig
+
+    return DataConfig(
+        source=config.data,
+        tokenizer=config.tokenizer,
+        text_field=config.text_field,
+        seq_len=config.seq_len,
+        val_fraction=config.val_fraction,
+        seed=config.seed,  # training order only
+        split_seed=config.data_seed,  # the held-out documents: the same for every training seed
+        val_sequences=None if config.val_tokens is None else math.ceil(config.val_tokens / config.seq_len),
+        cache_dir=config.data_cache,
+        num_workers=config.num_workers,
+        max_documents=config.max_documents,
+        repeat_share=config.repeat_share,
+        repeat_span=config.repeat_span,
+    )
+
+
 def build(config: TrainConfig, save_on_sigterm: bool = True,
           callbacks: Sequence[L.Callback] = ()) -> tuple[L.Trainer, ComposerLM, Any, dict[str, Any]]:
     """The trainer factory: a configured Trainer, LightningModule and DataModule for ``config``
     (``save_on_sigterm``: see :func:`train`)."""
-    from composer.data import DataConfig, TokenDataModule, load_tokenizer
+    from composer.data import TokenDataModule, load_tokenizer
 
     if config.out is None:
         raise ConfigError("an output directory is required: pass --out DIR")
@@ -186,18 +235,12 @@ def build(config: TrainConfig, save_on_sigterm: bool = True,
     if config.init_from is not None:  # the widths, vocabulary and tokenizer are the initial model's
         arch, widths, tokenizer = _hybrid_architecture(config)
     else:
-        arch, widths = resolve_architecture(config.arch, config.preset, DEFAULT_PRESET)
-        arch = arch.replace(max_seq_len=max(arch.max_seq_len, config.seq_len))
-        if config.options:
-            merged = {symbol: {**arch.options.get(symbol, {}), **values} for symbol, values in config.options.items()}
-            arch = arch.replace(options={**arch.options, **merged})
         tokenizer = load_tokenizer(config.tokenizer)
-        vocab = model_vocab_size(tokenizer.vocab_size)
-        if vocab != arch.vocab_size:
-            arch = arch.replace(vocab_size=vocab)
+        arch, widths = run_architecture(config, tokenizer.vocab_size)
     world_size = world_size_of(config)
     plan = plan_run(config, world_size)
     precision = resolve_precision(config)
+    quiet_lightning()
     strategy_name, strategy = resolve_strategy(config, world_size)
 
     L.seed_everything(config.seed, workers=True, verbose=False)
@@ -236,24 +279,7 @@ def build(config: TrainConfig, save_on_sigterm: bool = True,
             seed=config.seed,
         ),
     )
-    datamodule = TokenDataModule(
-        DataConfig(
-            source=config.data,
-            tokenizer=config.tokenizer,
-            text_field=config.text_field,
-            seq_len=config.seq_len,
-            val_fraction=config.val_fraction,
-            seed=config.seed,  # training order only
-            split_seed=config.data_seed,  # the held-out documents: the same for every training seed
-            val_sequences=None if config.val_tokens is None else math.ceil(config.val_tokens / config.seq_len),
-            cache_dir=config.data_cache,
-            num_workers=config.num_workers,
-            max_documents=config.max_documents,
-            repeat_share=config.repeat_share,
-            repeat_span=config.repeat_span,
-        ),
-        micro_batch_size=plan.micro_batch_size,
-    )
+    datamodule = TokenDataModule(data_config(config), micro_batch_size=plan.micro_batch_size)
     stats = analyze(arch, seq_len=config.seq_len)
     throughput = ThroughputMonitor(plan.tokens_per_step, stats.flops_per_token, precision)
     progress = [progress_callback(config.log_interval)] if config.progress else []
@@ -354,30 +380,46 @@ def _hybrid_architecture(config: TrainConfig):
 def preflight(config: TrainConfig) -> None:
     """Every check of ``config`` that needs no training, before :func:`train` makes ``--out``, writes config.json or
     starts Lightning and W&B (issue 61: a bad --arch, --preset, --tokens or --tokenizer left an empty --out, and data
-    without its text field printed Lightning's start-up lines and left config.json): the architecture (or the model
-    a hybrid starts from and the pattern over it), the plan (at least one optimizer step), the devices and
-    parallelism, the data and the tokenizer. Each is a one-line usage error; none trains, and only a small local
-    source is tokenised, to count its tokens (``composer.data.checks.check_enough_text``)."""
+    without its text field printed Lightning's start-up lines and left config.json; issue 69: a device this machine
+    lacks, a misspelt --options key, --val-fraction 1.5, a file or read-only --out, a model too large for memory):
+    --out, the device, the architecture (or the model a hybrid starts from and the pattern over it), the plan (at
+    least one optimizer step), the devices and parallelism, the data settings, the data and the tokenizer, and the
+    memory the run needs against what the device has free. Each is a one-line usage error; none trains, and only a
+    small local source is tokenised, to count its tokens (``composer.data.checks.check_enough_text``)."""
     from composer.data.checks import check_data
     from composer.data.sources import check_source
+    from composer.files import check_output_dir
+    from composer.hybridize.student import teacher_arch
+    from composer.interop.hf_import import is_transformers_checkpoint
 
     if not config.out:
         raise ConfigError("an output directory is required: pass --out DIR")
-    from composer.interop.hf_import import is_transformers_checkpoint
-
+    check_output_dir(config.out)
+    resolve_device(config.device)
+    arch = teacher = None
     if config.init_from is None:
-        resolve_architecture(config.arch, config.preset, DEFAULT_PRESET)
+        run_architecture(config, None)
     elif not any(is_transformers_checkpoint(path) for path in (config.init_from, config.teacher) if path):
-        # a Composer model: its widths, the pattern over them and its tokenizer (a transformers checkpoint is
+        # a Composer model: its widths, the pattern over it and its tokenizer (a transformers checkpoint is
         # imported into --out first, so it is checked when the run builds)
-        _hybrid_architecture(dataclasses.replace(config))  # a copy: it resolves init_from and teacher in place
+        arch = _hybrid_architecture(dataclasses.replace(config))[0]  # a copy: it resolves init_from in place
+        teacher = teacher_arch(config.teacher) if config.teacher else None
     world_size = world_size_of(config)
-    plan_run(config, world_size)
-    resolve_strategy(config, world_size)
+    plan = plan_run(config, world_size)
+    strategy = resolve_strategy(config, world_size)[0]
+    data_config(config)
     if config.init_from is None:
-        check_data(config.data, config.text_field, config.tokenizer, config.seq_len, config.max_documents)
+        tokenizer = check_data(config.data, config.text_field, config.tokenizer, config.seq_len, config.max_documents)
+        arch = run_architecture(config, tokenizer.vocab_size)[0]
     else:
         check_source(config.data, config.text_field)
+    if arch is not None and is_first_process():  # the other ranks start once the first holds its memory
+        memory = training_memory(arch, micro_batch_size=plan.micro_batch_size, seq_len=config.seq_len,
+                                 precision=resolve_precision(config), shards=world_size if strategy == "fsdp" else 1,
+                                 frozen=bool(config.freeze), teacher=teacher,
+                                 activation_checkpointing=config.activation_checkpointing)
+        processes = plan.world_size // config.num_nodes if resolve_device(config.device).type == "cpu" else 1
+        check_training_memory(memory, config.device, processes, arch.compact)
 
 
 def train(config: TrainConfig, resume: bool = False, save_on_sigterm: bool = True,
@@ -446,10 +488,28 @@ def _train(config: TrainConfig, resume: bool, save_on_sigterm: bool,
 
 
 def _publish_summary(trainer, out: Path, summary: dict[str, Any]) -> None:
-    """summary.json (written once, by rank 0) and the W&B run closed with it: every way a run ends does both."""
+    """summary.json (written once, by rank 0) and the W&B run closed with it: every way a run ends does both. The
+    summary says where the W&B run is (``wandb_run``), which W&B itself no longer prints."""
+    summary["wandb_run"] = _wandb_run(trainer)
     if trainer.is_global_zero:
         atomic_write_json(out / "summary.json", summary)
     _finish_wandb(trainer, summary)
+
+
+def _wandb_run(trainer) -> str | None:
+    """Where this run's W&B run is: its folder, with how to upload it when it is offline, or its URL; None without
+    one."""
+    if not any(isinstance(logger, WandbLogger) for logger in trainer.loggers):
+        return None
+    import wandb
+
+    run = wandb.run
+    if run is None:
+        return None
+    if run.settings.mode in ("offline", "dryrun"):
+        folder = Path(run.dir).parent  # <out>/wandb/offline-run-*/files
+        return f"{folder} (offline; `wandb sync {folder}` uploads it)"
+    return run.url
 
 
 def _finish_wandb(trainer, summary: dict[str, Any]) -> None:
@@ -496,6 +556,10 @@ def _summary(trainer, context, validation, train_loss, wall_time, out: Path) -> 
         "precision": context["precision"],
         "compile": context["compile"],
         "tokenizer": context["tokenizer"],
+        # the embedding's rows and the tokenizer's ids they hold (padded: model_vocab_size), which composer train
+        # prints beside the parameter count, since composer info counts the preset's vocabulary
+        "vocab_size": arch.vocab_size,
+        "tokenizer_vocab_size": context["tokenizer_object"].vocab_size,
         "seq_len": stats.seq_len,
         "batch_size": plan.tokens_per_step // stats.seq_len,
         "wall_time_s": wall_time,

@@ -36,7 +36,8 @@ def test_unknown_and_missing_fields():
         ({"d_model": 0}, "d_model must be a positive integer"),
         ({"n_kv_heads": 3}, r"invalid config for primitive A \(attention\): n_heads \(4\) must be a multiple"),
         ({"options": {"Q": {}}}, "options for unknown primitive 'Q'"),
-        ({"options": {"M": {"bogus": 1}}}, r"invalid config for primitive M \(mlp\)"),
+        ({"options": {"M": {"bogus": 1}}},
+         r"unknown option 'bogus' for primitive M \(mlp\) in --options; valid: ffn_dim$"),
         ({"rope_scaling": {"factor": 0}}, "invalid rope_scaling"),
     ],
 )

@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 
 from composer.cli import main
 
@@ -122,6 +123,44 @@ CASES = [
     ("search --recipe {T}/many.yaml --out {out}", 2, "trials is 'many', expected a whole number"),
     ("hybridize --recipe {T}/hybrid.yaml", 2, "tokens is 'lots', expected a whole number"),
     ("pipeline --recipe {T}/beta.yaml --out {out}", 2, "pipeline section 'train': beta1 is 'high', expected a number"),
+    # issue 69. A device this machine lacks (the fixture's machine has no GPU), in every command that takes one
+    ("train --device cuda --out {out}", 2, "--device cuda, but CUDA has no GPU on this machine; use --device cpu"),
+    ("train --device gpu --out {out}", 2, "--device gpu, but CUDA has no GPU on this machine"),
+    ("train --device mps --out {out}", 2, "--device mps, but MPS (Apple's GPU) is not available on this machine"),
+    ("hybridize --init-from {T}/model --arch SMSM --device cuda --out {out}", 2, "--device cuda, but CUDA has no GPU"),
+    ("hybridize --init-from {T}/model --arch SMSM --search-placement --keep 1 --device cuda --out {out}", 2,
+     "--device cuda, but CUDA has no GPU"),
+    ("eval --model {T}/model --tasks recall --device cuda --out {out}", 2, "--device cuda, but CUDA has no GPU"),
+    ("eval --model {T}/model --tasks recall --device tpu --out {out}", 2,
+     "--device must be auto, cpu, cuda (or gpu), cuda:N or mps; got 'tpu'"),
+    ("generate --model {T}/model --prompt hello --device cuda:1", 2, "--device cuda:1, but CUDA has no GPU"),
+    ("bench-inference demo-4m --device gpu --out {out}", 2, "--device gpu, but CUDA has no GPU"),
+    # sizes: what the run would need against the free memory (the fixture's machine has 4 GiB free), before
+    # anything is allocated
+    ("train --arch (AM)x999 --out {out}", 2, "but the CPU has 4.0 GiB free: lower --micro-batch-size or --seq-len, "
+                                            "add --activation-checkpointing"),
+    ("bench-inference demo-4m --context-lengths 10000000 --out {out}", 2,
+     "batch 4 at context 10,000,000 of (AM)x8 needs at least"),
+    ("bench-inference (AM)x2 --batch-sizes 100000 --no-baseline --out {out}", 2, "shorten --context-lengths or "
+                                                                                 "lower --batch-sizes"),
+    # settings refused before --out exists: they left an empty --out, or config.json after progress lines
+    ("train --val-fraction 1.5 --out {out}", 2, "val_fraction (--val-fraction) must be the share of documents held "
+                                                "out, in [0, 1)"),
+    ('train --arch AW --options {{"W":{{"windw":16}}}} --out {out}', 2,
+     "unknown option 'windw' for primitive W (sliding_window_attention) in --options; valid: backend, window"),
+    ("search --budget smoke --preset tiny --storage postgresql://nobody:secret@127.0.0.1:1/db --out {out}", 2,
+     "cannot reach --storage 'postgresql://nobody:***@127.0.0.1:1/db'"),
+    ("search --budget smoke --preset tiny --storage {T}/empty.txt/study.log --out {out}", 2,
+     "--storage's directory"),
+    ("train --out {T}/empty.txt", 2, "--out '{T}/empty.txt' is a file, not a directory"),
+    ("train --out {T}/empty.txt/run", 2, "cannot be created: '{T}/empty.txt' is a file"),
+    ("hybridize --init-from {T}/model --arch SMSM --out {T}/empty.txt", 2, "is a file, not a directory"),
+    ("search --budget smoke --preset tiny --out {T}/empty.txt", 2, "--out '{T}/empty.txt' is a file"),
+    ("pipeline --recipe {demo} --out {T}/empty.txt", 2, "--out '{T}/empty.txt' is a file"),
+    ("eval --model {T}/model --tasks recall --out {T}/empty.txt", 2, "--out '{T}/empty.txt' is a file"),
+    ("bench-inference demo-4m --out {T}/empty.txt", 2, "--out '{T}/empty.txt' is a file"),
+    ("train --data {T}/malformed.jsonl --out {out}", 2, "malformed.jsonl' line 3 is not valid JSON (Expecting "
+                                                        "value at column 10); fix or remove that line"),
 ]
 WITH_WANDB = ("train", "search", "hybridize")
 
@@ -136,10 +175,17 @@ def inputs(tmp_path, monkeypatch) -> Path:
 
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)  # nobody/bogus fails at once
     monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
+    # a machine without a GPU and with 4 GiB free, whatever machine runs the tests
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+    for module in ("composer.training.memory", "composer.evaluation.bench_inference"):
+        monkeypatch.setattr(f"{module}.available_memory_bytes", lambda device: 4 << 30)
     monkeypatch.chdir(tmp_path)
     (tmp_path / "empty.txt").write_text("")
     (tmp_path / "tiny.txt").write_text("a\n\nb\n\nc\n")  # text, but not one sequence of it
     (tmp_path / "nofield.jsonl").write_text('{"body": "hello world"}\n' * 3)
+    (tmp_path / "malformed.jsonl").write_text('{"text": "hello"}\n\n{"text": broken}\n{"text": "world"}\n')
     (tmp_path / "table.csv").write_text("text\nhello\n")
     (tmp_path / "emptydir").mkdir()
     (tmp_path / "notmodel").mkdir()
@@ -193,3 +239,41 @@ def test_bad_input_is_one_line_and_leaves_nothing(inputs, capfd, line, code, mes
 def test_there_are_at_least_40_cases_over_the_commands():
     assert len(CASES) >= 40
     assert {case[0].split()[0] for case in CASES} >= {"train", "search", "pipeline", "hybridize", "eval"}
+
+
+READ_ONLY_CASES = [
+    "train --out {out}",
+    "hybridize --init-from {T}/model --arch SMSM --out {out}",
+    "search --budget smoke --preset tiny --out {out}",
+    "pipeline --recipe {demo} --out {out}",
+    "eval --model {T}/model --tasks recall --out {out}",
+    "bench-inference demo-4m --out {out}",
+]
+
+
+@pytest.mark.parametrize("line", READ_ONLY_CASES)
+def test_a_read_only_out_is_one_line_and_leaves_nothing(inputs, capfd, monkeypatch, line):
+    """--out inside a directory this user may not write (issue 69: the commands failed after 1-5 progress lines).
+    Root may write anywhere, so where the tests run as root the directory is made read-only in the check's own view
+    (``os.access``), as a read-only mount would be."""
+    import os
+
+    locked = inputs / "locked"
+    locked.mkdir()
+    locked.chmod(0o555)
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda path, mode, *args, **kwargs: False if Path(path) == locked
+                        else real_access(path, mode, *args, **kwargs))
+    fields = {"T": inputs, "out": locked / "out", "demo": CPU_DEMO}
+    argv = [word.format(**fields) for word in line.split()] + (WANDB if line.split()[0] in WITH_WANDB else [])
+    before = tree(inputs)
+    try:
+        status = main(argv)
+    except SystemExit as stopped:
+        status = stopped.code
+    err = capfd.readouterr().err.strip()
+    assert status == 2, err
+    assert err.count("\n") == 0 and err.startswith(f"composer {argv[0]}: error: "), err
+    assert f"--out '{locked / 'out'}' cannot be written: no write permission on '{locked}'" in err, err
+    locked.chmod(0o755)
+    assert tree(inputs) == before, f"written: {sorted(tree(inputs) - before)}"

@@ -15,7 +15,7 @@ def test_defaults_are_offline():
     "changes, message",
     [
         ({"seq_len": 0}, "seq_len must be an integer >= 1"),
-        ({"val_fraction": 1.0}, r"val_fraction must be in \[0, 1\)"),
+        ({"val_fraction": 1.0}, r"val_fraction \(--val-fraction\) must be the share .* in \[0, 1\)"),
         ({"val_fraction": "0.1"}, "val_fraction must be a number"),
         ({"num_workers": -1}, "num_workers must be an integer >= 0"),
         ({"max_documents": 0}, "max_documents must be an integer >= 1"),
