@@ -7,10 +7,22 @@ import sys
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 
-from composer.cli import aggregate, export, extrapolate, families, info, pipeline, presets, report, search, train
-from composer.cli import transfer
+from composer.cli import (
+    aggregate,
+    bench_inference,
+    export,
+    extrapolate,
+    families,
+    generate,
+    info,
+    pipeline,
+    presets,
+    report,
+    search,
+    train,
+    transfer,
+)
 from composer.cli import evaluate as eval_command
-from composer.cli import bench_inference, generate
 from composer.cli import hybridize as hybridize_command
 from composer.cli import import_hf as import_command
 from composer.cli.parsing import CommandParser, announce_old_spellings, refuse_conflicts

@@ -92,7 +92,12 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("give a SPEC (a preset or a pattern such as '(AM)x2') or --model DIR")
 
     from composer.cli.generate import load_model, model_directory
-    from composer.evaluation.bench_inference import BenchGrid, check_bench_memory, plot_decode_throughput, run_bench
+    from composer.evaluation.bench_inference import (
+        BenchGrid,
+        check_bench_memory,
+        plot_decode_throughput,
+        run_bench,
+    )
     from composer.files import atomic_write_json, check_output_dir, make_output_dir
     from composer.precision import resolve_device
 

@@ -314,15 +314,17 @@ def summary_rows(summary: dict) -> list[tuple[str, str]]:
     vocabulary."""
     from composer.cli.format import human
 
-    rows = [("pattern", summary["compact"] if "compact" in summary else summary["pattern"])]
-    params = f"{summary['params']:,} ({human(summary['params'])}"
-    if summary.get("non_embedding_params") is not None:
-        params += f"; {summary['non_embedding_params']:,} non-embedding"
-    ids, rows_of_embedding = summary.get("tokenizer_vocab_size"), summary.get("vocab_size")
-    if ids is not None and rows_of_embedding is not None and ids != rows_of_embedding:
-        params += (f"; embedding {rows_of_embedding:,} rows = the tokenizer's {ids:,} ids padded to a multiple of 64, "
-                   "where composer info counts the preset's vocabulary")
-    rows.append(("params", params + ")"))
+    pattern = summary.get("compact", summary.get("pattern"))
+    rows = [("pattern", pattern)] if pattern else []
+    if summary.get("params") is not None:
+        params = f"{summary['params']:,} ({human(summary['params'])}"
+        if summary.get("non_embedding_params") is not None:
+            params += f"; {summary['non_embedding_params']:,} non-embedding"
+        ids, rows_of_embedding = summary.get("tokenizer_vocab_size"), summary.get("vocab_size")
+        if ids is not None and rows_of_embedding is not None and ids != rows_of_embedding:
+            params += (f"; embedding {rows_of_embedding:,} rows = the tokenizer's {ids:,} ids padded to a multiple "
+                       "of 64, where composer info counts the preset's vocabulary")
+        rows.append(("params", params + ")"))
     for key, shown in FORMATS.items():
         if summary.get(key) is not None:
             rows.append((key, shown.format(summary[key])))

@@ -201,7 +201,7 @@ def test_no_biases_and_stacked_experts():
         ({"n_experts": 0}, "n_experts must be a positive integer"),
         ({"top_k": 1}, "norm_topk_prob: false"),
         ({"aux_loss_coef": -0.1}, "must be >= 0"),
-        ({"capacity": 2}, "unexpected keyword"),
+        ({"capacity": 2}, "unknown option 'capacity'"),
     ],
 )
 def test_invalid_options_are_one_line_config_errors(options, message):

@@ -90,6 +90,9 @@ def run_cli(out: Path, *extra: str, arch: str = MOE["arch"], here: bool = False)
         str(out),
         *extra,
     ]
+    if "--val-batches" in extra:  # a flag is given once (a repeat with another value is refused): the caller's wins
+        at = argv.index("--val-batches")
+        del argv[at:at + 2]
     if here:
         from composer.cli import main
 
