@@ -6,10 +6,9 @@ from __future__ import annotations
 import argparse
 
 from composer.cli.format import RenamedFlag, is_main_process, old_spelling, print_json, print_rows
-from composer.cli.parsing import seed_number
+from composer.cli.parsing import given_options, seed_number
 
 DEFAULT_FREEZE = "mlp,embeddings"
-PARSER_DEFAULTS: dict[str, object] = {}  # filled by add_parser: an option still at its default was not given
 NUMBER_TYPES: dict[str, type] = {}  # filled by add_parser: the numeric options' types, which recipe values must have
 # old recipe keys, read under their new names with a notice: the old flags' names (their RenamedFlag actions), so a
 # recipe and the command line accept the same old spellings; filled by add_parser
@@ -88,8 +87,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         help="stop after ranking the placements")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     parser.set_defaults(handler=run)
-    PARSER_DEFAULTS.update({action.dest: action.default for action in parser._actions
-                            if action.default is not argparse.SUPPRESS})  # not --strategy's, the old spelling's
     NUMBER_TYPES.update({action.dest: action.type for action in parser._actions if action.type in (int, float)})
     OLD_KEYS.update({flag.lstrip("-").replace("-", "_"): action.dest for action in parser._actions
                      if isinstance(action, RenamedFlag) for flag in action.option_strings})
@@ -105,6 +102,7 @@ def apply_recipe(args: argparse.Namespace) -> None:
     from composer.training.config import load_recipe
 
     if args.recipe:
+        on_command_line = given_options(args)
         internal = ("recipe", "handler", "json", "resume", "command")
         destinations = [name for name in vars(args) if name not in internal and not name.startswith("_")]
         allowed = sorted({*destinations, *RECIPE_KEYS, *OLD_KEYS} - set(RECIPE_KEYS.values()))
@@ -116,7 +114,7 @@ def apply_recipe(args: argparse.Namespace) -> None:
                 from composer.training.config import renamed_notice
 
                 renamed_notice(key, dest)
-            if getattr(args, dest) == PARSER_DEFAULTS.get(dest):  # not given on the command line
+            if dest not in on_command_line:  # a flag wins, even one given at its default value
                 setattr(args, dest, value)
     missing = [flag for flag, dest in (("--init-from", "init_from"), ("--arch", "arch"), ("--out", "out"))
                if getattr(args, dest) is None]

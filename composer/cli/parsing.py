@@ -121,6 +121,11 @@ def refuse_conflicts(args: argparse.Namespace) -> None:
         raise ConfigError(f"{shown} set one option to different values: give one of them")
 
 
+def given_options(args: argparse.Namespace) -> set[str]:
+    """The options (destinations) the command line set, whatever their value: a recipe fills the others."""
+    return {given.action.dest for given in getattr(args, GIVEN, ())}
+
+
 def announce_old_spellings(args: argparse.Namespace) -> None:
     """The notice of each old spelling given ("--strategy is now --parallelism; the old spelling will go"), once the
     command line is accepted: a refused one is one line, not a notice and the error."""

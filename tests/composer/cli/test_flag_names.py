@@ -214,6 +214,18 @@ def test_hybridize_strategy_is_now_parallelism(tmp_path, capsys):
     assert capsys.readouterr().err.strip() == "strategy is now parallelism; the old spelling will go"
 
 
+def test_a_hybridize_flag_given_at_its_default_value_wins_over_the_recipe(tmp_path):
+    """apply_recipe read a flag still at its default as not given, so --tokens 1000000 (the default) lost to the
+    recipe's tokens: the parser's record says what the command line gave."""
+    from composer.cli.hybridize import apply_recipe
+
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("init_from: m\narch: AM\nout: o\ntokens: 5000\nseed: 3\n")
+    args = _parsed("hybridize", "--recipe", str(recipe), "--tokens", "1000000")
+    apply_recipe(args)
+    assert (args.tokens, args.seed) == (1_000_000, 3)
+
+
 def test_a_recipe_or_caller_using_strategy_still_sets_parallelism(tmp_path, capsys):
     recipe = tmp_path / "old.yaml"
     recipe.write_text("strategy: ddp\ndevices: 2\n")
