@@ -110,6 +110,14 @@ def arm_losses(arm: Arm, work: Path) -> dict[str, float] | None:
     return stage_losses(work / arm.name / "family.json", control_config())
 
 
+def deployed_record(record: dict) -> dict:
+    """A grown model's shape at the deployed size (``Grown.cost``) and its modeled cost over the reference's there."""
+    return {"layers": len(record["deployed_pattern"]), "d_model": record["deployed_d_model"],
+            "pattern": record["deployed_pattern"],
+            "ratio": {figure: record["costs"][figure] / record["budget"][figure] for figure in record["figures"]},
+            "binding": record["binding"]}
+
+
 def arm_record(arm: Arm, work: Path) -> dict:
     """An arm's model at the target and deployed, its modeled cost against Nemotron-H's, its rate and losses."""
     from composer.accounting import analyze
@@ -123,10 +131,7 @@ def arm_record(arm: Arm, work: Path) -> dict:
             "d_model": grown.arch.d_model, "layers": grown.arch.n_layers, "how": grown.how,
             "non_embedding_params": stats.non_embedding_params, "params": stats.params,
             "kv_cache_bytes_per_token": stats.kv_cache_bytes_per_token,
-            "deployed": {"layers": len(record["deployed_pattern"]), "d_model": record["deployed_d_model"],
-                         "pattern": record["deployed_pattern"],
-                         "ratio": {figure: record["costs"][figure] / record["budget"][figure]
-                                   for figure in record["figures"]}, "binding": record["binding"]},
+            "deployed": deployed_record(record),
             "lr": (stages.get("rung2") or stages.get("rung1") or {}).get("lr"), "losses": arm_losses(arm, work),
             "stage_minutes": {k: round(v["seconds"] / 60, 1) for k, v in stages.items()},
             "edge": json.loads(path.read_text()).get("edge") if path.is_file() else None,

@@ -38,9 +38,8 @@ def _json(path: Path) -> dict:
     return json.loads(path.read_text())
 
 
-def finalists(search: Path) -> list[dict]:
+def finalists(search: Path, best: dict) -> list[dict]:
     """Each finalist of the search's last rung: the model it trained, its losses by seed, its recall and cost."""
-    best = _json(search / "best.json")
     recall = (best.get("min_recall") or {}).get("recall") or {}
     rows = []
     for row in _json(search / "leaderboard.json"):
@@ -69,25 +68,20 @@ def finalists(search: Path) -> list[dict]:
 def answer_model(pattern: str, trained_as: str, widths: str) -> dict:
     """The answer grown by the families benchmark's rule: its deployed shape and its modeled cost on the CPU and on
     the H200 over Nemotron-H's own layout at the deployed size. Refuses if it is not the model the search trained."""
-    from equal_cost_families import Arm, h200_ratios
+    from equal_cost_families import Arm, deployed_record, h200_ratios
 
     arm = Arm("search-answer", pattern, attention="keep")
     grown = arm.grown()
     if (grown.layout, grown.widths) != (trained_as, widths):
         raise SystemExit(f"equal_cost_search: {pattern} grows to {grown.layout} at {grown.widths} under the families' "
                          f"rule but the search trained {trained_as} at {widths}; the two rules differ, pair nothing")
-    record = grown.cost
     return {"layout": grown.layout, "widths": grown.widths, "d_model": grown.arch.d_model,
-            "deployed": {"layers": len(record["deployed_pattern"]), "d_model": record["deployed_d_model"],
-                         "pattern": record["deployed_pattern"], "binding": record["binding"],
-                         "ratio": {figure: record["costs"][figure] / record["budget"][figure]
-                                   for figure in record["figures"]}},
-            "h200": h200_ratios(arm)}
+            "deployed": deployed_record(grown.cost), "h200": h200_ratios(arm)}
 
 
 def compare(search: Path, families_path: Path) -> dict:
     best, families = _json(search / "best.json"), _json(families_path)
-    rows = finalists(search)
+    rows = finalists(search, best)
     by_pattern = {row["pattern"]: row for row in rows}
     answer = by_pattern[best["vs_known"]["recommended"]]
     reference = by_pattern[best["best_known"]["pattern"]]
