@@ -103,6 +103,45 @@ def edge_check(arm: Arm, work: Path, threads: int) -> dict:
                           equal_cost=RULE)
 
 
+ANSWER = "search-answer"  # the equal-cost search's answer, for more seeds and its rate past the grid's edge
+
+
+def answer_arm(search: Path, work: Path) -> Arm:
+    """The equal-cost search's answer (``--search``) as an arm: its record in ``work/search-answer/family.json``
+    written once from the search's own rungs (rung 1's rate and seed-0 loss, rung 2's, the confirmation's seeds),
+    so more seeds and the edge check continue the runs the search made rather than training them again."""
+    best = json.loads((search / "best.json").read_text())
+    pattern = best["vs_known"]["recommended"]
+    arm = Arm(ANSWER, pattern, attention="keep")
+    path = work / ANSWER / "family.json"
+    if path.is_file():
+        if json.loads(path.read_text())["fit"] != pattern:
+            raise ConfigError(f"{path} holds another answer than {search}'s {pattern}: pass another --work")
+        return arm
+    stages = {}
+    for rung in json.loads((search / "rungs.json").read_text())[1:]:
+        row = next(row for row in rung["leaderboard"] if row["pattern"] == pattern)
+        stages[f"rung{rung['rung']}"] = {"budget": rung["budget"], "pattern": row["target_pattern"],
+                                         "widths": row["target_widths"], "seed": 0, "score": row["score"],
+                                         "lr": row["lr"], "losses": {"0": row["score"]}, "seconds": row["seconds"]}
+    final = next(row for row in json.loads((search / "leaderboard.json").read_text()) if row["pattern"] == pattern)
+    further = {seed: loss for seed, loss in final["evidence"]["scores"].items() if seed != "0"}
+    stages["confirmation"] = {"lr": final["lr"], "losses": further, "from": str(search)}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(path, {"family": ANSWER, "fit": pattern, "from_search": str(search), "stages": stages})
+    return arm
+
+
+def more_seeds(arm: Arm, work: Path, count: int, threads: int) -> dict:
+    """``count`` seeds of the arm after its confirmation's, from scratch at its chosen rate
+    (``search_answer_vs_family.train_more_seeds``)."""
+    from search_answer_vs_family import train_more_seeds
+
+    return train_more_seeds(control_config(), arm.fit, work / arm.name / "family.json", count, threads,
+                            known={arm.fit: arm.family} if arm.family else {}, attention=arm.attention,
+                            equal_cost=RULE)
+
+
 def arm_losses(arm: Arm, work: Path) -> dict[str, float] | None:
     """The arm's per-seed losses (the last rung's seed 0, the confirmation's seeds 1 and 2), or None before."""
     from search_answer_vs_family import stage_losses
@@ -180,7 +219,11 @@ def differences(records: dict[str, dict]) -> list[dict]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--arm", choices=list(ARMS), help="train this arm (its stages are kept in --work)")
+    parser.add_argument("--arm", choices=[*ARMS, ANSWER],
+                        help=f"train this arm (its stages are kept in --work); {ANSWER}: --search's answer")
+    parser.add_argument("--search", help=f"with --arm {ANSWER}: the --out of the finished equal-cost search")
+    parser.add_argument("--more-seeds", type=int, metavar="N",
+                        help="with --arm: N seeds after its confirmation's, from scratch at its chosen rate")
     parser.add_argument("--work", default="runs/equal-cost-families", help="where the arms' runs go")
     parser.add_argument("--threads", type=int, default=max(1, (os.cpu_count() or 2) // 2),
                         help="torch threads (default: half the cores, so two arms train at once)")
@@ -189,9 +232,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", help="write the result here")
     args = parser.parse_args(argv)
     work = Path(args.work)
+    if args.arm == ANSWER and not args.search:
+        parser.error(f"--arm {ANSWER} needs --search DIR, the equal-cost search's --out")
+    if args.arm == ANSWER and not (args.edge or args.more_seeds):
+        parser.error(f"--arm {ANSWER} trains only --edge or --more-seeds N: the search trained its stages")
+    if args.more_seeds is not None and (not args.arm or args.more_seeds < 1):
+        parser.error("--more-seeds N needs --arm and N >= 1")
     if args.arm:
         try:
-            (edge_check if args.edge else train_arm)(ARMS[args.arm], work, args.threads)
+            arm = answer_arm(Path(args.search), work) if args.arm == ANSWER else ARMS[args.arm]
+            if args.more_seeds:
+                more_seeds(arm, work, args.more_seeds, args.threads)
+            else:
+                (edge_check if args.edge else train_arm)(arm, work, args.threads)
         except ConfigError as error:
             print(f"equal_cost_families: {error}", file=sys.stderr)
             return 2

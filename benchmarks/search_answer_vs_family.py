@@ -115,8 +115,51 @@ def stage_losses(path: Path, config) -> dict[str, float] | None:
     if last not in stages:
         return None
     losses = dict(stages[last]["losses"])
-    losses.update(stages.get("confirmation", {}).get("losses", {}))
+    for stage in ("confirmation", MORE_SEEDS):
+        losses.update(stages.get(stage, {}).get("losses", {}))
     return losses
+
+
+MORE_SEEDS = "more_seeds"  # the stage of seeds trained after the confirmation, where its interval left a tie
+
+
+def train_more_seeds(config, fit: str, path: Path, count: int, threads: int, *, known: dict[str, str] | None = None,
+                     attention: str = "repeat", depth: int | None = None, equal_cost=None, echo=print) -> dict:
+    """``count`` further seeds of ``fit`` after those its record (``path``, a ``family.json``) holds, each from
+    scratch at the rate its last rung chose, on the confirmation's budget: more evidence where three seeds left an
+    interval across 0. Validation is the same held-out text for every seed. Kept in the record as stage
+    ``more_seeds``, written after each seed, so a killed run keeps its finished seeds and a rerun trains the rest."""
+    import torch
+
+    from search.evaluators import make_evaluator
+    from search.fidelity import get_ladder
+    from search.growth import Growth
+    from search.lm import confirm_budget
+    from search.strategies.successive_halving import rung_config
+
+    torch.set_num_threads(threads)
+    record = json.loads(path.read_text())
+    last = last_rung_name(config)
+    if last not in record["stages"]:
+        raise ConfigError(f"{path} has no {last}: train the model's rungs first")
+    lr = record["stages"][last]["lr"]
+    budget = confirm_budget(rung_config(config, len(get_ladder(config.budget).rungs) - 1).budget, 1)
+    stage = record["stages"].setdefault(MORE_SEEDS, {"budget": budget, "lr": lr, "losses": {}, "seconds": 0.0})
+    evaluator = make_evaluator("lm", budget, config.widths, config.data, config.tokenizer, config.precision,
+                               config.compile, None, known=known or {}, chosen_rates={fit: lr},
+                               growth=Growth(attention, depth, equal_cost))
+    while len(stage["losses"]) < count:
+        seed = max(int(seed) for seed in stage_losses(path, config)) + 1  # the file holds every seed so far
+        echo(f"{record['family']} {MORE_SEEDS}: seed {seed} at lr {lr} ({budget}) ...")
+        started = time.perf_counter()
+        result = evaluator(fit, seed, None)
+        seconds = time.perf_counter() - started
+        stage["losses"][str(seed)] = float(((result.details or {}).get("losses") or {seed: result.score})[seed])
+        stage["seconds"] += seconds
+        atomic_write_json(path, record)
+        echo(f"{record['family']} {MORE_SEEDS}: seed {seed} loss {stage['losses'][str(seed)]:.4f} "
+             f"({seconds / 60:.1f} min)")
+    return stage
 
 
 def rate_past_edge(config, fit: str, path: Path, threads: int, *, known: dict[str, str] | None = None,
