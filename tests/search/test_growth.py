@@ -10,28 +10,40 @@ from search.config import SearchConfig
 from search.growth import Growth, depth_at_target, grow
 
 
-def test_a_published_family_enters_the_target_in_its_own_layout_at_the_same_size():
-    """Nemotron-H's 6-layer fit SMSAMS stacked to demo-4m holds 3 attention layers; its own rule holds 1, at the
-    depth within 3 layers of the stack's whose size comes nearest the stack's (recomputed here, whole periods)."""
+def own_layout_at_size(family: str, stacked: str, target: str) -> str:
+    """The family's own layout at the depth, within 3 layers of ``stacked``'s, whose non-embedding parameters come
+    nearest ``stacked``'s (whole periods where the range holds one, the shallower on a tie): recomputed here."""
     from composer.accounting import non_embedding_params
     from composer.presets import get_preset
     from search.known import family_at_depth
+
+    widths, depth = get_preset(target).arch, len(stacked)
+    size = non_embedding_params(widths.with_pattern(stacked))
+    layouts = {n: family_at_depth(family, n) for n in range(depth - 3, depth + 4)}
+    whole = {n: layout.pattern for n, layout in layouts.items() if not layout.fit.startswith("nearest layout")}
+    among = whole or {n: layout.pattern for n, layout in layouts.items()}
+    return among[min(among, key=lambda n: (abs(non_embedding_params(widths.with_pattern(among[n])) - size),
+                                           abs(n - depth), n))]
+
+
+@pytest.mark.parametrize("target", ["demo-4m", "llama-3.2-1b"])
+def test_a_published_family_enters_the_target_in_its_own_layout_at_the_same_size(target):
+    """Nemotron-H's 6-layer fit SMSAMS stacked to demo-4m holds 3 attention layers; its own rule holds 1, at the
+    depth within 3 layers of the stack's whose size comes nearest the stack's (recomputed here)."""
     from search.lm import LanguageModelEvaluator
 
-    demo = get_preset("demo-4m").arch
-    stacked, own = grow("SMSAMS", "demo-4m"), grow("SMSAMS", "demo-4m", "nemotron-h")
-    assert stacked.layout.count("A") == 3 and stacked.how == "stacked to the target's size"
-    assert own.layout.count("A") == 1 and own.layout == FAMILIES["nemotron-h"].generator(own.depth)
-    assert own.how.startswith(f"nemotron-h's own layout at {own.depth} layers") and own.widths == "demo-4m"
-    size = non_embedding_params(demo.with_pattern(stacked.layout))
-    whole = {n: family_at_depth("nemotron-h", n).pattern for n in range(stacked.depth - 3, stacked.depth + 4)
-             if not family_at_depth("nemotron-h", n).fit.startswith("nearest layout")}
-    nearest = min(whole, key=lambda n: (abs(non_embedding_params(demo.with_pattern(whole[n])) - size), n))
-    assert own.layout == whole[nearest]
-    assert abs(own.non_embedding_params / size - 1) < 0.01  # 0.09% here: whole periods of 8 layers
-    assert grow("AMAMAM", "demo-4m", "llama").layout == "AM" * 9  # Llama's own rule is its stack
+    stacked, own = grow("SMSAMS", target), grow("SMSAMS", target, "nemotron-h")
+    assert stacked.layout.count("A") == stacked.depth // 6 and stacked.how == "stacked to the target's size"
+    assert own.layout == own_layout_at_size("nemotron-h", stacked.layout, target) and own.widths == target
+    assert own.layout.count("A") < stacked.layout.count("A")
+    assert own.how.startswith(f"nemotron-h's own layout at {own.depth} layers")
+    if target == "demo-4m":  # whole periods of 8 layers: 0.09% from the stack
+        assert own.layout == FAMILIES["nemotron-h"].generator(16)
+        assert abs(own.non_embedding_params / stacked.non_embedding_params - 1) < 0.01
+    assert grow("AMAMAM", target, "llama").layout == grow("AMAMAM", target).layout  # Llama's own rule: its stack
     # the rungs at the target's size train it so (and rung 0, at the search widths, trains the 6 layers)
-    assert LanguageModelEvaluator("rung-cpu-2", known={"SMSAMS": "nemotron-h"}).grown("SMSAMS") == own
+    assert LanguageModelEvaluator("rung-cpu-2", known={"SMSAMS": "nemotron-h"}).grown("SMSAMS") == grow(
+        "SMSAMS", "demo-4m", "nemotron-h")
     assert LanguageModelEvaluator("rung-cpu-0", known={"SMSAMS": "nemotron-h"}).grown("SMSAMS") is None
 
 
