@@ -96,3 +96,46 @@ def test_a_bad_dtype_is_one_line_listing_both_spellings():
     with pytest.raises(precision.ConfigError, match=r"^--precision must be fp32, bf16, fp16 \(or float32, bfloat16, "
                                                     r"float16\); got 'int8'$"):
         precision.parse_dtype("int8")
+
+
+def test_every_device_spelling_means_one_torch_device_and_one_lacking_is_one_line(monkeypatch):
+    """One vocabulary for every command's --device (issue 69), checked against what this machine has: here a
+    machine with one CUDA GPU and no MPS."""
+    from composer.errors import ConfigError
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+    assert precision.resolve_device("auto") == precision.resolve_device("gpu") == torch.device("cuda")
+    assert precision.resolve_device("cuda:0") == torch.device("cuda:0")
+    assert precision.resolve_device(" CPU ") == torch.device("cpu")
+    refusals = {"cuda:1": "--device cuda:1, but this machine has 1 CUDA GPU (cuda:0 to cuda:0); pick one of them",
+                "mps": "--device mps, but MPS (Apple's GPU) is not available on this machine; use --device cpu",
+                "tpu": "--device must be auto, cpu, cuda (or gpu), cuda:N or mps; got 'tpu'",
+                "meta": "--device must be auto, cpu, cuda (or gpu), cuda:N or mps; got 'meta'"}
+    for name, message in refusals.items():
+        with pytest.raises(ConfigError) as refused:
+            precision.resolve_device(name)
+        assert message in str(refused.value) and "\n" not in str(refused.value)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
+    assert precision.resolve_device("auto") == torch.device("cpu")
+    with pytest.raises(ConfigError, match="--device gpu, but CUDA has no GPU on this machine; use --device cpu"):
+        precision.resolve_device("gpu")
+
+
+def test_the_cpus_free_memory_is_what_linux_calls_available():
+    from pathlib import Path
+
+    meminfo = Path("/proc/meminfo")
+    if not meminfo.is_file():
+        assert precision.available_memory_bytes("cpu") is None
+        return
+    fields = {line.split(":")[0]: int(line.split()[1]) * 1024 for line in meminfo.read_text().splitlines()}
+    free = precision.available_memory_bytes("cpu")
+    limit = Path("/sys/fs/cgroup/memory.max")
+    if limit.is_file() and limit.read_text().strip() != "max":  # a container's limit may be lower
+        assert 0 <= free <= fields["MemAvailable"] + (256 << 20)
+    else:  # free memory plus the caches the kernel drops, not MemFree (which counts the caches as used)
+        assert abs(free - fields["MemAvailable"]) < 256 << 20, (free, fields["MemAvailable"], fields["MemFree"])
+    assert precision.available_memory_bytes("mps") is None
