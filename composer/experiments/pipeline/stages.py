@@ -416,11 +416,14 @@ class Pipeline:
         (issue 61: a bad target, tokens below one optimizer step or data without text failed after the search, or
         left pipeline.json): the finished search's answer, the search's settings and data, the target preset, and
         the training's plan, data and tokenizer (a placeholder pattern at the target, as every model trains); and
-        that ``out`` can be a directory (issue 69)."""
+        that ``out`` can be a directory and the eval stage's device is here (issue 69)."""
         from composer.files import check_output_dir
+        from composer.precision import resolve_device
         from composer.presets import get_preset
 
         check_output_dir(self.out)
+        if self.config.eval and "eval" in stages:
+            resolve_device(self.config.eval.get("device", "cpu"), flag="eval's device")
         if self.config.from_search:
             from search.results import answer_of
 

@@ -157,6 +157,7 @@ CASES = [
     ("hybridize --init-from {T}/model --arch SMSM --out {T}/empty.txt", 2, "is a file, not a directory"),
     ("search --budget smoke --preset tiny --out {T}/empty.txt", 2, "--out '{T}/empty.txt' is a file"),
     ("pipeline --recipe {demo} --out {T}/empty.txt", 2, "--out '{T}/empty.txt' is a file"),
+    ("pipeline --recipe {T}/eval-on-cuda.yaml --out {out}", 2, "eval's device cuda, but CUDA has no GPU"),
     ("eval --model {T}/model --tasks recall --out {T}/empty.txt", 2, "--out '{T}/empty.txt' is a file"),
     ("bench-inference demo-4m --out {T}/empty.txt", 2, "--out '{T}/empty.txt' is a file"),
     ("train --data {T}/malformed.jsonl --out {out}", 2, "malformed.jsonl' line 3 is not valid JSON (Expecting "
@@ -206,6 +207,7 @@ def inputs(tmp_path, monkeypatch) -> Path:
     (tmp_path / "beta.yaml").write_text(demo.replace("train:\n", "train:\n  beta1: high\n", 1))
     for name, data in (("empty-data", "empty.txt"), ("nofield", "nofield.jsonl")):
         (tmp_path / f"{name}.yaml").write_text(demo.replace("train:\n", f"train:\n  data: {tmp_path / data}\n", 1))
+    (tmp_path / "eval-on-cuda.yaml").write_text(demo + "\neval:\n  tasks: [arc_easy]\n  device: cuda\n")
     return tmp_path
 
 
