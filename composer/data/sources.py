@@ -224,8 +224,8 @@ class HubDataset(_DatasetsSource):
 
 def first_bad_json_line(path: Path) -> tuple[int, str] | None:
     """The number (from 1) of the first non-empty line of a JSON-lines file that is not a JSON object, with what is
-    wrong with it ("is not valid JSON (...)"); None when every line is one, or when the file is a single JSON document (which the json builder
-    reads too). Read only after a read failed, so its cost is the error path's alone."""
+    wrong with it ("is not valid JSON (...)"); None when every line is one, or when the file is a single JSON
+    document (which the json builder reads too). Read only after a read failed: its cost is the error path's."""
     import bz2
     import gzip
     import json

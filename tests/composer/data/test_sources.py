@@ -167,6 +167,6 @@ def test_default_corpus_cannot_be_streamed(tmp_path):
 
 def test_invalid_json_is_a_data_error(tmp_path):
     (tmp_path / "bad.jsonl").write_text('{"text": "ok"}\n{not json\n')
-    with pytest.raises(DataError, match=r"bad.jsonl' line 2 is not valid JSON \(Expecting property name .* at column 2\); "
-                                        "fix or remove that line"):
+    bad_line = r"bad.jsonl' line 2 is not valid JSON \(Expecting property name .* at column 2\); fix or remove that line"
+    with pytest.raises(DataError, match=bad_line):
         DataPipeline(DataConfig(source=str(tmp_path / "bad.jsonl"), cache_dir=str(tmp_path / "c"))).prepare()
