@@ -154,7 +154,8 @@ def train_more_seeds(config, fit: str, path: Path, count: int, threads: int, *, 
         started = time.perf_counter()
         result = evaluator(fit, seed, None)
         seconds = time.perf_counter() - started
-        stage["losses"][str(seed)] = float(((result.details or {}).get("losses") or {seed: result.score})[seed])
+        losses = {str(k): v for k, v in ((result.details or {}).get("losses") or {seed: result.score}).items()}
+        stage["losses"][str(seed)] = float(losses[str(seed)])
         stage["seconds"] += seconds
         atomic_write_json(path, record)
         echo(f"{record['family']} {MORE_SEEDS}: seed {seed} loss {stage['losses'][str(seed)]:.4f} "
