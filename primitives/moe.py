@@ -162,8 +162,11 @@ class MoESwiGLU(Primitive):
         if not _in_graph(tokens):
             counts = torch.bincount(experts.flatten(), minlength=c.n_experts)
             return self._dispatch(tokens, weights, experts, counts).view_as(x)
-        hidden = swiglu((self.w13[experts] @ tokens[:, None, :, None]).squeeze(-1))  # [tokens, top_k, 2 ffn]
-        out = (self.w2[experts] @ hidden.unsqueeze(-1)).squeeze(-1)  # [tokens, top_k, d_model]
+        # products summed over the last dim, not ``w[experts] @ x``: Inductor fuses the expert index into the
+        # reduction's loads, so no expert's weights are copied; a batched matmul on gathered weights is lowered
+        # that way only where its decomposition heuristic says so (CPU at batch 1), else the gather is materialised
+        hidden = swiglu((self.w13[experts] * tokens[:, None, None, :]).sum(-1))  # [tokens, top_k, 2 ffn]
+        out = (self.w2[experts] * hidden[:, :, None, :]).sum(-1)  # [tokens, top_k, d_model]
         return (out * weights.to(out.dtype).unsqueeze(-1)).sum(dim=1).view_as(x)
 
     def _route(self, probs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
