@@ -79,7 +79,36 @@ def answer_model(pattern: str, trained_as: str, widths: str) -> dict:
             "deployed": deployed_record(grown.cost), "h200": h200_ratios(arm)}
 
 
-def compare(search: Path, families_path: Path) -> dict:
+def more_seeds(work: Path) -> dict[str, dict]:
+    """Seeds trained after the confirmation (``equal_cost_families.py --arm NAME --more-seeds N --work WORK``), by
+    arm (``search-answer`` for the search's answer), with the answer's rate past the grid's edge where it was
+    checked (``--edge``)."""
+    found = {}
+    for path in sorted(work.glob("*/family.json")):
+        record = json.loads(path.read_text())
+        extra = record["stages"].get("more_seeds")
+        if extra or record.get("edge"):
+            found[path.parent.name] = {"losses": (extra or {}).get("losses", {}), "lr": (extra or {}).get("lr"),
+                                       "minutes": round((extra or {}).get("seconds", 0.0) / 60, 1),
+                                       "edge": record.get("edge")}
+    return found
+
+
+def extended(answer: dict, families: dict, more: dict[str, dict]) -> list[dict]:
+    """The answer against every family that has more seeds, over every seed both sides have."""
+    mine = {**answer["losses"], **more.get("search-answer", {}).get("losses", {})}
+    rows = []
+    for name, arm in families["arms"].items():
+        theirs = {**arm["losses"], **more.get(name, {}).get("losses", {})}
+        if len(theirs) == len(arm["losses"]):
+            continue  # no more seeds of it: its row above stands
+        seeds = sorted(set(mine) & set(theirs), key=int)
+        rows.append({"a": "search answer " + answer["pattern"], "b": name, "seeds": seeds,
+                     **paired_difference({s: mine[s] for s in seeds}, {s: theirs[s] for s in seeds})})
+    return rows
+
+
+def compare(search: Path, families_path: Path, more_work: Path | None = None) -> dict:
     best, families = _json(search / "best.json"), _json(families_path)
     rows = finalists(search, best)
     by_pattern = {row["pattern"]: row for row in rows}
@@ -93,7 +122,12 @@ def compare(search: Path, families_path: Path) -> dict:
     differences = [{"a": "search answer " + answer["pattern"], "b": name,
                     **paired_difference(answer["losses"], arm["losses"])}
                    for name, arm in families["arms"].items()]
-    return {"search": {"command": search_command(search), "answer": answer["pattern"],
+    more = more_seeds(more_work) if more_work else {}
+    return {**({"more_seeds": {"by_arm": more, "differences": extended(answer, families, more),
+                               "seeds": "the seeds above and further seeds from scratch at each model's chosen rate "
+                                        "(equal_cost_families.py --more-seeds); paired 95% t intervals"}}
+               if more else {}),
+            "search": {"command": search_command(search), "answer": answer["pattern"],
                        "verdict": best["vs_known"]["verdict"], "held_out": best["vs_known"]["held_out"],
                        "at_equal_cost_measured_at_target": best["vs_known"].get("at_equal_cost"),
                        "min_recall": {k: v for k, v in best["min_recall"].items() if k != "recall"},
@@ -122,14 +156,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--search", required=True, help="the --out of a finished equal-cost search")
     parser.add_argument("--families", default=str(_ROOT / "benchmarks/results/equal_cost_families-2026-12-07.json"),
                         help="benchmarks/equal_cost_families.py's JSON, trained under the same rule")
+    parser.add_argument("--more-seeds", metavar="WORK",
+                        help="equal_cost_families.py's --work, where --more-seeds and --edge runs of the answer "
+                             "(--arm search-answer) and the families are kept: pair over every seed too")
     parser.add_argument("--json", help="write the result here")
     args = parser.parse_args(argv)
-    result = compare(Path(args.search), Path(args.families))
+    result = compare(Path(args.search), Path(args.families), Path(args.more_seeds) if args.more_seeds else None)
     print(result["search"]["verdict"])
     held = result["search"]["held_out"]
     print(f"held-out seeds {held['seeds']}: {held['difference']:+.4f} {format_interval(held['ci'])} ({held['answer']})")
     for row in result["differences"]:
         print(f"{row['a']} - {row['b']}: {row['mean']:+.4f} {format_interval(row['ci'])} ({row['verdict']})")
+    for row in result.get("more_seeds", {}).get("differences", []):
+        print(f"{row['a']} - {row['b']} over seeds {','.join(row['seeds'])}: {row['mean']:+.4f} "
+              f"{format_interval(row['ci'])} ({row['verdict']})")
+    edge = result.get("more_seeds", {}).get("by_arm", {}).get("search-answer", {}).get("edge")
+    if edge:
+        print(f"answer's rung 1 at lr {edge['lr']:g} (past the grid): {edge['loss']:.4f} against {edge['chosen_loss']:.4f}"
+              f" at its chosen {edge['chosen_lr']:g}")
     model = result["answer_model"]
     print(f"answer at the target {model['layout']} ({model['widths']}); deployed {model['deployed']['layers']} layers "
           f"d{model['deployed']['d_model']}: cpu model {model['deployed']['ratio']}, h200 model {model['h200']['ratio']}")

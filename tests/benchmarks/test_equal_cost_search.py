@@ -64,3 +64,31 @@ def test_a_search_that_trained_otherwise_is_refused(tmp_path, load_benchmark):
     write_search(tmp_path, reference_drift=1e-3)
     with pytest.raises(SystemExit, match="did not train the same"):
         bench.compare(tmp_path / "search", RESULTS / "equal_cost_families-2026-12-07.json")
+
+
+def test_more_seeds_extend_the_pairing_over_every_seed_both_sides_have(tmp_path, load_benchmark):
+    bench = load_benchmark("equal_cost_search")
+    data = write_search(tmp_path)
+    work = tmp_path / "work"
+    extra = {"search-answer": {"3": 1.30, "4": 1.31}, "nemotron-flash": {"3": 1.32, "4": 1.33},
+             "nemotron-h": {"3": 1.34}}  # Nemotron-H's seed 4 not trained yet: paired over 0-3 only
+    for name, losses in extra.items():
+        (work / name).mkdir(parents=True)
+        (work / name / "family.json").write_text(json.dumps(
+            {"stages": {"more_seeds": {"losses": losses, "lr": 0.002, "seconds": 60.0}},
+             **({"edge": {"lr": 0.004, "loss": 1.9, "chosen_lr": 0.002, "chosen_loss": 1.8}}
+                if name == "search-answer" else {})}))
+    result = bench.compare(tmp_path / "search", RESULTS / "equal_cost_families-2026-12-07.json", work)
+    families = json.loads((RESULTS / "equal_cost_families-2026-12-07.json").read_text())["arms"]
+    answer = {**next(row for row in data["search"]["finalists"] if row["pattern"] == "SADDMM")["losses"],
+              **extra["search-answer"]}
+    rows = {row["b"]: row for row in result["more_seeds"]["differences"]}
+    assert set(rows) == {"nemotron-flash", "nemotron-h"}  # the arms without more seeds keep their 3-seed rows only
+    assert rows["nemotron-flash"]["seeds"] == ["0", "1", "2", "3", "4"]
+    assert rows["nemotron-h"]["seeds"] == ["0", "1", "2", "3"]
+    for name, row in rows.items():
+        theirs = {**families[name]["losses"], **extra[name]}
+        expected = paired_difference({s: answer[s] for s in row["seeds"]}, {s: theirs[s] for s in row["seeds"]})
+        assert row["mean"] == pytest.approx(expected["mean"]) and row["ci"] == pytest.approx(expected["ci"])
+    assert result["more_seeds"]["by_arm"]["search-answer"]["edge"]["lr"] == 0.004
+    assert len(result["differences"]) == len(families)  # the 3-seed rows stand beside the longer ones

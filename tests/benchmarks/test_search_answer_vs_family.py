@@ -111,3 +111,27 @@ def test_train_only_trains_the_family_before_the_search_has_an_answer(tmp_path, 
     (out / "best.json").write_text(best)
     assert bench.main([str(out), "--family", "samba", "--work", str(tmp_path / "samba")]) == 0
     assert len(fake.trained) == searched + 4, "the comparison trained the family again"
+
+
+def test_more_seeds_follow_the_confirmation_at_its_rate_one_write_per_seed_and_a_rerun_trains_none(
+        tmp_path, fake, load_benchmark):
+    bench = load_benchmark("search_answer_vs_family")
+    config = halving(tmp_path, confirm_seeds=3)
+    run_search(config, echo=lambda _: None)
+    config = bench.search_config(tmp_path / "out")
+    record = bench.train_family(config, "samba", tmp_path / "samba", echo=lambda _: None)
+    path = tmp_path / "samba" / "family.json"
+    before = len(fake.trained)
+
+    stage = bench.train_more_seeds(config, record["fit"], path, 2, 1, known={record["fit"]: "samba"},
+                                   echo=lambda _: None)
+    assert fake.trained[before:] == [record["stages"]["rung1"]["pattern"]] * 2  # one run per seed, no rate sweep
+    assert set(stage["losses"]) == {"3", "4"} and stage["lr"] == record["stages"]["rung1"]["lr"]
+    assert stage["budget"] == "confirm1:rung-smoke-1"
+    assert set(bench.stage_losses(path, config)) == {"0", "1", "2", "3", "4"}  # every seed pairs
+    assert json.loads(path.read_text())["stages"]["more_seeds"]["losses"] == stage["losses"]
+
+    bench.train_more_seeds(config, record["fit"], path, 2, 1, known={record["fit"]: "samba"}, echo=lambda _: None)
+    assert len(fake.trained) == before + 2, "a rerun trained seeds it had"
+    bench.train_more_seeds(config, record["fit"], path, 3, 1, known={record["fit"]: "samba"}, echo=lambda _: None)
+    assert set(bench.stage_losses(path, config)) == {str(seed) for seed in range(6)}
