@@ -30,6 +30,7 @@ layer), and compiling fuses them; its ``path`` names what runs, for the caller t
 from __future__ import annotations
 
 import contextlib
+import enum
 import time
 import warnings
 import weakref
@@ -119,9 +120,20 @@ class InferenceCache:
 
 # -- the decoding step as it is served -------------------------------------------------------------------------
 
-EAGER = "eager"
-COMPILED_CPU = "compiled (inductor, cpu)"
-CUDA_GRAPHS = "cuda graphs (reduce-overhead)"
+class StepKind(str, enum.Enum):
+    """What a served decoding step (:class:`DecodeStep`) runs as: one value per path, so a label is chosen, never edited in place. A ``str``
+    enum, so a result's JSON holds the label itself."""
+
+    EAGER = "eager"
+    COMPILED_CPU = "compiled (inductor, cpu)"
+    CUDA_GRAPHS = "cuda graphs (reduce-overhead)"
+    COMPILED_CUDA = "compiled (inductor, cuda; cuda graphs skipped: TORCH_LOGS=perf_hints says why)"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+EAGER, COMPILED_CPU, CUDA_GRAPHS = StepKind.EAGER, StepKind.COMPILED_CPU, StepKind.CUDA_GRAPHS
 # Each batch size, cache length and dtype is a graph of its own (static shapes), and every model shares the one
 # code object dynamo caches them on (ComposerModel.decode_step): a benchmark's grid of two models passes the
 # default limit of 8, past which a fullgraph compile raises. Raised to this while a step may compile
@@ -135,24 +147,29 @@ class DecodeStep:
     ``cache.pos`` by one, as :meth:`ComposerModel.next_token_logits
     <composer.model.ComposerModel.next_token_logits>` does for one token. Built by :func:`compile_decode_step`.
 
-    ``path`` names what runs (:data:`EAGER`, :data:`COMPILED_CPU`, :data:`CUDA_GRAPHS`); where compiling fails
-    (no C++ compiler, an Inductor error) the step warns once and decodes eagerly from then on, and ``path``
-    says so and why. ``compile_s``: the wall time of the first compiled call (compilation and one step; see
+    ``kind`` (a :class:`StepKind`) names what runs; where compiling fails (no C++ compiler, an Inductor error)
+    the step warns once and decodes eagerly from then on, and ``failure`` says why; ``path`` is the label a
+    result records, the two together. ``compile_s``: the wall time of the first compiled call (compilation and one step; see
     :meth:`warm_up`). The position is one tensor on the model's device, refilled before each step (no host to
     device copy to wait for). A CUDA-graphs step's cache tensors and position are marked as static addresses
     (the graph writes the cache in place); its logits are copied out of the graph's memory, which the next
     replay overwrites; where Inductor skips the graphs after all, ``path`` says so."""
 
-    def __init__(self, model, compiled: Callable | None = None, path: str = EAGER) -> None:
+    def __init__(self, model, compiled: Callable | None = None, kind: StepKind = StepKind.EAGER) -> None:
         self.model = model
-        self.path = path
+        self.kind = StepKind(kind)
         self.failure: str | None = None  # why compiling failed ("TypeError: ..."), once it has
         self.compile_s: float | None = None
         self._compiled = compiled
-        self._cuda_graphs = path == CUDA_GRAPHS
+        self._cuda_graphs = self.kind is StepKind.CUDA_GRAPHS
         self._static_cache: InferenceCache | None = None
         self._pos: torch.Tensor | None = None
         self._compiled_for: weakref.ref | None = None  # the cache of the last call: the same one does not compile
+
+    @property
+    def path(self) -> str:
+        """The label a result records: the path, and why compiling failed where it did."""
+        return self.kind.value if self.failure is None else f"{self.kind.value} (compile failed: {self.failure})"
 
     @property
     def compiled(self) -> bool:
@@ -203,7 +220,7 @@ class DecodeStep:
         if first:
             self.compile_s = time.perf_counter() - started
         if self._cuda_graphs and _cudagraph_skips() > skips:  # compiled, but run outside CUDA graphs
-            self.path = "compiled (inductor, cuda; cuda graphs skipped: TORCH_LOGS=perf_hints says why)"
+            self.kind = StepKind.COMPILED_CUDA
         return logits.clone() if self._cuda_graphs else logits
 
     def _may_compile(self, cache: InferenceCache) -> contextlib.AbstractContextManager:
@@ -238,8 +255,7 @@ class DecodeStep:
         first_line = str(err).strip().splitlines()[0] if str(err).strip() else ""
         reason = f"{type(err).__name__}: {first_line}"[:200]
         warnings.warn(f"compiled decoding step failed, decoding eagerly: {reason}", RuntimeWarning, stacklevel=3)
-        self.failure = reason
-        self.path = f"{EAGER} (compile failed: {reason})"
+        self.failure, self.kind = reason, StepKind.EAGER
         self._compiled = None
         self._cuda_graphs = False
 

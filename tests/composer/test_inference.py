@@ -6,12 +6,14 @@ compiling fails (the compiled step itself: tests/composer/test_compiled_decode.p
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 
 from composer.accounting import analyze
 from composer.config import ArchConfig
-from composer.inference import EAGER, InferenceCache, compile_decode_step, sample_next, stream
+from composer.inference import EAGER, InferenceCache, StepKind, compile_decode_step, sample_next, stream
 from composer.model import build_model
 
 WINDOW, CHUNK, VOCAB = 8, 16, 96
@@ -250,11 +252,13 @@ def test_a_step_that_fails_to_compile_warns_once_and_decodes_eagerly(monkeypatch
     monkeypatch.setattr(torch, "compile", lambda fn, **kwargs: broken)
     model = tiny_model(ALL_SIX)
     step = compile_decode_step(model)
-    assert step.compiled
+    assert step.compiled and step.kind is StepKind.COMPILED_CPU and step.path == "compiled (inductor, cpu)"
     ids = torch.randint(0, VOCAB, (2, 9))
     with pytest.warns(RuntimeWarning, match="decoding eagerly: RuntimeError: InductorError: no C\\+\\+ compiler") as caught:
         out = torch.stack(list(stream(model, ids, 6, temperature=0, decode=step)), dim=1)
     assert sum(issubclass(w.category, RuntimeWarning) for w in caught) == 1
     assert not step.compiled and step.compile_s is None
+    assert step.kind is StepKind.EAGER and step.failure == "RuntimeError: InductorError: no C++ compiler found"
     assert step.path == "eager (compile failed: RuntimeError: InductorError: no C++ compiler found)"
+    assert json.loads(json.dumps({"decode_path": step.path})) == {"decode_path": step.path}
     torch.testing.assert_close(out, model.generate(ids, 6, temperature=0), rtol=0, atol=0)
