@@ -5,6 +5,8 @@ Kept apart from the model so ``composer/model.py`` stays plain single-device cod
 
 from __future__ import annotations
 
+import functools
+
 import torch
 from torch import nn
 
@@ -33,7 +35,9 @@ def apply_compile(model: nn.Module) -> None:
     Every layer runs the same ``ResidualLayer.forward`` code, and dynamo keeps one cache entry of it per primitive
     type and grad mode (training, and validation under ``no_grad``), with more for FSDP's and autocast's input
     variants. Past ``recompile_limit`` (8 by default) it runs new variants eagerly without an error: on an H200,
-    ``(DMAM)x4`` at 1B widths hit the limit. So the limit is raised to leave room for every primitive type here.
+    ``(DMAM)x4`` at 1B widths hit the limit. So the limit is raised to leave room for every primitive type here,
+    during the compiled calls only (:func:`_under_recompile_limit`): the process's own limit, which governs every
+    other compiled function (a search worker's cost measurement, a user's code), is left as it was.
 
     ``dynamic=False``: shapes stay static, one cache entry per shape. Under dynamo's default, a second input shape
     of the shared forward (a second model, sequence length or width in one process: MAD's tasks, a ladder's rungs)
@@ -42,13 +46,27 @@ def apply_compile(model: nn.Module) -> None:
     """
     types = {type(module.primitive) for module in model.modules() if isinstance(module, ResidualLayer)}
     needed = ENTRIES_PER_PRIMITIVE_TYPE * max(len(types), 1)
-    if torch._dynamo.config.recompile_limit < needed:
-        torch._dynamo.config.recompile_limit = needed
     for module in model.modules():
         if isinstance(module, ResidualLayer):
             module.compile(dynamic=False)
+            module._compiled_call_impl = _under_recompile_limit(module._compiled_call_impl, needed)
         elif isinstance(module, ComposerModel):
-            module.logits_and_loss = torch.compile(module.logits_and_loss, dynamic=False)
+            module.logits_and_loss = _under_recompile_limit(torch.compile(module.logits_and_loss, dynamic=False),
+                                                            needed)
+
+
+def _under_recompile_limit(compiled, limit: int):
+    """``compiled`` called with dynamo's recompile limit at least ``limit`` (it is read when a call misses the
+    cache); calls where the process's limit is already that high run as they are."""
+
+    @functools.wraps(compiled)
+    def call(*args, **kwargs):
+        if torch._dynamo.config.recompile_limit >= limit:
+            return compiled(*args, **kwargs)
+        with torch._dynamo.config.patch(recompile_limit=limit):
+            return compiled(*args, **kwargs)
+
+    return call
 
 
 def apply_fsdp(

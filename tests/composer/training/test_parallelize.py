@@ -29,6 +29,7 @@ def test_a_hybrid_stays_compiled_through_train_and_eval_steps(strict_recompiles,
     arch = get_preset("tiny").arch.with_pattern("AWM")
     model = build_model(arch)
     apply_compile(model)
+    assert torch._dynamo.config.recompile_limit == 4, "the process's limit was raised, not the compiled calls'"
     tokens = torch.randint(0, arch.vocab_size, (2, 16))
     for _ in range(2):
         model.train()
@@ -36,3 +37,4 @@ def test_a_hybrid_stays_compiled_through_train_and_eval_steps(strict_recompiles,
         model.eval()
         with torch.no_grad():
             model(tokens, tokens)
+    assert torch._dynamo.config.recompile_limit == 4  # and it is 4 again after every compiled call
