@@ -34,11 +34,14 @@ and cache where the search trains in bf16); with ``CostGrid.compile_decode``
 the step compiled by Inductor (``composer.inference.compile_decode_step``), the fastest path the project has there
 (2.7x eager for the 34-layer answer at batch 1, demo-4m) but 20-50 s of compiling per batch size and context.
 
-Each figure is one statistic, the ``median`` over its repeats, and carries the repeats (``values``), ``min``,
-``max`` and ``spread`` (``(max - min) / median``); every figure is timed after one untimed warm-up call
-(``WARMUP``, stated in the record); the record's ``noisy`` lists the figures whose spread is over ``NOISY_SPREAD``.
-This module is the one timing harness of the search (its cost limits and the finalists' cost table) and of
-``benchmarks/finalist_costs.py``.
+Every figure is timed by the project's one timing harness, :mod:`composer.costmodel.timing`, the one the cost
+model's fit and validation use too: after one untimed warm-up call (``WARMUP``, stated in the record), repeats
+with the collector off, on the clock the record names (``clock``: this process's CPU time on a CPU at one thread,
+so that a cost a search worker measures while the other trains is still this model's; else the wall clock). Each
+figure is one statistic, the ``median`` over its repeats, and carries the repeats (``values``), ``min``, ``max``
+and ``spread`` (``(max - min) / median``); the record's ``noisy`` lists the figures whose spread is over
+``NOISY_SPREAD``. The search (its cost limits and the finalists' cost table) and ``benchmarks/finalist_costs.py``
+measure through this module.
 """
 
 from __future__ import annotations
@@ -46,10 +49,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import enum
-import math
 import os
 import platform
-import statistics
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -59,13 +60,10 @@ import torch
 
 from composer.accounting import DTYPE_BYTES, analyze
 from composer.config import ArchConfig
+from composer.costmodel.timing import CLOCK_NAMES, NOISY_SPREAD, WARMUP, clock_for, figure, time_calls
 from composer.inference import COMPILED_CPU
 from composer.precision import torch_dtype
 
-NOISY_SPREAD = 0.10  # a figure whose repeats spread more than this around their median is flagged noisy
-# the warm-up before every figure's timed repeats (repeat_seconds), as each record states it
-WARMUP = ("one untimed call before the timed repeats (a compiled or CUDA-graph decode step: after the calls that "
-          "compile or capture it)")
 MEMORY_EVENT = "[memory]"  # the torch profiler's name for an allocation (positive bytes) or a free (negative)
 CPU_MEMORY_METHOD = ("cpu: bytes of the model's parameters and buffers (and the decode cache) plus the highest "
                      "running sum of the allocations and frees the torch profiler recorded in one step "
@@ -134,18 +132,6 @@ class CostGrid:
 # -- figures ------------------------------------------------------------------------------------------------------
 
 
-def figure(values: list[float], **extra: Any) -> dict[str, Any]:
-    """The one statistic of a figure: the median of ``values`` (one per repeat, kept as ``values``), with its min,
-    max, repeats, relative spread and whether that is over ``NOISY_SPREAD`` (``extra``: what else the figure is
-    of, e.g. ``calls`` per repeat, ``batch``). The median, not the fastest repeat: the search, its cost limits and
-    the benchmarks read one statistic, and the spread beside it says how far to trust it."""
-    median = statistics.median(values)
-    low, high = min(values), max(values)
-    spread = (high - low) / median if median else 0.0
-    return {"median": median, "min": low, "max": high, "repeats": len(values), "spread": spread,
-            "noisy": spread > NOISY_SPREAD, "values": list(values), **extra}
-
-
 def noisy_figures(record: dict[str, Any]) -> list[str]:
     """``"what: spread 23% over 3 repeats"`` for each figure of ``record`` whose spread is over ``NOISY_SPREAD``."""
     named = [("training tokens/s", record["train_tokens_per_s"]),
@@ -198,7 +184,7 @@ def machine(device: torch.device, grid: CostGrid) -> dict[str, Any]:
     """The machine a measurement with ``grid`` is valid for: a record measured elsewhere, or on other threads, is
     measured again (search resume)."""
     return {"device": device.type, "device_name": device_name(device), "threads": measuring_threads(grid),
-            "torch": torch.__version__}
+            "torch": torch.__version__, "clock": CLOCK_NAMES[measuring_clock(grid, device)]}
 
 
 def free_memory_bytes(device: torch.device) -> int | None:
@@ -271,25 +257,31 @@ def tensor_bytes(model: torch.nn.Module) -> int:
 # -- timing -------------------------------------------------------------------------------------------------------
 
 
-def seconds_of(run: Callable[[], Any], device: torch.device, times: int = 1) -> float:
-    """Wall seconds of ``times`` calls of ``run``, the device synchronised at both ends, per call."""
+def seconds_of(run: Callable[[], Any], device: torch.device) -> float:
+    """Wall seconds of one call of ``run``, the device synchronised at both ends: a warm call, timed to size the
+    repeats after it."""
     sync(device)
     started = time.perf_counter()
-    for _ in range(times):
-        run()
+    run()
     sync(device)
-    return (time.perf_counter() - started) / times
+    return time.perf_counter() - started
 
 
-def repeat_seconds(run: Callable[[], Any], device: torch.device, repeats: int, min_seconds: float,
+def measuring_clock(grid: CostGrid, device: torch.device) -> str:
+    """The clock this measurement reads (``composer.costmodel.timing.clock_for``): this process's CPU time on a
+    CPU at one thread, else the wall clock."""
+    return clock_for(device.type, measuring_threads(grid))
+
+
+def repeat_seconds(run: Callable[[], Any], device: torch.device, grid: CostGrid, repeats: int,
                    first: float | None = None) -> tuple[list[float], int]:
-    """Seconds per call of ``run`` in each of ``repeats`` timed repeats, after a warm call (``first``: its time,
-    where the caller made it). A repeat makes as many calls as fill ``min_seconds``: a step of a small model
-    (0.1-1 ms) timed alone is mostly the timer's and the scheduler's noise. Returns the seconds and the calls per
+    """Seconds per call of ``run`` in each of ``repeats`` timed repeats, by the one timing harness
+    (``composer.costmodel.timing.time_calls``: after a warm call, ``first`` its time where the caller made it; a
+    repeat makes as many calls as fill ``grid.min_repeat_seconds``). Returns the seconds and the calls per
     repeat."""
-    first = seconds_of(run, device) if first is None else first
-    calls = max(1, math.ceil(min_seconds / max(first, 1e-6)))
-    return [seconds_of(run, device, calls) for _ in range(repeats)], calls
+    timed = time_calls(run, repeats, min_seconds=grid.min_repeat_seconds, clock=measuring_clock(grid, device),
+                       sync=lambda: sync(device), first=first)
+    return timed.seconds, timed.calls
 
 
 # -- training and prefill -----------------------------------------------------------------------------------------
@@ -322,7 +314,7 @@ def measure_training(model, batch: int, grid: CostGrid, device: torch.device) ->
         growth = cpu_allocation_peak(step)
         first = time.perf_counter() - started
         peak = None if growth is None else tensor_bytes(model) + growth
-    times, calls = repeat_seconds(step, device, grid.train_repeats, grid.min_repeat_seconds, first)
+    times, calls = repeat_seconds(step, device, grid, grid.train_repeats, first)
     if device.type == "cuda":
         peak = torch.cuda.max_memory_allocated(device)
     model.zero_grad(set_to_none=True)
@@ -343,7 +335,7 @@ def measure_prefill(model, grid: CostGrid, device: torch.device) -> dict[str, An
         cache.reset()
         model.next_token_logits(prompt, cache).argmax(-1)
 
-    times, calls = repeat_seconds(run, device, grid.prefill_repeats, grid.min_repeat_seconds)
+    times, calls = repeat_seconds(run, device, grid, grid.prefill_repeats)
     return figure([context / t for t in times], calls=calls, context=context)
 
 
@@ -477,7 +469,7 @@ def measure_decode_step(model, batch: int, context: int, grid: CostGrid, device:
         growth = cpu_allocation_peak(step)  # the warmup step
         first = time.perf_counter() - started
         peak = None if growth is None else tensor_bytes(model) + cache.nbytes() + growth
-    times, calls = repeat_seconds(step, device, grid.decode_repeats, grid.min_repeat_seconds, first)
+    times, calls = repeat_seconds(step, device, grid, grid.decode_repeats, first)
     if profile and cuda:
         peak = torch.cuda.max_memory_allocated(device)
     del step, cache

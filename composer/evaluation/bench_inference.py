@@ -43,7 +43,6 @@ from composer.inference import EAGER, DecodeStep, compile_decode_step
 from composer.precision import available_memory_bytes, torch_dtype
 
 
-
 @dataclass(frozen=True)
 class BenchGrid:
     batch_sizes: tuple[int, ...] = (1, 4)

@@ -26,8 +26,9 @@ from composer.costmodel.calibration.cpu_fit import cmd_fit
 from composer.costmodel.calibration.gpu_runs import GPU_RESULTS
 from composer.costmodel.calibration.leave_one_out import cmd_loo
 from composer.costmodel.calibration.record import RESULTS
-from composer.costmodel.calibration.timing import CLOCK, CLOCKS, QUIET, QUIET_LOG
+from composer.costmodel.calibration.timing import CLOCK, QUIET, QUIET_LOG
 from composer.costmodel.calibration.validate import cmd_validate
+from composer.costmodel.timing import CLOCKS
 from composer.errors import ComposerUsageError, ConfigError
 
 

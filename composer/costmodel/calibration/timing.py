@@ -1,24 +1,24 @@
 """How the calibration times a call: the clock it reads (``--clock``), the wait for a quiet machine on the wall
-clock, and the loop that times ``steps`` calls after a warm-up with the collector off.
+clock, and :func:`timed`, the project's one timing harness (:func:`composer.costmodel.timing.time_calls`) at a
+call a repeat.
 
 Every measurement here runs on one thread (``--threads``, default 1): the ``cpu`` constants are one thread's, and
 on this 2-core machine a second job then keeps a core of its own. Timings read this process's CPU time by
-default (``--clock``), which the machine's other jobs do not inflate the way they do the wall clock.
-
-Not :mod:`composer.evaluation.bench_cost`'s harness, on purpose: that one times the search's cost limits on the
-wall clock with the device synchronised and several calls a repeat; this one times single layers on one thread
-on this process's CPU time, the regime the ``cpu`` constants were fitted in.
+default (``--clock``), as :mod:`composer.evaluation.bench_cost` does on a CPU at one thread, so the fit, its
+validation and the search's measured costs are timed alike: the same warm-up, the collector off, the same clock.
+A single layer's step (the fit's unit) is timed a call a repeat, each call on the next of its cold copies.
 """
 
 from __future__ import annotations
 
 import datetime
-import gc
 import os
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from composer.costmodel.timing import time_calls
 
 # This machine's 2 cores are shared with other jobs: a one-thread timing on the wall clock, taken while more jobs
 # than cores are runnable, measures the scheduler (on 2026-12-07, with 6-11 runnable, two S and M layers at
@@ -28,13 +28,7 @@ from typing import Any
 # caches still shows), or ``wall``. On the wall clock, each timing first waits, up to QUIET_TIMEOUT_S, until no
 # more than QUIET_RUNNABLE tasks are runnable (this one and one other: a core each) on QUIET_POLLS polls in a row;
 # what it waited and saw is kept (``QUIET_LOG``).
-CLOCKS = {"cpu": time.process_time, "wall": time.perf_counter}
 CLOCK = {"name": "cpu"}
-
-
-def now() -> float:
-    """Seconds on the clock this run times with (``--clock``)."""
-    return CLOCKS[CLOCK["name"]]()
 
 
 QUIET_RUNNABLE = 2
@@ -80,21 +74,9 @@ def quiet_summary() -> dict[str, Any]:
 
 def timed(fn: Callable[[], Any], steps: int, warmup: int) -> list[float]:
     """Seconds of each of ``steps`` calls of ``fn`` after ``warmup`` untimed ones (the collector off), once the
-    machine is quiet (:func:`wait_for_quiet`)."""
+    machine is quiet (:func:`wait_for_quiet`): the one harness, a call a repeat, on ``--clock``."""
     wait_for_quiet()
-    for _ in range(warmup):
-        fn()
-    times = []
-    gc.collect()
-    gc.disable()
-    try:
-        for _ in range(steps):
-            start = now()
-            fn()
-            times.append(now() - start)
-    finally:
-        gc.enable()
-    return times
+    return time_calls(fn, steps, warmup=warmup, clock=CLOCK["name"]).seconds
 
 
 def machine_state() -> dict[str, Any]:

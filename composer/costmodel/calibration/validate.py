@@ -44,7 +44,6 @@ from composer.costmodel.calibration.timing import (
     CLOCK,
     last_wait_quiet,
     machine_state,
-    now,
     quiet_summary,
     timed,
     wait_for_quiet,
@@ -52,6 +51,7 @@ from composer.costmodel.calibration.timing import (
 from composer.costmodel.calibration.units import arch_for, training_autocast
 from composer.costmodel.classes import LAYOUT_CLASSES, layout_class
 from composer.costmodel.table import constants_digest
+from composer.costmodel.timing import time_calls
 from composer.errors import ConfigError
 from composer.files import atomic_write_json, make_output_dir
 from composer.precision import device_has_native_bf16
@@ -85,19 +85,17 @@ def measure_serving(model, context: int, new_tokens: int) -> tuple[float, list[f
     model.next_token_logits(prompt, cache)  # warm
     cache.reset()
     wait_for_quiet()
-    start = now()
-    token = model.next_token_logits(prompt, cache).argmax(-1)
-    prefill = now() - start
-    steps = []
-    gc.disable()
-    try:
-        for _ in range(new_tokens):
-            start = now()
-            token = model.next_token_logits(token[:, None], cache).argmax(-1)
-            steps.append(now() - start)
-    finally:
-        gc.enable()
-    return prefill, steps
+    token = []
+
+    def prefill() -> None:
+        token[:] = [model.next_token_logits(prompt, cache).argmax(-1)]
+
+    def step() -> None:  # each call the next position: the steps of one rollout, timed a call a repeat
+        token[0] = model.next_token_logits(token[0][:, None], cache).argmax(-1)
+
+    clock = CLOCK["name"]
+    return (time_calls(prefill, 1, warmup=0, clock=clock).seconds[0],
+            time_calls(step, new_tokens, warmup=0, clock=clock).seconds)
 
 
 def cmd_validate(args: argparse.Namespace, argv: list[str] | None) -> int:

@@ -7,6 +7,7 @@ import types
 import pytest
 import torch
 
+from composer.costmodel import timing
 from composer.evaluation import bench_cost
 from composer.evaluation.bench_cost import (
     CPU_MEMORY_METHOD,
@@ -35,6 +36,7 @@ def test_the_record_has_every_figure_with_its_repeats_and_spread():
     assert torch.get_num_threads() == threads  # the process's threads given back
     assert record["device"] == "cpu" and record["dtype"] == record["train_dtype"] == "fp32"
     assert record["threads"] == 1 and record["device_name"]  # one thread unless the grid says otherwise
+    assert record["clock"] == "this process's CPU time (one thread)"  # the one harness's clock for one CPU thread
     assert record["decode_path"] == "eager InferenceCache, fp32"  # the CPU's fastest path, named
     train = record["train_tokens_per_s"]
     assert (train["batch"], train["seq_len"], train["repeats"]) == (2, 16, 2)
@@ -85,6 +87,7 @@ def test_decode_at_a_large_batch_is_milliseconds_per_step_not_per_sequence(monke
     sequence sees per token), not 1 ms."""
     now = [0.0]
     monkeypatch.setattr(bench_cost, "time", types.SimpleNamespace(perf_counter=lambda: now[0]))
+    monkeypatch.setattr(timing, "CLOCKS", {"cpu": lambda: now[0], "wall": lambda: now[0]})  # the harness's clocks
     model = build_model(TINY).eval()
     real = model.next_token_logits
 
