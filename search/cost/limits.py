@@ -124,12 +124,12 @@ their repeats little, where it alone would have set the limit."""
 
 def store_key(arch, grid, here: dict[str, Any]) -> str:
     """The key of ``arch``'s figures in ``STORE``: the machine (``here``: ``bench_cost.machine``'s CPU model or GPU
-    name, threads and torch), the precision and decode path measured in, and the model and its training length.
-    A figure measured under another key is never read: a search resumed on another machine, with other threads,
-    another torch, precision or ``--compile`` measures again."""
+    name, threads, torch and the clock it times on), the precision and decode path measured in, and the model and
+    its training length. A figure measured under another key is never read: a search resumed on another machine,
+    with other threads, another torch, clock, precision or ``--compile`` measures again."""
     path = "compiled" if grid.compile_decode else "eager"
-    return (f"{here['device_name']}|{here['threads']} thread(s)|torch {here['torch']}|{grid.precision or 'default'}|"
-            f"{path}|{arch.d_model}:{arch.pattern}:{grid.seq_len}")
+    return (f"{here['device_name']}|{here['threads']} thread(s)|torch {here['torch']}|{here['clock']}|"
+            f"{grid.precision or 'default'}|{path}|{arch.d_model}:{arch.pattern}:{grid.seq_len}")
 
 
 class CostFigures:

@@ -211,7 +211,8 @@ def test_the_confirmation_confirms_the_pair_the_known_cost_leaves_to_the_verdict
     assert [pattern for pattern, _ in plan.stage.first] == ["SDDMSM", "SMSAMS"], "SADDDD decodes slower: not it"
 
 
-def test_a_figure_measured_on_another_machine_threads_torch_precision_or_path_is_never_read(tmp_path, monkeypatch):
+def test_a_figure_measured_on_another_machine_threads_torch_clock_precision_or_path_is_never_read(tmp_path,
+                                                                                                  monkeypatch):
     """limit_cost.json was keyed by model alone, so a search resumed on another machine held its candidates to the
     first machine's figures."""
     import dataclasses
@@ -224,7 +225,8 @@ def test_a_figure_measured_on_another_machine_threads_torch_precision_or_path_is
     monkeypatch.setattr(limits_module, "measured", lambda arch, grid: calls.append(arch.pattern) or one(2.0))
     config = SearchConfig(budget="smoke", max_latency="3", out=str(tmp_path))
     grid, arch = limits_grid(config), get_preset("tiny").arch.with_pattern("AMSM")
-    here = {"device": "cpu", "device_name": "Xeon A", "threads": 1, "torch": "2.13.0"}
+    here = {"device": "cpu", "device_name": "Xeon A", "threads": 1, "torch": "2.13.0",
+            "clock": "this process's CPU time (one thread)"}
 
     def figures(grid=grid, **machine):
         said = CostFigures(CostLimits.of(config), grid, tmp_path)
@@ -234,16 +236,16 @@ def test_a_figure_measured_on_another_machine_threads_torch_precision_or_path_is
     figures()
     figures()
     assert calls == ["AMSM"]  # the same machine reads it back
-    for other in ({"device_name": "EPYC B"}, {"threads": 2}, {"torch": "2.12.0"}):
+    for other in ({"device_name": "EPYC B"}, {"threads": 2}, {"torch": "2.12.0"}, {"clock": "wall clock"}):
         figures(**other)
     figures(dataclasses.replace(grid, precision="fp32" if grid.precision == "bf16" else "bf16"))
     figures(dataclasses.replace(grid, compile_decode=not grid.compile_decode))
-    assert len(calls) == 6, "each other machine, threads, torch, precision or decode path measures again"
+    assert len(calls) == 7, "each other machine, threads, torch, clock, precision or decode path measures again"
     stored = json.loads((tmp_path / STORE).read_text())
-    assert len(stored) == 6 and all(key.count("|") == 5 for key in stored)
+    assert len(stored) == 7 and all(key.count("|") == 6 for key in stored)
     # a store written before the keys named the machine: its entries are never read
     (tmp_path / STORE).write_text(json.dumps({f"{arch.d_model}:AMSM:{grid.seq_len}": [one(0.1)]}))
-    assert figures()["decode_ms"] == 2.0 and len(calls) == 7
+    assert figures()["decode_ms"] == 2.0 and len(calls) == 8
 
 
 def _add_many(out, grid, key, count):
