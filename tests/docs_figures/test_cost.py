@@ -456,11 +456,33 @@ def test_the_equal_cost_search_against_the_families():
     answer = finalists[data["search"]["answer"]]
     reference = finalists["SMSAMS"]["losses"]
     assert reference == pytest.approx(families["nemotron-h"]["losses"], abs=1e-6)  # the same training
-    for cells in table(text, "| answer against"):
+    for cells in table(text, "| answer against |"):
         paired = paired_difference(answer["losses"], families[plain(cells[0])]["losses"])
         agree(cells[1], paired["mean"], f"against {cells[0]}")
         agree_all(numbers(cells[2]), list(paired["ci"]), f"against {cells[0]} interval")
         assert plain(cells[3]) == paired["verdict"]
+    # seeds 3 and 4, recomputed from the per-seed losses the JSON keeps (equal_cost_search.py --more-seeds)
+    more = data["more_seeds"]["by_arm"]
+    mine = {**answer["losses"], **more["search-answer"]["losses"]}
+    five = table(text, "| answer against, over 5 seeds")
+    for cells in five:
+        name = plain(cells[0])
+        theirs = {**families[name]["losses"], **more[name]["losses"]}
+        assert sorted(mine) == sorted(theirs) == ["0", "1", "2", "3", "4"]
+        paired = paired_difference(mine, theirs)
+        agree(cells[1], paired["mean"], f"5 seeds against {name}")
+        agree_all(numbers(cells[2]), list(paired["ci"]), f"5 seeds against {name} interval")
+        assert plain(cells[3]) == paired["verdict"]
+    assert [plain(cells[0]) for cells in five] == ["nemotron-h", "nemotron-flash"]
+    flash = {**families["nemotron-flash"]["losses"], **more["nemotron-flash"]["losses"]}
+    level = paired_difference(flash, {**families["nemotron-h"]["losses"], **more["nemotron-h"]["losses"]})
+    said = find(text, r"Nemotron-Flash against Nemotron-H\*\*, over the same five seeds: (NUM) \[(NUM), (NUM)\]"
+                .replace("NUM", r"[-+]?[0-9.]+"))
+    agree_all(list(said.groups()), [level["mean"], *level["ci"]], "Nemotron-Flash against Nemotron-H, 5 seeds")
+    edge = more["search-answer"]["edge"]
+    said = find(text, r"scored (NUM) against (NUM) at 2e-3".replace("NUM", r"[0-9.]+"))
+    agree_all(list(said.groups()), [edge["loss"], edge["chosen_loss"]], "the answer's rate past the grid")
+    assert edge["lr"] == 4e-3 and edge["chosen_lr"] == 2e-3
     held = data["search"]["held_out"]
     said = find(text, r"it is (NUM) \[(NUM), (NUM)\]: the same size".replace("NUM", r"[-+]?[0-9.]+"))
     agree_all(list(said.groups()), [held["difference"], *held["ci"]], "held-out seeds")
