@@ -1,0 +1,34 @@
+"""benchmarks/layout_rate_seed_grid.py: each layout at every rate and seed, through the search's lm evaluator (its
+training replaced by the bookkeeping tests' deterministic fake), a row per layout and seed, a rerun training none."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from search.lm import LanguageModelEvaluator
+from tests.search.test_bookkeeping import FakeTraining
+
+
+@pytest.fixture
+def fake(monkeypatch) -> FakeTraining:
+    training = FakeTraining()
+    monkeypatch.setattr(LanguageModelEvaluator, "train_once",
+                        lambda evaluator, pattern, lr, seed: training(evaluator, pattern, lr, seed))
+    return training
+
+
+def test_every_layout_at_every_rate_and_seed_once(tmp_path, fake, load_benchmark):
+    bench = load_benchmark("layout_rate_seed_grid")
+    out = tmp_path / "grid.jsonl"
+    argv = ["--layouts", "AAMM", "AMAM", "--budget", "rung-smoke-0", "--widths", "tiny", "--lrs", "5e-4,1e-3,2e-3",
+            "--seeds", "0,1", "--precision", "fp32", "--json", str(out)]
+    assert bench.main(argv) == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(r["layout"], r["seed"]) for r in rows] == [("AAMM", 0), ("AMAM", 0), ("AAMM", 1), ("AMAM", 1)]
+    assert all(sorted(float(k) for k in r["lr_sweep"]) == [5e-4, 1e-3, 2e-3] for r in rows)
+    assert all(r["score"] == r["lr_sweep"][str(r["lr"])] for r in rows)  # the best rate's loss is the score
+    assert fake.trained == ["AAMM"] * 3 + ["AMAM"] * 3 + ["AAMM"] * 3 + ["AMAM"] * 3  # as given: not grown
+    assert bench.main(argv) == 0
+    assert len(fake.trained) == 12 and len(out.read_text().splitlines()) == 4, "a rerun trained rows it had"
