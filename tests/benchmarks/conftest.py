@@ -23,3 +23,16 @@ def load_benchmark(monkeypatch):
         return module
 
     return load
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    """The lm evaluator's training replaced by the bookkeeping tests' deterministic fake (plumbing, not learning):
+    the ``FakeTraining`` it records every run in."""
+    from search.lm import LanguageModelEvaluator
+    from tests.search.test_bookkeeping import FakeTraining
+
+    training = FakeTraining()
+    monkeypatch.setattr(LanguageModelEvaluator, "train_once",
+                        lambda evaluator, pattern, lr, seed: training(evaluator, pattern, lr, seed))
+    return training

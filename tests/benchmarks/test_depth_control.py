@@ -9,19 +9,6 @@ import pytest
 
 from composer.accounting import non_embedding_params
 from composer.presets import get_preset
-from search.lm import LanguageModelEvaluator
-from tests.search.test_bookkeeping import FakeTraining
-
-
-@pytest.fixture
-def fake(monkeypatch) -> FakeTraining:
-    training = FakeTraining()
-    monkeypatch.setattr(
-        LanguageModelEvaluator,
-        "train_once",
-        lambda evaluator, pattern, lr, seed: training(evaluator, pattern, lr, seed),
-    )
-    return training
 
 
 def test_every_arm_has_its_depth_and_the_targets_size(load_benchmark):

@@ -5,19 +5,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
-from search.lm import LanguageModelEvaluator
-from tests.search.test_bookkeeping import FakeTraining
-
-
-@pytest.fixture
-def fake(monkeypatch) -> FakeTraining:
-    training = FakeTraining()
-    monkeypatch.setattr(LanguageModelEvaluator, "train_once",
-                        lambda evaluator, pattern, lr, seed: training(evaluator, pattern, lr, seed))
-    return training
-
 
 def test_every_layout_at_every_rate_and_seed_once(tmp_path, fake, load_benchmark):
     bench = load_benchmark("layout_rate_seed_grid")

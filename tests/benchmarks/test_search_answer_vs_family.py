@@ -10,17 +10,8 @@ import pytest
 
 from composer.errors import ConfigError
 from search.growth import grow
-from search.lm import LanguageModelEvaluator
 from search.run import run_search
-from tests.search.test_bookkeeping import FakeTraining, halving
-
-
-@pytest.fixture
-def fake(monkeypatch) -> FakeTraining:
-    training = FakeTraining()
-    monkeypatch.setattr(LanguageModelEvaluator, "train_once",
-                        lambda evaluator, pattern, lr, seed: training(evaluator, pattern, lr, seed))
-    return training
+from tests.search.test_bookkeeping import halving
 
 
 def test_samba_pairs_with_the_confirmed_answer_seed_by_seed_and_a_rerun_trains_nothing(tmp_path, fake, load_benchmark):
