@@ -43,7 +43,9 @@ def train(layout: str, seed: int, budget, widths: str, precision: str) -> dict:
     result = evaluator(layout, seed, None)
     details = result.details or {}
     return {"layout": layout, "seed": seed, "precision": precision, "budget": budget.name, "widths": widths,
-            "score": result.score, "lr": details.get("lr"), "lr_sweep": details.get("lr_sweep"),
+            # one rate alone: the evaluator keeps no sweep, its loss is the score
+            "score": result.score, "lr": details.get("lr"),
+            "lr_sweep": details.get("lr_sweep") or {str(float(details.get("lr", budget.lrs[0]))): result.score},
             "seconds": time.perf_counter() - started, "curve": details.get("curve")}
 
 

@@ -19,3 +19,13 @@ def test_every_layout_at_every_rate_and_seed_once(tmp_path, fake, load_benchmark
     assert fake.trained == ["AAMM"] * 3 + ["AMAM"] * 3 + ["AAMM"] * 3 + ["AMAM"] * 3  # as given: not grown
     assert bench.main(argv) == 0
     assert len(fake.trained) == 12 and len(out.read_text().splitlines()) == 4, "a rerun trained rows it had"
+
+
+def test_one_rate_alone_is_a_sweep_of_one(tmp_path, fake, load_benchmark):
+    bench = load_benchmark("layout_rate_seed_grid")
+    out = tmp_path / "grid.jsonl"
+    argv = ["--layouts", "AAMM", "--budget", "rung-smoke-0", "--widths", "tiny", "--lrs", "2e-3", "--seeds", "1",
+            "--precision", "fp32", "--json", str(out)]
+    assert bench.main(argv) == 0 and bench.main(argv) == 0
+    [row] = [json.loads(line) for line in out.read_text().splitlines()]
+    assert row["lr_sweep"] == {"0.002": row["score"]} and row["lr"] == 2e-3 and len(fake.trained) == 1
