@@ -86,11 +86,10 @@ def more_seeds(work: Path) -> dict[str, dict]:
     found = {}
     for path in sorted(work.glob("*/family.json")):
         record = json.loads(path.read_text())
-        extra = record["stages"].get("more_seeds")
+        extra = record["stages"].get("more_seeds") or {}
         if extra or record.get("edge"):
-            found[path.parent.name] = {"losses": (extra or {}).get("losses", {}), "lr": (extra or {}).get("lr"),
-                                       "minutes": round((extra or {}).get("seconds", 0.0) / 60, 1),
-                                       "edge": record.get("edge")}
+            found[path.parent.name] = {"losses": extra.get("losses", {}), "lr": extra.get("lr"),
+                                       "minutes": round(extra.get("seconds", 0.0) / 60, 1), "edge": record.get("edge")}
     return found
 
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import cProfile
-import json
 import os
 import pstats
 import subprocess
@@ -35,6 +34,8 @@ from pathlib import Path
 _ROOT = Path(__file__).resolve().parent.parent
 if str(_ROOT) not in sys.path:
     sys.path.insert(0, str(_ROOT))
+
+from composer.files import atomic_write_json  # noqa: E402
 
 # each figure, and the functions whose cumulative time (outermost calls only) it is: (file path part, name)
 FIGURES = {
@@ -60,20 +61,22 @@ def largest(stats: pstats.Stats, part: str, name: str) -> float:
                 if part in path.replace(os.sep, "/") and function == name), default=0.0)
 
 
-def cumulative(stats: pstats.Stats, suffix: str, name: str) -> float:
-    """Seconds spent in (and below) the functions of files ending in ``suffix`` named ``name`` (``*``: any),
+def cumulative(stats: pstats.Stats, part: str, name: str) -> float:
+    """Seconds spent in (and below) the functions of files whose path holds ``part`` named ``name`` (``*``: any),
     counted once where they call each other (the outermost calls only)."""
     total = 0.0
     for (path, _line, function), (_cc, _nc, _tt, ct, callers) in stats.stats.items():
-        if not path.replace(os.sep, "/").endswith(suffix) and suffix not in path.replace(os.sep, "/"):
+        if part not in path.replace(os.sep, "/"):
             continue
         if name != "*" and function != name:
             continue
         # the time reached from callers outside the same group: a recursive or nested call is inside its caller's
-        outside = [c for c in callers if not (suffix in c[0].replace(os.sep, "/")
+        outside = [c for c in callers if not (part in c[0].replace(os.sep, "/")
                                               and (name == "*" or c[2] == name))]
-        if outside or not callers:
-            total += sum(callers[c][3] for c in outside) if outside else ct
+        if not callers:  # a call the profile began inside
+            total += ct
+        elif outside:
+            total += sum(callers[c][3] for c in outside)
     return total
 
 
@@ -182,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     for job, seconds in overlapping.items():
         print(f"  of which {job}: {seconds:.2f} s")
     if args.json:
-        Path(args.json).write_text(json.dumps(record, indent=2) + "\n")
+        atomic_write_json(args.json, record)
     return 0
 
 

@@ -396,7 +396,7 @@ class DecodeKind(enum.Enum):
     """What runs a decode step; its value is how the record names it (``decode_path``, with the precision)."""
 
     CUDA_GRAPH = "CUDA graph of the static decode step"
-    COMPILED_CPU = COMPILED_CPU  # the step compiled by Inductor (composer.inference.compile_decode_step)
+    COMPILED_CPU = COMPILED_CPU.value  # the step compiled by Inductor (composer.inference.compile_decode_step)
     EAGER = "eager InferenceCache"
 
 
