@@ -123,8 +123,16 @@ def get_preset(name: str) -> Preset:
 
 
 def scaled_name(base: str, d_model: int) -> str:
-    """The preset name of ``base``'s widths at ``d_model`` (``base`` itself where nothing is scaled)."""
-    return base if get_preset(base).arch.d_model == d_model else f"{base}:d{d_model}"
+    """The preset name of ``base``'s widths at ``d_model`` (``base`` itself where nothing is scaled). A ``base``
+    already scaled (``demo-4m:d384``) is rescaled from its named preset (``demo-4m:d400``, the same widths), since
+    ``NAME:dD`` takes one scale: a search whose target is a scaled preset grows to a name it can read again."""
+    if get_preset(base).arch.d_model == d_model:
+        return base
+    from composer.widths import SCALED_NAME
+
+    scaled = SCALED_NAME.fullmatch(base)
+    root = scaled.group("base") if scaled and scaled.group("base") in PRESETS else base
+    return root if get_preset(root).arch.d_model == d_model else f"{root}:d{d_model}"
 
 
 def family_architecture(spec: str, base: ArchConfig) -> ArchConfig | None:

@@ -32,3 +32,12 @@ def test_a_scaled_preset_is_a_preset_every_command_takes():
     assert scaled_name("demo-4m", 280) == "demo-4m:d280" and scaled_name("demo-4m", 192) == "demo-4m"
     with pytest.raises(ConfigError, match="NAME:dD"):
         get_preset("nope:d256")
+
+
+def test_a_scaled_preset_rescales_to_a_name_it_can_read_again():
+    """Growth to a target named ``NAME:dD`` (the equal-cost 4x check's ``demo-4m:d384``) names its widths once
+    scaled: ``demo-4m:d384:d400`` was no preset, and every run of such a target failed."""
+    name = scaled_name("demo-4m:d384", 400)
+    assert name == "demo-4m:d400"
+    assert get_preset(name).arch == scale_widths(get_preset("demo-4m:d384").arch, 400)
+    assert scaled_name("demo-4m:d384", 384) == "demo-4m:d384" and scaled_name("demo-4m:d384", 192) == "demo-4m"
