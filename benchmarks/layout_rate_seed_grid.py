@@ -9,8 +9,16 @@ writes each run's loss, each seed's best rate and the curves. Validation is the 
 Each finished (layout, seed) is appended to ``--json`` (JSON lines) as it ends, so a killed run keeps its rows and
 a rerun with the same file trains only the missing ones.
 
+Issue 71's controlled test adds two things. ``--match-params REFERENCE`` trains every layout at the width (a
+``--widths`` preset scaled to another ``d_model``, :func:`matched_widths`) whose non-embedding parameters are
+nearest REFERENCE's at ``--widths``, so that layouts of other attention counts or depths compare at equal
+parameters, not equal widths. ``--diagnostics STEPS`` records every run's per-layer gradient norms and per-head
+attention entropy over its first STEPS steps (``composer.training.diagnostics.LayerDiagnostics``) in its row.
+
     python benchmarks/layout_rate_seed_grid.py --layouts AAMMMMAAMMMMAM AMAMAMAMAMAMAM --lrs 2.5e-4,5e-4,1e-3,2e-3 \\
         --seeds 0 --precision bf16 --json runs/grid.jsonl
+    python benchmarks/layout_rate_seed_grid.py --layouts AAMMMMAAMMMMAM AMAMAMAMAMAMAM AMMAMMAMMAMMAM AAMMMMAAMMMM \\
+        --match-params AAMMMMAAMMMMAM --diagnostics 300 --lrs 5e-4,1e-3,2e-3 --seeds 0,1,2 --json runs/controlled.jsonl
 """
 
 from __future__ import annotations
@@ -35,18 +43,56 @@ def done(path: Path) -> set[tuple[str, int, str, tuple[float, ...]]]:
     return {(r["layout"], r["seed"], r["precision"], tuple(sorted(float(k) for k in r["lr_sweep"]))) for r in rows}
 
 
-def train(layout: str, seed: int, budget, widths: str, precision: str) -> dict:
+def matched_widths(layout: str, reference: str, widths: str) -> str:
+    """The preset (``widths`` scaled, ``composer.presets.scaled_name``) at which ``layout`` has the non-embedding
+    parameters nearest ``reference``'s at ``widths``: every ``d_model`` the widths allow from half to twice the
+    preset's is tried, the nearer-to-the-preset one winning a tie."""
+    from composer.accounting import non_embedding_params
+    from composer.errors import ConfigError
+    from composer.presets import get_preset, scaled_name
+    from composer.widths import scale_widths
+
+    base = get_preset(widths).arch
+    target = non_embedding_params(base.with_pattern(reference))
+    best = None
+    for d_model in range(base.d_model // 2, 2 * base.d_model + 1):
+        try:
+            arch = scale_widths(base, d_model).with_pattern(layout)
+        except ConfigError:
+            continue
+        key = (abs(non_embedding_params(arch) - target), abs(d_model - base.d_model))
+        if best is None or key < best[0]:
+            best = (key, d_model)
+    return scaled_name(widths, best[1])
+
+
+def train(layout: str, seed: int, budget, widths: str, precision: str, diagnostics: int = 0) -> dict:
+    from composer.accounting import non_embedding_params
+    from composer.presets import get_preset
     from search.evaluators import make_evaluator
 
     evaluator = make_evaluator("lm", budget, widths, None, None, precision, False, None)
+    records = {}
+    if diagnostics:
+        from composer.training.diagnostics import LayerDiagnostics
+
+        def run_callbacks(pattern: str, lr: float, run_seed: int) -> list:
+            records[str(float(lr))] = LayerDiagnostics(steps=diagnostics)
+            return [records[str(float(lr))]]
+
+        evaluator.run_callbacks = run_callbacks
     started = time.perf_counter()
     result = evaluator(layout, seed, None)
     details = result.details or {}
-    return {"layout": layout, "seed": seed, "precision": precision, "budget": budget.name, "widths": widths,
-            # one rate alone: the evaluator keeps no sweep, its loss is the score
-            "score": result.score, "lr": details.get("lr"),
-            "lr_sweep": details.get("lr_sweep") or {str(float(details.get("lr", budget.lrs[0]))): result.score},
-            "seconds": time.perf_counter() - started, "curve": details.get("curve")}
+    row = {"layout": layout, "seed": seed, "precision": precision, "budget": budget.name, "widths": widths,
+           "non_embedding_params": non_embedding_params(get_preset(widths).arch.with_pattern(layout)),
+           # one rate alone: the evaluator keeps no sweep, its loss is the score
+           "score": result.score, "lr": details.get("lr"),
+           "lr_sweep": details.get("lr_sweep") or {str(float(details.get("lr", budget.lrs[0]))): result.score},
+           "seconds": time.perf_counter() - started, "curve": details.get("curve")}
+    if diagnostics:
+        row["diagnostics"] = {lr: callback.record for lr, callback in records.items()}
+    return row
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -59,6 +105,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--precision", default="bf16")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--json", required=True, help="JSON lines, appended a row per layout and seed")
+    parser.add_argument("--match-params", metavar="REFERENCE",
+                        help="train each layout at the width whose non-embedding parameters are nearest REFERENCE's")
+    parser.add_argument("--diagnostics", type=int, default=0, metavar="STEPS",
+                        help="record per-layer gradient norms and per-head attention entropy over the first STEPS")
     args = parser.parse_args(argv)
 
     import torch
@@ -78,7 +128,8 @@ def main(argv: list[str] | None = None) -> int:
         for layout in args.layouts:
             if (layout, seed, args.precision, tuple(sorted(lrs))) in have:
                 continue
-            row = train(layout, seed, budget, args.widths, args.precision)
+            widths = matched_widths(layout, args.match_params, args.widths) if args.match_params else args.widths
+            row = train(layout, seed, budget, widths, args.precision, args.diagnostics)
             with path.open("a") as file:
                 file.write(json.dumps(row) + "\n")
             sweep = ", ".join(f"{float(k):g}: {v:.4f}" for k, v in sorted(row["lr_sweep"].items(),

@@ -11,6 +11,7 @@ position given as a tensor and attends over the whole preallocated cache, the ke
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -126,6 +127,28 @@ class GroupedQueryAttention(Primitive):
         batch, seq, _ = x.shape
         qkv = self.wqkv(x).view(batch, seq, c.n_heads + 2 * c.n_kv_heads, c.head_dim)
         return rotary_split_qkv(qkv, cos, sin, c.n_heads, c.n_kv_heads)
+
+    # -- diagnostics ------------------------------------------------------------------------------------------
+    def visible_keys(self, seq: int, device: torch.device) -> torch.Tensor:
+        """Boolean ``[seq, seq]``: True where a query may attend a key in training (causal here)."""
+        positions = torch.arange(seq, device=device)
+        return positions[None, :] <= positions[:, None]
+
+    @torch.no_grad()
+    def head_entropy(self, x: torch.Tensor) -> torch.Tensor:
+        """Each query head's attention entropy in nats (``[n_heads]``), averaged over the batch and the query
+        positions of ``x`` (the layer's normed input, ``[batch, seq, d_model]``), with the weights computed
+        explicitly (the training kernels never form them). A diagnostic: near 0 a head attends one key (often the
+        first, an attention sink), near ``log(position + 1)`` it averages uniformly over what it sees; issue 71
+        reads it to tell adjacent attention layers that collapse from ones that share the work."""
+        c = self.config
+        q, k, _ = self._project(x)
+        k = k.repeat_interleave(c.n_heads // c.n_kv_heads, dim=2)
+        scores = torch.einsum("bqhd,bkhd->bhqk", q.float(), k.float()) / math.sqrt(c.head_dim)
+        scores = scores.masked_fill(~self.visible_keys(x.shape[1], x.device), float("-inf"))
+        log_weights = torch.log_softmax(scores, dim=-1)
+        entropy = -(log_weights.exp() * log_weights.nan_to_num(neginf=0.0)).sum(-1)  # [batch, heads, queries]
+        return entropy.mean(dim=(0, 2))
 
     # -- incremental decoding -----------------------------------------------------------------------------
     def init_cache(self, batch, max_len, device=None, dtype=None) -> KVCache:

@@ -72,6 +72,9 @@ class SlidingWindowAttention(GroupedQueryAttention):
     Config = SlidingWindowConfig
     description = "causal sliding-window grouped-query attention with RoPE"
 
+    def visible_keys(self, seq: int, device: torch.device) -> torch.Tensor:
+        return sliding_window_mask(seq, self.config.window, device)
+
     def _attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         window, seq = self.config.window, q.shape[1]
         if window >= seq:  # nothing falls out of the window: exactly full causal attention

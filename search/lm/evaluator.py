@@ -30,8 +30,8 @@ from typing import Any
 from composer.errors import ComposerRunError, ConfigError
 from composer.precision import AUTOCAST_PRECISIONS, parse_precision
 from search.evaluation import Evaluation, Report, best_rate
-from search.lm.budgets import BudgetName, LMBudget, get_lm_budget
 from search.growth import GROWN, Grown, Growth
+from search.lm.budgets import BudgetName, LMBudget, get_lm_budget
 from search.trunks import TrunkStore
 
 
@@ -128,6 +128,9 @@ class LanguageModelEvaluator:
         # called with a run's progress every few seconds while it trains (composer.training.progress.Heartbeat): a
         # search sets it to print where it is between candidates' results
         self.heartbeat: Callable[[dict[str, Any]], None] | None = None
+        # called with (pattern, lr, seed) before each run: Lightning callbacks of the caller's for that run (a
+        # benchmark's per-layer diagnostics, composer.training.diagnostics), beside the run's own
+        self.run_callbacks: Callable[[str, float, int], list[Any]] | None = None
         self._run_context: dict[str, Any] = {}
         self.known = dict(known or {})  # searched pattern -> published family: trained in its own layout at a target
         self._running: list[Path] = []  # this candidate's trunks in training (TrunkStore.running): gone once it scores
@@ -193,6 +196,8 @@ class LanguageModelEvaluator:
                 "pattern": pattern, "lr": lr, "seed": seed, "budget": self.spec.name,
                 "budget_tokens": self.spec.tokens, "tokens_per_step": self.spec.seq_len * self.spec.batch_size,
                 **self._run_context}))
+        if self.run_callbacks is not None:
+            callbacks.extend(self.run_callbacks(pattern, lr, seed))
         with contextlib.ExitStack() as stack:
             stack.enter_context(quiet_lightning())  # the search prints where it is; Lightning's notes would bury it
             work = self._work or stack.enter_context(tempfile.TemporaryDirectory(prefix="composer-lm-eval-"))

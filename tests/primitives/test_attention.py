@@ -96,3 +96,19 @@ def test_fused_rotary_split_matches_autograd_reference_in_float64():
     for ours, ref in zip(rotary_split_qkv(qkv, cos, sin, n_heads, n_kv), reference(qkv)):
         torch.testing.assert_close(ours, ref)
     assert torch.autograd.gradcheck(lambda x: rotary_split_qkv(x, cos, sin, n_heads, n_kv), (qkv,))
+
+
+def test_head_entropy_is_log_of_visible_keys_for_uniform_attention_and_zero_for_one_key():
+    """``head_entropy`` (issue 71's diagnostic): with q = k = 0 every query weighs its visible keys alike, so a head's
+    entropy is the mean of log(position + 1) exactly; with one key far above the rest it is near 0."""
+    config = AttentionConfig(d_model=16, n_heads=4, n_kv_heads=2, head_dim=8, rope_theta=10_000.0)
+    attention = GroupedQueryAttention(config)
+    torch.nn.init.zeros_(attention.wqkv.weight)
+    seq = 12
+    entropy = attention.head_entropy(torch.randn(2, seq, 16))
+    assert entropy.shape == (4,)
+    expected = sum(torch.log(torch.tensor(i + 1.0)) for i in range(seq)) / seq
+    assert torch.allclose(entropy, expected.expand(4), atol=1e-5)
+    # a sharp head: large q and k along one channel, every query picks the largest key -> entropy near 0
+    torch.nn.init.normal_(attention.wqkv.weight, std=30.0)
+    assert attention.head_entropy(torch.randn(2, seq, 16)).max() < 0.5 * expected

@@ -136,3 +136,13 @@ def test_flash_window_matches_sdpa_on_cuda():
     sdpa = sdpa.cuda().to(torch.bfloat16)
     sdpa.load_state_dict(module.state_dict())
     torch.testing.assert_close(flash, sdpa(x), atol=2e-2, rtol=2e-2)
+
+
+def test_head_entropy_sees_only_the_window():
+    """A window of 4 keys: uniform attention's entropy is the mean of log(min(position + 1, 4)), not A's."""
+    module = make(4)
+    torch.nn.init.zeros_(module.wqkv.weight)
+    seq = 10
+    entropy = module.head_entropy(torch.randn(1, seq, module.config.d_model))
+    expected = sum(torch.log(torch.tensor(min(i + 1, 4) * 1.0)) for i in range(seq)) / seq
+    assert torch.allclose(entropy, expected.expand_as(entropy), atol=1e-5)
