@@ -6,6 +6,8 @@ this of the paper's adjacent attention layers (``AAMMMM``) against Llama's alter
 tell the two apart. :class:`LayerDiagnostics` is a Lightning callback a caller passes to
 ``composer.training.train(config, callbacks=[...])``; it keeps its figures in ``record`` (plain JSON):
 
+* ``loss``: the training loss of every step of the first ``steps`` (this process's batch), the curve in which a
+  plateau or a late escape from one shows, which the held-out curve's few points can miss;
 * ``grad_norm``: each layer's gradient norm (all its parameters, the residual's norm included) at every optimizer
   step of the first ``steps``, before clipping;
 * ``entropy``: each attention layer's per-head entropy in nats (``GroupedQueryAttention.head_entropy``) on a fixed
@@ -32,7 +34,7 @@ class LayerDiagnostics(L.Callback):
         self.steps, self.entropy_every, self.probe_sequences = steps, entropy_every, probe_sequences
         self._probe = probe
         self.record: dict[str, Any] = {"steps": steps, "entropy_every": entropy_every, "layers": [],
-                                       "grad_norm": [], "entropy": [], "uniform_entropy": None}
+                                       "loss": [], "grad_norm": [], "entropy": [], "uniform_entropy": None}
 
     def on_train_batch_start(self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any,
                              batch_idx: int) -> None:
@@ -58,6 +60,9 @@ class LayerDiagnostics(L.Callback):
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any,
                            batch_idx: int) -> None:
         done = trainer.global_step
+        loss = outputs["loss"] if isinstance(outputs, dict) else outputs
+        if done <= self.steps and loss is not None:
+            self.record["loss"].append({"step": done - 1, "loss": float(loss)})
         if done <= self.steps and done % self.entropy_every == 0 and \
                 (not self.record["entropy"] or self.record["entropy"][-1]["step"] != done):
             self._entropy(pl_module.model, done)

@@ -19,6 +19,9 @@ def test_a_run_records_each_layers_gradient_norm_and_each_heads_entropy(tmp_path
     summary = train(TrainConfig(**TINY, out=str(tmp_path / "run")), save_on_sigterm=False, callbacks=[diagnostics])
     record = diagnostics.record
     assert summary["steps"] == STEPS and record["layers"] == ["A", "A", "M", "W"]
+    # the training loss of each of the first 8 steps, falling from about log(vocab) as the model learns
+    assert [row["step"] for row in record["loss"]] == list(range(8))
+    assert record["loss"][-1]["loss"] < record["loss"][0]["loss"] < math.log(512) + 1
     # a row per optimizer step of the first 8, one norm per layer, every layer trained
     assert [row["step"] for row in record["grad_norm"]] == list(range(8))
     assert all(len(row["norms"]) == 4 and all(0 < n < math.inf for n in row["norms"]) for row in record["grad_norm"])
