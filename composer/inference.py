@@ -39,6 +39,7 @@ from typing import Protocol
 
 import torch
 
+from composer.compiling import recompile_limit_at_least
 from primitives.base import LayerCache, Primitive
 
 
@@ -231,7 +232,7 @@ class DecodeStep:
         if self._compiled_for is not None and self._compiled_for() is cache:
             return contextlib.nullcontext()
         self._compiled_for = weakref.ref(cache)
-        return torch._dynamo.config.patch(recompile_limit=max(torch._dynamo.config.recompile_limit, RECOMPILE_LIMIT))
+        return recompile_limit_at_least(RECOMPILE_LIMIT)
 
     def _position(self, pos: int, device: torch.device) -> torch.Tensor:
         """``pos`` as the step's 0-d int64 tensor: one per step object, filled in place (a kernel on CUDA,

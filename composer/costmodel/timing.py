@@ -66,18 +66,23 @@ def time_calls(run: Callable[[], Any], repeats: int, *, warmup: int = 1, min_sec
     if first is None:
         for _ in range(warmup - 1):
             run()
-        first = _seconds(run, 1, CLOCKS[clock], sync) if warmup > 0 else 0.0
+        first = seconds_per_call(run, clock=clock, sync=sync) if warmup > 0 else 0.0
     calls = max(1, math.ceil(min_seconds / max(first, 1e-6))) if min_seconds > 0 else 1
     gc.collect()
     gc.disable()
     try:
-        seconds = [_seconds(run, calls, CLOCKS[clock], sync) for _ in range(repeats)]
+        seconds = [seconds_per_call(run, calls, clock=clock, sync=sync) for _ in range(repeats)]
     finally:
         gc.enable()
     return Repeats(seconds, calls, clock)
 
 
-def _seconds(run: Callable[[], Any], calls: int, now: Callable[[], float], sync: Callable[[], None]) -> float:
+def seconds_per_call(run: Callable[[], Any], calls: int = 1, *, clock: str = "wall",
+                     sync: Callable[[], None] | None = None) -> float:
+    """Seconds per call of ``calls`` calls of ``run`` on ``clock``, the device synchronised (``sync``) before and
+    after: one timed repeat, and the one warm call a caller times to size the repeats after it."""
+    sync = sync or (lambda: None)
+    now = CLOCKS[clock]
     sync()
     started = now()
     for _ in range(calls):

@@ -60,7 +60,15 @@ import torch
 
 from composer.accounting import DTYPE_BYTES, analyze
 from composer.config import ArchConfig
-from composer.costmodel.timing import CLOCK_NAMES, NOISY_SPREAD, WARMUP, clock_for, figure, time_calls
+from composer.costmodel.timing import (
+    CLOCK_NAMES,
+    NOISY_SPREAD,
+    WARMUP,
+    clock_for,
+    figure,
+    seconds_per_call,
+    time_calls,
+)
 from composer.inference import COMPILED_CPU
 from composer.precision import torch_dtype
 
@@ -257,16 +265,6 @@ def tensor_bytes(model: torch.nn.Module) -> int:
 # -- timing -------------------------------------------------------------------------------------------------------
 
 
-def seconds_of(run: Callable[[], Any], device: torch.device) -> float:
-    """Wall seconds of one call of ``run``, the device synchronised at both ends: a warm call, timed to size the
-    repeats after it."""
-    sync(device)
-    started = time.perf_counter()
-    run()
-    sync(device)
-    return time.perf_counter() - started
-
-
 def measuring_clock(grid: CostGrid, device: torch.device) -> str:
     """The clock this measurement reads (``composer.costmodel.timing.clock_for``): this process's CPU time on a
     CPU at one thread, else the wall clock."""
@@ -305,7 +303,7 @@ def measure_training(model, batch: int, grid: CostGrid, device: torch.device) ->
         loss.backward()
 
     if device.type == "cuda":
-        first = seconds_of(step, device)
+        first = seconds_per_call(step, sync=lambda: sync(device))  # a warm call, timed to size the repeats
         torch.cuda.reset_peak_memory_stats(device)
         peak = None
     else:

@@ -10,6 +10,7 @@ import functools
 import torch
 from torch import nn
 
+from composer.compiling import recompile_limit_at_least
 from composer.model import ComposerModel, ResidualLayer
 
 # Cache entries of ResidualLayer.forward one primitive type can need: train and eval, each with and without the
@@ -61,9 +62,7 @@ def _under_recompile_limit(compiled, limit: int):
 
     @functools.wraps(compiled)
     def call(*args, **kwargs):
-        if torch._dynamo.config.recompile_limit >= limit:
-            return compiled(*args, **kwargs)
-        with torch._dynamo.config.patch(recompile_limit=limit):
+        with recompile_limit_at_least(limit):
             return compiled(*args, **kwargs)
 
     return call
