@@ -35,7 +35,7 @@ QUIET_RUNNABLE = 2
 QUIET_POLLS = 5
 QUIET_TIMEOUT_S = 90.0
 QUIET_LOG: list[dict[str, float]] = []
-QUIET = {"enabled": True}  # on the wall clock only; off under --quick (plumbing, not figures) and --no-wait
+QUIET = {"enabled": CLOCK["name"] == "wall"}  # the wall clock only (the CLI sets it); off under --quick and --no-wait
 
 
 def runnable_tasks() -> int:

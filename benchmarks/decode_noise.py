@@ -1,0 +1,136 @@
+"""How reproducible a CPU decode step's time is from one process to the next, and the cost model's decode error
+against the median over processes rather than against one.
+
+Why: the cost model's CPU decode error out of sample was 20-27% (median by layout class, 2026-12-07) against a goal
+of 15% (issue 68), and one model measured in three processes the same day decoded in 2.17, 3.69 and 3.75 ms a
+step (``search-1m:d256``, ``AMAMAM``, one thread, batch 1): repeats within a process agree, processes do not. Were
+that the rule, ``cost_model.py validate``, which times each model once in one process, could not tell a 15% model
+from a 30% one. This script times every validation model's decode step (``composer.costmodel.calibration.validate
+.measure_serving``: batch 1, 16 steps after the case's context, median) in ``--processes`` fresh processes, each
+pinned to one core in turn (interleaved: every case once per round), and reports per case the spread over
+processes and within them, and the model's error against each process's figure and against their median.
+
+    python benchmarks/decode_noise.py --processes 6 --json benchmarks/results/decode_noise-DATE.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+_ROOT = Path(__file__).resolve().parent.parent
+if str(_ROOT) not in sys.path:
+    sys.path.insert(0, str(_ROOT))
+
+
+def worker(preset: str, pattern: str, context: int, new_tokens: int) -> dict:
+    """One process's figure: the model built as validate builds it, its decode steps timed on validate's clock."""
+    import torch
+
+    from composer.costmodel.calibration.units import arch_for
+    from composer.costmodel.calibration.validate import measure_serving
+    from composer.model import build_model
+
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    model = build_model(arch_for(preset, pattern)).eval()
+    _, steps = measure_serving(model, context, new_tokens)
+    return {"median_s": statistics.median(steps), "steps_s": steps, "core": sorted(os.sched_getaffinity(0))}
+
+
+def measure(case: tuple, core: int, new_tokens: int) -> dict:
+    preset, pattern, _, _, context = case
+    command = [sys.executable, __file__, "--worker", preset, pattern, str(context), str(new_tokens)]
+    done = subprocess.run(command, capture_output=True, text=True, check=True,
+                          preexec_fn=lambda: os.sched_setaffinity(0, {core}))
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def spread(values: list[float]) -> float:
+    """(max - min) / median."""
+    return (max(values) - min(values)) / statistics.median(values)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--processes", type=int, default=6, help="fresh processes per model (pinned in turn)")
+    parser.add_argument("--new-tokens", type=int, default=16)
+    parser.add_argument("--quick", action="store_true", help="the quick validation's two tiny models, 2 processes")
+    parser.add_argument("--json", help="write the results here")
+    parser.add_argument("--worker", nargs=4, metavar=("PRESET", "PATTERN", "CONTEXT", "NEW_TOKENS"),
+                        help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        preset, pattern, context, new_tokens = args.worker
+        print(json.dumps(worker(preset, pattern, int(context), int(new_tokens))))
+        return 0
+
+    from composer.costmodel import load_table, predict_decode
+    from composer.costmodel.calibration.cases import QUICK_VALIDATION, VALIDATION
+    from composer.costmodel.calibration.units import arch_for
+    from composer.costmodel.classes import layout_class
+    from composer.costmodel.fit import error_summary, relative_error
+
+    cases = QUICK_VALIDATION if args.quick else VALIDATION
+    processes = 2 if args.quick else args.processes
+    cores = sorted(os.sched_getaffinity(0))
+    table = load_table()
+    started = time.perf_counter()
+    figures: dict[int, list[dict]] = {i: [] for i in range(len(cases))}
+    for round_ in range(processes):
+        core = cores[round_ % len(cores)]
+        for i, case in enumerate(cases):
+            figures[i].append(measure(case, core, args.new_tokens))
+            print(f"round {round_ + 1}/{processes} core {core} {case[0]} {case[1]}: "
+                  f"{1e3 * figures[i][-1]['median_s']:.3f} ms", flush=True)
+    rows = []
+    for i, (preset, pattern, _, _, context) in enumerate(cases):
+        arch = arch_for(preset, pattern)
+        medians = [f["median_s"] for f in figures[i]]
+        predicted = predict_decode(arch, "cpu", context=context + args.new_tokens // 2, table=table).seconds
+        rows.append({"preset": preset, "pattern": arch.pattern, "compact": arch.compact,
+                     "layout_class": layout_class(arch), "context": context,
+                     "process_medians_ms": [1e3 * m for m in medians],
+                     "cores": [f["core"] for f in figures[i]],
+                     "across_processes_spread": spread(medians),
+                     "within_process_spread": statistics.median(spread(f["steps_s"]) for f in figures[i]),
+                     "predicted_ms": 1e3 * predicted, "median_ms": 1e3 * statistics.median(medians),
+                     "error_vs_median": relative_error(predicted, statistics.median(medians)),
+                     "errors_vs_each": [relative_error(predicted, m) for m in medians]})
+    classes = sorted({r["layout_class"] for r in rows})
+    result = {
+        "benchmark": "decode_noise", "date": time.strftime("%Y-%m-%d"), "command": " ".join(sys.argv),
+        "processes": processes, "new_tokens": args.new_tokens, "cores": cores,
+        "seconds": time.perf_counter() - started, "rows": rows,
+        "across_processes_spread_median": statistics.median(r["across_processes_spread"] for r in rows),
+        "within_process_spread_median": statistics.median(r["within_process_spread"] for r in rows),
+        "error_vs_median_by_class": {c: error_summary([r["error_vs_median"] for r in rows if r["layout_class"] == c])
+                                     for c in classes},
+        # what a single process's figure gives: each class's median |error| over the cases, per round
+        "error_vs_one_process_by_class": {c: [error_summary([r["errors_vs_each"][k] for r in rows
+                                                             if r["layout_class"] == c])["median_abs"]
+                                              for k in range(processes)] for c in classes},
+    }
+    for r in rows:
+        print(f"{r['preset']:<16} {r['compact']:<26} processes {', '.join(f'{m:.2f}' for m in r['process_medians_ms'])} "
+              f"ms (spread {r['across_processes_spread']:.0%}, within {r['within_process_spread']:.0%}); "
+              f"model {r['predicted_ms']:.2f} ({r['error_vs_median']:+.0%} of the median)")
+    for c in classes:
+        print(f"{c}: median |error| vs the median over processes "
+              f"{result['error_vs_median_by_class'][c]['median_abs']:.0%}; vs one process, by round: "
+              + ", ".join(f"{e:.0%}" for e in result["error_vs_one_process_by_class"][c]))
+    if args.json:
+        from composer.files import atomic_write_json
+
+        atomic_write_json(Path(args.json), result)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
