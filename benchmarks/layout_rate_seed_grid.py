@@ -35,12 +35,13 @@ if str(_ROOT) not in sys.path:
     sys.path.insert(0, str(_ROOT))
 
 
-def done(path: Path) -> set[tuple[str, int, str, tuple[float, ...]]]:
-    """The (layout, seed, precision, rates) already in ``path``."""
+def done(path: Path) -> set[tuple[str, int, str, tuple[float, ...], str]]:
+    """The (layout, seed, precision, rates, budget name) already in ``path``."""
     if not path.is_file():
         return set()
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    return {(r["layout"], r["seed"], r["precision"], tuple(sorted(float(k) for k in r["lr_sweep"]))) for r in rows}
+    return {(r["layout"], r["seed"], r["precision"], tuple(sorted(float(k) for k in r["lr_sweep"])), r["budget"])
+            for r in rows}
 
 
 def matched_widths(layout: str, reference: str, widths: str) -> str:
@@ -107,6 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", required=True, help="JSON lines, appended a row per layout and seed")
     parser.add_argument("--match-params", metavar="REFERENCE",
                         help="train each layout at the width whose non-embedding parameters are nearest REFERENCE's")
+    parser.add_argument("--warmup", type=float, help="the schedule's warmup (steps, or a fraction) instead of the "
+                        "budget's: whether a longer warmup removes an early instability")
     parser.add_argument("--diagnostics", type=int, default=0, metavar="STEPS",
                         help="record per-layer gradient norms and per-head attention entropy over the first STEPS")
     args = parser.parse_args(argv)
@@ -121,12 +124,15 @@ def main(argv: list[str] | None = None) -> int:
     # trained as given at --widths, every rate from scratch: no growth, no trunk kept, no edge extended
     budget = dataclasses.replace(base, name=f"{base.name}-grid", lrs=lrs, extrapolate_to=None, keeps_trunk=False,
                                  continues=False, extend_edge=False)
+    if args.warmup is not None:
+        warmup = int(args.warmup) if args.warmup >= 1 else args.warmup
+        budget = dataclasses.replace(budget, name=f"{budget.name}-warmup{warmup:g}", warmup=warmup)
     path = Path(args.json)
     path.parent.mkdir(parents=True, exist_ok=True)
     have = done(path)
     for seed in (int(s) for s in args.seeds.split(",")):
         for layout in args.layouts:
-            if (layout, seed, args.precision, tuple(sorted(lrs))) in have:
+            if (layout, seed, args.precision, tuple(sorted(lrs)), budget.name) in have:
                 continue
             widths = matched_widths(layout, args.match_params, args.widths) if args.match_params else args.widths
             row = train(layout, seed, budget, widths, args.precision, args.diagnostics)

@@ -64,3 +64,17 @@ def test_diagnostics_of_every_run_in_its_row(tmp_path, load_benchmark, monkeypat
         assert record["layers"] == ["A", "A", "M", "M"]
         assert [r["step"] for r in record["grad_norm"]] == list(range(6))
         assert sorted(record["entropy"][0]["heads"]) == ["0", "1"]
+
+
+def test_a_longer_warmup_is_its_own_budget_and_its_own_rows(tmp_path, fake, load_benchmark):
+    """--warmup: the runs train under that warmup (the budget's name says so) and are rows apart from the
+    budget's own, so a file holding both trains each once."""
+    bench = load_benchmark("layout_rate_seed_grid")
+    out = tmp_path / "grid.jsonl"
+    argv = ["--layouts", "AAMM", "--budget", "rung-smoke-0", "--widths", "tiny", "--lrs", "1e-3", "--precision", "fp32",
+            "--json", str(out)]
+    assert bench.main(argv) == 0
+    assert bench.main([*argv, "--warmup", "4"]) == 0 and bench.main([*argv, "--warmup", "4"]) == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["budget"] for r in rows] == ["rung-smoke-0-grid", "rung-smoke-0-grid-warmup4"]
+    assert len(fake.trained) == 2  # the rerun with --warmup 4 trained nothing again
