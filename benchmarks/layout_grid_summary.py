@@ -84,15 +84,25 @@ def entropy_profile(record: dict) -> dict[str, dict]:
             for index, heads in last.items()}
 
 
+def setting_of(row: dict) -> str:
+    """The setting a row's runs share: its precision and its budget (a budget with another warmup is another)."""
+    return f"{row['precision']} {row.get('budget', '')}".strip()
+
+
 def summarize(rows: list[dict], baseline: str) -> dict:
-    """Per precision: each layout's widths, parameters, per-seed best rate and loss (and whether at the edge),
+    """Per setting (:func:`setting_of`): each layout's widths, parameters, per-seed best rate and loss (and whether at the edge),
     diagnostics at that rate; each layout against ``baseline`` paired by seed at each one's best rate and at each
     rate both tried."""
-    by_precision: dict[str, dict[str, dict[int, dict]]] = defaultdict(lambda: defaultdict(dict))
+    by_setting: dict[str, dict[str, dict[int, dict]]] = defaultdict(lambda: defaultdict(dict))
     for row in rows:
-        by_precision[row["precision"]][row["layout"]][row["seed"]] = row  # a later row for a key replaces it
+        seeds = by_setting[setting_of(row)][row["layout"]]
+        if row["seed"] in seeds:  # the same runs at further rates: one sweep (a rate trained again: the later run)
+            earlier = seeds[row["seed"]]
+            row = {**earlier, "lr_sweep": {**earlier["lr_sweep"], **row["lr_sweep"]},
+                   "diagnostics": {**(earlier.get("diagnostics") or {}), **(row.get("diagnostics") or {})}}
+        seeds[row["seed"]] = row
     result = {}
-    for precision, layouts in sorted(by_precision.items()):
+    for precision, layouts in sorted(by_setting.items()):
         summary = {}
         for layout, seeds in layouts.items():
             per_seed = {}
@@ -189,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
         from composer.files import atomic_write_json
 
         atomic_write_json(Path(args.json), {"benchmark": "layout_grid_summary", "grids": args.grids,
-                                            "baseline": args.baseline, "precisions": result})
+                                            "baseline": args.baseline, "settings": result})
     if args.plot:
         plot(result, Path(args.plot))
     return 0
