@@ -172,7 +172,7 @@ def plot(result: dict, path: Path) -> None:
         loss_ax.legend(fontsize=7)
     figure.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=110)
+    figure.savefig(path, dpi=80)
     plt.close(figure)
 
 
@@ -182,6 +182,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--baseline", required=True, help="the layout every other is paired against")
     parser.add_argument("--json", help="write the summary here")
     parser.add_argument("--plot", help="write the figure (PNG) here")
+    parser.add_argument("--plot-settings", help="comma-separated settings (precision and budget, as printed) the "
+                        "figure shows, a row each (default: all)")
     args = parser.parse_args(argv)
     result = summarize(read_rows([Path(p) for p in args.grids]), args.baseline)
     for precision, entry in result.items():
@@ -201,7 +203,13 @@ def main(argv: list[str] | None = None) -> int:
         atomic_write_json(Path(args.json), {"benchmark": "layout_grid_summary", "grids": args.grids,
                                             "baseline": args.baseline, "settings": result})
     if args.plot:
-        plot(result, Path(args.plot))
+        shown = args.plot_settings.split(",") if args.plot_settings else list(result)
+        missing = [name for name in shown if name not in result]
+        if missing:
+            print(f"error: --plot-settings {', '.join(missing)}: not in the grids (they hold {', '.join(result)})",
+                  file=sys.stderr)
+            return 2
+        plot({name: result[name] for name in shown}, Path(args.plot))
     return 0
 
 

@@ -46,3 +46,7 @@ def test_each_layout_at_each_seeds_best_rate_with_its_diagnostics(tmp_path, load
     assert pair["at_best_rates"]["differences"] == [2.41 - 2.40, 2.33 - 2.32]
     assert pair["at_each_rate"]["0.001"]["differences"] == [2.65 - 2.53, 2.33 - 2.32]
     assert (tmp_path / "f.png").stat().st_size > 10_000
+    # a figure of chosen settings only; one the grids lack is a usage error
+    argv = [str(grid), "--baseline", "AMAM", "--plot", str(tmp_path / "g.png")]
+    assert bench.main([*argv, "--plot-settings", "bf16 rung-cpu-1-grid"]) == 0 and (tmp_path / "g.png").is_file()
+    assert bench.main([*argv, "--plot-settings", "fp32 nope"]) == 2
