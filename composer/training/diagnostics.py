@@ -23,6 +23,7 @@ from typing import Any
 import lightning as L
 import torch
 
+from composer.errors import ConfigError
 from primitives.attention import GroupedQueryAttention
 
 
@@ -35,6 +36,11 @@ class LayerDiagnostics(L.Callback):
         self._probe = probe
         self.record: dict[str, Any] = {"steps": steps, "entropy_every": entropy_every, "layers": [],
                                        "loss": [], "grad_norm": [], "entropy": [], "uniform_entropy": None}
+
+    def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        if trainer.world_size > 1:  # a sharded layer's gradient is a shard's: its norm would be this rank's part
+            raise ConfigError(f"LayerDiagnostics reads whole layers' gradients: run it in one process (this run has "
+                              f"{trainer.world_size})")
 
     def on_train_batch_start(self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any,
                              batch_idx: int) -> None:

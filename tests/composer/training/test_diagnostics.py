@@ -35,3 +35,16 @@ def test_a_run_records_each_layers_gradient_norm_and_each_heads_entropy(tmp_path
     assert math.isclose(uniform, sum(math.log(i + 1) for i in range(SEQ)) / SEQ)  # the probe: SEQ inputs
     assert all(abs(e - uniform) < 0.05 for layer in ("0", "1") for e in heads[layer])
     assert all(e <= math.log(8) + 1e-6 and e > math.log(8) - 0.2 for e in heads["3"])
+
+
+def test_a_run_of_several_processes_is_refused_in_one_line():
+    """Under FSDP a layer's gradient is this rank's shard: its norm would be a part, so the callback refuses."""
+    from types import SimpleNamespace
+
+    import pytest
+
+    from composer.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="one process"):
+        LayerDiagnostics().setup(SimpleNamespace(world_size=2), None, "fit")
+    LayerDiagnostics().setup(SimpleNamespace(world_size=1), None, "fit")
