@@ -81,3 +81,18 @@ def test_the_warmup_table():
             assert cell.count("*") == sum(seeds[s]["at_edge"] for s in ("0", "1", "2")), f"{layout} at {name}"
         pair = against_baseline("AAMMMMAAMMMMAM", name)
         agree_interval(cells[3], pair["mean"], pair["ci"], f"difference at {name}")
+
+
+def test_the_precision_table():
+    rows = table(section(doc(REPORT), "In fp32 too"), "| precision |")
+    assert [plain(r[0]) for r in rows] == ["bf16", "fp32"]
+    for cells in rows:
+        name = f"{plain(cells[0])} rung-cpu-1-grid-warmup20"
+        layouts = setting(name)["layouts"]
+        for cell, layout in ((cells[1], "AAMMMMAAMMMMAM"), (cells[2], BASELINE)):
+            seeds = layouts[layout]["seeds"]
+            for seed, value in zip(("0", "1", "2"), numbers(cell), strict=True):
+                agree(value, seeds[seed]["loss"], f"{layout} seed {seed} in {name}")
+            assert not any(seeds[s]["at_edge"] for s in ("0", "1", "2")), f"{layout} in {name}: a best rate at the edge"
+        pair = against_baseline("AAMMMMAAMMMMAM", name)
+        agree_interval(cells[3], pair["mean"], pair["ci"], f"difference in {name}")
