@@ -157,6 +157,11 @@ def deployed_record(record: dict) -> dict:
             "binding": record["binding"]}
 
 
+def chosen_rate(stages: dict) -> float | None:
+    """The rate an arm's rungs chose (its last rung's, rung 2 continuing rung 1's), None before it trained."""
+    return (stages.get("rung2") or stages.get("rung1") or {}).get("lr")
+
+
 def arm_record(arm: Arm, work: Path) -> dict:
     """An arm's model at the target and deployed, its modeled cost against Nemotron-H's, its rate and losses."""
     from composer.accounting import analyze
@@ -171,7 +176,7 @@ def arm_record(arm: Arm, work: Path) -> dict:
             "non_embedding_params": stats.non_embedding_params, "params": stats.params,
             "kv_cache_bytes_per_token": stats.kv_cache_bytes_per_token,
             "deployed": deployed_record(record),
-            "lr": (stages.get("rung2") or stages.get("rung1") or {}).get("lr"), "losses": arm_losses(arm, work),
+            "lr": chosen_rate(stages), "losses": arm_losses(arm, work),
             "stage_minutes": {k: round(v["seconds"] / 60, 1) for k, v in stages.items()},
             "edge": json.loads(path.read_text()).get("edge") if path.is_file() else None,
             "h200": h200_ratios(arm),

@@ -71,7 +71,7 @@ def arm_of(name: str, families: Path, search: Path | None):
     if not path.is_file():
         raise ConfigError(f"{path} is missing: train the arm at the target first (benchmarks/equal_cost_families.py)")
     stages = json.loads(path.read_text())["stages"]
-    rate = (stages.get("rung2") or stages.get("rung1") or {}).get("lr")
+    rate = families_module.chosen_rate(stages)
     if rate is None:
         raise ConfigError(f"{path} records no chosen rate")
     return arm, rate

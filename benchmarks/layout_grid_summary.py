@@ -38,15 +38,17 @@ def read_rows(paths: list[Path]) -> list[dict]:
     return rows
 
 
-def best_rate(row: dict) -> tuple[str, float | None, bool]:
-    """The rate (its key in ``lr_sweep``) with the lowest finite loss, the loss, and whether it is at the grid's
-    edge (the lowest or highest rate tried): a best rate at the edge says the optimum may lie beyond it."""
-    finite = {k: v for k, v in row["lr_sweep"].items() if v is not None}
-    if not finite:
+def chosen_rate(row: dict) -> tuple[str, float | None, bool]:
+    """The rate the project's one chooser (``search.evaluation.best_rate``) takes from the row's sweep, as its key
+    in ``lr_sweep``, its loss, and whether it is at the grid's edge (the lowest or highest rate tried): a best rate
+    at the edge says the optimum may lie beyond it."""
+    from search.evaluation import best_rate
+
+    keys = {float(k): k for k in row["lr_sweep"]}
+    rate = best_rate({float(k): v for k, v in row["lr_sweep"].items()})
+    if rate is None:
         return "", None, False
-    key = min(finite, key=finite.get)
-    rates = sorted(float(k) for k in row["lr_sweep"])
-    return key, finite[key], len(rates) > 1 and float(key) in (rates[0], rates[-1])
+    return keys[rate], row["lr_sweep"][keys[rate]], len(keys) > 1 and rate in (min(keys), max(keys))
 
 
 def loss_at(record: dict, steps: tuple[int, ...] = LOSS_STEPS) -> dict[str, float]:
@@ -107,7 +109,7 @@ def summarize(rows: list[dict], baseline: str) -> dict:
         for layout, seeds in layouts.items():
             per_seed = {}
             for seed, row in sorted(seeds.items()):
-                key, loss, edge = best_rate(row)
+                key, loss, edge = chosen_rate(row)
                 record = (row.get("diagnostics") or {}).get(key, {})
                 per_seed[str(seed)] = {"lr": float(key) if key else None, "loss": loss, "at_edge": edge,
                                        "lr_sweep": row["lr_sweep"], "train_loss": loss_at(record),

@@ -46,25 +46,16 @@ def done(path: Path) -> set[tuple[str, int, str, tuple[float, ...], str]]:
 
 def matched_widths(layout: str, reference: str, widths: str) -> str:
     """The preset (``widths`` scaled, ``composer.presets.scaled_name``) at which ``layout`` has the non-embedding
-    parameters nearest ``reference``'s at ``widths``: every ``d_model`` the widths allow from half to twice the
-    preset's is tried, the nearer-to-the-preset one winning a tie."""
+    parameters nearest ``reference``'s at ``widths``: growth's own width match at the layout's own depth
+    (``scaling.extrapolate.grow_to_depth``), which refuses a layout no width brings within its tolerance."""
     from composer.accounting import non_embedding_params
-    from composer.errors import ConfigError
+    from composer.pattern import parse_pattern
     from composer.presets import get_preset, scaled_name
-    from composer.widths import scale_widths
+    from scaling.extrapolate import grow_to_depth
 
-    base = get_preset(widths).arch
-    target = non_embedding_params(base.with_pattern(reference))
-    best = None
-    for d_model in range(base.d_model // 2, 2 * base.d_model + 1):
-        try:
-            arch = scale_widths(base, d_model).with_pattern(layout)
-        except ConfigError:
-            continue
-        key = (abs(non_embedding_params(arch) - target), abs(d_model - base.d_model))
-        if best is None or key < best[0]:
-            best = (key, d_model)
-    return scaled_name(widths, best[1])
+    goal = non_embedding_params(get_preset(widths).arch.with_pattern(reference))
+    grown = grow_to_depth(layout, widths, len(parse_pattern(layout)), target_params=goal)
+    return scaled_name(widths, grown.arch.d_model)
 
 
 def train(layout: str, seed: int, budget, widths: str, precision: str, diagnostics: int = 0) -> dict:

@@ -59,8 +59,7 @@ class LayerDiagnostics(L.Callback):
         norms = []
         for layer in pl_module.model.layers:
             grads = [p.grad.detach().float() for p in layer.parameters() if p.grad is not None]
-            norms.append(float(torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads])))
-                         if grads else 0.0)
+            norms.append(float(torch.nn.utils.get_total_norm(grads)) if grads else 0.0)
         self.record["grad_norm"].append({"step": step, "norms": norms})
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any,

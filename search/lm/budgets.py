@@ -87,7 +87,7 @@ class LMBudget:
 # bottom attention layers' gradient norms 13-27 at 2e-3) and some runs never recovered within the rung: AAMMMM's
 # seed 0 plateaued at 2.65 at 1e-3, 0.3 behind Llama's alternation in the default search; at 20 steps it scored
 # 2.31 and every layout's loss was as low or lower (issue 71, docs/reports/adjacent-attention-2026-12-07.md).
-# The smoke ladder's 16-step runs are plumbing, not figures (tests/search/test_budgets.py holds the rule).
+# The smoke ladder's 16-step runs are plumbing, not figures (tests/search/lm/test_budgets.py holds the rule).
 ADAM_WARMUP_STEPS = 20
 
 LM_BUDGETS: dict[str, LMBudget] = {budget.name: budget for budget in (
