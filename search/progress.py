@@ -126,14 +126,23 @@ class StageWork:
     eval_tokens: int = 0
     flops_per_token: float = 1.0
     widths: str = ""
+    # a continued stage whose rung below kept more than one rate's trunk (keeps_lower_trunks): a candidate continues
+    # between least_runs and runs of them; 0: always runs
+    least_runs: int = 0
 
     @property
     def run_work(self) -> float:
         return self.flops_per_token * (self.budget_tokens - self.start_tokens + FORWARD_SHARE * self.eval_tokens)
 
     @property
+    def expected_runs(self) -> float:
+        """Runs a candidate is expected to train: ``runs``, or midway between ``least_runs`` and it (whether the
+        rung below chose a rate with lower ones beside it is not known before it did)."""
+        return (self.least_runs + self.runs) / 2 if self.least_runs else float(self.runs)
+
+    @property
     def work(self) -> float:
-        return self.candidates * self.runs * self.run_work
+        return self.candidates * self.expected_runs * self.run_work
 
 
 @functools.lru_cache(maxsize=512)
@@ -177,20 +186,22 @@ def stage_work(budget: str, candidates: int, patterns: list[str], widths: str,
     from search.lm import get_lm_budget
 
     spec = get_lm_budget(budget)
-    start, runs = 0, spec.runs
+    start, runs, least = 0, spec.runs, 0
     if spec.confirms:  # one rate, the one the rungs chose: a run per seed
         runs = spec.seeds
     if spec.continues and below is not None:
         previous = get_lm_budget(below)
         if previous.keeps_trunk and (previous.seq_len, previous.batch_size) == (spec.seq_len, spec.batch_size):
             start, runs = min(_trunk_tokens(previous), spec.tokens), spec.seeds  # one rate: the trunk's
+            if previous.keeps_lower_trunks:  # the chosen rate's trunk and up to every lower rate's: at most all
+                least, runs = runs, runs + len(previous.lrs) - 1
     scored = ((spec.val_tokens or 65_536) + (spec.curve_points + (spec.schedule == "wsd")) * spec.curve_tokens)
     known = known or {}
     flops = [trained_flops_per_token(p, widths, spec.extrapolate_to, spec.seq_len, growth, known.get(p))
              for p in patterns]
     per_token = sum(flops) / len(flops) if flops and None not in flops else 1.0
     trained = spec.tokens // (spec.seq_len * spec.batch_size) * spec.seq_len * spec.batch_size  # whole steps
-    return StageWork(candidates, runs, trained, start, scored, per_token, spec.extrapolate_to or widths)
+    return StageWork(candidates, runs, trained, start, scored, per_token, spec.extrapolate_to or widths, least)
 
 
 class SearchEta:
@@ -290,8 +301,8 @@ class SearchEta:
         work = self.stages[0]
         runs = int(info.get("runs") or work.runs)
         run = int(info.get("run") or 1)
-        # a continued budget trains one rate from the trunk; a candidate without a trunk trains every rate afresh
-        start = work.start_tokens if runs == work.runs else 0
+        # a continued budget trains each kept rate from its trunk; a candidate without a trunk trains every rate afresh
+        start = work.start_tokens if (work.least_runs or work.runs) <= runs <= work.runs else 0
         length = max(1, (run_tokens(info) or work.budget_tokens) - start)
         trained = min(max(0, int(info.get("tokens") or 0) - start), length)
         per_token, scored = work.flops_per_token, FORWARD_SHARE * work.eval_tokens
@@ -311,7 +322,7 @@ class SearchEta:
             return None, None
         speed = self.done_work / elapsed
         stage_left = (per_token * (length - trained + scored) + (runs - run) * per_token * (length + scored)
-                      + max(0, work.candidates - candidate) * work.runs * work.run_work)
+                      + max(0, work.candidates - candidate) * work.expected_runs * work.run_work)
         later = sum(stage.work for stage in self.stages[1:])
         return stage_left / speed, (stage_left + later) / speed + self.fixed_seconds if self.whole else None
 

@@ -34,6 +34,13 @@ class LMBudget:
     curve_points: int = 0  # validations spaced in log-steps, recorded as the candidate's curve (details["curve"])
     curve_tokens: int = 8_192  # held-out tokens per curve point (the first of the final score's)
     keeps_trunk: bool = False  # wsd: save the chosen rate's trunk for a later rung to continue
+    # with keeps_trunk: also save the trunks of the grid's rates below the chosen one, so the next rung continues
+    # each and chooses the rate at its own, longer horizon. The better rate falls as training lengthens (Bjorck et
+    # al., "Scaling Optimal LR Across Token Horizons", ICLR 2025, arXiv 2409.19913), and here it did by a rung's 4x:
+    # the default search's rung 1 chose 2e-3 for 5 of 7 finalists, and at rung 2's 500K tokens 1e-3 was better for
+    # every one of them measured (by 0.019-0.044; Llama's alternation chose 2e-3 by 0.006 and lost 0.040 with it,
+    # which turned the search's recommendation; docs/reports/rung-rate-horizon-2026-12-07.md)
+    keeps_lower_trunks: bool = False
     continues: bool = False  # wsd: continue a candidate's trunk saved by an earlier rung, at that trunk's rate
     # when the chosen rate is the highest or lowest of a grid of 2 or more, train one rate past it (x2 or /2) and
     # take it if it is better: a best rate at the grid's edge says only that the optimum may lie beyond it
@@ -69,6 +76,9 @@ class LMBudget:
                 self.recall_sequences == 1 or self.recall_sequences < 0:
             raise ConfigError(f"lm budget {self.name!r}: recall_sequences is 0 (not measured) or at least 2, got "
                               f"{self.recall_sequences!r}")
+        if self.keeps_lower_trunks and not self.keeps_trunk:
+            raise ConfigError(f"lm budget {self.name!r}: keeps_lower_trunks keeps trunks beside the chosen rate's, "
+                              "so it needs keeps_trunk")
         if (self.keeps_trunk or self.continues) and (self.schedule != "wsd" or self.warmup is None
                                                      or self.warmup < 1):
             raise ConfigError(f"lm budget {self.name!r}: a trunk is shared only under schedule 'wsd' with its "
@@ -110,7 +120,7 @@ LM_BUDGETS: dict[str, LMBudget] = {budget.name: budget for budget in (
     # ranked the target at Spearman +0.12 over 12 AMSD patterns, the target's shape at 125K tokens at 0.90
     # (docs/reports/rung-transfer-2026-11-26.md), for about the same time per candidate
     LMBudget("rung-cpu-1", 125_000, 128, 16, (1e-3, 2e-3), extrapolate_to="demo-4m", schedule="wsd",
-             warmup=ADAM_WARMUP_STEPS, curve_points=8, keeps_trunk=True,
+             warmup=ADAM_WARMUP_STEPS, curve_points=8, keeps_trunk=True, keeps_lower_trunks=True,
              description="cpu ladder, rung 1: stacked to demo-4m, 125K tokens (a quarter of the target's)"),
     LMBudget("rung-cpu-2", 500_000, 128, 16, (1e-3, 2e-3), extrapolate_to="demo-4m", schedule="wsd",
              warmup=ADAM_WARMUP_STEPS, curve_points=8, continues=True, recall_sequences=32,

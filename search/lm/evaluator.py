@@ -288,6 +288,15 @@ class LanguageModelEvaluator:
         self.trunks.discard_running(self._running)
         return evaluation
 
+    def _rates_to_keep(self, chosen: float, sweep: dict[float, float | None]) -> list[float]:
+        """The rates whose trunks a ``keeps_trunk`` budget saves for the next rung: the chosen one, and with
+        ``keeps_lower_trunks`` every lower rate of the sweep that did not diverge (the next rung trains longer,
+        where the better rate is lower: it continues each and chooses among them)."""
+        if not self.spec.keeps_trunk:
+            return []
+        lower = [rate for rate, loss in sweep.items() if rate < chosen and loss is not None and math.isfinite(loss)]
+        return [chosen, *sorted(lower)] if self.spec.keeps_lower_trunks else [chosen]
+
     def _evaluate(self, pattern: str, seed: int) -> Evaluation:
         """Every rate at the first seed, further seeds at the chosen rate (the module docstring says why); a budget
         that ``continues`` trains only the rates whose trunks an earlier rung kept for this candidate."""
@@ -331,8 +340,9 @@ class LanguageModelEvaluator:
                 if lr is None:
                     listed = ", ".join(f"{rate:g}" for rate in sweep)
                     raise CandidateFailed(f"training diverged at every learning rate ({listed})")
-                if self.spec.keeps_trunk and runs[lr].trunk is not None:
-                    self.trunks.keep(self.trunk_key(trained, lr, seed), runs[lr].trunk)
+                for rate in self._rates_to_keep(lr, sweep):
+                    if runs[rate].trunk is not None:
+                        self.trunks.keep(self.trunk_key(trained, rate, seed), runs[rate].trunk)
                 at_rate = {seed: runs[lr]}
                 for number, extra in enumerate(range(seed + 1, seed + self.spec.seeds), start=len(rates) + 1):
                     self._run_context = {"run": number, "runs": total}

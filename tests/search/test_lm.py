@@ -190,6 +190,42 @@ def test_a_candidate_stopped_in_its_trunk_continues_it_when_the_search_runs_agai
     assert again.score == fresh("AMSA", 0, _no_report).score
 
 
+def test_a_rung_keeping_lower_trunks_lets_the_next_choose_the_rate_at_its_own_horizon(tmp_path, monkeypatch):
+    """keeps_lower_trunks: the short rung keeps the chosen rate's trunk and every lower rate's; the long rung
+    continues each (only the tokens it adds), scores each as a fresh run at that rate would, and chooses among them
+    by its own losses. The default search's rung 1 chose 2e-3 where 1e-3 was better at rung 2's 4x tokens: red
+    before, the long rung continued the short rung's choice alone."""
+    import search.lm.evaluator as lm_evaluator
+
+    highest = lambda losses: max(rate for rate, loss in losses.items() if loss is not None)  # noqa: E731
+    short_budget = dataclasses.replace(SHORT, keeps_lower_trunks=True)
+    with monkeypatch.context() as choosing:  # the short rung prefers the higher rate, as rung 1 did
+        choosing.setattr(lm_evaluator, "best_rate", highest)
+        short = LanguageModelEvaluator(short_budget, "tiny", trunks=tmp_path / "trunks")("AMSA", 0, _no_report)
+    assert short.details["lr"] == 1e-2
+    longer = LanguageModelEvaluator(LONG, "tiny", trunks=tmp_path / "trunks")("AMSA", 0, _no_report)
+    sweep = {float(rate): loss for rate, loss in longer.details["lr_sweep"].items()}
+    assert set(sweep) == {1e-3, 1e-2} and longer.details["continued_from_tokens"] == 13 * 256
+    assert longer.details["trained_tokens"] == 2 * (40 - 13) * 256  # both continued, neither from scratch
+    assert longer.details["lr"] == choose_rate(sweep) and longer.score == min(sweep.values())
+    for rate, loss in sweep.items():
+        fresh = LanguageModelEvaluator(dataclasses.replace(LONG, lrs=(rate,), continues=False), "tiny")
+        assert loss == fresh("AMSA", 0, _no_report).score
+
+
+def test_a_rung_keeping_lower_trunks_keeps_one_when_it_chose_its_lowest_rate(tmp_path, monkeypatch):
+    import search.lm.evaluator as lm_evaluator
+
+    monkeypatch.setattr(lm_evaluator, "best_rate", lambda losses: min(losses))
+    budget = dataclasses.replace(SHORT, keeps_lower_trunks=True)
+    evaluator = LanguageModelEvaluator(budget, "tiny", trunks=tmp_path / "trunks")
+    assert evaluator("AMSA", 0, _no_report).details["lr"] == 1e-3
+    assert evaluator.trunks.rates(evaluator.trunk_key("AMSA", 0.0, 0)) == [1e-3]
+    assert evaluator._rates_to_keep(1e-2, {1e-3: None, 1e-2: 2.0}) == [1e-2]  # a diverged rate keeps nothing
+    with pytest.raises(ConfigError, match="keeps_lower_trunks .* needs keeps_trunk"):
+        dataclasses.replace(SHORT, keeps_trunk=False, keeps_lower_trunks=True)
+
+
 def test_without_a_kept_trunk_a_continuing_rung_trains_its_whole_grid(tmp_path):
     """No store (an evaluator outside a search), or nothing kept for the pattern: every rate, from scratch."""
     result = LanguageModelEvaluator(LONG, "tiny", trunks=tmp_path / "empty")("AMSA", 0, _no_report)

@@ -73,7 +73,10 @@ def rung_stage(config: SearchConfig, index: int, patterns: tuple[str, ...]) -> S
     space = make_space(config, config.layers)
     if index == 0:
         return Stage(0, space, config.trials, "s", known_first(config, space, lambda _: None))
-    return Stage(index, space, len(patterns), f"s-rung{index}", tuple((p, {}) for p in patterns), only_first=True)
+    # the promoted patterns as a search promotes them: Llama's alternation carries its known layout's name (the
+    # floor every later rung keeps, which the ETA counts)
+    first = tuple((p, {"known": "llama"} if p == "AMAMAM" else {}) for p in patterns)
+    return Stage(index, space, len(patterns), f"s-rung{index}", first, only_first=True)
 
 
 def report(pattern: str, run: int, runs: int, tokens: int, budget: int, per_step: int, speed: float | None) -> dict:
@@ -183,16 +186,18 @@ def test_the_search_eta_of_the_default_ladder_shrinks_as_it_trains_and_is_plausi
                                        if "".join(p) not in ("AMAMAM", "AAMMMM")][:18]
     ladder = [(patterns, 100_000 // 1024 * 1024, 0, 2, 1024, "search-1m"),  # trained tokens, start, runs, per step
               (PROMOTED, 124_928, 0, 2, 2048, "demo-4m"),
-              (PROMOTED[:4], 499_712, 100_352, 1, 2048, "demo-4m")]  # continued from rung 1's trunk at one rate
+              # continued from rung 1's trunks: two rates where rung 1 chose its higher one (keeps_lower_trunks)
+              (PROMOTED[:4], 499_712, 100_352, (2, 1, 2, 1), 2048, "demo-4m")]
     flop_rate, startup = 5.5e10, 3.0
     estimates = []  # (when, search seconds left) at each candidate's first report
-    for index, (stage_patterns, budget, start, runs, per_step, widths) in enumerate(ladder):
+    for index, (stage_patterns, budget, start, rung_runs, per_step, widths) in enumerate(ladder):
         stage = rung_stage(config, index, tuple(stage_patterns))
         eta.plan(index, rung_config(config, index), stage)
         progress = SearchProgress(len(stage_patterns), False, f"rung {index} of 0-2 ", stream=lines, kind="rung",
                                   index=index, eta=eta, now=clock)
         for number, pattern in enumerate(stage_patterns):
             speed = flop_rate / flops(pattern, widths)  # tokens/s of this candidate
+            runs = rung_runs[number] if isinstance(rung_runs, tuple) else rung_runs
             for run in range(1, runs + 1):
                 clock.t += startup
                 tokens, first = start, True
