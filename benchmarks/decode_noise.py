@@ -59,6 +59,20 @@ def spread(values: list[float]) -> float:
     return figure(values)["spread"]
 
 
+def _machine() -> str:
+    import torch
+
+    from composer.evaluation.bench_cost import device_name
+
+    return device_name(torch.device("cpu"))
+
+
+def _torch_version() -> str:
+    import torch
+
+    return torch.__version__
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--processes", type=int, default=6, help="fresh processes per model (pinned in turn)")
@@ -108,6 +122,8 @@ def main(argv: list[str] | None = None) -> int:
     classes = sorted({r["layout_class"] for r in rows})
     result = {
         "benchmark": "decode_noise", "date": time.strftime("%Y-%m-%d"), "command": " ".join(sys.argv),
+        # the table's CPU constants are one machine's fit: a figure on another CPU model says how far they carry
+        "machine": _machine(), "torch": _torch_version(),
         "processes": processes, "new_tokens": args.new_tokens, "cores": cores,
         "seconds": time.perf_counter() - started, "rows": rows,
         "across_processes_spread_median": statistics.median(r["across_processes_spread"] for r in rows),

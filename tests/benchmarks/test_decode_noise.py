@@ -22,6 +22,7 @@ def test_the_spread_across_processes_and_the_error_against_their_median(tmp_path
     from composer.costmodel.calibration.cases import VALIDATION
 
     assert len(result["rows"]) == len(VALIDATION) and len(calls) == 3 * len(VALIDATION)
+    assert result["machine"] and result["torch"]  # the table is one CPU's fit: a figure names its machine
     # interleaved: every case once a round, the rounds on the cores in turn
     cores = sorted({core for _, core in calls})
     assert [core for _, core in calls[:: len(VALIDATION)]] == [cores[k % len(cores)] for k in range(3)]
