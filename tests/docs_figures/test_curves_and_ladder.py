@@ -229,5 +229,4 @@ def test_search_default_search_retimed_on_idle_cores():
     find(text, re.escape(f"+{verdict['difference']:.4f} [{low:+.4f}, {high:+.4f}]"))
     find(text, rf"`AMAMMM` \({verdict['best_new']['score']:.4f}\)")
     find(text, rf"`AMAMAM` \({verdict['best_known']['score']:.4f}\)")
-    readme = (ROOT / "README.md").read_text()
-    find(readme, rf"it took {minutes} min {seconds} s")
+    # README gives the latest timed run's figure, not this one's (tests/test_readme.py holds it to that run)
