@@ -59,18 +59,13 @@ def spread(values: list[float]) -> float:
     return figure(values)["spread"]
 
 
-def _machine() -> str:
+def _machine() -> dict[str, str]:
+    """The CPU's model name and torch's version: the table's CPU constants are one machine's fit."""
     import torch
 
     from composer.evaluation.bench_cost import device_name
 
-    return device_name(torch.device("cpu"))
-
-
-def _torch_version() -> str:
-    import torch
-
-    return torch.__version__
+    return {"machine": device_name(torch.device("cpu")), "torch": torch.__version__}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -123,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     result = {
         "benchmark": "decode_noise", "date": time.strftime("%Y-%m-%d"), "command": " ".join(sys.argv),
         # the table's CPU constants are one machine's fit: a figure on another CPU model says how far they carry
-        "machine": _machine(), "torch": _torch_version(),
+        **_machine(),
         "processes": processes, "new_tokens": args.new_tokens, "cores": cores,
         "seconds": time.perf_counter() - started, "rows": rows,
         "across_processes_spread_median": statistics.median(r["across_processes_spread"] for r in rows),

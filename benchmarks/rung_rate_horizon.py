@@ -31,12 +31,10 @@ _ROOT = Path(__file__).resolve().parent.parent
 if str(_ROOT) not in sys.path:
     sys.path.insert(0, str(_ROOT))
 
+from layout_grid_summary import read_rows  # noqa: E402  (the grid's JSON-lines reader, beside this script)
+
 from composer.files import atomic_write_json  # noqa: E402
 from search.evaluation import best_rate  # noqa: E402
-
-
-def _rate(text: str | float) -> float:
-    return float(text)
 
 
 def last_rung_losses(row: dict) -> dict[float, float]:
@@ -44,8 +42,8 @@ def last_rung_losses(row: dict) -> dict[float, float]:
     details = row.get("details") or {}
     sweep = details.get("lr_sweep")
     if sweep:
-        return {_rate(rate): loss for rate, loss in sweep.items() if loss is not None}
-    return {_rate(details.get("lr", row.get("lr"))): row["score"]}
+        return {float(rate): loss for rate, loss in sweep.items() if loss is not None}
+    return {float(details.get("lr", row.get("lr"))): row["score"]}
 
 
 def finalists(search: Path, grid_rows: list[dict]) -> list[dict]:
@@ -57,13 +55,13 @@ def finalists(search: Path, grid_rows: list[dict]) -> list[dict]:
     fresh: dict[str, dict[float, float]] = {}
     for row in grid_rows:
         if row.get("seed", 0) == 0 and row.get("score") is not None:
-            fresh.setdefault(row["layout"], {}).update({_rate(r): v for r, v in row["lr_sweep"].items()
+            fresh.setdefault(row["layout"], {}).update({float(r): v for r, v in row["lr_sweep"].items()
                                                         if v is not None})
     out = []
     for row in last["leaderboard"]:
         pattern = row["pattern"]
         layout = (row.get("grown") or {}).get("layout", pattern)
-        sweep = {_rate(r): v for r, v in (at_first[pattern]["details"].get("lr_sweep") or {}).items()}
+        sweep = {float(r): v for r, v in (at_first[pattern]["details"].get("lr_sweep") or {}).items()}
         chosen = at_first[pattern]["details"]["lr"]
         searched = last_rung_losses(row)
         losses = {**fresh.get(layout, {}), **searched}  # the search's own runs where it has them
@@ -151,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     search = Path(args.search)
     if not (search / "rungs.json").is_file():
         parser.error(f"{search / 'rungs.json'} does not exist; --search takes a finished search's --out")
-    grid_rows = [json.loads(line) for path in args.grid for line in Path(path).read_text().splitlines() if line]
+    grid_rows = read_rows([Path(path) for path in args.grid])
     rows = finalists(search, grid_rows)
     print(f"{'pattern':<8}{'known':<16}{'rung 1 sweep':<26}{'chose':>7}  {'last rung losses':<32}{'better':>8}"
           f"{'cost':>8}")

@@ -246,7 +246,7 @@ def _lm_stage(name, budget, study, candidates, expected, config, patterns, known
     work = stage_work(budget, max(candidates[1], 1), patterns, config.widths, below, config.growth, known)
     runs = work.runs + (1 if extra_run and spec.extend_edge and len(spec.lrs) > 1 and not work.start_tokens else 0)
     plan = StagePlan(name, budget, study, spec.extrapolate_to or config.widths, work.budget_tokens, work.start_tokens,
-                     spec.seq_len, spec.batch_size, len(spec.lrs), spec.seeds, (work.least_runs or work.runs, runs),
+                     spec.seq_len, spec.batch_size, len(spec.lrs), spec.seeds, (work.fewest_runs, runs),
                      candidates, expected)
     if work.start_tokens and work.least_runs:
         plan.notes.append(f"continues rung below's trunks from {work.start_tokens:,} tokens: the rate chosen there "
@@ -257,7 +257,7 @@ def _lm_stage(name, budget, study, candidates, expected, config, patterns, known
     elif spec.confirms:
         plan.notes.append("from scratch at each finalist's chosen rate, one run per further seed")
     if work.start_tokens or spec.confirms:
-        plan.rates = 1 + work.runs - (work.least_runs or work.runs)  # the rate(s) continued from below
+        plan.rates = 1 + work.runs - work.fewest_runs  # the rate(s) continued from below
     if runs > work.runs:
         plan.notes.append("a rate at the grid's edge may add one run (extend_edge)")
     if spec.recall_sequences:

@@ -135,10 +135,15 @@ class StageWork:
         return self.flops_per_token * (self.budget_tokens - self.start_tokens + FORWARD_SHARE * self.eval_tokens)
 
     @property
+    def fewest_runs(self) -> int:
+        """The fewest runs a candidate trains: ``least_runs`` where set, else ``runs``."""
+        return self.least_runs or self.runs
+
+    @property
     def expected_runs(self) -> float:
-        """Runs a candidate is expected to train: ``runs``, or midway between ``least_runs`` and it (whether the
-        rung below chose a rate with lower ones beside it is not known before it did)."""
-        return (self.least_runs + self.runs) / 2 if self.least_runs else float(self.runs)
+        """Runs a candidate is expected to train: midway between the fewest and ``runs`` (whether the rung below
+        chose a rate with lower ones beside it is not known before it did)."""
+        return (self.fewest_runs + self.runs) / 2
 
     @property
     def work(self) -> float:
@@ -302,7 +307,7 @@ class SearchEta:
         runs = int(info.get("runs") or work.runs)
         run = int(info.get("run") or 1)
         # a continued budget trains each kept rate from its trunk; a candidate without a trunk trains every rate afresh
-        start = work.start_tokens if (work.least_runs or work.runs) <= runs <= work.runs else 0
+        start = work.start_tokens if work.fewest_runs <= runs <= work.runs else 0
         length = max(1, (run_tokens(info) or work.budget_tokens) - start)
         trained = min(max(0, int(info.get("tokens") or 0) - start), length)
         per_token, scored = work.flops_per_token, FORWARD_SHARE * work.eval_tokens

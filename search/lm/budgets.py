@@ -38,8 +38,8 @@ class LMBudget:
     # each and chooses the rate at its own, longer horizon. The better rate falls as training lengthens (Bjorck et
     # al., "Scaling Optimal LR Across Token Horizons", ICLR 2025, arXiv 2409.19913), and here it did by a rung's 4x:
     # the default search's rung 1 chose 2e-3 for 5 of 7 finalists, and at rung 2's 500K tokens 1e-3 was better for
-    # every one of them measured (by 0.019-0.044; Llama's alternation chose 2e-3 by 0.006 and lost 0.040 with it,
-    # which turned the search's recommendation; docs/reports/rung-rate-horizon-2026-12-07.md)
+    # 4 of those 5 (by 0.007-0.044, one seed; Llama's alternation chose 2e-3 by 0.006 and lost 0.040 with it, which
+    # turned the search's recommendation; docs/reports/rung-rate-horizon-2026-12-07.md)
     keeps_lower_trunks: bool = False
     continues: bool = False  # wsd: continue a candidate's trunk saved by an earlier rung, at that trunk's rate
     # when the chosen rate is the highest or lowest of a grid of 2 or more, train one rate past it (x2 or /2) and
@@ -130,7 +130,7 @@ LM_BUDGETS: dict[str, LMBudget] = {budget.name: budget for budget in (
                                               "docs/reports/curve-forecast-2026-11-26.md 'Over 3 seeds'",
                                   Setting("lm", "rung-cpu-2", "demo-4m", precision="bf16", device="cpu")),
              description="cpu ladder, last rung: stacked to demo-4m, 500K tokens (the transfer's target budget), "
-                         "continued from rung 1's trunk at its rate"),
+                         "continued from rung 1's trunks at its rate and each lower one, the better taken"),
     LMBudget("rung-gpu-0", 5_000_000, 1024, 32, (1e-3, 3e-3), schedule="wsd", warmup=ADAM_WARMUP_STEPS,
              curve_points=8, description="gpu ladder, rung 0: 5M tokens"),
     LMBudget("rung-gpu-1", 50_000_000, 2048, 64, (3e-4, 1e-3, 2e-3), extrapolate_to="llama-350m", val_tokens=1_048_576,
