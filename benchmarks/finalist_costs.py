@@ -55,13 +55,14 @@ def parse_entry(text: str) -> tuple[str | None, str, str]:
 
 def parse_prediction(text: str) -> tuple[str, str]:
     """``"h200@llama-3.2-1b"`` -> ``("h200", "llama-3.2-1b")``."""
-    from composer.costmodel import device_names
+    from composer.costmodel import device_names, load_table
     from composer.presets import get_preset
 
     device, at, preset = text.partition("@")
     if not at or device not in device_names():
         raise ConfigError(f"--predict takes DEVICE@PRESET with DEVICE one of {', '.join(device_names())}, got "
                           f"{text!r}")
+    load_table().device(device).warn_if_elsewhere()
     get_preset(preset)  # a one-line error naming the presets
     return device, preset
 

@@ -77,11 +77,12 @@ class EqualCost:
                               f"{', '.join(FAMILIES)} (composer families lists them)")
         if self.deployed is not None and self.deployed not in PRESETS:
             raise ConfigError(f"--deployed-at {self.deployed!r} is not a preset: one of {', '.join(PRESETS)}")
-        from composer.costmodel import device_names
+        from composer.costmodel import device_names, load_table
 
         if self.device not in device_names():
             raise ConfigError(f"--cost-device {self.device!r} is not in the cost model's table: one of "
                               f"{', '.join(device_names())}")
+        load_table().device(self.device).warn_if_elsewhere()  # another processor's constants: said once
         if not self.figures or set(self.figures) - set(FIGURES):
             raise ConfigError(f"--equal-cost-figure must be one of {', '.join(FIGURE_CHOICES)}, got "
                               f"{','.join(self.figures)!r}")
@@ -102,6 +103,15 @@ class EqualCost:
         if figure not in FIGURE_CHOICES:
             raise ConfigError(f"--equal-cost-figure must be one of {', '.join(FIGURE_CHOICES)}, got {figure!r}")
         return cls(reference, deployed, device or "cpu", FIGURE_CHOICES[figure])
+
+    @property
+    def device_named(self) -> str:
+        """The device as the printouts name it: a CPU entry with the processor it was fitted on, ``cpu (AMD EPYC)``
+        (composer.costmodel.processor), a GPU's as it is."""
+        from composer.costmodel import load_table
+
+        processor = load_table().device(self.device).processor
+        return f"{self.device} ({processor})" if processor else self.device
 
     def deployed_at(self, target: str) -> str:
         return self.deployed or target
@@ -198,6 +208,7 @@ def describe(rule: EqualCost, target: str) -> dict[str, Any]:
         "reference_d_model": reference.d_model, "budget": dict(budget),
         "decode_context": decode_point(reference.max_seq_len),
         "assumed_constants": assumed_constants(rule, reference),
+        "device_named": rule.device_named,
     }
 
 
@@ -208,7 +219,8 @@ def describe_line(said: dict[str, Any]) -> str:
     scaled = (f", scaled down to {said['target']} as its layout is" if said["deployed"] != said["target"] else "")
     assumed = (f"; rests on assumed constants ({', '.join(said['assumed_constants'])})"
                if said["assumed_constants"] else "; no assumed constant")
-    return (f"grown to equal cost: every model is the widest whose {figures}, modeled on {said['device']} (cost "
+    return (f"grown to equal cost: every model is the widest whose {figures}, modeled on "
+            f"{said.get('device_named', said['device'])} (cost "
             f"model{assumed}) at {said['deployed']}, is no more than {said['reference']}'s own layout's "
             f"({said['reference_layers']} layers, d_model {said['reference_d_model']}){scaled}; 'at' names each "
             "model's widths")

@@ -291,7 +291,7 @@ def _grow_to_cost(pattern: str, target: str, known: str | None, attention: str, 
                 how = f"stacked to {deployed}'s depth by size ({len(layers(layout))} layers)"
         arch, costs = widest_within(layout, deployed, rule)
         limit = binding(costs, budget)
-        how += (f", then widths to {rule.reference}'s cost at {deployed} on {rule.device} (cost model): d_model "
+        how += (f", then widths to {rule.reference}'s cost at {deployed} on {rule.device_named} (cost model): d_model "
                 f"{arch.d_model}, {FIGURE_NAMES[limit]} {costs[limit] / budget[limit]:.2f}x {rule.reference}'s")
     record = {**rule.to_dict(), "deployed": deployed, "budget": dict(budget), "costs": costs,
               "binding": binding(costs, budget), "deployed_pattern": arch.pattern, "deployed_d_model": arch.d_model}

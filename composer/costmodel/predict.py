@@ -110,6 +110,7 @@ def predict(
     :func:`~composer.costmodel.work.step_work`."""
     table = load_table() if table is None else table
     dev = table.device(device) if isinstance(device, str) else device
+    dev.warn_if_elsewhere()
     dtype_bytes = DTYPE_BYTES[dev.precision]
     used: dict[str, Constant] = {f"{dev.name}.peak_flops": dev.peak_flops, f"{dev.name}.bandwidth": dev.bandwidth}
     units = []

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from composer.accounting import DTYPE_BYTES
+from composer.costmodel.processor import processor_mismatch, warn_if_elsewhere
 from composer.errors import ConfigError
 from composer.files import atomic_write_json
 
@@ -80,7 +81,9 @@ class Device:
     (``overhead_unit``), the default training shape ``train_shape`` (batch, sequence length), the precision
     training runs in there (``train_precision``: ``bf16`` is autocast over ``precision``'s weights, the CPU's
     where it has native bf16) and whether it runs the CPU kernels that slice the batch (``batch_slices``: their op
-    counts grow per slice)."""
+    counts grow per slice). ``processor``: the CPU model a CPU entry was fitted on (empty for a GPU's, modeled from
+    any machine); on another processor its figures are that processor's (:mod:`composer.costmodel.processor`):
+    :meth:`warn_if_elsewhere` says so once, :meth:`check_here` refuses (what measures this machine against it)."""
 
     name: str
     description: str
@@ -95,6 +98,18 @@ class Device:
     train_precision: str = ""
     batch_slices: bool = False
     activation_passes: dict[str, dict[str, Constant]] = field(default_factory=dict)
+    processor: str = ""
+
+    def warn_if_elsewhere(self) -> None:
+        """One warning line a process when this entry was fitted on another processor than this machine's."""
+        warn_if_elsewhere(self.name, self.processor)
+
+    def check_here(self) -> None:
+        """A one-line usage error when this entry was fitted on another processor than this machine's: for what
+        compares this machine with the entry (``validate``), where the gap would read as the fit's error."""
+        problem = processor_mismatch(self.name, self.processor)
+        if problem:
+            raise ConfigError(problem)
 
     def activation_passes_of(self, phase: str, key: str) -> Constant | None:
         """How many ``d_model``-wide passes over its tokens a ``key`` layer makes in ``phase`` (fitted where the
@@ -198,6 +213,7 @@ def parse_table(raw: dict[str, Any], where: str = "the cost-model table") -> Tab
             precision=d["precision"],
             train_precision=d.get("train_precision", d["precision"]),
             batch_slices=bool(d.get("batch_slices", False)),
+            processor=d.get("processor", ""),
             activation_passes={phase: {key: constant(v, f"{name}.activation_passes.{phase}.{key}")
                                        for key, v in keys.items()}
                                for phase, keys in d.get("activation_passes", {}).items()},

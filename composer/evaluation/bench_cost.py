@@ -50,7 +50,6 @@ import contextlib
 import dataclasses
 import enum
 import os
-import platform
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -60,6 +59,7 @@ import torch
 
 from composer.accounting import DTYPE_BYTES, analyze
 from composer.config import ArchConfig
+from composer.costmodel.processor import detected_cpu_model
 from composer.costmodel.timing import (
     CLOCK_NAMES,
     NOISY_SPREAD,
@@ -159,17 +159,11 @@ def sync(device: torch.device) -> None:
 
 
 def device_name(device: torch.device) -> str:
-    """The GPU's name, or the CPU's model name from /proc/cpuinfo (else the platform's processor)."""
+    """The GPU's name, or the CPU's model name from /proc/cpuinfo (else the platform's processor): the processor
+    actually measured on, never ``COMPOSER_CPU_MODEL``'s stand-in."""
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
-    try:
-        with open("/proc/cpuinfo") as info:
-            for line in info:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "cpu"
+    return detected_cpu_model()
 
 
 def measuring_threads(grid: CostGrid) -> int:

@@ -27,6 +27,7 @@ from composer.costmodel.calibration.op_counts import count_ops, measure_counts
 from composer.costmodel.calibration.units import Unit, arch_for
 from composer.costmodel.calibration.validate import check_out_of_sample
 from composer.costmodel.classes import LAYOUT_CLASSES, layout_class
+from composer.costmodel.processor import this_cpu_model
 
 
 @pytest.fixture
@@ -47,6 +48,8 @@ def test_quick_fit_writes_the_cpu_constants_with_their_source_then_validate_pred
     assert {t["key"] for t in results["timings"]} == {"A", "M", "head"}
     table = load_table(table_copy)
     cpu = table.device("cpu")
+    assert results["processor"] == cpu.processor == this_cpu_model()  # the constants name the processor they fit
+    assert cpu.processor in cpu.description
     for phase, keys in results["constants"]["efficiency"].items():  # the fit's figures, as fitted, in the table
         for key, value in keys.items():  # None: no time could be given to that key, its efficiency is kept
             assert value is None or cpu.efficiency[phase][key].value == pytest.approx(value, rel=1e-12), (phase, key)

@@ -46,6 +46,7 @@ from composer.costmodel.calibration.roofs import measure_roofs
 from composer.costmodel.calibration.store import store_cpu_fit
 from composer.costmodel.calibration.timing import CLOCK, last_wait_quiet, machine_state, quiet_summary, timed
 from composer.costmodel.calibration.units import Unit, arch_for, train_precision_of, unit_work
+from composer.costmodel.processor import this_cpu_model
 from composer.costmodel.table import constants_digest
 from composer.errors import ConfigError
 from composer.files import atomic_write_json, make_output_dir
@@ -113,7 +114,8 @@ def cmd_fit(args: argparse.Namespace, argv: list[str] | None) -> int:
     constants = constants_from(solution)
     results = {
         "benchmark": "cost_model fit", "date": date, "command": command_line(argv), "device": "cpu",
-        "threads": torch.get_num_threads(), "torch": torch.__version__, "quick": args.quick,
+        "threads": torch.get_num_threads(), "torch": torch.__version__, "processor": this_cpu_model(),
+        "quick": args.quick,
         "provisional": args.provisional, "seconds": time.perf_counter() - started, "roofs": roofs,
         "train_precision": train_precision, "native_bf16": device_has_native_bf16("cpu"),
         "fit_widths": {preset: arch_for(preset, "AM").d_model for preset in shapes}, "fit_patterns": list(keys),

@@ -50,6 +50,7 @@ from composer.costmodel.calibration.timing import (
 )
 from composer.costmodel.calibration.units import arch_for, training_autocast
 from composer.costmodel.classes import LAYOUT_CLASSES, layout_class
+from composer.costmodel.processor import this_cpu_model
 from composer.costmodel.table import constants_digest
 from composer.costmodel.timing import time_calls
 from composer.errors import ConfigError
@@ -114,6 +115,7 @@ def cmd_validate(args: argparse.Namespace, argv: list[str] | None) -> int:
     if fit.get("clock", CLOCK["name"]) != CLOCK["name"]:  # a fit from before 2026-12-07 did not record its clock
         raise ConfigError(f"fit {fit['id']} timed on the {fit['clock']} clock: validate with --clock {fit['clock']}, "
                           "one clock for both")
+    table.device("cpu").check_here()  # validating one processor's fit on another measures the processors' gap
     train_precision = table.device("cpu").train_precision
     steps, new_tokens = (1, 4) if args.quick else (args.steps, 16)
     started = time.perf_counter()
@@ -165,7 +167,7 @@ def cmd_validate(args: argparse.Namespace, argv: list[str] | None) -> int:
         "benchmark": "cost_model validate", "date": today(), "command": command_line(argv), "device": "cpu",
         "cases": args.cases, "out_of_sample": args.cases == "validation",
         "threads": torch.get_num_threads(), "torch": torch.__version__, "quick": args.quick,
-        "train_precision": train_precision, "native_bf16": device_has_native_bf16("cpu"),
+        "processor": this_cpu_model(), "train_precision": train_precision, "native_bf16": device_has_native_bf16("cpu"),
         "clock": CLOCK["name"],
         "machine": {"before": machine_before, "after": machine_state(), "waits": quiet_summary()},
         "seconds": time.perf_counter() - started, "table": shown(args.table or TABLE_PATH),

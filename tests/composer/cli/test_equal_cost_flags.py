@@ -82,3 +82,22 @@ def test_words_that_cannot_mean_anything_are_one_line_and_exit_2(argv, message, 
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0], err
+
+
+def test_growth_by_another_processors_cpu_constants_says_so_once_and_still_builds_the_same_model(monkeypatch,
+                                                                                                  capsys):
+    """The table's CPU constants are one processor's fit (composer.costmodel.processor): on another, growth by them
+    builds the same model (the same words, the same widths on any machine) and says once whose figures they are."""
+    from composer.costmodel import processor
+
+    monkeypatch.setattr(processor, "_warned", set())
+    argv = ["extrapolate", "SMMMAD", "--target", "demo-4m", "--equal-cost", "nemotron-h"]
+    assert main(argv) == 0
+    here = capsys.readouterr()
+    assert "warning" not in here.err and "on cpu (AMD EPYC) (cost model)" in here.out  # whose constants
+    monkeypatch.setenv("COMPOSER_CPU_MODEL", "Some Other CPU 9000")
+    assert main(argv) == 0
+    there = capsys.readouterr()
+    assert there.out == here.out
+    err = [line for line in there.err.splitlines() if line.startswith("warning")]
+    assert len(err) == 1 and "Some Other CPU 9000" in err[0] and "benchmarks/cost_model.py fit" in err[0], err

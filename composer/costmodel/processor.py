@@ -1,0 +1,72 @@
+"""Which processor the table's CPU constants describe, and whether that is this machine's.
+
+The ``cpu`` entry of ``constants.json`` is one machine's fit: its peak, bandwidth, per-op cost and efficiencies
+were timed on one processor model. They do not carry to another: fitted on 2 AMD EPYC cores, the table predicted a
+batch-1 decode on 2 Intel Xeon cores 46-80% too slow for small models and 25% too fast at ``d768``, median error
+about 60% (``benchmarks/results/decode_noise-2026-12-07.json``), while a fit on the Intel machine erred 17%. So
+the entry names the processor it was fitted on (``processor``, the CPU's model name as ``/proc/cpuinfo`` gives it,
+written by ``benchmarks/cost_model.py fit``), and a modeled ``cpu`` figure asked for on another processor comes
+with one warning line a process that names the processor it models and the fix, rather than passing for this
+machine's.
+
+Why a warning and not a refusal: the entry models a named processor, as ``h200`` models a GPU the user may not
+have, and growth to equal cost must rebuild the same model from the same words on any machine (``train
+--from-search`` on a GPU box rebuilds what a search on a laptop scored). What the warning stops is reading those
+figures as this machine's. ``validate``, which measures this machine against the entry, refuses instead.
+
+``COMPOSER_CPU_MODEL`` stands in for this machine's model name: set it to the entry's processor to model that
+CPU from another machine on purpose (the test suite does, so that its figures do not depend on the CI machine).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import platform
+import sys
+
+CPU_MODEL_ENV = "COMPOSER_CPU_MODEL"
+FIT_COMMAND = "python benchmarks/cost_model.py fit --device cpu"
+
+
+@functools.cache
+def detected_cpu_model() -> str:
+    """This machine's CPU model name from /proc/cpuinfo (else the platform's processor, else ``cpu``)."""
+    try:
+        with open("/proc/cpuinfo") as info:
+            for line in info:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "cpu"
+
+
+def this_cpu_model() -> str:
+    """The processor the cost model takes this machine to be: ``COMPOSER_CPU_MODEL`` if set, else the detected."""
+    return os.environ.get(CPU_MODEL_ENV) or detected_cpu_model()
+
+
+def processor_mismatch(device_name: str, fitted_on: str) -> str | None:
+    """The one-line refusal when ``device_name``'s constants were fitted on ``fitted_on`` and this machine is
+    another processor; None when they match or the entry names no processor (a GPU's, modeled from anywhere)."""
+    if not fitted_on:
+        return None
+    here = this_cpu_model()
+    if here == fitted_on:
+        return None
+    return (f"the cost model's {device_name} constants were fitted on {fitted_on!r}, not on this machine's "
+            f"{here!r}: its {device_name} figures are that processor's (about 60% off on another); fit this "
+            f"machine's with `{FIT_COMMAND}` (about 4 minutes), or set {CPU_MODEL_ENV}={fitted_on!r} to model "
+            f"that CPU on purpose")
+
+
+_warned: set[str] = set()
+
+
+def warn_if_elsewhere(device_name: str, fitted_on: str) -> None:
+    """Print :func:`processor_mismatch`'s line to stderr, once a process for each message."""
+    problem = processor_mismatch(device_name, fitted_on)
+    if problem and problem not in _warned:
+        _warned.add(problem)
+        print(f"warning: {problem}", file=sys.stderr, flush=True)
