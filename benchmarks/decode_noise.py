@@ -5,22 +5,25 @@ Why: the cost model's CPU decode error out of sample was 20-27% (median by layou
 of 15% (issue 68), and one model measured in three processes the same day decoded in 2.17, 3.69 and 3.75 ms a
 step (``search-1m:d256``, ``AMAMAM``, one thread, batch 1): repeats within a process agree, processes do not. Were
 that the rule, ``cost_model.py validate``, which times each model once in one process, could not tell a 15% model
-from a 30% one. This script times every validation model's decode step (``composer.costmodel.calibration.validate
+from a 30% one. This script times every validation model's decode step (``composer.costmodel.calibration.decode_processes
 .measure_serving``: batch 1, 16 steps after the case's context, median) in ``--processes`` fresh processes, each
 pinned to one core in turn (interleaved: every case once per round), and reports per case the spread over
 processes and within them, and the model's error against each process's figure and against their median.
 
     python benchmarks/decode_noise.py --processes 6 --json benchmarks/results/decode_noise-DATE.json
+    python benchmarks/decode_noise.py --compare-table runs/refit/constants.json   # another fit, same figures
+
+``--compare-table`` (repeatable) predicts the same models with another table's CPU constants (e.g. a fit written
+with ``cost_model.py fit --table``) and reports its errors against the same medians: two fits judged on one set
+of measurements, so their difference is the fits', not the measuring's.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -30,27 +33,12 @@ if str(_ROOT) not in sys.path:
     sys.path.insert(0, str(_ROOT))
 
 
-def worker(preset: str, pattern: str, context: int, new_tokens: int) -> dict:
-    """One process's figure: the model built as validate builds it, its decode steps timed on validate's clock."""
-    import torch
-
-    from composer.costmodel.calibration.units import arch_for
-    from composer.costmodel.calibration.validate import measure_serving
-    from composer.model import build_model
-
-    torch.set_num_threads(1)
-    torch.manual_seed(0)
-    model = build_model(arch_for(preset, pattern)).eval()
-    _, steps = measure_serving(model, context, new_tokens)
-    return {"median_s": statistics.median(steps), "steps_s": steps, "core": sorted(os.sched_getaffinity(0))}
-
-
 def measure(case: tuple, core: int, new_tokens: int) -> dict:
+    """One fresh process's figure for ``case``, pinned to ``core`` (``decode_processes``, as ``validate`` takes it)."""
+    from composer.costmodel.calibration.decode_processes import decode_in_fresh_process
+
     preset, pattern, _, _, context = case
-    command = [sys.executable, __file__, "--worker", preset, pattern, str(context), str(new_tokens)]
-    done = subprocess.run(command, capture_output=True, text=True, check=True,
-                          preexec_fn=lambda: os.sched_setaffinity(0, {core}))
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return decode_in_fresh_process(preset, pattern, context, new_tokens, core)
 
 
 def spread(values: list[float]) -> float:
@@ -75,14 +63,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--new-tokens", type=int, default=16)
     parser.add_argument("--quick", action="store_true", help="the quick validation's two tiny models, 2 processes")
     parser.add_argument("--json", help="write the results here")
-    parser.add_argument("--worker", nargs=4, metavar=("PRESET", "PATTERN", "CONTEXT", "NEW_TOKENS"),
-                        help=argparse.SUPPRESS)
+    parser.add_argument("--compare-table", action="append", default=[], metavar="PATH",
+                        help="also predict with this table's cpu constants (repeatable)")
     args = parser.parse_args(argv)
-    if args.worker:
-        preset, pattern, context, new_tokens = args.worker
-        print(json.dumps(worker(preset, pattern, int(context), int(new_tokens))))
-        return 0
-
     from composer.costmodel import load_table, predict_decode
     from composer.costmodel.calibration.cases import QUICK_VALIDATION, VALIDATION
     from composer.costmodel.calibration.units import arch_for
@@ -119,12 +102,28 @@ def main(argv: list[str] | None = None) -> int:
                      "error_vs_median": relative_error(predicted, statistics.median(medians)),
                      "errors_vs_each": [relative_error(predicted, m) for m in medians]})
     classes = sorted({r["layout_class"] for r in rows})
+    compared = []
+    for path in args.compare_table:
+        other = load_table(path)
+        entry = dataclasses.replace(other.device("cpu"), processor="")
+        errors = []
+        for i, (preset, pattern, _, _, context) in enumerate(cases):
+            predicted = predict_decode(arch_for(preset, pattern), entry, context=context + args.new_tokens // 2,
+                                       table=other).seconds
+            errors.append({"predicted_ms": 1e3 * predicted,
+                           "error_vs_median": relative_error(predicted, rows[i]["median_ms"] / 1e3)})
+        compared.append({
+            "table": path, "fitted_on": other.device("cpu").processor,
+            "fit_source": other.device("cpu").efficiency["decode"]["M"].source, "rows": errors,
+            "error_vs_median_by_class": {c: error_summary([e["error_vs_median"] for e, r in zip(errors, rows)
+                                                           if r["layout_class"] == c]) for c in classes}})
     result = {
         "benchmark": "decode_noise", "date": time.strftime("%Y-%m-%d"), "command": " ".join(sys.argv),
         # the table's CPU constants are one machine's fit: a figure on another CPU model says how far they carry
         **_machine(), "table_fitted_on": fitted.processor,
         "processes": processes, "new_tokens": args.new_tokens, "cores": cores,
-        "seconds": time.perf_counter() - started, "rows": rows,
+        "table_fit_source": fitted.efficiency["decode"]["M"].source,
+        "seconds": time.perf_counter() - started, "rows": rows, "compared_tables": compared,
         "across_processes_spread_median": statistics.median(r["across_processes_spread"] for r in rows),
         "within_process_spread_median": statistics.median(r["within_process_spread"] for r in rows),
         "error_vs_median_by_class": {c: error_summary([r["error_vs_median"] for r in rows if r["layout_class"] == c])
@@ -142,6 +141,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{c}: median |error| vs the median over processes "
               f"{result['error_vs_median_by_class'][c]['median_abs']:.0%}; vs one process, by round: "
               + ", ".join(f"{e:.0%}" for e in result["error_vs_one_process_by_class"][c]))
+    for other in compared:
+        print(f"{other['table']} ({other['fit_source']}): " + "; ".join(
+            f"{c} median |error| vs the median over processes {other['error_vs_median_by_class'][c]['median_abs']:.0%}"
+            for c in classes))
     if args.json:
         from composer.files import atomic_write_json
 

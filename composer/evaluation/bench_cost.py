@@ -59,7 +59,7 @@ import torch
 
 from composer.accounting import DTYPE_BYTES, analyze
 from composer.config import ArchConfig
-from composer.costmodel.processor import detected_cpu_model
+from composer.costmodel.processor import detected_processor
 from composer.costmodel.timing import (
     CLOCK_NAMES,
     NOISY_SPREAD,
@@ -159,11 +159,11 @@ def sync(device: torch.device) -> None:
 
 
 def device_name(device: torch.device) -> str:
-    """The GPU's name, or the CPU's model name from /proc/cpuinfo (else the platform's processor): the processor
-    actually measured on, never ``COMPOSER_CPU_MODEL``'s stand-in."""
+    """The GPU's name, or the CPU's model name, family and model from /proc/cpuinfo (else the platform's
+    processor): the processor actually measured on, never ``COMPOSER_CPU_MODEL``'s stand-in."""
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
-    return detected_cpu_model()
+    return detected_processor()
 
 
 def measuring_threads(grid: CostGrid) -> int:

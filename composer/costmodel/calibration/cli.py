@@ -66,6 +66,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--cases", choices=("validation", "development"), default="validation",
         help="validation (default): models whose widths and patterns the fit never ran; development: the "
              "2026-11-29 set at the fit's widths, for trying a change before the one validation run")
+    sub.choices["validate"].add_argument(
+        "--decode-processes", type=int, default=5, metavar="N",
+        help="each model's decode figure is the median over N fresh processes pinned to the cores in turn "
+             "(default 5; 0: this process's own, which another process can time 2x apart); --quick runs 1")
     loo = sub.choices["loo"]
     loo.add_argument("--results", type=Path, default=GPU_RESULTS, help="the stored GPU runs")
     loo.add_argument("--write-table", action="store_true", help="store the grouped fit as the GPU constants")

@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 
 from composer.costmodel import load_table, predict_decode, processor
-from composer.costmodel.processor import CPU_MODEL_ENV, processor_mismatch, this_cpu_model
+from composer.costmodel.processor import CPU_MODEL_ENV, processor_mismatch, same_processor, this_cpu_model
 from composer.errors import ConfigError
 from composer.presets import get_preset
 from search.cost.limits import check_device
@@ -55,3 +55,12 @@ def test_the_same_processor_predicts_and_an_entry_without_one_predicts_anywhere(
     load_table().device("h200").check_here()
     assert predict_decode(arch, dataclasses.replace(cpu, processor=""), context=128).seconds > 0
     assert processor_mismatch("h200", "") is None
+
+
+def test_a_processor_is_its_name_family_and_model_and_an_older_entry_matches_by_name():
+    """A cloud VM's model name can be generic ("AMD EPYC" for every Zen generation): fits record the family and
+    model numbers too; the 2026-12-07 entry, written before they did, matches any processor of its name."""
+    here = "AMD EPYC (family 25, model 17)"
+    assert same_processor(here, here) and same_processor("AMD EPYC", here)
+    assert not same_processor("AMD EPYC (family 25, model 1)", here)
+    assert not same_processor("Intel(R) Xeon(R) Processor", here)
