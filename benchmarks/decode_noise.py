@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
 import statistics
 import sys
 import time
@@ -39,6 +38,12 @@ def measure(case: tuple, core: int, new_tokens: int) -> dict:
 
     preset, pattern, _, _, context = case
     return decode_in_fresh_process(preset, pattern, context, new_tokens, core)
+
+
+def on_any_processor(device):
+    """``device`` predicting on any processor without a warning: on purpose, since the error of a table's CPU fit
+    on this processor is what this benchmark reports."""
+    return dataclasses.replace(device, processor="")
 
 
 def spread(values: list[float]) -> float:
@@ -68,25 +73,26 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from composer.costmodel import load_table, predict_decode
     from composer.costmodel.calibration.cases import QUICK_VALIDATION, VALIDATION
+    from composer.costmodel.calibration.decode_processes import cores as decode_cores
+    from composer.costmodel.calibration.decode_processes import interleaved
     from composer.costmodel.calibration.units import arch_for
     from composer.costmodel.classes import layout_class
     from composer.costmodel.fit import error_summary, relative_error
 
     cases = QUICK_VALIDATION if args.quick else VALIDATION
     processes = 2 if args.quick else args.processes
-    cores = sorted(os.sched_getaffinity(0))
     table = load_table()
-    # on purpose on any processor: the error of the table's CPU fit on this one is what this benchmark reports
     fitted = table.device("cpu")
-    cpu_entry = dataclasses.replace(fitted, processor="")
+    cpu_entry = on_any_processor(fitted)
     started = time.perf_counter()
-    figures: dict[int, list[dict]] = {i: [] for i in range(len(cases))}
-    for round_ in range(processes):
-        core = cores[round_ % len(cores)]
-        for i, case in enumerate(cases):
-            figures[i].append(measure(case, core, args.new_tokens))
-            print(f"round {round_ + 1}/{processes} core {core} {case[0]} {case[1]}: "
-                  f"{1e3 * figures[i][-1]['median_s']:.3f} ms", flush=True)
+
+    def measured(i: int, core: int, round_: int) -> dict:
+        figure = measure(cases[i], core, args.new_tokens)
+        print(f"round {round_ + 1}/{processes} core {core} {cases[i][0]} {cases[i][1]}: "
+              f"{1e3 * figure['median_s']:.3f} ms", flush=True)
+        return figure
+
+    figures = interleaved(len(cases), processes, measured)
     rows = []
     for i, (preset, pattern, _, _, context) in enumerate(cases):
         arch = arch_for(preset, pattern)
@@ -105,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     compared = []
     for path in args.compare_table:
         other = load_table(path)
-        entry = dataclasses.replace(other.device("cpu"), processor="")
+        entry = on_any_processor(other.device("cpu"))
         errors = []
         for i, (preset, pattern, _, _, context) in enumerate(cases):
             predicted = predict_decode(arch_for(preset, pattern), entry, context=context + args.new_tokens // 2,
@@ -121,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         "benchmark": "decode_noise", "date": time.strftime("%Y-%m-%d"), "command": " ".join(sys.argv),
         # the table's CPU constants are one machine's fit: a figure on another CPU model says how far they carry
         **_machine(), "table_fitted_on": fitted.processor,
-        "processes": processes, "new_tokens": args.new_tokens, "cores": cores,
+        "processes": processes, "new_tokens": args.new_tokens, "cores": decode_cores(),
         "table_fit_source": fitted.efficiency["decode"]["M"].source,
         "seconds": time.perf_counter() - started, "rows": rows, "compared_tables": compared,
         "across_processes_spread_median": statistics.median(r["across_processes_spread"] for r in rows),

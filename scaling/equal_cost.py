@@ -77,12 +77,13 @@ class EqualCost:
                               f"{', '.join(FAMILIES)} (composer families lists them)")
         if self.deployed is not None and self.deployed not in PRESETS:
             raise ConfigError(f"--deployed-at {self.deployed!r} is not a preset: one of {', '.join(PRESETS)}")
-        from composer.costmodel import device_names, load_table
+        from composer.costmodel import load_table
 
-        if self.device not in device_names():
+        table = load_table()
+        if self.device not in table.devices:
             raise ConfigError(f"--cost-device {self.device!r} is not in the cost model's table: one of "
-                              f"{', '.join(device_names())}")
-        load_table().device(self.device).warn_if_elsewhere()  # another processor's constants: said once
+                              f"{', '.join(table.devices)}")
+        table.device(self.device).warn_if_elsewhere()  # another processor's constants: said once
         if not self.figures or set(self.figures) - set(FIGURES):
             raise ConfigError(f"--equal-cost-figure must be one of {', '.join(FIGURE_CHOICES)}, got "
                               f"{','.join(self.figures)!r}")

@@ -73,8 +73,8 @@ def same_processor(fitted_on: str, here: str) -> bool:
 
 
 def processor_mismatch(device_name: str, fitted_on: str) -> str | None:
-    """The one-line refusal when ``device_name``'s constants were fitted on ``fitted_on`` and this machine is
-    another processor; None when they match or the entry names no processor (a GPU's, modeled from anywhere)."""
+    """The one line a warning or a refusal gives when ``device_name``'s constants were fitted on ``fitted_on`` and
+    this machine is another processor; None when they match or the entry names no processor (a GPU's, modeled from anywhere)."""
     if not fitted_on:
         return None
     here = this_cpu_model()

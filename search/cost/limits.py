@@ -105,14 +105,15 @@ def check_device(device: str | None) -> None:
     """``--cost-device`` names a device of the cost model's table, or is not given."""
     if device is None:
         return
-    from composer.costmodel import device_names, load_table
+    from composer.costmodel import load_table
 
-    if device not in device_names():
+    table = load_table()
+    if device not in table.devices:
         raise ConfigError(
             f"--cost-device {device!r} is not in the cost model's table: one of "
-            f"{', '.join(device_names())}, or leave it out to measure on this machine"
+            f"{', '.join(table.devices)}, or leave it out to measure on this machine"
         )
-    load_table().device(device).warn_if_elsewhere()  # at the start, not among the trials' output
+    table.device(device).warn_if_elsewhere()  # at the start, not among the trials' output
 
 
 MEASUREMENTS = 3

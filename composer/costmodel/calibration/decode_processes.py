@@ -19,7 +19,7 @@ import os
 import statistics
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 
@@ -73,6 +73,19 @@ def decode_in_fresh_process(preset: str, pattern: str, context: int, new_tokens:
 def cores() -> list[int]:
     """The cores this process may run on, the processes' cores in turn."""
     return sorted(os.sched_getaffinity(0))
+
+
+def interleaved(count: int, processes: int, measure: Callable[[int, int, int], dict]) -> list[list[dict]]:
+    """Each of ``count`` cases' figures from ``processes`` rounds, ``measure(case, core, round)`` one fresh
+    process's: interleaved (every case once a round, so a drifting machine moves every case alike) and each
+    round pinned to the next core in turn. ``validate`` and ``benchmarks/decode_noise.py`` measure by it."""
+    available = cores()
+    figures: list[list[dict]] = [[] for _ in range(count)]
+    for round_ in range(processes):
+        core = available[round_ % len(available)]
+        for case in range(count):
+            figures[case].append(measure(case, core, round_))
+    return figures
 
 
 def main(argv: Sequence[str] | None = None) -> int:

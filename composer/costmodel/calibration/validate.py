@@ -38,7 +38,11 @@ from composer.costmodel.calibration.cases import (
     VALIDATION,
     development_cases,
 )
-from composer.costmodel.calibration.decode_processes import cores, decode_in_fresh_process, measure_serving
+from composer.costmodel.calibration.decode_processes import (
+    decode_in_fresh_process,
+    interleaved,
+    measure_serving,
+)
 from composer.costmodel.calibration.markdown import validation_table
 from composer.costmodel.calibration.record import command_line, log, shown, today
 from composer.costmodel.calibration.timing import (
@@ -76,19 +80,19 @@ def train_step_call(model, optimizer, batch: int, seq: int, vocab: int,
     return step
 
 
-def decode_over_processes(cases, rows: list[dict], processes: int, new_tokens: int, table) -> None:
+def decode_over_processes(cases, rows: list[dict], processes: int) -> None:
     """Each row's decode figure taken again as the median over ``processes`` fresh processes (module
     :mod:`~composer.costmodel.calibration.decode_processes`: one process's figure is not reproducible enough for a
-    15% goal), interleaved (every case once a round) and pinned to the cores in turn; the figure this process
-    measured stays as ``decode_in_process_ms``."""
-    available = cores()
-    medians: list[list[float]] = [[] for _ in cases]
-    for round_ in range(processes):
-        core = available[round_ % len(available)]
-        for i, (preset, pattern, _, _, context) in enumerate(cases):
-            n = len(rows[i]["decode_step_s"])
-            medians[i].append(decode_in_fresh_process(preset, pattern, context, n, core, CLOCK["name"])["median_s"])
-        log(f"  decode in fresh processes: round {round_ + 1}/{processes} on core {core}")
+    15% goal), interleaved and pinned to the cores in turn (``interleaved``), each timing as many steps as this
+    process did; the figure this process measured stays as ``decode_in_process_ms``."""
+
+    def measure(i: int, core: int, round_: int) -> dict:
+        preset, pattern, _, _, context = cases[i]
+        if i == 0:
+            log(f"  decode in fresh processes: round {round_ + 1}/{processes} on core {core}")
+        return decode_in_fresh_process(preset, pattern, context, len(rows[i]["decode_step_s"]), core, CLOCK["name"])
+
+    medians = [[figure["median_s"] for figure in case] for case in interleaved(len(cases), processes, measure)]
     for row, values in zip(rows, medians, strict=True):
         row["decode_in_process_ms"] = row["decode_ms_per_token"]
         row["decode_process_medians_ms"] = [1e3 * v for v in values]
@@ -165,7 +169,7 @@ def cmd_validate(args: argparse.Namespace, argv: list[str] | None) -> int:
             f"{row['error']['decode_ms_per_token']:+.0%})")
     processes = 1 if args.quick else args.decode_processes
     if processes:
-        decode_over_processes(cases, rows, processes, new_tokens, table)
+        decode_over_processes(cases, rows, processes)
     summary = errors_by_class(rows)
     results = {
         "benchmark": "cost_model validate", "date": today(), "command": command_line(argv), "device": "cpu",
