@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 import torch
 
-# The cost model refuses its CPU constants on another processor than the one they were fitted on
-# (composer.costmodel.processor). The suite's modeled CPU figures are the table's, whatever machine CI lands on
+# On another processor than the one its CPU constants were fitted on, the cost model warns once and validate
+# refuses (composer.costmodel.processor). The suite's modeled CPU figures are the table's, whatever machine CI lands on
 # (AMD EPYC or Intel Xeon so far): it takes this machine to be that processor, and so do the processes it starts.
-# tests/composer/costmodel/test_processor.py checks the refusal with another stand-in.
+# tests/composer/costmodel/test_processor.py checks the warning and the refusal with another stand-in.
 os.environ.setdefault("COMPOSER_CPU_MODEL", json.loads(
     (Path(__file__).parents[1] / "composer" / "costmodel" / "constants.json").read_text())["devices"]["cpu"]["processor"])
 

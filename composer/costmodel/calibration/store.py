@@ -40,7 +40,8 @@ def store_cpu_fit(raw: dict, roofs: dict, counts: dict, constants: dict, results
     cpu["peak_flops"] = {"value": roofs["peak_flops"], "source": roofs_id}
     cpu["bandwidth"] = {"value": roofs["bandwidth"], "source": roofs_id}
     cpu["threads"] = results["threads"]
-    # the constants are this processor's (composer.costmodel.processor): another one's predictions are refused
+    # the constants are this processor's (composer.costmodel.processor): on another, predictions warn once and
+    # validate refuses
     cpu["processor"] = results["processor"]
     cpu["description"] = f"this project's CPU ({results['processor']}), eager PyTorch"
     cpu["train_precision"] = results["train_precision"]
